@@ -1,0 +1,102 @@
+"""The one exception hierarchy of graphexec.
+
+Every failure a user can cause (a bad file, a bad input, an operator we cannot run)
+reaches them as a subclass of :class:`GraphexecError`, never as a raw ``KeyError``,
+``zipfile.BadZipFile`` or numpy traceback::
+
+    GraphexecError
+    ├── ModelFormatError          the .pnnx.param / .pnnx.bin cannot be read (file:line)
+    │   └── WeightError           a weight is missing, of the wrong size or undecodable
+    ├── GraphStructureError       names clash, an input is never produced, a cycle
+    ├── UnsupportedOperatorError  operator types with no registered layer (all listed)
+    ├── LayerConfigError          an operator's params or weights are invalid
+    ├── InputError                wrong inputs to forward: count, name, rank, dtype
+    │   └── InputShapeError       a shape the model cannot take
+    ├── ExecutionError            a layer failed while running (node, type, shapes)
+    └── DeviceError               a device failed or is not available
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class GraphexecError(Exception):
+    """Base of every error graphexec raises on purpose."""
+
+
+class ModelFormatError(GraphexecError):
+    """A model file is malformed; says which file and, for the param file, which line."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        self.path = path
+        self.line = line
+        where = path or "<model>"
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {message}")
+
+
+class WeightError(ModelFormatError):
+    """A weight the param file declares is missing from the bin, or does not fit."""
+
+
+class GraphStructureError(GraphexecError):
+    """The graph is not a well-formed dataflow graph (duplicate names, dangling input, cycle)."""
+
+
+class UnsupportedOperatorError(GraphexecError):
+    """The model uses operator types that have no registered layer.
+
+    ``unsupported`` maps each missing type to the names of the operators that use it, so
+    one error lists everything a user has to provide.
+    """
+
+    def __init__(self, unsupported: dict[str, list[str]]):
+        self.unsupported = dict(unsupported)
+        lines = []
+        for op_type, names in sorted(self.unsupported.items()):
+            shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+            lines.append(f"  {op_type}: used by {shown}")
+        super().__init__(
+            f"{len(self.unsupported)} unsupported operator type(s):\n" + "\n".join(lines)
+        )
+
+
+class LayerConfigError(GraphexecError):
+    """An operator's params or weights are invalid; names the operator and its type."""
+
+    def __init__(self, op_name: str, op_type: str, message: str):
+        self.op_name = op_name
+        self.op_type = op_type
+        super().__init__(f"operator {op_name} ({op_type}): {message}")
+
+
+class InputError(GraphexecError):
+    """The inputs given to ``forward`` do not match what the model expects."""
+
+
+class InputShapeError(InputError):
+    """An input's shape cannot flow through the model; says expected and given."""
+
+
+class ExecutionError(GraphexecError):
+    """A layer failed while running; names the node, its type and its input shapes."""
+
+    def __init__(
+        self,
+        op_name: str,
+        op_type: str,
+        input_shapes: Sequence[object],
+        cause: BaseException | str,
+    ):
+        self.op_name = op_name
+        self.op_type = op_type
+        self.input_shapes = list(input_shapes)
+        shapes = ", ".join(str(s) for s in self.input_shapes) or "no inputs"
+        reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        super().__init__(f"while executing {op_name} ({op_type}) on inputs [{shapes}]: {reason}")
+
+
+class DeviceError(GraphexecError):
+    """A device is unavailable or failed; names the device and, when known, the kernel."""

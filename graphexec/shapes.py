@@ -1,0 +1,39 @@
+"""Shape inference over a program: the spec of every operand for given input specs."""
+
+from __future__ import annotations
+
+from graphexec.errors import LayerConfigError
+from graphexec.program import Program
+from layers.base import ShapeMismatch
+from layers.specs import Spec
+
+
+class InferenceFailure(Exception):
+    """A layer refused the specs it was given; carries the step and the reason."""
+
+    def __init__(self, step_name: str, step_type: str, inputs: list[Spec], reason: str):
+        self.step_name = step_name
+        self.step_type = step_type
+        self.inputs = inputs
+        self.reason = reason
+        super().__init__(f"{step_name} ({step_type}): {reason}")
+
+
+def infer_specs(program: Program, inputs: dict[str, Spec]) -> dict[str, Spec]:
+    """Specs of every operand, walking the steps in order from the input specs."""
+    specs: dict[str, Spec] = dict(inputs)
+    for step in program.steps:
+        given = [specs[name] for name in step.inputs]
+        try:
+            produced = step.layer.infer(given)
+        except LayerConfigError as exc:
+            raise InferenceFailure(step.name, step.layer.type, given, str(exc)) from exc
+        except (ShapeMismatch, ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as exc:
+            raise InferenceFailure(step.name, step.layer.type, given, str(exc) or type(exc).__name__) from exc
+        if len(produced) != len(step.outputs):
+            raise InferenceFailure(
+                step.name, step.layer.type, given,
+                f"produced {len(produced)} outputs, the graph expects {len(step.outputs)}",
+            )
+        specs.update(zip(step.outputs, produced))
+    return specs

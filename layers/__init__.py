@@ -1,0 +1,25 @@
+"""Operator implementations, one module per family, each class registered by pnnx type.
+
+The modules are imported here explicitly: importing :mod:`layers` registers every built-in
+operator. A user adds an operator with one class and one ``@register("type")`` line.
+"""
+
+from layers import (  # noqa: F401  (imported for their registrations)
+    activation,
+    conv,
+    elementwise,
+    expression,
+    indexing,
+    linear,
+    norm,
+    plumbing,
+    pooling,
+    reduction,
+    resize,
+    shape,
+    slicing,
+)
+from layers.base import Layer, Params, ShapeMismatch
+from layers.registry import lookup, register, registered_types
+
+__all__ = ["Layer", "Params", "ShapeMismatch", "lookup", "register", "registered_types"]

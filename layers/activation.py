@@ -1,0 +1,3 @@
+"""activation layers."""
+
+from __future__ import annotations

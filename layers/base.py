@@ -1,0 +1,216 @@
+"""The contract every operator implements, and the helpers that read an operator's params.
+
+::
+
+    Layer                       built once from an ir.Operator
+    ├── build(params)           read and check params/weights (raise -> LayerConfigError)
+    ├── infer(specs)            shapes+dtypes in -> out; defaults to the two below
+    │   ├── infer_shapes(shapes)    pure: input shapes -> output shapes   (override)
+    │   └── infer_dtypes(dtypes)    defaults to "same as the first input"
+    └── forward(inputs)         pure numpy: input values -> output values  (override)
+
+A new operator is one subclass and one ``@register("pnnx.Type")`` line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from graphexec.errors import LayerConfigError
+from graphexec.ir import Operator
+from layers.specs import SequenceSpec, Shape, Spec, TensorSpec
+
+_MISSING: Any = object()
+
+
+class ShapeMismatch(ValueError):
+    """Raised by ``infer_shapes`` when inputs cannot flow through the layer; says why."""
+
+
+class Params:
+    """Typed access to an operator's params and attrs; every failure names the operator."""
+
+    def __init__(self, op: Operator):
+        self.op = op
+
+    def error(self, message: str) -> LayerConfigError:
+        """A LayerConfigError about this operator."""
+        return LayerConfigError(self.op.name, self.op.type, message)
+
+    def has(self, key: str) -> bool:
+        return key in self.op.params
+
+    def raw(self, key: str, default: Any = _MISSING) -> Any:
+        """The value as parsed, or ``default``; a missing required param is an error."""
+        if key in self.op.params:
+            return self.op.params[key]
+        if default is _MISSING:
+            raise self.error(f"missing param {key!r}")
+        return default
+
+    def int(self, key: str, default: Any = _MISSING) -> int:
+        if key not in self.op.params:
+            return self.raw(key, default)
+        value = self.op.params[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(f"param {key}={value!r} should be an integer")
+        return value
+
+    def float(self, key: str, default: Any = _MISSING) -> float:
+        if key not in self.op.params:
+            return self.raw(key, default)
+        value = self.op.params[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"param {key}={value!r} should be a number")
+        return float(value)
+
+    def bool(self, key: str, default: Any = _MISSING) -> bool:
+        if key not in self.op.params:
+            return self.raw(key, default)
+        value = self.op.params[key]
+        if not isinstance(value, bool):
+            raise self.error(f"param {key}={value!r} should be True or False")
+        return value
+
+    def str(self, key: str, default: Any = _MISSING, choices: Sequence[str] | None = None) -> str:
+        if key not in self.op.params:
+            return self.raw(key, default)
+        value = self.op.params[key]
+        if not isinstance(value, str):
+            raise self.error(f"param {key}={value!r} should be a string")
+        if choices is not None and value not in choices:
+            raise self.error(f"param {key}={value!r} should be one of {', '.join(choices)}")
+        return value
+
+    def ints(self, key: str, n: int | None = None, default: Any = _MISSING) -> tuple[int, ...]:
+        """An int list; a single int is repeated ``n`` times (``stride=2`` -> ``(2, 2)``)."""
+        if key not in self.op.params:
+            return self.raw(key, default)
+        value = self.op.params[key]
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value] * (n or 1)
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise self.error(f"param {key}={value!r} should be a list of integers")
+        if n is not None and len(value) == 1 and n > 1:
+            value = value * n
+        if n is not None and len(value) != n:
+            raise self.error(f"param {key}={value!r} should have {n} values")
+        return tuple(value)
+
+    def floats(self, key: str, default: Any = _MISSING) -> tuple[float, ...]:
+        """A number list; a single number becomes a one-element tuple."""
+        if key not in self.op.params:
+            return self.raw(key, default)
+        value = self.op.params[key]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, list) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+        ):
+            raise self.error(f"param {key}={value!r} should be a list of numbers")
+        return tuple(float(v) for v in value)
+
+    def has_attr(self, key: str) -> bool:
+        attr = self.op.attrs.get(key)
+        return attr is not None and attr.data is not None
+
+    def attr(self, key: str, shape: Sequence[int] | None = None, dtype: Any = None) -> np.ndarray:
+        """Weight ``key`` as an array (optionally checked against ``shape``, cast to ``dtype``)."""
+        attr = self.op.attrs.get(key)
+        if attr is None or attr.data is None:
+            raise self.error(f"missing weight @{key}")
+        data = attr.data
+        if shape is not None and tuple(data.shape) != tuple(shape):
+            raise self.error(f"weight @{key} has shape {tuple(data.shape)}, expected {tuple(shape)}")
+        if dtype is not None:
+            data = np.ascontiguousarray(data, dtype=dtype)
+        return data
+
+
+class Layer:
+    """One operator, ready to run. Subclasses override ``build``, ``infer_shapes``, ``forward``."""
+
+    #: The pnnx types this class computes; filled in by ``@register``.
+    op_types: tuple[str, ...] = ()
+    #: Whether ``forward`` only reorders or views its input (no arithmetic).
+    is_view: bool = False
+
+    def __init__(self, op: Operator):
+        self.name = op.name
+        self.type = op.type
+        self.num_inputs = len(op.inputs)
+        self.num_outputs = len(op.outputs)
+        self.input_names = list(op.input_names)
+        params = Params(op)
+        try:
+            self.build(params)
+        except LayerConfigError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError) as exc:
+            raise params.error(f"{type(exc).__name__}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.type!r})"
+
+    # -- override points ----------------------------------------------------------------
+    def build(self, params: Params) -> None:
+        """Read and check params and weights once. The default takes none."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        """Output specs from input specs. Layers over sequences override this."""
+        for i, spec in enumerate(specs):
+            if not isinstance(spec, TensorSpec):
+                raise ShapeMismatch(f"input {i} is a sequence {spec}, expected a tensor")
+        shapes = self.infer_shapes([s.shape for s in specs])  # type: ignore[union-attr]
+        dtypes = self.infer_dtypes([s.dtype for s in specs])  # type: ignore[union-attr]
+        return [TensorSpec(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        """Output shapes from input shapes; raise :class:`ShapeMismatch` if they cannot flow."""
+        raise NotImplementedError(f"{type(self).__name__} must implement infer_shapes")
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        """Output dtypes; by default every output has the first input's dtype."""
+        first = dtypes[0] if dtypes else np.dtype(np.float32)
+        return [first] * self.num_outputs
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        """Compute the outputs from the inputs with numpy; never mutate an input."""
+        raise NotImplementedError(f"{type(self).__name__} must implement forward")
+
+    # -- helpers for subclasses ----------------------------------------------------------
+    def expect_inputs(self, shapes: Sequence[Any], *counts: int) -> None:
+        """Raise ShapeMismatch unless the number of inputs is one of ``counts``."""
+        if len(shapes) not in counts:
+            raise ShapeMismatch(f"takes {' or '.join(map(str, counts))} inputs, got {len(shapes)}")
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    """``axis`` in ``[0, rank)`` (negative counts from the end); ShapeMismatch if out of range."""
+    if not -rank <= axis < max(rank, 1):
+        raise ShapeMismatch(f"dim {axis} is out of range for a tensor of rank {rank}")
+    return axis % rank if rank else 0
+
+
+def numel(shape: Shape) -> int:
+    """Number of elements of ``shape``."""
+    return math.prod(shape)
+
+
+__all__ = [
+    "Layer",
+    "Params",
+    "SequenceSpec",
+    "Shape",
+    "ShapeMismatch",
+    "Spec",
+    "TensorSpec",
+    "normalize_axis",
+    "numel",
+]

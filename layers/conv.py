@@ -1,0 +1,3 @@
+"""conv layers."""
+
+from __future__ import annotations

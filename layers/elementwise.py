@@ -1,0 +1,3 @@
+"""elementwise layers."""
+
+from __future__ import annotations

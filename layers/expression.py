@@ -1,0 +1,3 @@
+"""expression layers."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""indexing layers."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""linear layers."""
+
+from __future__ import annotations

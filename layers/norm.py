@@ -1,0 +1,3 @@
+"""norm layers."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""plumbing layers."""
+
+from __future__ import annotations

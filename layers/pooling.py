@@ -1,0 +1,3 @@
+"""pooling layers."""
+
+from __future__ import annotations

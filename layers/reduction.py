@@ -1,0 +1,3 @@
+"""reduction layers."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""resize layers."""
+
+from __future__ import annotations

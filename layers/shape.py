@@ -1,0 +1,3 @@
+"""shape layers."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""slicing layers."""
+
+from __future__ import annotations

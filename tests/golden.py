@@ -1,0 +1,43 @@
+"""Helpers for golden tests: where fixtures live and how results are compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+OPS = FIXTURES / "ops"
+
+
+def op_cases() -> list[Path]:
+    """Every exported per-operator case folder (holding model.pnnx.param and io.npz)."""
+    return sorted(p.parent for p in OPS.glob("*/*/model.pnnx.param"))
+
+
+def load_io(folder: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The inputs and PyTorch's outputs saved beside a fixture."""
+    with np.load(folder / "io.npz") as data:
+        ins = [data[f"in{i}"] for i in range(sum(k.startswith("in") for k in data.files))]
+        outs = [data[f"out{i}"] for i in range(sum(k.startswith("out") for k in data.files))]
+    return ins, outs
+
+
+def assert_matches(got: np.ndarray, want: np.ndarray, *, rel: float = 1e-4, what: str = "") -> None:
+    """Exact for integers and booleans; for floats max|diff| <= rel * max(1, max|want|)."""
+    got = np.asarray(got)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    if want.dtype.kind in "biu":
+        assert got.dtype.kind == want.dtype.kind or (got.dtype.kind in "iu" and want.dtype.kind in "iu"), (
+            f"{what}: dtype {got.dtype} != {want.dtype}"
+        )
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{what}: NaN positions differ")
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)], err_msg=what)
+    if finite.any():
+        scale = max(1.0, float(np.abs(want[finite]).max()))
+        diff = float(np.abs(got[finite].astype(np.float64) - want[finite]).max())
+        assert diff <= rel * scale, f"{what}: max|diff| {diff:.3g} > {rel} x {scale:.3g}"

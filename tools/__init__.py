@@ -1,0 +1,1 @@
+"""Developer scripts: exporting fixtures and networks with pnnx (needs the export extra)."""

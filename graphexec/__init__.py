@@ -21,6 +21,7 @@ from graphexec.errors import (
     UnsupportedOperatorError,
     WeightError,
 )
+from graphexec.trace import Trace
 
 # A library never decides where its logs go: silent until the application enables them.
 logger.disable("graphexec")
@@ -39,6 +40,7 @@ __all__ = [
     "InputShapeError",
     "LayerConfigError",
     "ModelFormatError",
+    "Trace",
     "UnsupportedOperatorError",
     "WeightError",
     "__version__",

@@ -7,12 +7,21 @@
     y1, y2 = engine.forward(x1, x2)                # positional: a tuple when several outputs
     outs = engine.forward({"in0": x})              # by name: dict in, dict out
     y, inner = engine.forward(x, extract=["7"])    # intermediates by operand name
+
+Threads: ``Engine.load(..., threads=N, intra_op_threads=M)`` runs up to N independent nodes
+at once (N=1 is the sequential reference executor) with numpy's BLAS limited to M threads
+during a run. By default N is the plan's ideal speedup (total estimated cost over the
+critical path's, rounded, capped at the cores) and M = cores // N, so N x M never exceeds
+the cores: a branchy net gets several workers with single-threaded BLAS, a chain gets one
+worker whose matrix products use every core.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
+from concurrent.futures import Executor, ThreadPoolExecutor
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,20 +31,47 @@ from loguru import logger
 
 from graphexec import dtypes, pnnx
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
+from graphexec.blas import blas_threads
 from graphexec.executor import run_sequential
 from graphexec.ir import Dim, Graph
+from graphexec.plan import Plan
 from graphexec.program import Program
+from graphexec.scheduler import run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
+from graphexec.trace import Trace
 from layers.specs import Spec, TensorSpec
 
-#: How many distinct input-shape sets keep their inferred specs.
-SPEC_CACHE_SIZE = 16
+#: How many distinct input-shape sets keep their plans.
+PLAN_CACHE_SIZE = 16
+
+
+def cpu_count() -> int:
+    """Cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_threads(plan: Plan, cores: int) -> int:
+    """Inter-op workers worth having: the plan's ideal speedup, rounded, within the cores."""
+    return max(1, min(cores, int(plan.ideal_speedup(cores) + 0.5)))
 
 
 class Engine:
     """A loaded model. Immutable after load, so many threads may call ``forward`` at once."""
 
-    def __init__(self, graph: Graph):
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        threads: int | None = None,
+        intra_op_threads: int | None = None,
+        executor: Executor | None = None,
+    ):
+        for label, value in (("threads", threads), ("intra_op_threads", intra_op_threads)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{label} must be a positive integer, got {value!r}")
         self.graph = graph
         self.program = Program.from_graph(graph)
         operands = graph.operands
@@ -46,22 +82,68 @@ class Engine:
         self.output_names = [f"out{i}" for i in range(len(self.program.outputs))]
         self._input_alias = {**dict(zip(self.input_names, self.program.inputs)),
                              **{n: n for n in self.program.inputs}}
-        self._spec_cache: OrderedDict[tuple, dict[str, Spec]] = OrderedDict()
+        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
         self._cache_lock = threading.Lock()
         exported = self._exported_input_specs()
-        if exported is not None:
-            self._specs_for(exported, given_by_user=False)
+        first_plan = self._plan_for(exported, given_by_user=False) if exported is not None else None
+        cores = cpu_count()
+        if threads is None:
+            threads = default_threads(first_plan, cores) if first_plan is not None else min(2, cores)
+        #: Inter-op workers: how many independent nodes may run at once (1: sequential).
+        self.threads = threads
+        #: BLAS threads inside one node during a run (None: leave numpy's setting alone).
+        self.intra_op_threads = intra_op_threads if intra_op_threads is not None else max(1, cores // threads)
+        self._executor = executor
+        self._owned_executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
 
     @classmethod
-    def load(cls, param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None) -> Engine:
-        """Load ``param_path`` (and its weights, by default the sibling ``.bin``)."""
+    def load(
+        cls,
+        param_path: str | os.PathLike[str],
+        bin_path: str | os.PathLike[str] | None = None,
+        *,
+        threads: int | None = None,
+        intra_op_threads: int | None = None,
+        executor: Executor | None = None,
+    ) -> Engine:
+        """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
+
+        ``threads``: inter-op workers (1 = sequential); ``intra_op_threads``: BLAS threads
+        per node; ``executor``: run nodes on this ``concurrent.futures.Executor`` instead of
+        the engine's own thread pool.
+        """
         graph = pnnx.load(param_path, bin_path)
-        engine = cls(graph)
+        engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor)
         logger.debug(
-            "loaded {}: {} operators, inputs {}, outputs {}",
+            "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
+            engine.threads, engine.intra_op_threads,
         )
         return engine
+
+    def close(self) -> None:
+        """Stop the engine's own worker threads (a later forward starts them again)."""
+        with self._executor_lock:
+            pool, self._owned_executor = self._owned_executor, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _pool(self) -> Executor:
+        if self._executor is not None:
+            return self._executor
+        with self._executor_lock:
+            if self._owned_executor is None:
+                pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="graphexec")
+                self._owned_executor = pool
+                weakref.finalize(self, pool.shutdown, wait=False)
+            return self._owned_executor
 
     # -- what the model looks like -------------------------------------------------------
     @property
@@ -79,21 +161,31 @@ class Engine:
         """The dtype each input must have (float32 unless the model says otherwise)."""
         return {n: _dtype_of(o.dtype) for n, o in zip(self.input_names, self._input_operands)}
 
-    def specs(self, *shapes: Sequence[int]) -> dict[str, Spec]:
-        """Shape and dtype of every operand for the given input shapes (inferred, cached)."""
+    def plan(self, *shapes: Sequence[int]) -> Plan:
+        """The execution plan for the given input shapes (default: the exported ones)."""
+        if not shapes:
+            exported = self._exported_input_specs()
+            if exported is None:
+                raise InputError("the model's input shapes are not fixed; pass the shapes to plan for")
+            return self._plan_for(exported, given_by_user=False)
+        if len(shapes) != len(self.program.inputs):
+            raise InputError(f"the model takes {len(self.program.inputs)} inputs, got {len(shapes)} shapes")
         given = {name: TensorSpec(tuple(shape), dtype) for name, shape, dtype in
                  zip(self.program.inputs, shapes, self.input_dtypes.values())}
-        if len(given) != len(self.program.inputs):
-            raise InputError(f"the model takes {len(self.program.inputs)} inputs, got {len(shapes)} shapes")
-        return dict(self._specs_for(given, given_by_user=True))
+        return self._plan_for(given, given_by_user=True)
+
+    def specs(self, *shapes: Sequence[int]) -> dict[str, Spec]:
+        """Shape and dtype of every operand for the given input shapes (inferred, cached)."""
+        return dict(self.plan(*shapes).specs)
 
     # -- running ---------------------------------------------------------------------------
-    def forward(self, *args: Any, extract: Sequence[str] | None = None) -> Any:
+    def forward(self, *args: Any, extract: Sequence[str] | None = None, trace: Trace | None = None) -> Any:
         """Run the model.
 
         ``forward(x)`` / ``forward(x1, x2)`` return an array, or a tuple when the model has
         several outputs; ``forward({"in0": x})`` returns ``{"out0": y, ...}``. With
-        ``extract=[operand names]`` the result is ``(outputs, {name: array})``.
+        ``extract=[operand names]`` the result is ``(outputs, {name: array})``. A
+        :class:`~graphexec.trace.Trace` passed as ``trace`` records when each node ran.
         """
         by_name = len(args) == 1 and isinstance(args[0], Mapping)
         feeds = self._feeds(args[0] if by_name else None, None if by_name else args)
@@ -102,9 +194,13 @@ class Engine:
         if unknown:
             raise InputError(f"cannot extract unknown operand(s) {unknown}; operands are named as in the param file")
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
-        self._specs_for(given, given_by_user=True)
+        plan = self._plan_for(given, given_by_user=True)
         keep = list(dict.fromkeys(list(self.program.outputs) + wanted))
-        values = run_sequential(self.program, feeds, keep)
+        with blas_threads(self.intra_op_threads):
+            if self.threads == 1 and self._executor is None and trace is None:
+                values = run_sequential(self.program, feeds, keep)
+            else:
+                values = run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace)
         outputs = [values[n] for n in self.program.outputs]
         if by_name:
             result: Any = dict(zip(self.output_names, outputs))
@@ -160,12 +256,12 @@ class Engine:
             specs[operand.name] = TensorSpec(operand.shape, _dtype_of(operand.dtype))  # type: ignore[arg-type]
         return specs
 
-    def _specs_for(self, given: dict[str, Spec], *, given_by_user: bool) -> dict[str, Spec]:
+    def _plan_for(self, given: dict[str, Spec], *, given_by_user: bool) -> Plan:
         key = tuple((n, str(s)) for n, s in given.items())
         with self._cache_lock:
-            cached = self._spec_cache.get(key)
+            cached = self._plans.get(key)
             if cached is not None:
-                self._spec_cache.move_to_end(key)
+                self._plans.move_to_end(key)
                 return cached
         try:
             specs = infer_specs(self.program, given)
@@ -183,12 +279,13 @@ class Engine:
                 f"the model cannot take inputs {given_text} (exported with {exported}): operator "
                 f"{exc.step_name} ({exc.step_type}) refuses [{shown}]: {exc.reason}"
             ) from exc
+        plan = Plan(self.program, specs)
         with self._cache_lock:
-            self._spec_cache[key] = specs
-            while len(self._spec_cache) > SPEC_CACHE_SIZE:
-                self._spec_cache.popitem(last=False)
-        logger.debug("inferred specs for inputs {}", key)
-        return specs
+            self._plans[key] = plan
+            while len(self._plans) > PLAN_CACHE_SIZE:
+                self._plans.popitem(last=False)
+        logger.debug("planned inputs {}: {} nodes in {} units, width {}", key, len(plan.nodes), len(plan.units), plan.width)
+        return plan
 
 
 def _dtype_of(pnnx_type: str | None) -> np.dtype:

@@ -7,7 +7,8 @@
     ├── infer(specs)            shapes+dtypes in -> out; defaults to the two below
     │   ├── infer_shapes(shapes)    pure: input shapes -> output shapes   (override)
     │   └── infer_dtypes(dtypes)    defaults to "same as the first input"
-    └── forward(inputs)         pure numpy: input values -> output values  (override)
+    ├── forward(inputs)         pure numpy: input values -> output values  (override)
+    └── flops(in, out)          estimated work, for the scheduler's priorities
 
 A new operator is one subclass and one ``@register("pnnx.Type")`` line.
 """
@@ -183,6 +184,10 @@ class Layer:
     def forward(self, inputs: list[Any]) -> list[Any]:
         """Compute the outputs from the inputs with numpy; never mutate an input."""
         raise NotImplementedError(f"{type(self).__name__} must implement forward")
+
+    def flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        """Arithmetic work, for the scheduler's priorities; by default one per output element."""
+        return sum(numel(s.shape) for s in outputs if isinstance(s, TensorSpec))
 
     # -- helpers for subclasses ----------------------------------------------------------
     def expect_inputs(self, shapes: Sequence[Any], *counts: int) -> None:

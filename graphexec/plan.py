@@ -1,0 +1,203 @@
+"""The execution plan for one set of input shapes: a DAG of pipeline nodes and its analysis.
+
+From a :class:`~graphexec.program.Program` and the specs inferred for given input shapes:
+
+- a networkx DiGraph with one node per layer and an edge from each operand's producer to
+  each of its consumers (frozen: the plan is immutable and shared by concurrent runs);
+- a topological order by Kahn's algorithm, levels, the critical path;
+- a priority per node: the estimated cost of the longest path from it to an output, so
+  the scheduler starts the longest chain first;
+- *units*: maximal chains (a node whose only successor has no other input) that one
+  worker runs back to back without going through the scheduler.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+
+from graphexec.cost import Cost, estimate
+from graphexec.errors import GraphStructureError
+from graphexec.program import Program, Step
+from layers.specs import Spec
+
+
+@dataclass(frozen=True)
+class Node:
+    """One pipeline node: a step, its index in the program and its estimated cost."""
+
+    index: int
+    step: Step
+    cost: Cost
+
+    @property
+    def name(self) -> str:
+        return self.step.name
+
+    @property
+    def type(self) -> str:
+        return self.step.layer.type
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A chain of nodes run back to back by one worker; ``nodes`` are indices in order."""
+
+    index: int
+    nodes: tuple[int, ...]
+    #: Operand names the unit reads from outside itself.
+    inputs: tuple[str, ...]
+    #: Operand names it writes that someone outside it (or the caller) may need.
+    outputs: tuple[str, ...]
+
+
+class Plan:
+    """Immutable DAG analysis for one program and one set of input specs."""
+
+    def __init__(self, program: Program, specs: dict[str, Spec]):
+        self.program = program
+        self.specs = specs
+        self.nodes: tuple[Node, ...] = tuple(
+            Node(i, step, estimate(step.layer, [specs[n] for n in step.inputs], [specs[n] for n in step.outputs]))
+            for i, step in enumerate(program.steps)
+        )
+        producer = {name: i for i, step in enumerate(program.steps) for name in step.outputs}
+        fed = set(program.inputs)
+        dag = nx.DiGraph()
+        dag.add_nodes_from((node.index, {"name": node.name, "type": node.type}) for node in self.nodes)
+        for node in self.nodes:
+            for name in node.step.inputs:
+                if name in producer:
+                    dag.add_edge(producer[name], node.index, operand=name)
+                elif name not in fed:
+                    raise GraphStructureError(f"{node.name} ({node.type}) reads {name!r}, which nothing produces")
+        self.dag: nx.DiGraph = nx.freeze(dag)
+        self.predecessors: tuple[tuple[int, ...], ...] = tuple(tuple(sorted(dag.predecessors(i))) for i in dag)
+        self.successors: tuple[tuple[int, ...], ...] = tuple(tuple(sorted(dag.successors(i))) for i in dag)
+        #: How many steps read each operand (a tensor is released after its last reader).
+        self.readers: Counter[str] = Counter(n for step in program.steps for n in step.inputs)
+        self.order: tuple[int, ...] = self._kahn()
+        self.priority: tuple[float, ...] = self._priorities()
+        self.units: tuple[Unit, ...] = self._units()
+        self.unit_of: tuple[int, ...] = self._unit_index()
+
+    # -- analysis -------------------------------------------------------------------------
+    def _kahn(self) -> tuple[int, ...]:
+        waiting = [len(p) for p in self.predecessors]
+        ready = [i for i, w in enumerate(waiting) if w == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            i = heapq.heappop(ready)
+            order.append(i)
+            for j in self.successors[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    heapq.heappush(ready, j)
+        if len(order) != len(self.nodes):
+            stuck = [self.nodes[i].name for i, w in enumerate(waiting) if w > 0]
+            raise GraphStructureError("the pipeline has a cycle through: " + ", ".join(stuck))
+        return tuple(order)
+
+    def _priorities(self) -> tuple[float, ...]:
+        priority = [0.0] * len(self.nodes)
+        for i in reversed(self.order):
+            tail = max((priority[j] for j in self.successors[i]), default=0.0)
+            priority[i] = self.nodes[i].cost.seconds + tail
+        return tuple(priority)
+
+    def _units(self) -> tuple[Unit, ...]:
+        """Group nodes into maximal chains a -> b where a's only successor is b and b's only
+        predecessor is a. Each node is in exactly one unit."""
+        def chains_on(i: int) -> bool:
+            return len(self.successors[i]) == 1 and len(self.predecessors[self.successors[i][0]]) == 1
+
+        heads = [i for i in self.order if not (
+            len(self.predecessors[i]) == 1 and chains_on(self.predecessors[i][0])
+        )]
+        outputs = set(self.program.outputs)
+        units = []
+        for index, head in enumerate(heads):
+            chain = [head]
+            while chains_on(chain[-1]):
+                chain.append(self.successors[chain[-1]][0])
+            produced = {n for i in chain for n in self.nodes[i].step.outputs}
+            read_inside = Counter(n for i in chain for n in self.nodes[i].step.inputs)
+            inputs = tuple(dict.fromkeys(
+                n for i in chain for n in self.nodes[i].step.inputs if n not in produced
+            ))
+            exported = tuple(
+                n for i in chain for n in self.nodes[i].step.outputs
+                if n in outputs or self.readers[n] > read_inside[n]
+            )
+            units.append(Unit(index, tuple(chain), inputs, exported))
+        return tuple(units)
+
+    def _unit_index(self) -> tuple[int, ...]:
+        owner = [0] * len(self.nodes)
+        for unit in self.units:
+            for i in unit.nodes:
+                owner[i] = unit.index
+        return tuple(owner)
+
+    # -- views ----------------------------------------------------------------------------
+    @cached_property
+    def unit_successors(self) -> tuple[tuple[int, ...], ...]:
+        """For each unit, the units that read something it produces."""
+        return tuple(
+            tuple(sorted({self.unit_of[j] for i in u.nodes for j in self.successors[i]} - {u.index}))
+            for u in self.units
+        )
+
+    @cached_property
+    def unit_predecessor_counts(self) -> tuple[int, ...]:
+        """For each unit, how many distinct units it waits for."""
+        counts = [0] * len(self.units)
+        for succs in self.unit_successors:
+            for s in succs:
+                counts[s] += 1
+        return tuple(counts)
+
+    @cached_property
+    def levels(self) -> tuple[int, ...]:
+        """Each node's level: the longest edge count from a source."""
+        level = [0] * len(self.nodes)
+        for i in self.order:
+            level[i] = max((level[p] + 1 for p in self.predecessors[i]), default=0)
+        return tuple(level)
+
+    @cached_property
+    def width(self) -> int:
+        """The most nodes sharing one level (a cheap bound on useful parallelism)."""
+        return max(Counter(self.levels).values(), default=0)
+
+    @cached_property
+    def critical_path(self) -> tuple[int, ...]:
+        """The chain of nodes with the largest total estimated cost, source to sink."""
+        if not self.nodes:
+            return ()
+        sources = [i for i in self.order if not self.predecessors[i]]
+        path = [max(sources, key=lambda i: self.priority[i])]
+        while self.successors[path[-1]]:
+            path.append(max(self.successors[path[-1]], key=lambda j: self.priority[j]))
+        return tuple(path)
+
+    @cached_property
+    def total_seconds(self) -> float:
+        """Estimated cost of every node together (the sequential time)."""
+        return sum(node.cost.seconds for node in self.nodes)
+
+    @cached_property
+    def critical_seconds(self) -> float:
+        """Estimated cost of the critical path (the best any schedule can do)."""
+        return max(self.priority, default=0.0)
+
+    def ideal_speedup(self, cores: int) -> float:
+        """Total cost over critical-path cost, capped at ``cores``."""
+        if self.critical_seconds == 0:
+            return 1.0
+        return min(float(cores), self.total_seconds / self.critical_seconds)

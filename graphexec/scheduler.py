@@ -1,0 +1,140 @@
+"""Run a plan's ready units on a ``concurrent.futures`` executor, longest chain first.
+
+The calling thread owns the run's state (:class:`RunState`): how many producer units each
+unit still waits for, the ready heap ordered by priority, and how many readers each tensor
+still has. Workers only compute: each runs one unit (a chain of nodes) on the inputs it was
+handed and reports back through a queue (``future.add_done_callback``), so the state needs
+no locks and no worker ever waits on work queued to the same pool (no deadlock).
+
+On the first failure nothing new starts, what is running finishes, and the failure is
+raised to the caller; every tensor of the run is dropped with the state.
+"""
+
+from __future__ import annotations
+
+import heapq
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphexec.errors import ExecutionError, GraphexecError
+from graphexec.executor import run_step
+from graphexec.plan import Plan, Unit
+from graphexec.trace import NodeEvent, Trace
+
+
+@dataclass
+class RunState:
+    """Everything one run knows; touched only by the thread that called :func:`run_concurrent`."""
+
+    waiting: list[int]
+    remaining_readers: Counter[str]
+    values: dict[str, Any]
+    keep: frozenset[str]
+    ready: list[tuple[float, int]] = field(default_factory=list)
+    in_flight: int = 0
+    failure: BaseException | None = None
+    units_done: int = 0
+
+
+class SynchronousExecutor(Executor):
+    """An executor that runs each task at once in the submitting thread (for tests/debugging)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller through the future
+            future.set_exception(exc)
+        return future
+
+
+def run_unit(plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str], record: bool) -> tuple[dict[str, Any], list[NodeEvent]]:
+    """Worker side: run the unit's nodes back to back; return what others need, and timings."""
+    values = dict(inputs)
+    events: list[NodeEvent] = []
+    thread = threading.current_thread().name
+    for index in unit.nodes:
+        node = plan.nodes[index]
+        start = time.perf_counter_ns() if record else 0
+        run_step(node.step, values)
+        if record:
+            events.append(NodeEvent(index, node.name, node.type, thread, start, time.perf_counter_ns()))
+    wanted = set(unit.outputs) | keep
+    return {n: values[n] for n in values.keys() & wanted if n not in inputs}, events
+
+
+def run_concurrent(
+    plan: Plan,
+    feeds: dict[str, Any],
+    keep: Iterable[str],
+    executor: Executor,
+    max_in_flight: int,
+    trace: Trace | None = None,
+) -> dict[str, Any]:
+    """Run ``plan`` on ``executor`` with at most ``max_in_flight`` units at once."""
+    keep = frozenset(keep)
+    state = RunState(
+        waiting=list(plan.unit_predecessor_counts),
+        remaining_readers=Counter(plan.readers),
+        values=dict(feeds),
+        keep=keep,
+    )
+    external_reads = [
+        Counter(n for i in unit.nodes for n in plan.nodes[i].step.inputs if n in unit.inputs)
+        for unit in plan.units
+    ]
+    done: queue.SimpleQueue[tuple[int, Future]] = queue.SimpleQueue()
+    record = trace is not None
+    if trace is not None:
+        trace.begin(plan)
+    for unit in plan.units:
+        if state.waiting[unit.index] == 0:
+            heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], unit.index))
+
+    def launch() -> None:
+        while state.ready and state.in_flight < max_in_flight and state.failure is None:
+            _, u = heapq.heappop(state.ready)
+            unit = plan.units[u]
+            inputs = {n: state.values[n] for n in unit.inputs}
+            future = executor.submit(run_unit, plan, unit, inputs, keep, record)
+            state.in_flight += 1
+            future.add_done_callback(lambda f, u=u: done.put((u, f)))
+
+    launch()
+    while state.in_flight:
+        u, future = done.get()
+        state.in_flight -= 1
+        try:
+            outputs, events = future.result()
+        except BaseException as exc:  # the first failure wins; the rest only finish
+            if state.failure is None:
+                state.failure = exc
+            continue
+        if trace is not None:
+            trace.events.extend(events)
+        state.values.update(outputs)
+        state.units_done += 1
+        for name, count in external_reads[u].items():
+            state.remaining_readers[name] -= count
+            if state.remaining_readers[name] <= 0 and name not in keep:
+                state.values.pop(name, None)
+        for s in plan.unit_successors[u]:
+            state.waiting[s] -= 1
+            if state.waiting[s] == 0:
+                heapq.heappush(state.ready, (-plan.priority[plan.units[s].nodes[0]], s))
+        launch()
+    if trace is not None:
+        trace.end()
+    if state.failure is not None:
+        if isinstance(state.failure, GraphexecError):
+            raise state.failure
+        raise ExecutionError("<scheduler>", "<worker>", [], state.failure) from state.failure
+    if state.units_done != len(plan.units):
+        raise ExecutionError("<scheduler>", "<plan>", [], f"{len(plan.units) - state.units_done} units never became ready")
+    return {n: state.values[n] for n in keep}

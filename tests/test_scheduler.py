@@ -1,0 +1,196 @@
+"""The concurrent scheduler equals the sequential reference and respects every dependency."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphexec import Engine, ExecutionError, Trace
+from graphexec.scheduler import SynchronousExecutor
+from tests.graphs import SHAPE, random_dag
+
+
+def as_tuple(result):
+    return result if isinstance(result, tuple) else (result,)
+
+
+def inputs_for(engine, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(SHAPE).astype(np.float32) for _ in engine.input_names]
+
+
+class ShuffledExecutor(Executor):
+    """Runs submitted tasks one at a time, in a random order, on its own thread: an
+    adversarial schedule that still lets every ready task run eventually."""
+
+    def __init__(self, seed: int):
+        self._rng = np.random.default_rng(seed)
+        self._pending: list[tuple[Future, object, tuple]] = []
+        self._cond = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: Future = Future()
+        with self._cond:
+            self._pending.append((future, fn, args))
+            self._cond.notify()
+        return future
+
+    def _loop(self):
+        while True:
+            with self._cond:
+                while not self._pending and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                # wait a moment so several tasks can pile up, then pick one at random
+                self._cond.wait(0.0005)
+                future, fn, args = self._pending.pop(int(self._rng.integers(len(self._pending))))
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        if wait:
+            self._thread.join()
+
+
+dags = st.builds(
+    lambda seed, n, k, fan: (seed, n, k, fan),
+    st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 3), st.integers(1, 4),
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(dags, st.sampled_from([2, 3, 8]))
+def test_thread_pool_equals_sequential_bit_for_bit(dag, threads):
+    seed, n, k, fan = dag
+    graph = random_dag(np.random.default_rng(seed), n, k, fan)
+    reference = Engine(graph, threads=1)
+    x = inputs_for(reference, seed)
+    want = as_tuple(reference.forward(*x))
+    with Engine(graph, threads=threads) as engine:
+        got = as_tuple(engine.forward(*x))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+@settings(max_examples=15, deadline=None)
+@given(dags, st.integers(0, 1000))
+def test_adversarial_orders_respect_dependencies(dag, order_seed):
+    seed, n, k, fan = dag
+    graph = random_dag(np.random.default_rng(seed), n, k, fan)
+    want = as_tuple(Engine(graph, threads=1).forward(*inputs_for(Engine(graph, threads=1), seed)))
+    executor = ShuffledExecutor(order_seed)
+    try:
+        engine = Engine(graph, threads=4, executor=executor)
+        trace = Trace()
+        got = as_tuple(engine.forward(*inputs_for(engine, seed), trace=trace))
+    finally:
+        executor.shutdown()
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    plan = engine.plan()
+    events = {e.node: e for e in trace.events}
+    # every node ran exactly once
+    assert sorted(e.node for e in trace.events) == list(range(len(plan.nodes)))
+    # no node started before all its producers finished
+    for i, preds in enumerate(plan.predecessors):
+        for p in preds:
+            assert events[p].end_ns <= events[i].start_ns, f"{plan.nodes[i].name} started before {plan.nodes[p].name} ended"
+
+
+@pytest.mark.parametrize("executor_kind", ["synchronous", "pool"])
+def test_synchronous_executor_and_pool_agree(executor_kind):
+    graph = random_dag(np.random.default_rng(7), 30, 2, 3)
+    executor = SynchronousExecutor() if executor_kind == "synchronous" else ThreadPoolExecutor(3)
+    engine = Engine(graph, threads=3, executor=executor)
+    x = inputs_for(engine)
+    want = as_tuple(Engine(graph, threads=1).forward(*x))
+    got = as_tuple(engine.forward(*x))
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    executor.shutdown()
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 30), st.data())
+def test_a_failing_node_raises_one_error_and_leaves_nothing_running(seed, n, data):
+    fail_at = data.draw(st.integers(0, n - 1))
+    graph = random_dag(np.random.default_rng(seed), n, 2, 3, fail_at=fail_at)
+    before = threading.active_count()
+    pool = ThreadPoolExecutor(3)
+    engine = Engine(graph, threads=3, executor=pool)
+    x = inputs_for(engine)
+    probe = weakref.ref(x[0]) if hasattr(x[0], "__weakref__") else None
+    with pytest.raises(ExecutionError) as info:
+        engine.forward(*x)
+    err = info.value
+    assert err.op_name == f"node{fail_at}" and err.op_type == "test.Fail"
+    assert err.input_shapes and all("(3,5)" in s for s in err.input_shapes)
+    assert isinstance(err.__cause__, RuntimeError)
+    pool.shutdown(wait=True)
+    assert threading.active_count() <= before
+    del x, info, err
+    gc.collect()
+    if probe is not None:
+        assert probe() is None, "an input tensor is still held after the failed run"
+
+
+def test_eight_threads_calling_forward_get_their_own_answers():
+    graph = random_dag(np.random.default_rng(3), 40, 2, 3)
+    reference = Engine(graph, threads=1)
+    engine = Engine(graph, threads=3)
+    feeds = [inputs_for(engine, seed) for seed in range(8)]
+    wants = [as_tuple(reference.forward(*f)) for f in feeds]
+    results: dict[int, tuple] = {}
+    errors = []
+
+    def call(i):
+        try:
+            for _ in range(10):
+                results[i] = as_tuple(engine.forward(*feeds[i]))
+                assert all(np.array_equal(g, w) for g, w in zip(results[i], wants[i]))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    engine.close()
+    assert not errors, errors
+    assert len(results) == 8
+
+
+def test_trace_exports_chrome_json_and_a_summary(tmp_path):
+    graph = random_dag(np.random.default_rng(5), 20, 2, 3)
+    engine = Engine(graph, threads=2)
+    trace = Trace()
+    engine.forward(*inputs_for(engine), trace=trace)
+    path = tmp_path / "trace.json"
+    trace.save(path)
+    import json
+
+    doc = json.loads(path.read_text())
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == 20 and all(e["dur"] >= 0 for e in spans)
+    summary = trace.summary()
+    assert summary.per_type["test.Mix"][0] == 20
+    assert 0 < summary.parallelism <= 2.5
+    assert summary.critical_path and summary.critical_path_seconds <= summary.busy_seconds + 1e-9
+    assert "parallelism" in str(summary)
+    engine.close()

@@ -1,0 +1,42 @@
+"""Whole torchvision networks, exported by tools/export_networks.py, match PyTorch.
+
+The exports are too large to commit; they are made on demand into artifacts/networks/
+(CI makes them). A network that has not been exported is skipped, saying how to export it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphexec import Engine
+
+NETWORKS = Path(__file__).resolve().parent.parent / "artifacts" / "networks"
+NAMES = ["googlenet", "inception_v3", "resnet50", "densenet121", "mobilenet_v3_small", "shufflenet_v2",
+         "efficientnet_b0", "squeezenet1_1", "resnext50", "mobilenet_v2", "mobilenet_v3_large", "mnasnet",
+         "regnet_y_400mf", "convnext_tiny", "vgg11", "alexnet"]
+
+
+def exported(name: str) -> Path:
+    folder = NETWORKS / name
+    if not (folder / "model.pnnx.param").exists():
+        pytest.skip(f"{name} is not exported: run `python tools/export_networks.py {name}` (needs .[export])")
+    return folder
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_network_matches_pytorch_and_concurrent_equals_sequential(name):
+    folder = exported(name)
+    with np.load(folder / "io.npz") as io:
+        x, want = io["in0"], io["out0"]
+    sequential = Engine.load(folder / "model.pnnx.param", threads=1)
+    got = sequential.forward(x)
+    scale = float(np.abs(want).max())
+    diff = float(np.abs(got - want).max())
+    assert got.dtype == np.float32
+    assert diff <= 1e-4 * scale, f"{name}: max|diff| {diff:.3g} > 1e-4 x {scale:.3g}"
+    for threads in (2, 4):
+        with Engine.load(folder / "model.pnnx.param", threads=threads, intra_op_threads=1) as concurrent:
+            assert np.array_equal(concurrent.forward(x), got), f"{name}: {threads} workers differ from sequential"

@@ -154,6 +154,19 @@ class Plan:
         )
 
     @cached_property
+    def unit_reads(self) -> tuple[Counter[str], ...]:
+        """For each unit, how many times its nodes read each operand from outside it."""
+        return tuple(
+            Counter(n for i in u.nodes for n in self.nodes[i].step.inputs if n in u.inputs)
+            for u in self.units
+        )
+
+    @cached_property
+    def unit_seconds(self) -> tuple[float, ...]:
+        """Estimated cost of each unit."""
+        return tuple(sum(self.nodes[i].cost.seconds for i in u.nodes) for u in self.units)
+
+    @cached_property
     def unit_predecessor_counts(self) -> tuple[int, ...]:
         """For each unit, how many distinct units it waits for."""
         counts = [0] * len(self.units)

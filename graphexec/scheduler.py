@@ -69,6 +69,11 @@ def run_unit(plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str
     return {n: values[n] for n in values.keys() & wanted if n not in inputs}, events
 
 
+#: Units estimated below this run on the calling thread: handing them to a worker would
+#: cost more (two thread wake-ups, tens of microseconds) than running them.
+INLINE_SECONDS = 30e-6
+
+
 def run_concurrent(
     plan: Plan,
     feeds: dict[str, Any],
@@ -77,7 +82,12 @@ def run_concurrent(
     max_in_flight: int,
     trace: Trace | None = None,
 ) -> dict[str, Any]:
-    """Run ``plan`` on ``executor`` with at most ``max_in_flight`` units at once."""
+    """Run ``plan`` on ``executor`` with at most ``max_in_flight`` units at once there.
+
+    The calling thread owns the state and also runs a ready unit itself when handing it
+    over cannot gain anything: when it is the only work there is (nothing in flight, one
+    unit ready) or when it is cheaper than the hand-over.
+    """
     keep = frozenset(keep)
     state = RunState(
         waiting=list(plan.unit_predecessor_counts),
@@ -85,10 +95,6 @@ def run_concurrent(
         values=dict(feeds),
         keep=keep,
     )
-    external_reads = [
-        Counter(n for i in unit.nodes for n in plan.nodes[i].step.inputs if n in unit.inputs)
-        for unit in plan.units
-    ]
     done: queue.SimpleQueue[tuple[int, Future]] = queue.SimpleQueue()
     record = trace is not None
     if trace is not None:
@@ -97,30 +103,12 @@ def run_concurrent(
         if state.waiting[unit.index] == 0:
             heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], unit.index))
 
-    def launch() -> None:
-        while state.ready and state.in_flight < max_in_flight and state.failure is None:
-            _, u = heapq.heappop(state.ready)
-            unit = plan.units[u]
-            inputs = {n: state.values[n] for n in unit.inputs}
-            future = executor.submit(run_unit, plan, unit, inputs, keep, record)
-            state.in_flight += 1
-            future.add_done_callback(lambda f, u=u: done.put((u, f)))
-
-    launch()
-    while state.in_flight:
-        u, future = done.get()
-        state.in_flight -= 1
-        try:
-            outputs, events = future.result()
-        except BaseException as exc:  # the first failure wins; the rest only finish
-            if state.failure is None:
-                state.failure = exc
-            continue
+    def finish(u: int, outputs: dict[str, Any], events: list[NodeEvent]) -> None:
         if trace is not None:
             trace.events.extend(events)
         state.values.update(outputs)
         state.units_done += 1
-        for name, count in external_reads[u].items():
+        for name, count in plan.unit_reads[u].items():
             state.remaining_readers[name] -= count
             if state.remaining_readers[name] <= 0 and name not in keep:
                 state.values.pop(name, None)
@@ -128,7 +116,45 @@ def run_concurrent(
             state.waiting[s] -= 1
             if state.waiting[s] == 0:
                 heapq.heappush(state.ready, (-plan.priority[plan.units[s].nodes[0]], s))
-        launch()
+
+    def collect(u: int, future: Future) -> None:
+        state.in_flight -= 1
+        try:
+            outputs, events = future.result()
+        except BaseException as exc:  # the first failure wins; the rest only finish
+            if state.failure is None:
+                state.failure = exc
+            return
+        finish(u, outputs, events)
+
+    while True:
+        while state.ready and state.failure is None:
+            _, u = heapq.heappop(state.ready)
+            unit = plan.units[u]
+            inputs = {n: state.values[n] for n in unit.inputs}
+            alone = state.in_flight == 0 and not state.ready
+            if alone or plan.unit_seconds[u] < INLINE_SECONDS or state.in_flight >= max_in_flight:
+                if not alone and plan.unit_seconds[u] >= INLINE_SECONDS:
+                    heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], u))
+                    break  # every worker is busy: wait for one
+                try:
+                    outputs, events = run_unit(plan, unit, inputs, keep, record)
+                except BaseException as exc:
+                    state.failure = exc
+                    break
+                finish(u, outputs, events)
+                while True:  # take in what finished meanwhile, so priorities stay current
+                    try:
+                        collect(*done.get_nowait())
+                    except queue.Empty:
+                        break
+                continue
+            future = executor.submit(run_unit, plan, unit, inputs, keep, record)
+            state.in_flight += 1
+            future.add_done_callback(lambda f, u=u: done.put((u, f)))
+        if state.in_flight == 0:
+            break
+        collect(*done.get())
     if trace is not None:
         trace.end()
     if state.failure is not None:

@@ -1,0 +1,83 @@
+"""Sequential vs concurrent latency per network, beside the plan's ideal speedup.
+
+For each network: the median latency of the sequential executor and of the thread pool
+(both with single-threaded BLAS, so only branch parallelism differs), the speedup, the
+plan's ideal speedup (total estimated cost / critical-path cost, capped at the cores) and
+how much of it was achieved. Rounds alternate between the two engines so that noise on
+this small shared machine hits both alike.
+
+    python benchmarks/concurrency.py                    # bundled models + exported networks
+    python benchmarks/concurrency.py --rounds 30 wide googlenet
+
+Whole networks come from ``python tools/export_networks.py`` (artifacts/networks/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from graphexec import Engine  # noqa: E402
+from graphexec.engine import cpu_count  # noqa: E402
+
+
+def models() -> dict[str, tuple[Path, list[np.ndarray]]]:
+    """Every model available here: bundled examples, then exported networks."""
+    found = {}
+    for npz in sorted((ROOT / "examples" / "models").glob("*.io.npz")):
+        name = npz.name[: -len(".io.npz")]
+        with np.load(npz) as io:
+            found[name] = (npz.with_name(f"{name}.pnnx.param"), [io[k] for k in sorted(io.files) if k.startswith("in")])
+    for folder in sorted((ROOT / "artifacts" / "networks").glob("*/")):
+        if (folder / "io.npz").exists():
+            with np.load(folder / "io.npz") as io:
+                found[folder.name] = (folder / "model.pnnx.param", [io["in0"]])
+    return found
+
+
+def interleaved_medians(engines: list[Engine], inputs: list[np.ndarray], rounds: int) -> list[float]:
+    for engine in engines:
+        for _ in range(2):
+            engine.forward(*inputs)
+    times: list[list[float]] = [[] for _ in engines]
+    for _ in range(rounds):
+        for k, engine in enumerate(engines):
+            start = time.perf_counter()
+            engine.forward(*inputs)
+            times[k].append(time.perf_counter() - start)
+    return [statistics.median(t) * 1e3 for t in times]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="sequential vs concurrent latency")
+    parser.add_argument("names", nargs="*", help="models to run (default: all found)")
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    cores = cpu_count()
+    available = models()
+    names = args.names or list(available)
+    print(f"{cores} cores, BLAS 1 thread per worker, median of {args.rounds} interleaved rounds")
+    print(f"{'network':<22} {'nodes':>5} {'seq ms':>9} {'conc ms':>9} {'speedup':>8} {'ideal':>6} {'achieved':>9}")
+    for name in names:
+        param, inputs = available[name]
+        sequential = Engine.load(param, threads=1, intra_op_threads=1)
+        concurrent = Engine.load(param, threads=cores, intra_op_threads=1)
+        plan = concurrent.plan(*[x.shape for x in inputs])
+        t_seq, t_conc = interleaved_medians([sequential, concurrent], inputs, args.rounds)
+        ideal = plan.ideal_speedup(cores)
+        speedup = t_seq / t_conc
+        print(f"{name:<22} {len(plan.nodes):>5} {t_seq:>9.2f} {t_conc:>9.2f} {speedup:>7.2f}x {ideal:>5.2f}x {speedup / ideal:>8.0%}",
+              flush=True)
+        concurrent.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -6,9 +6,10 @@
     out = Engine.load("m.pnnx.param", "m.pnnx.bin").forward(x)
 """
 
+from typing import TYPE_CHECKING, Any
+
 from loguru import logger
 
-from graphexec.engine import Engine
 from graphexec.errors import (
     DeviceError,
     ExecutionError,
@@ -21,7 +22,10 @@ from graphexec.errors import (
     UnsupportedOperatorError,
     WeightError,
 )
-from graphexec.trace import Trace
+
+if TYPE_CHECKING:
+    from graphexec.engine import Engine
+    from graphexec.trace import Trace
 
 # A library never decides where its logs go: silent until the application enables them.
 logger.disable("graphexec")
@@ -29,6 +33,20 @@ logger.disable("layers")
 logger.disable("devices")
 
 __version__ = "0.1.0"
+
+_LAZY = {"Engine": "graphexec.engine", "Trace": "graphexec.trace"}
+
+
+def __getattr__(name: str) -> Any:
+    # Engine and Trace load on first use, so that ``import layers`` (which needs
+    # graphexec.errors) never runs into a half-imported graphexec.
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'graphexec' has no attribute {name!r}")
 
 __all__ = [
     "DeviceError",

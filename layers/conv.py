@@ -1,3 +1,366 @@
-"""conv layers."""
+"""Convolutions: ``nn.Conv1d/2d``, ``nn.ConvTranspose1d/2d`` and their functional forms.
+
+::
+
+    _Conv                        geometry params, 1-D as 2-D, unbatched inputs
+    ├── Conv1d, Conv2d           nn.Conv*: weight and bias are attributes, prepared once
+    ├── FConv1d, FConv2d         F.conv*: weight (and bias) arrive as inputs
+    ├── ConvTranspose1d/2d       nn.ConvTranspose*
+    └── FConvTranspose1d/2d      F.conv_transpose*
+
+pnnx writes ``padding`` as a list or as ``same`` / ``valid``; a non-``zeros``
+``padding_mode`` usually stays on the nn.Conv* (``circular`` it turns into an ``F.pad``
+first, which this layer also accepts). The kernels live in :mod:`layers._conv_math`.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from layers._conv_math import (
+    Geometry,
+    conv2d,
+    conv_transpose2d,
+    out_size,
+    same_padding,
+    transposed_kernel,
+    transposed_out_size,
+)
+from layers.base import Layer, Params, Shape, ShapeMismatch
+from layers.registry import register
+
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+class _Conv(Layer):
+    """What every convolution shares: geometry params and the 1-D/unbatched plumbing."""
+
+    #: Spatial dims: 1 for Conv1d, 2 for Conv2d.
+    spatial = 2
+    #: Whether this is a transposed convolution.
+    transposed = False
+
+    # -- params ----------------------------------------------------------------------------
+    def _read_geometry(self, params: Params) -> None:
+        n = self.spatial
+        self.stride = params.ints("stride", n, default=(1,) * n)
+        self.dilation = params.ints("dilation", n, default=(1,) * n)
+        self.groups = params.int("groups", 1)
+        if any(s < 1 for s in self.stride):
+            raise params.error(f"stride={self.stride} must be positive")
+        if any(d < 1 for d in self.dilation):
+            raise params.error(f"dilation={self.dilation} must be positive")
+        if self.groups < 1:
+            raise params.error(f"groups={self.groups} must be positive")
+        padding = params.raw("padding", (0,) * n)
+        if isinstance(padding, str):
+            if self.transposed or padding not in ("same", "valid"):
+                raise params.error(f"padding={padding!r} should be a list of integers"
+                                   + ("" if self.transposed else ", 'same' or 'valid'"))
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise params.error(f"padding='same' needs stride 1, got stride={self.stride}")
+            self.padding: tuple[int, ...] | str = padding if padding == "same" else (0,) * n
+        else:
+            self.padding = params.ints("padding", n, default=(0,) * n)
+            if any(p < 0 for p in self.padding):
+                raise params.error(f"padding={self.padding} must not be negative")
+        self.padding_mode = params.str("padding_mode", "zeros", choices=PADDING_MODES)
+        if self.transposed:
+            self.output_padding = params.ints("output_padding", n, default=(0,) * n)
+            for op, s, d in zip(self.output_padding, self.stride, self.dilation):
+                if not 0 <= op < max(s, d):
+                    raise params.error(
+                        f"output_padding={self.output_padding} must be smaller than stride "
+                        f"{self.stride} or dilation {self.dilation}"
+                    )
+            if self.padding_mode != "zeros":
+                raise params.error(
+                    f"padding_mode={self.padding_mode!r}: transposed convolutions only pad with zeros"
+                )
+
+    def _pads(self, kernel: tuple[int, ...]) -> list[tuple[int, int]]:
+        """(before, after) padding per spatial dim."""
+        if self.padding == "same":
+            return [same_padding(k, d) for k, d in zip(kernel, self.dilation)]
+        return [(p, p) for p in self.padding]  # type: ignore[union-attr]
+
+    def _geometry(self) -> Geometry:
+        """The 2-D geometry (1-D convolutions get a unit first dim)."""
+        lift = (1,) * (2 - self.spatial)
+        if self.padding == "same":
+            padding: Any = "same"
+        else:
+            pairs = [(p, p) for p in self.padding]  # type: ignore[union-attr]
+            padding = tuple([(0, 0)] * (2 - self.spatial) + pairs)
+        return Geometry(lift + self.stride, lift + self.dilation, padding, self.groups, self.padding_mode)
+
+    def _lift_weight(self, weight: np.ndarray) -> np.ndarray:
+        """A 1-D kernel (O, I, k) as a 2-D one (O, I, 1, k); a view."""
+        return weight[:, :, None, :] if self.spatial == 1 else weight
+
+    # -- shapes ----------------------------------------------------------------------------
+    def _split_batch(self, shape: Shape) -> tuple[Shape, Shape, int]:
+        """``(batch dims, spatial dims, channels)`` of an input; batch is () when unbatched."""
+        n = self.spatial
+        if len(shape) not in (n + 1, n + 2):
+            raise ShapeMismatch(
+                f"expected a ({n + 2}-D) batched or ({n + 1}-D) unbatched input, given shape {shape}"
+            )
+        batch = shape[: len(shape) - n - 1]
+        return batch, shape[len(shape) - n:], shape[len(shape) - n - 1]
+
+    def _output_shape(self, shape: Shape, cin: int, cout: int, kernel: tuple[int, ...]) -> Shape:
+        batch, size, channels = self._split_batch(shape)
+        if channels != cin:
+            raise ShapeMismatch(f"expected {cin} input channels, given shape {shape} with {channels}")
+        out = []
+        if self.transposed:
+            for i, n in enumerate(size):
+                o = transposed_out_size(n, kernel[i], self.stride[i], self.dilation[i],
+                                        self.padding[i], self.output_padding[i])  # type: ignore[index]
+                if o < 1:
+                    raise ShapeMismatch(
+                        f"input {shape} is too small: the output would have size {o} on dim {i}"
+                    )
+                out.append(o)
+            return batch + (cout,) + tuple(out)
+        for i, (n, pads) in enumerate(zip(size, self._pads(kernel))):
+            limit = {"reflect": n - 1, "circular": n}.get(self.padding_mode)
+            if limit is not None and max(pads) > limit:
+                raise ShapeMismatch(
+                    f"{self.padding_mode} padding {pads} is too large for size {n} of input {shape}"
+                )
+            o = out_size(n, kernel[i], self.stride[i], self.dilation[i], pads)
+            if o < 1:
+                raise ShapeMismatch(
+                    f"input {shape} is too small for kernel {kernel} with dilation {self.dilation} "
+                    f"and padding {self._pads(kernel)}"
+                )
+            out.append(o)
+        return batch + (cout,) + tuple(out)
+
+    # -- running -----------------------------------------------------------------------------
+    def _as_4d(self, x: np.ndarray) -> np.ndarray:
+        if x.ndim == self.spatial + 1:
+            x = x[None]
+        return x[:, :, None, :] if self.spatial == 1 else x
+
+    def _from_4d(self, out: np.ndarray, like: np.ndarray) -> np.ndarray:
+        if self.spatial == 1:
+            out = out[:, :, 0, :]
+        if like.ndim == self.spatial + 1:
+            out = out[0]
+        return out.astype(like.dtype, copy=False)
+
+    def _input_index(self, name: str, position: int) -> int | None:
+        """Which input carries argument ``name`` (``$weight=``), else ``position`` if present."""
+        if name in self.input_names:
+            return self.input_names.index(name)
+        return position if position < self.num_inputs and not any(self.input_names) else None
+
+
+# ----------------------------------------------------------------------------------------
+# nn.Conv1d / nn.Conv2d
+# ----------------------------------------------------------------------------------------
+class _ConvModule(_Conv):
+    def build(self, params: Params) -> None:
+        n = self.spatial
+        self._read_geometry(params)
+        self.in_channels = params.int("in_channels")
+        self.out_channels = params.int("out_channels")
+        self.kernel_size = params.ints("kernel_size", n)
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise params.error(
+                f"in_channels={self.in_channels} and out_channels={self.out_channels} "
+                f"must be divisible by groups={self.groups}"
+            )
+        if any(k < 1 for k in self.kernel_size):
+            raise params.error(f"kernel_size={self.kernel_size} must be positive")
+        shape = (self.out_channels, self.in_channels // self.groups) + self.kernel_size
+        self.weight = self._lift_weight(params.attr("weight", shape=shape, dtype=np.float32))
+        self.bias = None
+        if params.bool("bias", params.has_attr("bias")):
+            self.bias = params.attr("bias", shape=(self.out_channels,), dtype=np.float32)
+        self.geometry = self._geometry()
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        return [self._output_shape(shapes[0], self.in_channels, self.out_channels, self.kernel_size)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        return [self._from_4d(conv2d(self._as_4d(x), self.weight, self.bias, self.geometry), x)]
+
+
+@register("nn.Conv1d")
+class Conv1d(_ConvModule):
+    """1-D cross-correlation with a stored kernel (O, I/groups, k)."""
+
+    spatial = 1
+
+
+@register("nn.Conv2d")
+class Conv2d(_ConvModule):
+    """2-D cross-correlation with a stored kernel (O, I/groups, kh, kw)."""
+
+    spatial = 2
+
+
+# ----------------------------------------------------------------------------------------
+# F.conv1d / F.conv2d
+# ----------------------------------------------------------------------------------------
+class _ConvFunctional(_Conv):
+    def build(self, params: Params) -> None:
+        self._read_geometry(params)
+        if self.padding_mode != "zeros":
+            raise params.error("F.conv* pads with zeros only")
+        self._weight_at = self._input_index("weight", 1)
+        self._bias_at = self._input_index("bias", 2)
+        if self._weight_at is None:
+            raise params.error("needs the weight as an input")
+        if params.raw("bias", None) is not None:
+            raise params.error(f"bias={params.raw('bias')!r}: expected None or a bias input")
+        self.geometry = self._geometry()
+
+    def _operands(self, values: list[Any]) -> tuple[Any, Any, Any]:
+        bias = values[self._bias_at] if self._bias_at is not None else None
+        return values[0], values[self._weight_at], bias  # type: ignore[index]
+
+    def _check_weight(self, x: Shape, w: Shape, b: Shape | None) -> tuple[int, int]:
+        """(in_channels, out_channels) the weight implies; ShapeMismatch if it cannot be."""
+        n = self.spatial
+        if len(w) != n + 2:
+            raise ShapeMismatch(f"weight should be {n + 2}-D, given shape {w}")
+        if self.transposed:
+            cin, cout = w[0], w[1] * self.groups
+            if cin % self.groups:
+                raise ShapeMismatch(
+                    f"weight {w}: {cin} input channels not divisible by groups={self.groups}"
+                )
+        else:
+            cin, cout = w[1] * self.groups, w[0]
+            if cout % self.groups:
+                raise ShapeMismatch(
+                    f"weight {w}: {cout} output channels not divisible by groups={self.groups}"
+                )
+        if b is not None and tuple(b) != (cout,):
+            raise ShapeMismatch(f"bias should have shape ({cout},), given {b}")
+        return cin, cout
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 2, 3)
+        x, w, b = self._operands(shapes)
+        cin, cout = self._check_weight(x, w, b)
+        return [self._output_shape(x, cin, cout, tuple(w[2:]))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, w, b = self._operands(inputs)
+        weight = self._lift_weight(np.asarray(w))
+        bias = None if b is None else np.asarray(b)
+        return [self._from_4d(conv2d(self._as_4d(x), weight, bias, self.geometry), x)]
+
+
+@register("F.conv1d")
+class FConv1d(_ConvFunctional):
+    """``F.conv1d(input, weight, bias)`` with the weight as a graph value."""
+
+    spatial = 1
+
+
+@register("F.conv2d")
+class FConv2d(_ConvFunctional):
+    """``F.conv2d(input, weight, bias)`` with the weight as a graph value."""
+
+    spatial = 2
+
+
+# ----------------------------------------------------------------------------------------
+# Transposed convolutions
+# ----------------------------------------------------------------------------------------
+class _ConvTransposeMixin(_Conv):
+    transposed = True
+
+    def _run_transposed(self, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None,
+                        kernel_size: tuple[int, ...], out_channels: int) -> np.ndarray:
+        x4 = self._as_4d(x)
+        lift = (1,) * (2 - self.spatial)
+        k = lift + tuple(kernel_size)
+        stride, dilation = lift + self.stride, lift + self.dilation
+        padding = (0,) * (2 - self.spatial) + self.padding  # type: ignore[operator]
+        out_pad = (0,) * (2 - self.spatial) + self.output_padding
+        size = tuple(
+            transposed_out_size(n, k[i], stride[i], dilation[i], padding[i], out_pad[i])
+            for i, n in enumerate(x4.shape[2:])
+        )
+        out = conv_transpose2d(
+            x4, kernel, bias, k, out_channels, stride, dilation, padding, size  # type: ignore[arg-type]
+        )
+        return self._from_4d(out, x)
+
+
+class _ConvTransposeModule(_ConvTransposeMixin):
+    def build(self, params: Params) -> None:
+        n = self.spatial
+        self._read_geometry(params)
+        self.in_channels = params.int("in_channels")
+        self.out_channels = params.int("out_channels")
+        self.kernel_size = params.ints("kernel_size", n)
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise params.error(
+                f"in_channels={self.in_channels} and out_channels={self.out_channels} "
+                f"must be divisible by groups={self.groups}"
+            )
+        if any(k < 1 for k in self.kernel_size):
+            raise params.error(f"kernel_size={self.kernel_size} must be positive")
+        shape = (self.in_channels, self.out_channels // self.groups) + self.kernel_size
+        weight = params.attr("weight", shape=shape, dtype=np.float32)
+        self.kernel = transposed_kernel(weight, self.groups)
+        self.bias = None
+        if params.bool("bias", params.has_attr("bias")):
+            self.bias = params.attr("bias", shape=(self.out_channels,), dtype=np.float32)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        return [self._output_shape(shapes[0], self.in_channels, self.out_channels, self.kernel_size)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [self._run_transposed(inputs[0], self.kernel, self.bias, self.kernel_size, self.out_channels)]
+
+
+@register("nn.ConvTranspose1d")
+class ConvTranspose1d(_ConvTransposeModule):
+    """1-D transposed convolution with a stored kernel (I, O/groups, k)."""
+
+    spatial = 1
+
+
+@register("nn.ConvTranspose2d")
+class ConvTranspose2d(_ConvTransposeModule):
+    """2-D transposed convolution with a stored kernel (I, O/groups, kh, kw)."""
+
+    spatial = 2
+
+
+class _ConvTransposeFunctional(_ConvTransposeMixin, _ConvFunctional):
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, w, b = self._operands(inputs)
+        w = np.asarray(w)
+        kernel = transposed_kernel(w, self.groups)
+        bias = None if b is None else np.asarray(b)
+        return [self._run_transposed(x, kernel, bias, w.shape[2:], w.shape[1] * self.groups)]
+
+
+@register("F.conv_transpose1d")
+class FConvTranspose1d(_ConvTransposeFunctional):
+    """``F.conv_transpose1d(input, weight, bias)`` with the weight as a graph value."""
+
+    spatial = 1
+
+
+@register("F.conv_transpose2d")
+class FConvTranspose2d(_ConvTransposeFunctional):
+    """``F.conv_transpose2d(input, weight, bias)`` with the weight as a graph value."""
+
+    spatial = 2

@@ -1,3 +1,495 @@
-"""norm layers."""
+"""Normalisations: batch, layer, group, instance, Lp (``F.normalize``) and local response.
+
+::
+
+    BatchNorm1d/2d          nn.BatchNorm*: running stats folded once into scale + shift
+    FBatchNorm              F.batch_norm: stats/affine as inputs; no stats -> batch stats
+    LayerNorm, FLayerNorm   over the trailing ``normalized_shape`` dims
+    GroupNorm, FGroupNorm   over each group of channels (and all spatial dims)
+    InstanceNorm1d/2d       over the spatial dims of each (sample, channel)
+    FInstanceNorm           F.instance_norm
+    Normalize               F.normalize: x / max(||x||_p, eps) along ``dim``
+    LocalResponseNorm       F.local_response_norm: across neighbouring channels
+
+pnnx turns an ``nn.*Norm`` without affine weights into the ``F.*`` form, and a BatchNorm
+that follows a convolution into the convolution. Statistics are computed in float32 (or
+float64 for float64 inputs) with float32 results, as PyTorch does.
+"""
 
 from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis, numel
+from layers.registry import register
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """float32 for half-precision inputs, the input's own float type otherwise."""
+    return np.result_type(dtype, np.float32)
+
+
+def standardize(x: np.ndarray, eps: float) -> np.ndarray:
+    """``(x - mean) / sqrt(var + eps)`` over the last axis (biased variance); a new array."""
+    x = x.astype(_compute_dtype(x.dtype), copy=False)
+    mean = x.mean(axis=-1, keepdims=True)
+    out = x - mean
+    var = np.mean(np.square(out), axis=-1, keepdims=True)
+    var += eps
+    out *= 1 / np.sqrt(var)
+    return out
+
+
+def _channel_view(vector: np.ndarray, rank: int, axis: int = 1) -> np.ndarray:
+    """A per-channel vector shaped to broadcast along ``axis`` of a rank-``rank`` tensor."""
+    return vector.reshape((-1,) + (1,) * (rank - axis - 1))
+
+
+def _named_inputs(layer: Layer, names: tuple[str, ...]) -> dict[str, int]:
+    """Which input index carries each argument, from the ``$name=`` bindings (else by position)."""
+    if any(layer.input_names):
+        return {n: layer.input_names.index(n) for n in names if n in layer.input_names}
+    return {n: i + 1 for i, n in enumerate(names) if i + 1 < layer.num_inputs}
+
+
+def _no_param_value(params: Params, names: tuple[str, ...], bound: dict[str, int]) -> None:
+    """A tensor argument not bound to an input must be written as ``None`` (or be absent)."""
+    for name in names:
+        if name not in bound and params.raw(name, None) is not None:
+            raise params.error(f"{name}={params.raw(name)!r}: expected None or a {name} input")
+
+
+def _check_vector(shape: Shape, size: int, what: str) -> None:
+    if tuple(shape) != (size,):
+        raise ShapeMismatch(f"{what} should have shape ({size},), given {shape}")
+
+
+def _affine(out: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
+    """``out * weight + bias`` in place (``out`` is a fresh array); either may be None."""
+    if weight is not None:
+        out *= weight
+    if bias is not None:
+        out += bias
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# Batch norm
+# ----------------------------------------------------------------------------------------
+class _BatchNormModule(Layer):
+    #: Input ranks the module accepts.
+    ranks: tuple[int, ...] = (4,)
+
+    def build(self, params: Params) -> None:
+        self.num_features = c = params.int("num_features")
+        self.eps = params.float("eps", 1e-5)
+        if self.eps < 0:
+            raise params.error(f"eps={self.eps} must not be negative")
+        mean = params.attr("running_mean", shape=(c,), dtype=np.float32)
+        var = params.attr("running_var", shape=(c,), dtype=np.float32)
+        weight = bias = None
+        if params.bool("affine", params.has_attr("weight")):
+            weight = params.attr("weight", shape=(c,), dtype=np.float32)
+            bias = params.attr("bias", shape=(c,), dtype=np.float32)
+        self.scale, self.shift = fold_batch_norm(mean, var, weight, bias, self.eps)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        x = shapes[0]
+        if len(x) not in self.ranks or x[1] != self.num_features:
+            raise ShapeMismatch(
+                f"expected a {' or '.join(map(str, self.ranks))}-D input with {self.num_features} "
+                f"channels on dim 1, given shape {x}"
+            )
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        out = x * _channel_view(self.scale, x.ndim)
+        out += _channel_view(self.shift, x.ndim)
+        return [out.astype(x.dtype, copy=False)]
+
+
+def fold_batch_norm(mean: np.ndarray, var: np.ndarray, weight: np.ndarray | None,
+                    bias: np.ndarray | None, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Inference batch norm as ``x * scale + shift``."""
+    scale = 1 / np.sqrt(var + eps)
+    if weight is not None:
+        scale = scale * weight
+    shift = -mean * scale
+    if bias is not None:
+        shift = shift + bias
+    return scale, shift
+
+
+@register("nn.BatchNorm1d")
+class BatchNorm1d(_BatchNormModule):
+    """Inference batch norm of (N, C) or (N, C, L) inputs with stored running stats."""
+
+    ranks = (2, 3)
+
+
+@register("nn.BatchNorm2d")
+class BatchNorm2d(_BatchNormModule):
+    """Inference batch norm of (N, C, H, W) inputs with stored running stats."""
+
+    ranks = (4,)
+
+
+@register("F.batch_norm")
+class FBatchNorm(Layer):
+    """``F.batch_norm``: running stats given -> inference; ``running_mean=None`` -> batch stats."""
+
+    _ARGS = ("running_mean", "running_var", "weight", "bias")
+
+    def build(self, params: Params) -> None:
+        self.eps = params.float("eps", 1e-5)
+        self.at = _named_inputs(self, self._ARGS)
+        _no_param_value(params, self._ARGS, self.at)
+        if ("running_mean" in self.at) != ("running_var" in self.at):
+            raise params.error("running_mean and running_var must be given together")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, self.num_inputs)
+        x = shapes[0]
+        if len(x) < 2:
+            raise ShapeMismatch(f"expected an input of rank >= 2 (N, C, ...), given shape {x}")
+        for name, i in self.at.items():
+            _check_vector(shapes[i], x[1], name)
+        if "running_mean" not in self.at and numel(x) // x[1] <= 1:
+            raise ShapeMismatch(f"batch statistics need more than one value per channel, given shape {x}")
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        weight, bias = args.get("weight"), args.get("bias")
+        if "running_mean" in args:
+            scale, shift = fold_batch_norm(args["running_mean"], args["running_var"], weight, bias, self.eps)
+            out = x * _channel_view(scale, x.ndim)
+            out += _channel_view(shift, x.ndim)
+            return [out.astype(x.dtype, copy=False)]
+        # Batch statistics: per channel over the batch and every spatial position.
+        moved = np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+        mean = moved.mean(axis=0, dtype=_compute_dtype(x.dtype))
+        var = np.mean(np.square(moved - mean), axis=0)
+        scale, shift = fold_batch_norm(mean, var, weight, bias, self.eps)
+        out = x * _channel_view(scale, x.ndim)
+        out += _channel_view(shift, x.ndim)
+        return [out.astype(x.dtype, copy=False)]
+
+
+# ----------------------------------------------------------------------------------------
+# Layer norm
+# ----------------------------------------------------------------------------------------
+class _LayerNormBase(Layer):
+    def _read_shape(self, params: Params) -> None:
+        self.normalized_shape = params.ints("normalized_shape")
+        if not self.normalized_shape or any(d < 1 for d in self.normalized_shape):
+            raise params.error(f"normalized_shape={self.normalized_shape} must be non-empty and positive")
+        self.eps = params.float("eps", 1e-5)
+        if self.eps < 0:
+            raise params.error(f"eps={self.eps} must not be negative")
+
+    def _check_input(self, x: Shape) -> None:
+        k = len(self.normalized_shape)
+        if len(x) < k or tuple(x[-k:]) != self.normalized_shape:
+            raise ShapeMismatch(
+                f"expected an input ending in normalized_shape {self.normalized_shape}, given shape {x}"
+            )
+
+    def _normalize(self, x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
+        size = numel(self.normalized_shape)
+        out = standardize(x.reshape(-1, size), self.eps)
+        out = _affine(out, None if weight is None else weight.reshape(size),
+                      None if bias is None else bias.reshape(size))
+        return out.reshape(x.shape).astype(x.dtype, copy=False)
+
+
+@register("nn.LayerNorm")
+class LayerNorm(_LayerNormBase):
+    """Normalises over the trailing ``normalized_shape`` dims, with stored weight and bias."""
+
+    def build(self, params: Params) -> None:
+        self._read_shape(params)
+        shape = self.normalized_shape
+        affine = params.bool("elementwise_affine", params.has_attr("weight"))
+        self.weight = params.attr("weight", shape=shape, dtype=np.float32) if affine else None
+        # nn.LayerNorm(bias=False) keeps a weight without a bias.
+        self.bias = params.attr("bias", shape=shape, dtype=np.float32) if params.has_attr("bias") else None
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        self._check_input(shapes[0])
+        return [shapes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [self._normalize(inputs[0], self.weight, self.bias)]
+
+
+@register("F.layer_norm")
+class FLayerNorm(_LayerNormBase):
+    """``F.layer_norm`` with weight and bias as inputs, or ``None``."""
+
+    _ARGS = ("weight", "bias")
+
+    def build(self, params: Params) -> None:
+        self._read_shape(params)
+        self.at = _named_inputs(self, self._ARGS)
+        _no_param_value(params, self._ARGS, self.at)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, self.num_inputs)
+        self._check_input(shapes[0])
+        for name, i in self.at.items():
+            if tuple(shapes[i]) != self.normalized_shape:
+                raise ShapeMismatch(f"{name} should have shape {self.normalized_shape}, given {shapes[i]}")
+        return [shapes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        return [self._normalize(inputs[0], args.get("weight"), args.get("bias"))]
+
+
+# ----------------------------------------------------------------------------------------
+# Group norm and instance norm
+# ----------------------------------------------------------------------------------------
+def _group_norm(x: np.ndarray, groups: int, eps: float, weight: np.ndarray | None,
+                bias: np.ndarray | None, batched: bool = True) -> np.ndarray:
+    """Normalise ``x`` (N, C, *) over each of ``groups`` channel groups; per-channel affine."""
+    lead = x.shape[:1] if batched else ()
+    out = standardize(x.reshape(lead + (groups, -1)), eps).reshape(x.shape)
+    rank_from_channel = x.ndim - (1 if batched else 0)
+    w = None if weight is None else weight.reshape((-1,) + (1,) * (rank_from_channel - 1))
+    b = None if bias is None else bias.reshape((-1,) + (1,) * (rank_from_channel - 1))
+    return _affine(out, w, b).astype(x.dtype, copy=False)
+
+
+@register("nn.GroupNorm")
+class GroupNorm(Layer):
+    """Normalises each group of ``num_channels / num_groups`` channels, per sample."""
+
+    def build(self, params: Params) -> None:
+        self.num_groups = params.int("num_groups")
+        self.num_channels = c = params.int("num_channels")
+        self.eps = params.float("eps", 1e-5)
+        if self.num_groups < 1 or c < 1 or c % self.num_groups:
+            raise params.error(
+                f"num_channels={c} must be a positive multiple of num_groups={self.num_groups}"
+            )
+        self.weight = self.bias = None
+        if params.bool("affine", params.has_attr("weight")):
+            self.weight = params.attr("weight", shape=(c,), dtype=np.float32)
+            self.bias = params.attr("bias", shape=(c,), dtype=np.float32)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        x = shapes[0]
+        if len(x) < 2 or x[1] != self.num_channels:
+            raise ShapeMismatch(f"expected an input (N, {self.num_channels}, ...), given shape {x}")
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [_group_norm(inputs[0], self.num_groups, self.eps, self.weight, self.bias)]
+
+
+@register("F.group_norm")
+class FGroupNorm(Layer):
+    """``F.group_norm`` with weight and bias as inputs, or ``None``."""
+
+    _ARGS = ("weight", "bias")
+
+    def build(self, params: Params) -> None:
+        self.num_groups = params.int("num_groups")
+        self.eps = params.float("eps", 1e-5)
+        if self.num_groups < 1:
+            raise params.error(f"num_groups={self.num_groups} must be positive")
+        self.at = _named_inputs(self, self._ARGS)
+        _no_param_value(params, self._ARGS, self.at)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, self.num_inputs)
+        x = shapes[0]
+        if len(x) < 2 or x[1] % self.num_groups:
+            raise ShapeMismatch(f"expected an input (N, C, ...) with C divisible by {self.num_groups}, "
+                                f"given shape {x}")
+        for name, i in self.at.items():
+            _check_vector(shapes[i], x[1], name)
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        return [_group_norm(inputs[0], self.num_groups, self.eps, args.get("weight"), args.get("bias"))]
+
+
+class _InstanceNormModule(Layer):
+    #: Spatial dims: 1 for InstanceNorm1d, 2 for InstanceNorm2d.
+    spatial = 2
+
+    def build(self, params: Params) -> None:
+        self.num_features = c = params.int("num_features")
+        self.eps = params.float("eps", 1e-5)
+        self.weight = self.bias = None
+        if params.bool("affine", params.has_attr("weight")):
+            self.weight = params.attr("weight", shape=(c,), dtype=np.float32)
+            self.bias = params.attr("bias", shape=(c,), dtype=np.float32)
+        # In eval mode PyTorch normalises with the running stats when it tracks them.
+        self.folded = None
+        if params.bool("track_running_stats", False):
+            mean = params.attr("running_mean", shape=(c,), dtype=np.float32)
+            var = params.attr("running_var", shape=(c,), dtype=np.float32)
+            self.folded = fold_batch_norm(mean, var, self.weight, self.bias, self.eps)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        x = shapes[0]
+        n = self.spatial
+        if len(x) not in (n + 1, n + 2) or x[-n - 1] != self.num_features:
+            raise ShapeMismatch(
+                f"expected a ({n + 2}-D) batched or ({n + 1}-D) unbatched input with "
+                f"{self.num_features} channels, given shape {x}"
+            )
+        if self.folded is None and numel(x[-n:]) <= 1:
+            raise ShapeMismatch(f"instance norm needs more than one spatial element, given shape {x}")
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        batched = x.ndim == self.spatial + 2
+        if self.folded is not None:
+            axis = 1 if batched else 0
+            out = x * _channel_view(self.folded[0], x.ndim, axis)
+            out += _channel_view(self.folded[1], x.ndim, axis)
+            return [out.astype(x.dtype, copy=False)]
+        groups = self.num_features
+        return [_group_norm(x, groups, self.eps, self.weight, self.bias, batched=batched)]
+
+
+@register("nn.InstanceNorm1d")
+class InstanceNorm1d(_InstanceNormModule):
+    """Normalises each channel of each sample over its length."""
+
+    spatial = 1
+
+
+@register("nn.InstanceNorm2d")
+class InstanceNorm2d(_InstanceNormModule):
+    """Normalises each channel of each sample over its height and width."""
+
+    spatial = 2
+
+
+@register("F.instance_norm")
+class FInstanceNorm(Layer):
+    """``F.instance_norm`` (pnnx only emits it with ``use_input_stats=True``).
+
+    Running stats, if bound, are only updated by PyTorch in that mode, never read, so they
+    are accepted and ignored.
+    """
+
+    _ARGS = ("running_mean", "running_var", "weight", "bias")
+
+    def build(self, params: Params) -> None:
+        self.eps = params.float("eps", 1e-5)
+        if not params.bool("use_input_stats", True):
+            raise params.error("use_input_stats=False is not supported (pnnx never writes it)")
+        self.at = _named_inputs(self, self._ARGS)
+        _no_param_value(params, self._ARGS, self.at)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, self.num_inputs)
+        x = shapes[0]
+        if len(x) < 3 or numel(x[2:]) <= 1:
+            raise ShapeMismatch(
+                f"expected an input (N, C, ...) with more than one spatial element, given shape {x}"
+            )
+        for name, i in self.at.items():
+            _check_vector(shapes[i], x[1], name)
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        return [_group_norm(x, x.shape[1], self.eps, args.get("weight"), args.get("bias"))]
+
+
+# ----------------------------------------------------------------------------------------
+# F.normalize and local response norm
+# ----------------------------------------------------------------------------------------
+def vector_norm(x: np.ndarray, p: float, axis: int) -> np.ndarray:
+    """``torch.norm(x, p, dim=axis, keepdim=True)`` for a float ``p``, in ``x``'s dtype."""
+    a = np.abs(x)
+    if p == math.inf:
+        return a.max(axis=axis, keepdims=True)
+    if p == -math.inf:
+        return a.min(axis=axis, keepdims=True)
+    if p == 0:
+        return np.count_nonzero(x, axis=axis, keepdims=True).astype(x.dtype)
+    if p == 1:
+        return a.sum(axis=axis, keepdims=True)
+    if p == 2:
+        return np.sqrt(np.square(a).sum(axis=axis, keepdims=True))
+    return np.power(np.power(a, p).sum(axis=axis, keepdims=True), 1 / p)
+
+
+@register("F.normalize")
+class Normalize(Layer):
+    """``x / max(||x||_p, eps)`` along ``dim``."""
+
+    def build(self, params: Params) -> None:
+        self.p = params.float("p", 2.0)
+        self.dim = params.int("dim", 1)
+        self.eps = params.float("eps", 1e-12)
+        if self.eps < 0:
+            raise params.error(f"eps={self.eps} must not be negative")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        normalize_axis(self.dim, len(shapes[0]))
+        return [shapes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        axis = normalize_axis(self.dim, x.ndim)
+        norm = vector_norm(x, self.p, axis) if x.ndim else np.abs(x)
+        return [(x / np.maximum(norm, self.eps)).astype(x.dtype, copy=False)]
+
+
+@register("F.local_response_norm")
+class LocalResponseNorm(Layer):
+    """``x / (k + alpha * mean of x^2 over `size` neighbouring channels) ** beta``.
+
+    The channel window is zero padded (``size // 2`` before, ``(size - 1) // 2`` after)
+    and always divided by ``size``, as PyTorch's avg-pool formulation does.
+    """
+
+    def build(self, params: Params) -> None:
+        self.size = params.int("size")
+        self.alpha = params.float("alpha", 1e-4)
+        self.beta = params.float("beta", 0.75)
+        self.k = params.float("k", 1.0)
+        if self.size < 1:
+            raise params.error(f"size={self.size} must be positive")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        if len(shapes[0]) < 3:
+            raise ShapeMismatch(f"expected an input of rank >= 3 (N, C, ...), given shape {shapes[0]}")
+        return [shapes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        c = x.shape[1]
+        square = np.square(x.astype(_compute_dtype(x.dtype), copy=False))
+        pads = [(0, 0)] * x.ndim
+        pads[1] = (self.size // 2, (self.size - 1) // 2)
+        padded = np.pad(square, pads)
+        window = padded[:, 0:c].copy()
+        for i in range(1, self.size):  # one vectorised add per window tap
+            window += padded[:, i:i + c]
+        window *= self.alpha / self.size
+        window += self.k
+        return [(x / np.power(window, self.beta)).astype(x.dtype, copy=False)]

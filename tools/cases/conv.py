@@ -1,0 +1,81 @@
+"""Golden cases for layers/conv.py: nn.Conv1d/2d, nn.ConvTranspose1d/2d, F.conv*."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tools.cases import Case
+
+torch.manual_seed(0)
+
+
+class Fn(nn.Module):
+    """Wraps a functional call so that its tensor arguments are graph inputs."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def x(*shape):
+    return torch.randn(*shape)
+
+
+CASES = [
+    # nn.Conv2d
+    Case("conv2d_1x1", nn.Conv2d(4, 6, 1), (x(1, 4, 6, 6),)),
+    Case("conv2d_1x1_stride2_batch2", nn.Conv2d(4, 6, 1, stride=2), (x(2, 4, 7, 7),)),
+    Case("conv2d_3x3_pad1_batch2", nn.Conv2d(3, 8, 3, padding=1), (x(2, 3, 8, 8),)),
+    Case("conv2d_stride2", nn.Conv2d(4, 6, 3, stride=2, padding=1), (x(1, 4, 9, 9),)),
+    Case("conv2d_dilation2", nn.Conv2d(4, 6, 3, dilation=2, padding=2), (x(1, 4, 8, 8),)),
+    Case("conv2d_groups2", nn.Conv2d(4, 6, 3, groups=2, padding=1), (x(1, 4, 7, 7),)),
+    Case("conv2d_depthwise", nn.Conv2d(4, 4, 3, groups=4, padding=1), (x(2, 4, 8, 8),)),
+    Case("conv2d_depthwise_mult2_stride2", nn.Conv2d(4, 8, 3, groups=4, stride=2, dilation=(1, 2)),
+         (x(1, 4, 9, 9),)),
+    Case("conv2d_same_even_kernel", nn.Conv2d(4, 6, (4, 3), padding="same", dilation=(1, 2)),
+         (x(1, 4, 8, 8),)),
+    Case("conv2d_valid_nobias", nn.Conv2d(4, 6, 3, padding="valid", bias=False), (x(1, 4, 8, 8),)),
+    Case("conv2d_reflect", nn.Conv2d(4, 6, 3, padding=1, padding_mode="reflect"), (x(1, 4, 8, 8),)),
+    Case("conv2d_replicate_stride",
+         nn.Conv2d(4, 6, 3, padding=(2, 1), stride=(2, 1), padding_mode="replicate"), (x(1, 4, 7, 6),)),
+    Case("conv2d_rect_kernel", nn.Conv2d(3, 5, (1, 3), stride=(1, 2), padding=(0, 1)), (x(1, 3, 5, 9),)),
+    # nn.Conv1d
+    Case("conv1d_pad1", nn.Conv1d(4, 6, 3, padding=1), (x(2, 4, 10),)),
+    Case("conv1d_stride_dilation_groups", nn.Conv1d(4, 6, 3, stride=2, dilation=2, groups=2), (x(1, 4, 12),)),
+    Case("conv1d_same_replicate", nn.Conv1d(4, 6, 3, padding="same", padding_mode="replicate"),
+         (x(1, 4, 10),)),
+    Case("conv1d_depthwise_nobias", nn.Conv1d(4, 4, 5, groups=4, padding=2, bias=False), (x(1, 4, 10),)),
+    Case("conv1d_reflect", nn.Conv1d(3, 4, 3, padding=2, padding_mode="reflect"), (x(1, 3, 8),)),
+    Case("conv1d_1x1", nn.Conv1d(4, 6, 1), (x(2, 4, 9),)),
+    # nn.ConvTranspose*
+    Case("convT2d_stride2_outpad_groups",
+         nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2), (x(1, 4, 5, 5),)),
+    Case("convT2d_dilation", nn.ConvTranspose2d(4, 6, 3, stride=(2, 1), padding=(1, 0), output_padding=(1, 0),
+                                                dilation=2), (x(1, 4, 5, 6),)),
+    Case("convT2d_k2s2_nobias", nn.ConvTranspose2d(4, 3, 2, stride=2, bias=False), (x(2, 4, 4, 4),)),
+    Case("convT2d_big_padding", nn.ConvTranspose2d(3, 4, 5, stride=1, padding=3), (x(1, 3, 6, 6),)),
+    Case("convT1d_stride2_outpad", nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1, output_padding=1),
+         (x(1, 4, 7),)),
+    Case("convT1d_groups_dilation", nn.ConvTranspose1d(4, 6, 4, stride=3, groups=2, dilation=2),
+         (x(2, 4, 5),)),
+    # functional forms: the weight (and bias) are graph inputs
+    Case("fconv2d_stride2", Fn(lambda a, w: F.conv2d(a, w, stride=2, padding=1)),
+         (x(1, 4, 8, 8), x(6, 4, 3, 3))),
+    Case("fconv2d_bias_groups", Fn(lambda a, w, b: F.conv2d(a, w, b, groups=2)),
+         (x(1, 4, 7, 7), x(6, 2, 3, 3), x(6))),
+    Case("fconv2d_same_dilation", Fn(lambda a, w: F.conv2d(a, w, padding="same", dilation=2)),
+         (x(1, 4, 8, 8), x(6, 4, 4, 4))),
+    Case("fconv2d_valid", Fn(lambda a, w: F.conv2d(a, w, padding="valid")), (x(1, 4, 6, 6), x(5, 4, 3, 3))),
+    Case("fconv1d_same", Fn(lambda a, w: F.conv1d(a, w, padding="same")), (x(1, 4, 10), x(6, 4, 3))),
+    Case("fconv1d_bias_stride", Fn(lambda a, w, b: F.conv1d(a, w, b, stride=2, padding=1)),
+         (x(2, 4, 9), x(6, 4, 3), x(6))),
+    Case("fconvT2d_bias_outpad", Fn(lambda a, w, b: F.conv_transpose2d(a, w, b, stride=2, output_padding=1)),
+         (x(1, 4, 5, 5), x(4, 3, 3, 3), x(3))),
+    Case("fconvT1d_groups", Fn(lambda a, w: F.conv_transpose1d(a, w, stride=2, padding=1, groups=2)),
+         (x(1, 4, 7), x(4, 3, 3))),
+]

@@ -1,0 +1,60 @@
+"""Golden cases for layers/linear.py: nn.Linear, F.linear, torch.matmul/mm/mv/bmm/addmm/baddbmm."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tools.cases import Case
+
+torch.manual_seed(0)
+
+
+class Fn(nn.Module):
+    """Wraps a functional call so that its tensor arguments are graph inputs."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def x(*shape):
+    return torch.randn(*shape)
+
+
+def matmul(a, b):
+    return torch.matmul(a, b)
+
+
+CASES = [
+    Case("linear_3d", nn.Linear(4, 5), (x(2, 3, 4),)),
+    Case("linear_2d", nn.Linear(6, 3), (x(4, 6),)),
+    Case("linear_1d_nobias", nn.Linear(4, 5, bias=False), (x(4),)),
+    Case("flinear_bias", Fn(lambda a, w, b: F.linear(a, w, b)), (x(2, 3, 4), x(5, 4), x(5))),
+    Case("flinear_nobias", Fn(lambda a, w: F.linear(a, w)), (x(2, 4), x(5, 4))),
+    Case("matmul_1d_1d", Fn(matmul), (x(4), x(4))),
+    Case("matmul_1d_2d", Fn(matmul), (x(4), x(4, 3))),
+    Case("matmul_2d_1d", Fn(matmul), (x(3, 4), x(4))),
+    Case("matmul_2d_2d", Fn(matmul), (x(3, 4), x(4, 2))),
+    Case("matmul_1d_3d", Fn(matmul), (x(4), x(2, 4, 3))),
+    Case("matmul_3d_1d", Fn(matmul), (x(2, 3, 4), x(4))),
+    Case("matmul_3d_2d", Fn(matmul), (x(2, 3, 4), x(4, 5))),
+    Case("matmul_broadcast_batch", Fn(matmul), (x(2, 1, 3, 4), x(5, 4, 2))),
+    Case("matmul_operator", Fn(lambda a, b: a @ b), (x(2, 3, 4), x(2, 4, 3))),
+    Case("mm", Fn(lambda a, b: torch.mm(a, b)), (x(3, 4), x(4, 2))),
+    Case("mv", Fn(lambda a, b: torch.mv(a, b)), (x(3, 4), x(4))),
+    Case("bmm", Fn(lambda a, b: torch.bmm(a, b)), (x(2, 3, 4), x(2, 4, 5))),
+    Case("addmm_alpha_beta", Fn(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0)),
+         (x(3, 5), x(3, 4), x(4, 5))),
+    Case("addmm_broadcast_bias", Fn(lambda c, a, b: torch.addmm(c, a, b)), (x(5), x(3, 4), x(4, 5))),
+    Case("addmm_beta0", Fn(lambda c, a, b: torch.addmm(c, a, b, beta=0.0, alpha=-1.5)),
+         (torch.full((3, 5), float("nan")), x(3, 4), x(4, 5))),
+    Case("baddbmm_alpha_beta", Fn(lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2.0)),
+         (x(2, 3, 5), x(2, 3, 4), x(2, 4, 5))),
+    Case("baddbmm_broadcast", Fn(lambda c, a, b: torch.baddbmm(c, a, b)),
+         (x(1, 3, 5), x(2, 3, 4), x(2, 4, 5))),
+]

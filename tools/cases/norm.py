@@ -1,0 +1,81 @@
+"""Golden cases for layers/norm.py: batch, layer, group, instance, Lp and local response norms.
+
+pnnx folds a BatchNorm that follows a convolution into it, so every BatchNorm here reads
+the graph input directly. Modules without affine weights come out as the F.* forms.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tools.cases import Case
+
+torch.manual_seed(0)
+
+
+class Fn(nn.Module):
+    """Wraps a functional call so that its tensor arguments are graph inputs."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def x(*shape):
+    return torch.randn(*shape)
+
+
+def positive(*shape):
+    return torch.rand(*shape) + 0.5
+
+
+def trained(module):
+    """Non-trivial running stats and affine weights, as after training."""
+    with torch.no_grad():
+        for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
+            if name == "running_var":
+                tensor.uniform_(0.5, 2.0)
+            elif name != "num_batches_tracked":
+                tensor.normal_()
+    return module
+
+
+CASES = [
+    Case("batchnorm2d", trained(nn.BatchNorm2d(4)), (x(2, 4, 5, 5),)),
+    Case("batchnorm2d_eps", trained(nn.BatchNorm2d(3, eps=1e-2)), (x(1, 3, 4, 6),)),
+    Case("batchnorm1d_3d", trained(nn.BatchNorm1d(4)), (x(2, 4, 7),)),
+    Case("batchnorm1d_2d", trained(nn.BatchNorm1d(5)), (x(3, 5),)),
+    Case("fbatchnorm_stats_inputs", Fn(lambda a, m, v: F.batch_norm(a, m, v)),
+         (x(2, 4, 5, 5), x(4), positive(4))),
+    Case("fbatchnorm_all_inputs", Fn(lambda a, m, v, w, b: F.batch_norm(a, m, v, w, b, eps=1e-3)),
+         (x(2, 4, 5), x(4), positive(4), x(4), x(4))),
+    Case("fbatchnorm_batch_stats", Fn(lambda a: F.batch_norm(a, None, None, training=True)),
+         (x(3, 4, 5, 5),)),
+    Case("layernorm_last", trained(nn.LayerNorm(6)), (x(2, 3, 6),)),
+    Case("layernorm_2dims", trained(nn.LayerNorm((4, 5), eps=1e-4)), (x(2, 3, 4, 5),)),
+    Case("flayernorm_noaffine", nn.LayerNorm((3, 4), elementwise_affine=False, eps=1e-3), (x(2, 3, 4),)),
+    Case("flayernorm_inputs", Fn(lambda a, w, b: F.layer_norm(a, (6,), w, b)), (x(2, 4, 6), x(6), x(6))),
+    Case("groupnorm", trained(nn.GroupNorm(2, 4)), (x(2, 4, 5, 5),)),
+    Case("groupnorm_1d_eps", trained(nn.GroupNorm(3, 6, eps=1e-3)), (x(2, 6, 7),)),
+    Case("fgroupnorm_noaffine", nn.GroupNorm(2, 6, affine=False), (x(2, 6, 4, 4),)),
+    Case("fgroupnorm_inputs", Fn(lambda a, w, b: F.group_norm(a, 4, w, b)), (x(2, 8, 3, 3), x(8), x(8))),
+    Case("instancenorm2d_affine", trained(nn.InstanceNorm2d(4, affine=True)), (x(2, 4, 5, 5),)),
+    Case("instancenorm1d_affine", trained(nn.InstanceNorm1d(3, affine=True, eps=1e-3)), (x(2, 3, 8),)),
+    Case("finstancenorm_noaffine", nn.InstanceNorm2d(4), (x(2, 4, 5, 5),)),
+    Case("finstancenorm_1d", nn.InstanceNorm1d(3), (x(2, 3, 9),)),
+    Case("finstancenorm_inputs", Fn(lambda a, w, b: F.instance_norm(a, weight=w, bias=b)),
+         (x(2, 4, 6, 6), x(4), x(4))),
+    Case("normalize_default", Fn(lambda a: F.normalize(a)), (x(2, 4, 5, 5),)),
+    Case("normalize_p1_last", Fn(lambda a: F.normalize(a, p=1.0, dim=-1, eps=1e-3)), (x(2, 3, 6),)),
+    Case("normalize_inf_dim0", Fn(lambda a: F.normalize(a, p=float("inf"), dim=0)), (x(3, 5),)),
+    Case("normalize_p3", Fn(lambda a: F.normalize(a, p=3.0, dim=2)), (x(2, 3, 4, 5),)),
+    Case("lrn_default", nn.LocalResponseNorm(3), (x(2, 5, 4, 4),)),
+    Case("lrn_3d_even", nn.LocalResponseNorm(4, alpha=1e-2, beta=0.5, k=2.0), (x(2, 6, 7),)),
+    Case("lrn_5d", Fn(lambda a: F.local_response_norm(a, 2, alpha=0.1, beta=1.0, k=1.0)),
+         (x(1, 4, 3, 3, 2),)),
+]

@@ -15,6 +15,8 @@ first, which this layer also accepts). The kernels live in :mod:`layers._conv_ma
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,15 @@ class _Conv(Layer):
     spatial = 2
     #: Whether this is a transposed convolution.
     transposed = False
+
+    def flops(self, inputs, outputs) -> int:
+        """2 x MACs: each output (each input, when transposed) meets C/groups x kernel weights."""
+        x, y = inputs[0].shape, outputs[0].shape
+        kernel = inputs[1].shape if len(inputs) > 1 else None
+        taps = math.prod(kernel[2:]) if kernel is not None else math.prod(self.kernel_size)
+        if self.transposed:
+            return 2 * math.prod(x) * (y[-(self.spatial + 1)] // self.groups) * taps
+        return 2 * math.prod(y) * (x[-(self.spatial + 1)] // self.groups) * taps
 
     # -- params ----------------------------------------------------------------------------
     def _read_geometry(self, params: Params) -> None:

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
@@ -70,8 +72,16 @@ def _linear(x: np.ndarray, weight_t: np.ndarray, bias: np.ndarray | None) -> np.
     return out.astype(x.dtype, copy=False)
 
 
+class _Product(Layer):
+    """Matrix products cost 2 x (output elements) x (the contracted length)."""
+
+    def flops(self, inputs, outputs) -> int:
+        contracted = inputs[0].shape[-1] if inputs[0].shape else 1
+        return 2 * math.prod(outputs[0].shape) * contracted
+
+
 @register("nn.Linear")
-class Linear(Layer):
+class Linear(_Product):
     """``x @ weight.T + bias`` with a stored (out, in) weight."""
 
     def build(self, params: Params) -> None:
@@ -98,7 +108,7 @@ class Linear(Layer):
 
 
 @register("F.linear")
-class FLinear(Layer):
+class FLinear(_Product):
     """``F.linear(input, weight, bias)`` with the weight (out, in) as a graph value."""
 
     def build(self, params: Params) -> None:
@@ -134,7 +144,7 @@ class FLinear(Layer):
 
 
 @register("torch.matmul")
-class MatMul(Layer):
+class MatMul(_Product):
     """``torch.matmul``: numpy's matmul has the same broadcasting rules."""
 
     def _check(self, a: Shape, b: Shape) -> None:
@@ -179,7 +189,7 @@ class BMM(MatMul):
 
 
 @register("torch.addmm")
-class AddMM(Layer):
+class AddMM(_Product):
     """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to the product's shape."""
 
     #: Rank of mat1 and mat2.

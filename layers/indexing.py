@@ -1,3 +1,414 @@
-"""indexing layers."""
+"""Indexing: pick elements by integer index tensors, fill by mask, take the top k.
+
+::
+
+    Gather        torch.gather          out[i][j] = x[i][index[i][j]]     (dim=1)
+    IndexSelect   torch.index_select    whole slices at 1-D indices along dim
+    Index         Tensor.index          x[idx] with index tensors (numpy's advanced indexing)
+    Embedding     nn.Embedding          weight rows at integer indices
+    MaskedFill    Tensor.masked_fill    value where a bool mask is set
+    TopK          torch.topk            k largest/smallest values and their int64 indices
+
+Index inputs must hold integers. An index out of range raises IndexError; like torch,
+gather, index_select and embedding refuse negative indices, Tensor.index accepts them.
+torch.sort/argsort are not here: pnnx leaves them as aten::sort/aten::argsort, whose
+Python export crashes, so no model with them can be exported.
+"""
 
 from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from layers.registry import register
+from layers.slicing import runtime_input
+from layers.specs import SequenceSpec
+
+
+def _axis(dim: int, rank: int) -> int:
+    if rank == 0:
+        raise ShapeMismatch(f"dim {dim} needs a tensor with at least one dim, given a 0-d one")
+    return normalize_axis(dim, rank)
+
+
+def _check_index_dtype(dtype: np.dtype, what: str = "index") -> None:
+    if np.dtype(dtype).kind not in "iu":
+        raise ShapeMismatch(f"{what} should hold integers (int64), given {np.dtype(dtype)}")
+
+
+def check_range(index: np.ndarray, size: int, what: str, *, negative: bool = False) -> None:
+    """IndexError unless every index lies in ``[0, size)`` (``[-size, size)`` if ``negative``)."""
+    if index.size == 0:
+        return
+    low, high = int(index.min()), int(index.max())
+    if low < (-size if negative else 0) or high >= size:
+        bad = low if low < (-size if negative else 0) else high
+        raise IndexError(f"{what}: index {bad} is out of range for a dim of size {size}")
+
+
+# ------------------------------------------------------------------------------------------
+# gather / index_select / embedding
+# ------------------------------------------------------------------------------------------
+@register("torch.gather")
+class Gather(Layer):
+    """``torch.gather(x, dim, index)``: the output has index's shape; along every other dim
+    index may be shorter than x (its first entries are used)."""
+
+    def build(self, params: Params) -> None:
+        self.dim = params.int("dim")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 2)
+        shape, index = shapes
+        if len(index) != len(shape):
+            raise ShapeMismatch(f"index has shape {index}, input has {shape}: they need the same rank")
+        axis = _axis(self.dim, len(shape))
+        for d, (i, s) in enumerate(zip(index, shape)):
+            if d != axis and i > s:
+                raise ShapeMismatch(
+                    f"index has shape {index}, input has {shape}: dim {d} of index may not "
+                    f"exceed the input's"
+                )
+        return [index]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        _check_index_dtype(dtypes[1])
+        return [dtypes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, index = inputs
+        axis = _axis(self.dim, x.ndim)
+        check_range(index, x.shape[axis], "gather")
+        window = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
+        return [np.take_along_axis(x[window], index, axis=axis)]
+
+
+@register("torch.index_select")
+class IndexSelect(Layer):
+    """``torch.index_select(x, dim, index)``: the slices of x at the 1-D ``index``."""
+
+    def build(self, params: Params) -> None:
+        self.dim = params.int("dim")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 2)
+        shape, index = shapes
+        if len(index) > 1:
+            raise ShapeMismatch(f"index should be 1-D, given shape {index}")
+        axis = _axis(self.dim, len(shape))
+        count = index[0] if index else 1
+        return [shape[:axis] + (count,) + shape[axis + 1:]]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        _check_index_dtype(dtypes[1])
+        return [dtypes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, index = inputs
+        axis = _axis(self.dim, x.ndim)
+        index = index.reshape(-1)
+        check_range(index, x.shape[axis], "index_select")
+        return [np.take(x, index, axis=axis)]
+
+
+@register("nn.Embedding")
+class Embedding(Layer):
+    """``nn.Embedding``: ``weight[index]``; the output is ``index.shape + (embedding_dim,)``.
+
+    ``padding_idx`` and ``sparse`` only matter to training; ``max_norm`` (which rewrites the
+    weight while it runs) is refused.
+    """
+
+    def build(self, params: Params) -> None:
+        count = params.int("num_embeddings")
+        dim = params.int("embedding_dim")
+        if params.raw("max_norm", None) is not None:
+            raise params.error("max_norm renormalizes the weight as it runs; it is not supported")
+        self.weight = params.attr("weight", shape=(count, dim))
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        return [shapes[0] + self.weight.shape[1:]]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        _check_index_dtype(dtypes[0], "the input of an embedding")
+        return [self.weight.dtype]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        index = inputs[0]
+        check_range(index, self.weight.shape[0], "embedding")
+        return [np.take(self.weight, index, axis=0)]
+
+
+# ------------------------------------------------------------------------------------------
+# Tensor.index
+# ------------------------------------------------------------------------------------------
+def _parse_static_index(text: Any) -> list[np.ndarray | None]:
+    """``[None,[2,0,1]]`` (pnnx's ``expr`` param) as a list of None / index arrays."""
+    value = ast.literal_eval(text) if isinstance(text, str) else text
+    if not isinstance(value, list):
+        raise ValueError(f"expr={text!r} should be a list of indices")
+    entries: list[np.ndarray | None] = []
+    for item in value:
+        if item is None:
+            entries.append(None)
+            continue
+        array = np.asarray(item)
+        if array.dtype.kind not in "biu":
+            raise ValueError(f"expr={text!r}: entry {item!r} should be None or integers/booleans")
+        entries.append(array.astype(np.int64) if array.dtype.kind in "iu" else array)
+    return entries
+
+
+def _template(params: Params, position: int) -> list[int | None] | None:
+    """Where the runtime index list puts None and ``@k``, read from the pnnx.Expression
+    that builds it (``[None,@0]`` -> ``[None, 0]``); None when that is not known."""
+    producer = params.op.inputs[position].producer
+    if producer is None or producer.type != "pnnx.Expression":
+        return None
+    expr = producer.params.get("expr")
+    if isinstance(expr, str) and expr.startswith("[") and expr.endswith("]"):
+        items = expr[1:-1].split(",")
+    elif isinstance(expr, list):  # the param reader makes ``[@0,@1]`` a list of strings
+        items = [str(item) for item in expr]
+    else:
+        return None
+    template: list[int | None] = []
+    for item in items:
+        if item == "None":
+            template.append(None)
+        elif item.startswith("@") and item[1:].isdigit():
+            template.append(int(item[1:]))
+        else:
+            return None
+    return template
+
+
+class Mask(NamedTuple):
+    """A bool mask index: it covers ``len(shape)`` dims and picks ``count`` positions."""
+
+    shape: Shape
+    count: int
+
+
+def advanced_index_shape(shape: Shape, entries: Sequence[Shape | Mask | None]) -> Shape:
+    """The shape of ``x[entries]`` for ``x`` of ``shape``, by numpy's (and torch's) rules.
+
+    An entry is ``None`` (a full slice), the shape of an integer index, or a :class:`Mask`.
+    Index shapes broadcast together; the result takes the place of the indexed dims when
+    the indexed entries are adjacent, else it goes first.
+    """
+    kept: list[int] = []  # sizes of the dims that stay: the None entries', then the tail
+    before = 0  # kept dims in front of the first indexed entry
+    index_shapes: list[Shape] = []
+    positions: list[int] = []
+    dim = 0
+    for n, entry in enumerate(entries):
+        width = 1 if not isinstance(entry, Mask) else len(entry.shape)
+        if dim + width > len(shape):
+            raise ShapeMismatch(f"too many indices for a tensor of shape {shape}: {len(entries)} given")
+        if entry is None:
+            kept.append(shape[dim])
+        else:
+            if not positions:
+                before = len(kept)
+            positions.append(n)
+            if isinstance(entry, Mask):
+                if tuple(entry.shape) != shape[dim:dim + width]:
+                    raise ShapeMismatch(
+                        f"a bool mask of shape {tuple(entry.shape)} does not fit dims "
+                        f"{shape[dim:dim + width]} of {shape}"
+                    )
+                index_shapes.append((entry.count,))
+            else:
+                index_shapes.append(tuple(entry))
+        dim += width
+    kept.extend(shape[dim:])
+    if not positions:
+        return tuple(kept)
+    try:
+        broadcast = np.broadcast_shapes(*index_shapes)
+    except ValueError:
+        raise ShapeMismatch(f"index shapes {index_shapes} do not broadcast together") from None
+    adjacent = positions[-1] - positions[0] == len(positions) - 1
+    split = before if adjacent else 0
+    return tuple(kept[:split]) + tuple(broadcast) + tuple(kept[split:])
+
+
+def _is_none_spec(item: Spec) -> bool:
+    """Whether a list item's spec stands for ``None`` (pnnx.Expression gives a spec whose
+    known ``value`` is None)."""
+    return not isinstance(item, TensorSpec) or (hasattr(item, "value") and item.value is None)
+
+
+@register("Tensor.index")
+class Index(Layer):
+    """``x[idx]``, ``x[:, idx]``, ``x[i, j]`` ... with index tensors (advanced indexing).
+
+    pnnx writes constant indices as ``expr=[None,[2,0,1]]``, and runtime ones as a second
+    input: a list built by a pnnx.Expression such as ``[None,@0]``. That list reaches this
+    layer as a list/tuple with None at the full-slice places (or without them: the
+    expression's text says where they go) and, for shape inference, as a SequenceSpec of
+    the index tensors. A runtime bool mask gives a data-dependent shape and is refused.
+    """
+
+    def build(self, params: Params) -> None:
+        self.static: list[np.ndarray | None] | None = None
+        self.template: list[int | None] | None = None
+        if params.has("expr"):
+            self.static = _parse_static_index(params.raw("expr"))
+            if self.num_inputs != 1:
+                raise params.error(f"takes 1 input with a constant expr, has {self.num_inputs}")
+        elif self.num_inputs == 2:
+            self.template = _template(params, 1)
+        else:
+            raise params.error("needs a constant expr param or the index list as a second input")
+
+    # -- placing the runtime indices ----------------------------------------------------
+    def _place(self, items: list[Any], is_none: Callable[[Any], bool]) -> list[Any]:
+        """``items`` with None at the full-slice places (the template's, when it is known)."""
+        if self.template is None:
+            return [None if is_none(item) else item for item in items]
+        if len(items) == len(self.template):
+            return [None if t is None else item for t, item in zip(self.template, items)]
+        wanted = sum(t is not None for t in self.template)
+        if len(items) != wanted:
+            raise ShapeMismatch(f"got {len(items)} indices, the index list {self.template} holds {wanted}")
+        found = iter(items)
+        return [None if t is None else next(found) for t in self.template]
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, self.num_inputs)
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
+        if self.static is not None:
+            entries: list[Any] = []
+            dim = 0
+            for array in self.static:
+                if array is None:
+                    entries.append(None)
+                    dim += 1
+                elif array.dtype == bool:
+                    entries.append(Mask(array.shape, int(array.sum())))
+                    dim += array.ndim
+                else:
+                    if dim < len(x.shape):
+                        size = x.shape[dim]
+                        if array.size and not -size <= int(array.min()) <= int(array.max()) < size:
+                            raise ShapeMismatch(
+                                f"index {array.tolist()} is out of range for dim {dim} of size {size}"
+                            )
+                    entries.append(array.shape)
+                    dim += 1
+        else:
+            given = specs[1]
+            items = list(given.items) if isinstance(given, SequenceSpec) else [given]
+            placed = self._place(items, _is_none_spec)
+            entries = []
+            for item in placed:
+                if item is None:
+                    entries.append(None)
+                elif item.dtype == bool:
+                    raise ShapeMismatch("a runtime bool mask index gives a data-dependent shape")
+                else:
+                    _check_index_dtype(item.dtype)
+                    entries.append(item.shape)
+        return [TensorSpec(advanced_index_shape(x.shape, entries), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        if self.static is not None:
+            entries = self.static
+        else:
+            given = inputs[1]
+            items = list(given) if isinstance(given, (list, tuple)) else [given]
+            entries = self._place(items, lambda item: item is None)
+        index = tuple(slice(None) if e is None else np.asarray(e) for e in entries)
+        return [np.asarray(x[index])]
+
+
+# ------------------------------------------------------------------------------------------
+# masked_fill / topk
+# ------------------------------------------------------------------------------------------
+@register("Tensor.masked_fill")
+class MaskedFill(Layer):
+    """``x.masked_fill(mask, value)``: ``value`` (a param, or a one-element input) where the
+    bool mask (broadcast to x's shape) is set; the dtype stays x's."""
+
+    def build(self, params: Params) -> None:
+        self.value_input = runtime_input(params, "value")
+        self.value = None if self.value_input is not None else params.raw("value")
+        if self.value_input is None and not isinstance(self.value, (bool, int, float)):
+            raise params.error(f"value={self.value!r} should be a number")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 2 if self.value_input is None else 3)
+        shape, mask = shapes[0], shapes[1]
+        try:
+            fits = np.broadcast_shapes(shape, mask) == tuple(shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ShapeMismatch(f"mask of shape {mask} does not broadcast to the input's shape {shape}")
+        if self.value_input is not None and int(np.prod(shapes[self.value_input])) != 1:
+            raise ShapeMismatch(f"value should be one number, given shape {shapes[self.value_input]}")
+        return [shape]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        if dtypes[1] != np.dtype(bool):
+            raise ShapeMismatch(f"mask should be bool, given {dtypes[1]}")
+        return [dtypes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, mask = inputs[0], inputs[1]
+        value = self.value if self.value_input is None else np.asarray(inputs[self.value_input]).reshape(())
+        fill = np.asarray(value).astype(x.dtype)
+        return [np.where(mask, fill, x)]
+
+
+@register("torch.topk")
+class TopK(Layer):
+    """``torch.topk(x, k, dim, largest, sorted)``: values and int64 indices.
+
+    Always sorted (``sorted=False`` leaves the order to torch, so any order is right). NaN
+    counts as the largest value, as in torch. Ties: torch's order among equal values is
+    unspecified (it varies with size and path); here the lower index comes first.
+    """
+
+    def build(self, params: Params) -> None:
+        self.k = params.int("k")
+        self.dim = params.int("dim", -1)
+        self.largest = params.bool("largest", True)
+        if self.k < 0:
+            raise params.error(f"k={self.k} must not be negative")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        shape = shapes[0]
+        axis = _axis(self.dim, len(shape))
+        if self.k > shape[axis]:
+            raise ShapeMismatch(f"k={self.k} is more than dim {self.dim} of size {shape[axis]}")
+        out = shape[:axis] + (self.k,) + shape[axis + 1:]
+        return [out, out]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [dtypes[0], np.dtype(np.int64)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        axis = _axis(self.dim, x.ndim)
+        size = x.shape[axis]
+        if self.k > size:
+            raise IndexError(f"k={self.k} is more than dim {self.dim} of size {size}")
+        if self.largest:
+            # descending with ties by ascending index: stable ascending sort of the reversed axis
+            order = size - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+        else:
+            order = np.argsort(x, axis=axis, kind="stable")
+        indices = order[(slice(None),) * axis + (slice(0, self.k),)]
+        return [np.take_along_axis(x, indices, axis=axis), indices.astype(np.int64, copy=False)]

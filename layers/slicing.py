@@ -1,3 +1,558 @@
-"""slicing layers."""
+"""Slicing and joining: cut a tensor into pieces or views, or glue tensors together.
+
+::
+
+    joining                 Cat (torch.cat), Stack (torch.stack)
+    pieces along one dim    Chunk, Split, TensorSplit, Unbind     (one output per piece)
+    one view                Slice (Tensor.slice), Select (Tensor.select), Narrow
+    reordering              ChannelShuffle (nn.ChannelShuffle)
+
+Every piece and view is a numpy view of the input (``is_view``); only joining and the
+channel shuffle copy. pnnx writes one output operand per piece, so a layer refuses an
+input whose size would give a different number of pieces than the graph has outputs.
+
+``Tensor.slice`` comes in two forms. ``dim/start/end/step`` is ``x[..., start:end:step]``
+on one dim. ``dims/starts/ends/steps/selects`` is pnnx's fusion of a chain such as
+``x[1:, ::2, -1]``: entry ``i`` indexes dim ``dims[i]`` *of the input* (negative counts
+from its end) with a slice, or with the integer ``selects[i]`` when that is not
+``INT_MAX`` (pnnx then writes ``start=end=step=0``). Any bound may instead be an input
+(``$start=``, or ``$starts=`` ... from pnnx.SliceIndexes). Such a slice always runs; its
+shape is inferred when the bound's spec carries a known ``value`` (pnnx.Expression
+reports sizes that way) or when only *selects* are runtime values (a select drops its dim
+whatever the index); otherwise shape inference refuses it, as the shape is data-dependent.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from layers.registry import register
+
+#: What pnnx writes for "no bound" (an open slice end) and "not a select".
+INT_MAX = 2**31 - 1
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------
+def _axis(dim: int, rank: int) -> int:
+    """``dim`` normalized for a tensor of ``rank``; a 0-d tensor has no dim to cut."""
+    if rank == 0:
+        raise ShapeMismatch(f"dim {dim} needs a tensor with at least one dim, given a 0-d one")
+    return normalize_axis(dim, rank)
+
+
+def _take(x: np.ndarray, axis: int, index: int | slice) -> np.ndarray:
+    """``x[:, ..., index, ...]`` on ``axis``, always an ndarray view (never a numpy scalar)."""
+    return x[(slice(None),) * axis + (index, Ellipsis)]
+
+
+def _pieces(x: np.ndarray, axis: int, bounds: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+    """Views of ``x`` between each ``(start, stop)`` along ``axis``."""
+    return [_take(x, axis, slice(start, stop)) for start, stop in bounds]
+
+
+def _bounds_of_sizes(sizes: Sequence[int]) -> list[tuple[int, int]]:
+    """Consecutive ``(start, stop)`` pairs for pieces of the given sizes."""
+    bounds, start = [], 0
+    for size in sizes:
+        bounds.append((start, start + size))
+        start += size
+    return bounds
+
+
+def _piece_shapes(shape: Shape, axis: int, bounds: Sequence[tuple[int, int]]) -> list[Shape]:
+    return [shape[:axis] + (len(range(shape[axis])[a:b]),) + shape[axis + 1:] for a, b in bounds]
+
+
+def runtime_input(params: Params, key: str) -> int | None:
+    """The position of the input bound to ``$key=`` when no ``key`` param is given, else None."""
+    names = list(params.op.input_names)
+    if params.has(key) or key not in names[1:]:
+        return None
+    return names.index(key, 1)
+
+
+def scalar_int(value: Any, what: str) -> int:
+    """A runtime scalar (a Python int or a one-element integer array) as an int."""
+    array = np.asarray(value)
+    if array.size != 1 or array.dtype.kind not in "iub":
+        raise TypeError(f"{what} should be one integer, got {array.dtype} of shape {array.shape}")
+    return int(array.reshape(()))
+
+
+def torch_promote(dtypes: Sequence[np.dtype]) -> np.dtype:
+    """The dtype torch.cat gives mixed inputs: the highest category (bool < int < float
+    < complex) wins, promoted within it (int64 + float32 -> float32, not float64)."""
+    dtypes = [np.dtype(d) for d in dtypes]
+    if all(d == dtypes[0] for d in dtypes):
+        return dtypes[0]
+    rank = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+    top = max(rank.get(d.kind, 2) for d in dtypes)
+    return np.result_type(*[d for d in dtypes if rank.get(d.kind, 2) == top])
+
+
+class _Pieces(Layer):
+    """Cuts its one input along ``dim`` into pieces; subclasses say where."""
+
+    is_view = True
+
+    def _read_dim(self, params: Params) -> None:
+        self.dim = params.int("dim", 0)
+
+    def bounds(self, size: int) -> list[tuple[int, int]]:
+        """``(start, stop)`` of each piece along a dim of ``size``."""
+        raise NotImplementedError
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        shape = shapes[0]
+        axis = _axis(self.dim, len(shape))
+        bounds = self.bounds(shape[axis])
+        if len(bounds) != self.num_outputs:
+            raise ShapeMismatch(
+                f"a dim {self.dim} of size {shape[axis]} gives {len(bounds)} pieces, "
+                f"the graph expects {self.num_outputs} (exported with another size?)"
+            )
+        return _piece_shapes(shape, axis, bounds)
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        axis = _axis(self.dim, x.ndim)
+        return _pieces(x, axis, self.bounds(x.shape[axis]))
+
+
+# ------------------------------------------------------------------------------------------
+# joining
+# ------------------------------------------------------------------------------------------
+@register("torch.cat")
+class Cat(Layer):
+    """``torch.cat(inputs, dim)``: one np.concatenate; mixed dtypes promote as torch does."""
+
+    def build(self, params: Params) -> None:
+        self.dim = params.int("dim", 0)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if not shapes:
+            raise ShapeMismatch("takes at least 1 input, got 0")
+        first = shapes[0]
+        axis = _axis(self.dim, len(first))
+        for i, shape in enumerate(shapes[1:], 1):
+            if len(shape) != len(first) or any(
+                a != b for d, (a, b) in enumerate(zip(shape, first)) if d != axis
+            ):
+                raise ShapeMismatch(
+                    f"input {i} has shape {shape}, input 0 has {first}: all dims but "
+                    f"dim {self.dim} must match"
+                )
+        total = sum(s[axis] for s in shapes)
+        return [first[:axis] + (total,) + first[axis + 1:]]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [torch_promote(dtypes)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        axis = _axis(self.dim, inputs[0].ndim)
+        dtype = torch_promote([x.dtype for x in inputs])
+        return [np.concatenate(inputs, axis=axis, dtype=dtype, casting="unsafe")]
+
+
+@register("torch.stack")
+class Stack(Layer):
+    """``torch.stack(inputs, dim)``: equal shapes, joined along a new dim."""
+
+    def build(self, params: Params) -> None:
+        self.dim = params.int("dim", 0)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if not shapes:
+            raise ShapeMismatch("takes at least 1 input, got 0")
+        for i, shape in enumerate(shapes[1:], 1):
+            if shape != shapes[0]:
+                raise ShapeMismatch(
+                    f"input {i} has shape {shape}, input 0 has {shapes[0]}: they must be equal"
+                )
+        axis = normalize_axis(self.dim, len(shapes[0]) + 1)
+        return [shapes[0][:axis] + (len(shapes),) + shapes[0][axis:]]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [torch_promote(dtypes)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        axis = normalize_axis(self.dim, inputs[0].ndim + 1)
+        dtype = torch_promote([x.dtype for x in inputs])
+        return [np.stack(inputs, axis=axis, dtype=dtype, casting="unsafe")]
+
+
+# ------------------------------------------------------------------------------------------
+# pieces
+# ------------------------------------------------------------------------------------------
+@register("torch.chunk")
+class Chunk(_Pieces):
+    """``torch.chunk(x, chunks, dim)``: pieces of ceil(size / chunks); maybe fewer pieces."""
+
+    def build(self, params: Params) -> None:
+        self._read_dim(params)
+        self.chunks = params.int("chunks")
+        if self.chunks < 1:
+            raise params.error(f"chunks={self.chunks} must be positive")
+
+    def bounds(self, size: int) -> list[tuple[int, int]]:
+        if size == 0:
+            return [(0, 0)] * self.chunks
+        step = -(-size // self.chunks)
+        return [(start, min(start + step, size)) for start in range(0, size, step)]
+
+
+@register("torch.split")
+class Split(_Pieces):
+    """``torch.split(x, size or [sizes], dim)``: equal pieces (last smaller) or given sizes."""
+
+    def build(self, params: Params) -> None:
+        self._read_dim(params)
+        value = params.raw("split_size_or_sections")
+        if isinstance(value, list):
+            self.sections: tuple[int, ...] | None = params.ints("split_size_or_sections")
+            if any(s < 0 for s in self.sections):
+                raise params.error(f"split_size_or_sections={list(self.sections)} must not be negative")
+        else:
+            self.sections = None
+            self.size = params.int("split_size_or_sections")
+            if self.size < 1:
+                raise params.error(f"split_size_or_sections={self.size} must be positive")
+
+    def bounds(self, size: int) -> list[tuple[int, int]]:
+        if self.sections is not None:
+            if sum(self.sections) != size:
+                raise ShapeMismatch(
+                    f"sections {list(self.sections)} add up to {sum(self.sections)}, "
+                    f"dim {self.dim} has size {size}"
+                )
+            return _bounds_of_sizes(self.sections)
+        if size == 0:
+            return [(0, 0)]
+        return [(start, min(start + self.size, size)) for start in range(0, size, self.size)]
+
+
+@register("torch.tensor_split")
+class TensorSplit(_Pieces):
+    """``torch.tensor_split(x, sections or indices, dim)``, as numpy's array_split.
+
+    ``sections=n``: n pieces, the first ``size % n`` one longer. ``indices=[i, j]``:
+    ``x[:i], x[i:j], x[j:]`` with Python slicing (negative and out-of-range indices
+    allowed, giving empty pieces).
+    """
+
+    def build(self, params: Params) -> None:
+        self._read_dim(params)
+        if params.has("sections") == params.has("indices"):
+            raise params.error("needs exactly one of the params sections and indices")
+        self.indices = params.ints("indices") if params.has("indices") else None
+        self.sections = params.int("sections", 0)
+        if self.indices is None and self.sections < 1:
+            raise params.error(f"sections={self.sections} must be positive")
+
+    def bounds(self, size: int) -> list[tuple[int, int]]:
+        if self.indices is not None:
+            cuts = [0, *self.indices, size]
+            return list(zip(cuts[:-1], cuts[1:]))
+        small, extra = divmod(size, self.sections)
+        return _bounds_of_sizes([small + 1] * extra + [small] * (self.sections - extra))
+
+
+@register("torch.unbind")
+class Unbind(_Pieces):
+    """``torch.unbind(x, dim)``: one output per index along ``dim``, that dim removed."""
+
+    def build(self, params: Params) -> None:
+        self._read_dim(params)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        shape = shapes[0]
+        axis = _axis(self.dim, len(shape))
+        if shape[axis] != self.num_outputs:
+            raise ShapeMismatch(
+                f"dim {self.dim} has size {shape[axis]}, the graph expects "
+                f"{self.num_outputs} outputs (exported with another size?)"
+            )
+        return [shape[:axis] + shape[axis + 1:]] * self.num_outputs
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        axis = _axis(self.dim, x.ndim)
+        return [_take(x, axis, i) for i in range(x.shape[axis])]
+
+
+# ------------------------------------------------------------------------------------------
+# one view
+# ------------------------------------------------------------------------------------------
+class _Bound:
+    """One bound list of Tensor.slice (``starts``, ``ends`` ...): fixed values, or an input."""
+
+    def __init__(self, params: Params, single: str, multi: str, count: int, default: int):
+        key = multi if params.has("dims") else single
+        self.count = count
+        self.default = default
+        self.input = runtime_input(params, key)
+        self.values: tuple[int, ...] | None = None
+        if self.input is None:
+            # absent or None (pnnx's "open bound") -> the default
+            given = params.raw(key, None) is not None
+            self.values = params.ints(key) if given else (default,) * count
+            if len(self.values) != count:
+                raise params.error(f"{key}={list(self.values)} should have {count} values, one per dim")
+
+    def known(self, specs: Sequence[Any]) -> tuple[int, ...] | None:
+        """The values if shape inference can know them: fixed, or a runtime scalar whose
+        spec carries its ``value`` (pnnx.Expression reports sizes that way)."""
+        if self.values is not None or self.input is None:
+            return self.values
+        value = getattr(specs[self.input], "value", None) if self.input < len(specs) else None
+        if self.count != 1 or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            return None
+        return (int(value),)
+
+    def resolve(self, inputs: list[Any]) -> tuple[int, ...]:
+        """The values for this run (a runtime list shorter than the dims is padded)."""
+        if self.values is not None:
+            return self.values
+        value = np.asarray(inputs[self.input])
+        if value.dtype.kind not in "iu" or value.ndim > 1:
+            raise TypeError(f"slice bounds should be integers, got {value.dtype} of shape {value.shape}")
+        found = tuple(int(v) for v in value.reshape(-1))
+        if len(found) > self.count:
+            raise ValueError(f"got {len(found)} slice bounds for {self.count} dims")
+        return found + (self.default,) * (self.count - len(found))
+
+
+@register("Tensor.slice")
+class Slice(Layer):
+    """``x[start:end:step]`` on one dim, or pnnx's fused multi-dim slice/select (see module doc)."""
+
+    is_view = True
+
+    def build(self, params: Params) -> None:
+        self.dims = params.ints("dims") if params.has("dims") else (params.int("dim"),)
+        n = len(self.dims)
+        self.starts = _Bound(params, "start", "starts", n, 0)
+        self.ends = _Bound(params, "end", "ends", n, INT_MAX)
+        self.steps = _Bound(params, "step", "steps", n, 1)
+        self.selects = _Bound(params, "select", "selects", n, INT_MAX)
+        self.bounds = (self.starts, self.ends, self.steps, self.selects)
+        if self.steps.values is not None:
+            selects = self._is_select(self.selects.values, self.steps.values) or (False,) * n
+            for step, select in zip(self.steps.values, selects):
+                if not select and step < 1:
+                    raise params.error(f"step {step} must be positive (torch slices only forwards)")
+
+    @staticmethod
+    def _is_select(selects: tuple[int, ...] | None, steps: tuple[int, ...] | None) -> tuple[bool, ...] | None:
+        """Which entries select: from the selects if known, else from the steps (0 on a select)."""
+        if selects is not None:
+            return tuple(s != INT_MAX for s in selects)
+        if steps is not None:
+            return tuple(s == 0 for s in steps)
+        return None
+
+    def _axes(self, rank: int) -> list[int]:
+        axes = [_axis(d, rank) for d in self.dims]
+        if len(set(axes)) != len(axes):
+            raise ShapeMismatch(f"dims {list(self.dims)} name the same dim twice for a tensor of rank {rank}")
+        return axes
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if not specs or not isinstance(specs[0], TensorSpec):
+            raise ShapeMismatch("takes the tensor to slice as its first input")
+        return [TensorSpec(self._shape(specs[0].shape, specs), specs[0].dtype)]
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if not shapes:
+            raise ShapeMismatch("takes the tensor to slice, got no inputs")
+        return [self._shape(shapes[0], [])]
+
+    def _shape(self, shape: Shape, specs: Sequence[Any]) -> Shape:
+        axes = self._axes(len(shape))
+        starts, ends, steps, selects = (bound.known(specs) for bound in self.bounds)
+        is_select = self._is_select(selects, steps)
+        if is_select is None:
+            raise ShapeMismatch(
+                "both its steps and its selects are runtime values: which dims it drops is unknown"
+            )
+        out: list[int | None] = list(shape)
+        for i, (axis, select) in enumerate(zip(axes, is_select)):
+            size = shape[axis]
+            if select:
+                if selects is not None and not -size <= selects[i] < size:
+                    raise ShapeMismatch(
+                        f"index {selects[i]} is out of range for dim {self.dims[i]} of size {size}"
+                    )
+                out[axis] = None
+            elif starts is None or ends is None or steps is None:
+                raise ShapeMismatch(
+                    "its slice bounds are runtime values that shape inference does not know, "
+                    "so its output shape is only known when it runs"
+                )
+            else:
+                out[axis] = len(range(size)[starts[i]:ends[i]:steps[i]])
+        return tuple(d for d in out if d is not None)
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        starts, ends, steps, selects = (bound.resolve(inputs) for bound in self.bounds)
+        index: list[Any] = [slice(None)] * x.ndim
+        for i, axis in enumerate(self._axes(x.ndim)):
+            if selects[i] != INT_MAX:
+                index[axis] = selects[i]  # numpy raises IndexError when out of range
+            elif steps[i] < 1:
+                raise ValueError(f"slice step {steps[i]} must be positive")
+            else:
+                index[axis] = slice(starts[i], ends[i], steps[i])
+        return [x[(*index, Ellipsis)]]
+
+
+@register("Tensor.select")
+class Select(Layer):
+    """``x.select(dim, index)`` (``x[:, index]``): the dim is removed; negative counts back."""
+
+    is_view = True
+
+    def build(self, params: Params) -> None:
+        self.dim = params.int("dim")
+        self.index_input = runtime_input(params, "index")
+        self.index = params.int("index") if self.index_input is None else None
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1 if self.index_input is None else 2)
+        shape = shapes[0]
+        axis = _axis(self.dim, len(shape))
+        if self.index is not None and not -shape[axis] <= self.index < shape[axis]:
+            raise ShapeMismatch(
+                f"index {self.index} is out of range for dim {self.dim} of size {shape[axis]}"
+            )
+        return [shape[:axis] + shape[axis + 1:]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        index = self.index if self.index_input is None else scalar_int(inputs[self.index_input], "index")
+        return [_take(x, _axis(self.dim, x.ndim), index)]
+
+
+@register("torch.narrow")
+class Narrow(Layer):
+    """``torch.narrow(x, dim, start, length)``: ``length`` items from ``start`` (may be
+    negative, or a runtime input)."""
+
+    is_view = True
+
+    def build(self, params: Params) -> None:
+        self.dim = params.int("dim")
+        self.length = params.int("length")
+        if self.length < 0:
+            raise params.error(f"length={self.length} must not be negative")
+        self.start_input = runtime_input(params, "start")
+        self.start = params.int("start") if self.start_input is None else None
+
+    def _begin(self, start: int, size: int) -> int:
+        if not -size <= start <= size:
+            raise ShapeMismatch(f"start {start} is out of range for dim {self.dim} of size {size}")
+        begin = start + size if start < 0 else start
+        if begin + self.length > size:
+            raise ShapeMismatch(f"start {start} + length {self.length} exceeds dim {self.dim} of size {size}")
+        return begin
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1 if self.start_input is None else 2)
+        shape = shapes[0]
+        axis = _axis(self.dim, len(shape))
+        if self.start is not None:
+            self._begin(self.start, shape[axis])
+        elif self.length > shape[axis]:
+            raise ShapeMismatch(f"length {self.length} exceeds dim {self.dim} of size {shape[axis]}")
+        return [shape[:axis] + (self.length,) + shape[axis + 1:]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        axis = _axis(self.dim, x.ndim)
+        start = self.start if self.start_input is None else scalar_int(inputs[self.start_input], "start")
+        begin = self._begin(start, x.shape[axis])
+        return [_take(x, axis, slice(begin, begin + self.length))]
+
+
+# ------------------------------------------------------------------------------------------
+# reordering
+# ------------------------------------------------------------------------------------------
+@register("nn.ChannelShuffle")
+class ChannelShuffle(Layer):
+    """``(N, g*k, *) -> (N, k*g, *)``: channel ``i*k + j`` moves to ``j*g + i``.
+
+    pnnx also fuses ShuffleNet's ``view -> transpose(1, 2) -> view`` into this type.
+    """
+
+    def build(self, params: Params) -> None:
+        self.groups = params.int("groups")
+        if self.groups < 1:
+            raise params.error(f"groups={self.groups} must be positive")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        shape = shapes[0]
+        if len(shape) < 3:
+            raise ShapeMismatch(f"expects (N, C, ...) with at least 3 dims, given {shape}")
+        if shape[1] % self.groups:
+            raise ShapeMismatch(f"{shape[1]} channels do not divide into {self.groups} groups")
+        return [shape]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        n, c = x.shape[:2]
+        grouped = x.reshape(n, self.groups, c // self.groups, *x.shape[2:])
+        return [grouped.swapaxes(1, 2).reshape(x.shape)]
+
+
+class SliceIndexes(Layer):
+    """``pnnx.SliceIndexes``: packs runtime scalars and constants into one int64 list for a
+    fused Tensor.slice (``indexes=(@0,0)`` -> ``[in0, 0]``).
+
+    Not registered: pnnx emits it only for runtime slice bounds, and its Python writer
+    crashes on it, so ``pnnx.export`` (and the fixture exporter) fails on such a model and
+    no golden fixture can exist. Register it (``register("pnnx.SliceIndexes")(SliceIndexes)``)
+    once the exporter tolerates that.
+    """
+
+    def build(self, params: Params) -> None:
+        items = params.raw("indexes")
+        if not isinstance(items, list):
+            items = [items]
+        self.items: list[int | str] = []
+        for item in items:
+            text = str(item)
+            if text.startswith("@") and text[1:].isdigit():
+                self.items.append(text)
+            elif isinstance(item, int) or text.lstrip("-").isdigit():
+                self.items.append(int(text))
+            else:
+                raise params.error(f"indexes entry {item!r} should be an integer or @<input>")
+        refs = [int(i[1:]) for i in self.items if isinstance(i, str)]
+        if any(r >= self.num_inputs for r in refs):
+            raise params.error(f"indexes {items} refer to an input beyond its {self.num_inputs}")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        for i, shape in enumerate(shapes):
+            if len(shape) > 1 or (shape and shape[0] != 1):
+                raise ShapeMismatch(f"input {i} should be one integer, given shape {shape}")
+        return [(len(self.items),)]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [np.dtype(np.int64)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        values = [
+            scalar_int(inputs[int(item[1:])], "slice index") if isinstance(item, str) else item
+            for item in self.items
+        ]
+        return [np.array(values, dtype=np.int64)]

@@ -1,0 +1,78 @@
+"""Golden cases for indexing: gather, index_select, Tensor.index, nn.Embedding,
+Tensor.masked_fill and torch.topk."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tools.cases import Case
+
+
+class Fn(nn.Module):
+    """A module whose forward is ``fn`` (so a case is one line)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *inputs):
+        return self.fn(*inputs)
+
+
+class Embed(nn.Module):
+    """nn.Embedding as a submodule (pnnx keeps nn.* types only for submodules)."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.embedding = nn.Embedding(10, 4, **kwargs)
+
+    def forward(self, index):
+        return self.embedding(index)
+
+
+class ConstantIndex(nn.Module):
+    """``x[:, idx]`` with a constant index buffer: pnnx folds it into Tensor.index's expr."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("idx", torch.tensor([2, 0, 1, 1]))
+
+    def forward(self, x):
+        return x[:, self.idx]
+
+
+torch.manual_seed(0)
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+def i64(values):
+    return torch.tensor(values, dtype=torch.int64)
+
+
+CASES = [
+    Case("gather", Fn(lambda x, i: torch.gather(x, 1, i)), (r(2, 4), i64([[0, 2, 1], [3, 3, 0]]))),
+    # index shorter than x along a non-gathered dim: torch reads x's first rows only
+    Case("gather_short_index", Fn(lambda x, i: x.gather(0, i)), (r(3, 4, 2), i64([[[0, 2]], [[1, 1]]]))),
+    Case("gather_negative_dim", Fn(lambda x, i: x.gather(-1, i)), (r(2, 4), i64([[3], [1]]))),
+    Case("index_select_repeats", Fn(lambda x, i: torch.index_select(x, 1, i)), (r(2, 4, 3), i64([3, 0, 0]))),
+    Case("index_select_negative_dim", Fn(lambda x, i: x.index_select(-1, i)), (r(2, 4, 3), i64([2, 0]))),
+    Case("index_constant_columns", ConstantIndex(), (r(2, 3),)),
+    Case("index_constant_pairs", Fn(lambda x: x[[0, 1, 1], [2, 0, 2]]), (r(4, 3),)),
+    Case("index_constant_bool_mask", Fn(lambda x: x[:, torch.tensor([True, False, True])]), (r(4, 3),)),
+    # runtime indices: the index list comes from a pnnx.Expression ([@0], [None,@0] ...)
+    Case("index_tensor_2d", Fn(lambda x, i: x[i]), (r(4, 3), i64([[3, 0], [1, -1]]))),
+    Case("index_tensor_middle", Fn(lambda x, i: x[:, i, :]), (r(2, 4, 3), i64([3, 0]))),
+    Case("index_tensor_separated", Fn(lambda x, i, j: x[i, :, j]), (r(2, 4, 3), i64([1, 0]), i64([2, 1]))),
+    Case("embedding", Embed(), (i64([[1, 9, 0], [3, 3, 2]]),)),
+    Case("embedding_padding_idx", Embed(padding_idx=0), (i64([[0, 5], [7, 0]]),)),
+    Case("masked_fill", Fn(lambda x: x.masked_fill(x > 0, 0.25)), (r(2, 3),)),
+    Case("masked_fill_int", Fn(lambda x: torch.masked_fill(x, x > 2, 7)), (torch.arange(6).reshape(2, 3),)),
+    Case("masked_fill_tensor_value", Fn(lambda x, v: x.masked_fill(x < 0, v[0])),
+         (r(2, 3), torch.tensor([-2.5]))),
+    Case("topk_largest", Fn(lambda x: torch.topk(x, 2, dim=1)), (r(2, 5, 3),)),
+    Case("topk_smallest", Fn(lambda x: x.topk(3, largest=False)), (r(2, 5),)),
+]

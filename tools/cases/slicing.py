@@ -1,0 +1,78 @@
+"""Golden cases for slicing and joining: cat, stack, chunk, split, tensor_split, unbind,
+Tensor.slice / Tensor.select, narrow and nn.ChannelShuffle."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tools.cases import Case
+
+
+class Fn(nn.Module):
+    """A module whose forward is ``fn`` (so a case is one line)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *inputs):
+        return self.fn(*inputs)
+
+
+class Holder(nn.Module):
+    """Wraps a module: pnnx keeps nn.* types only for submodules, not the top module."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+class ShuffleByView(nn.Module):
+    """ShuffleNet's channel shuffle, which pnnx fuses into nn.ChannelShuffle."""
+
+    def forward(self, x):
+        b, c, h, w = x.size()
+        x = x.view(b, 2, c // 2, h, w)
+        x = torch.transpose(x, 1, 2).contiguous()
+        return x.view(b, -1, h, w)
+
+
+torch.manual_seed(0)
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+CASES = [
+    Case("cat_negative_dim", Fn(lambda a, b: torch.cat([a, b], dim=-1)), (r(2, 3, 4), r(2, 3, 2))),
+    Case("cat_three_inputs", Fn(lambda a, b, c: torch.cat((a, b, c), 1)),
+         (r(2, 3, 4), r(2, 1, 4), r(2, 2, 4))),
+    Case("stack_negative_dim", Fn(lambda a, b: torch.stack([a, b], dim=-1)), (r(2, 3), r(2, 3))),
+    Case("stack_three_dim1", Fn(lambda a, b, c: torch.stack([a, b, c], 1)), (r(2, 3), r(2, 3), r(2, 3))),
+    Case("chunk_uneven", Fn(lambda x: torch.chunk(x, 4, dim=1)), (r(2, 7, 3),)),
+    Case("chunk_fewer_pieces", Fn(lambda x: x.chunk(4, -1)), (r(2, 6),)),
+    Case("split_size", Fn(lambda x: torch.split(x, 3, dim=1)), (r(2, 7, 3),)),
+    Case("split_sections", Fn(lambda x: torch.split(x, [1, 4, 2], dim=-2)), (r(2, 7, 3),)),
+    Case("tensor_split_sections", Fn(lambda x: torch.tensor_split(x, 3, dim=1)), (r(2, 7, 3),)),
+    Case("tensor_split_indices", Fn(lambda x: torch.tensor_split(x, [1, 4], dim=1)), (r(2, 7, 3),)),
+    Case("unbind", Fn(lambda x: torch.unbind(x, 1)), (r(2, 3, 4),)),
+    Case("slice_one_dim", Fn(lambda x: x[:, 2:5]), (r(2, 6, 5),)),
+    Case("slice_negative_start_and_step", Fn(lambda x: x[:, -4:, ::2]), (r(2, 6, 5),)),
+    Case("slice_clamped_bounds", Fn(lambda x: x[:, 1:100, -100:-1]), (r(2, 6, 5),)),
+    Case("slice_empty", Fn(lambda x: x[:, 4:2]), (r(2, 6),)),
+    Case("slice_with_select", Fn(lambda x: x[1:, ::2, -1]), (r(3, 6, 5),)),
+    Case("slice_select_then_slice", Fn(lambda x: x[:, 0, 1:3]), (r(2, 6, 5),)),
+    Case("select_negative", Fn(lambda x: x[:, -1]), (r(2, 6, 5),)),
+    Case("narrow", Fn(lambda x: torch.narrow(x, 2, 1, 3)), (r(2, 6, 5),)),
+    Case("narrow_negative_start", Fn(lambda x: x.narrow(-1, -3, 2)), (r(2, 6, 5),)),
+    # start arrives at runtime: Tensor.select on the index input, then pnnx.Expression int(@0)
+    Case("narrow_runtime_start", Fn(lambda x, i: torch.narrow(x, 1, i[0], 2)),
+         (r(2, 6, 5), torch.tensor([3]))),
+    Case("channel_shuffle", Holder(nn.ChannelShuffle(3)), (r(1, 6, 2, 2),)),
+    Case("channel_shuffle_by_view", ShuffleByView(), (r(1, 6, 2, 3),)),
+]

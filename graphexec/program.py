@@ -43,9 +43,9 @@ class Program:
     @staticmethod
     def from_graph(graph: Graph) -> Program:
         """Build layers for ``graph`` and order them (the graph must already be valid)."""
-        layers = build_layers(graph)
-        outputs = _flattened_outputs(graph)
         packers = _output_packers(graph)
+        layers = build_layers(graph, skip=packers)
+        outputs = _flattened_outputs(graph)
         steps = tuple(
             Step(layers[op.name], tuple(o.name for o in op.inputs), tuple(o.name for o in op.outputs))
             for op in graph.topological_order()

@@ -1,0 +1,88 @@
+"""Shape cases: reshape, flatten, permute, transpose, squeeze, expand, repeat, roll, flip, casts.
+
+pnnx rewrites several spellings (``view`` -> ``Tensor.reshape``, ``nn.Flatten`` ->
+``torch.flatten``, ``torch.permute`` -> ``Tensor.permute`` ...), so cases use the PyTorch
+spellings people write and the fixtures record what pnnx made of them. Each case returns
+a tuple from different inputs where it tests several forms, so pnnx cannot merge them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tools.cases import Case
+
+
+def _x(seed: int, *shape: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+class Wrap(nn.Module):
+    """A module held as a child, so pnnx keeps it as a module call."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x):
+        return self.module(x)
+
+
+X = _x(1, 2, 3, 4, 5)
+
+
+def _each(*fns):
+    """A module returning ``(f(x) for f in fns)`` on one input."""
+    return Fn(lambda x: tuple(f(x) for f in fns))
+
+
+CASES = [
+    Case("view", _each(lambda x: x.view(2, -1), lambda x: x.view(-1), lambda x: x.view(6, 4, 5)), (X,)),
+    Case("reshape", _each(lambda x: x.reshape(3, 40), lambda x: torch.reshape(x, (2, 3, -1)),
+                          lambda x: x.reshape(-1, 1, 5)), (X,)),
+    Case("reshape_of_permuted", Fn(lambda x: x.permute(0, 2, 3, 1).reshape(2, -1)), (X,)),
+    Case("reshape_as", Fn(lambda x, y: x.reshape_as(y)), (X, torch.zeros(6, 20, dtype=torch.int64))),
+    Case("flatten", _each(lambda x: torch.flatten(x, 1), torch.flatten, lambda x: x.flatten(1, 2),
+                          lambda x: x.flatten(-2)), (X,)),
+    Case("flatten_module", Wrap(nn.Flatten()), (X,)),
+    Case("unflatten", _each(lambda x: x.unflatten(1, (1, 3)), lambda x: x.unflatten(-1, (5, -1))), (X,)),
+    Case("unflatten_module", Wrap(nn.Unflatten(2, (2, 2))), (X,)),
+    Case("permute", _each(lambda x: x.permute(0, 2, 3, 1), lambda x: torch.permute(x, (3, 2, 1, 0)),
+                          lambda x: x.permute(0, -1, 1, -2)), (X,)),
+    Case("transpose", _each(lambda x: x.transpose(1, 2), lambda x: torch.transpose(x, -1, 0),
+                            lambda x: x.swapaxes(0, 3)), (X,)),
+    Case("t", Fn(lambda m: m.t()), (_x(2, 3, 4),)),
+    Case("squeeze", _each(lambda x: x.squeeze(), lambda x: torch.squeeze(x, (0, 1)), lambda x: x.squeeze(-1),
+                          lambda x: x.squeeze(2)), (_x(3, 1, 1, 4, 1),)),
+    Case("unsqueeze", _each(lambda x: x.unsqueeze(1), lambda x: torch.unsqueeze(x, -1),
+                            lambda x: x.unsqueeze(0), lambda x: x.unsqueeze(-5)), (X,)),
+    Case("expand", _each(lambda x: x.expand(2, 3, 4, 5), lambda x: x.expand(-1, 3, -1, 6),
+                         lambda x: x.expand(2, 2, 1, 4, 3)), (_x(4, 2, 1, 4, 1),)),
+    Case("expand_as", Fn(lambda x, y: x.expand_as(y)), (_x(5, 3, 1), _x(6, 2, 3, 4))),
+    Case("repeat", _each(lambda x: x.repeat(1, 2, 1), lambda x: x.repeat(2, 1, 1, 3)), (_x(7, 2, 3, 4),)),
+    Case("tile", _each(lambda x: torch.tile(x, (2,)), lambda x: x.tile((1, 2, 1, 1))), (_x(8, 2, 3, 4),)),
+    Case("clone", Fn(torch.clone), (X,)),
+    Case("roll", _each(lambda x: torch.roll(x, 1, 2), lambda x: torch.roll(x, (1, -2), (1, 3)),
+                       lambda x: torch.roll(x, 7), lambda x: x.roll(-9, -1)), (X,)),
+    Case("flip", _each(lambda x: torch.flip(x, (1, 3)), lambda x: x.flip(-1),
+                       lambda x: x.flip(0, 1, 2, 3)), (X,)),
+    Case("to_from_float", Fn(lambda x, u: (x.to(torch.float64), x.long(), x.int(), x.bool(),
+                                           x.to(torch.int16), x.to(torch.int8), u.to(torch.uint8))),
+         (_x(9, 2, 3, 4) * 5, _x(11, 2, 3).abs() * 40)),
+    Case("to_from_int", _each(lambda y: y.float(), lambda y: y.to(torch.float64), lambda y: y.bool(),
+                              lambda y: y.int(), lambda y: y.to(torch.uint8)),
+         (torch.arange(-6, 18, dtype=torch.int64).reshape(2, 3, 4),)),
+    Case("type_as", Fn(lambda x, y: (x.type_as(y), y.type_as(x))),
+         (_x(10, 2, 3), torch.arange(6, dtype=torch.int32).reshape(3, 2))),
+]

@@ -1,0 +1,92 @@
+"""Pooling cases: max / average / LP / adaptive, 1-d and 2-d, modules and functionals.
+
+Sizes are odd or not divisible on purpose so ceil_mode, padding and uneven adaptive bins
+all matter. ``nn.*`` modules are wrapped as children so pnnx keeps their type (a bare
+root module is exported as its ``F.*`` form).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tools.cases import Case
+
+
+def _x(seed: int, *shape: int, positive: bool = False) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(*shape, generator=g) + 0.1 if positive else torch.randn(*shape, generator=g)
+
+
+class Wrap(nn.Module):
+    """A module held as a child, so pnnx keeps its ``nn.*`` type."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x):
+        return self.module(x)
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+CASES = [
+    # -- max ------------------------------------------------------------------------
+    Case("maxpool2d_3x3s2_ceil", Wrap(nn.MaxPool2d(3, 2, ceil_mode=True)), (_x(1, 1, 3, 10, 10),)),
+    Case("maxpool2d_pad_dilation", Wrap(nn.MaxPool2d(3, stride=(2, 1), padding=1, dilation=(1, 2))),
+         (_x(2, 1, 2, 9, 11),)),
+    Case("maxpool2d_unbatched_rect",
+         Wrap(nn.MaxPool2d((2, 3), stride=(3, 2), padding=(1, 1), ceil_mode=True)),
+         (_x(3, 3, 8, 9),)),
+    Case("max_pool2d_default_stride", Fn(lambda x: F.max_pool2d(x, 2)), (_x(4, 1, 2, 7, 9),)),
+    # The indices alone: the values are checked above (and a tuple output needs plumbing).
+    Case("max_pool2d_indices", Fn(lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True)[1]),
+         (_x(5, 1, 2, 8, 8),)),
+    Case("maxpool1d_pad_ceil", Wrap(nn.MaxPool1d(3, 2, padding=1, ceil_mode=True)), (_x(6, 1, 3, 12),)),
+    Case("max_pool1d_dilation", Fn(lambda x: F.max_pool1d(x, 4, 3, dilation=2)), (_x(7, 2, 3, 13),)),
+    Case("max_pool1d_indices", Fn(lambda x: F.max_pool1d(x, 3, 2, 1, return_indices=True)[1]),
+         (_x(8, 1, 2, 10),)),
+    # -- average ----------------------------------------------------------------------
+    Case("avgpool2d_ceil_exclude_pad", Wrap(nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False)),
+         (_x(11, 1, 3, 10, 10),)),
+    Case("avg_pool2d_ceil_include_pad", Fn(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)),
+         (_x(12, 1, 2, 6, 6),)),
+    Case("avgpool2d_divisor_override", Wrap(nn.AvgPool2d((2, 3), (1, 2), (1, 1), divisor_override=4)),
+         (_x(13, 1, 2, 7, 8),)),
+    Case("avg_pool2d_default_stride", Fn(lambda x: F.avg_pool2d(x, (3, 2))), (_x(14, 2, 2, 9, 7),)),
+    Case("avgpool1d_ceil_exclude_pad", Wrap(nn.AvgPool1d(4, 3, 2, ceil_mode=True, count_include_pad=False)),
+         (_x(15, 1, 3, 11),)),
+    Case("avg_pool1d_default_stride", Fn(lambda x: F.avg_pool1d(x, 3)), (_x(16, 1, 3, 11),)),
+    # -- LP -----------------------------------------------------------------------------
+    Case("lppool2d_p2", Wrap(nn.LPPool2d(2, 3, 2)), (_x(21, 1, 3, 9, 9),)),
+    Case("lp_pool2d_p3_ceil", Fn(lambda x: F.lp_pool2d(x, 3.0, (2, 3), ceil_mode=True)),
+         (_x(22, 1, 2, 7, 8, positive=True),)),
+    Case("lppool1d_p2", Wrap(nn.LPPool1d(2, 3, 2)), (_x(23, 1, 3, 10),)),
+    Case("lp_pool1d_p1_5", Fn(lambda x: F.lp_pool1d(x, 1.5, 3)), (_x(24, 1, 2, 10, positive=True),)),
+    # -- adaptive average ---------------------------------------------------------------
+    Case("adaptiveavgpool2d_1x1", Wrap(nn.AdaptiveAvgPool2d(1)), (_x(31, 1, 4, 7, 7),)),
+    Case("adaptiveavgpool2d_keep_h", Wrap(nn.AdaptiveAvgPool2d((None, 3))), (_x(32, 1, 2, 5, 7),)),
+    Case("adaptive_avg_pool2d_uneven", Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 4))),
+         (_x(33, 1, 2, 7, 10),)),
+    Case("adaptive_avg_pool2d_grow", Fn(lambda x: F.adaptive_avg_pool2d(x, (5, 4))), (_x(34, 2, 2, 3, 3),)),
+    Case("adaptive_avg_pool2d_3x3", Fn(lambda x: F.adaptive_avg_pool2d(x, 3)), (_x(35, 3, 9, 9),)),
+    Case("adaptiveavgpool1d", Wrap(nn.AdaptiveAvgPool1d(4)), (_x(36, 1, 3, 10),)),
+    Case("adaptive_avg_pool1d", Fn(lambda x: F.adaptive_avg_pool1d(x, 3)), (_x(37, 2, 3, 7),)),
+    # -- adaptive max --------------------------------------------------------------------
+    Case("adaptivemaxpool2d_keep_w", Wrap(nn.AdaptiveMaxPool2d((3, None))), (_x(41, 1, 2, 7, 5),)),
+    Case("adaptive_max_pool2d", Fn(lambda x: F.adaptive_max_pool2d(x, 3)), (_x(42, 1, 2, 8, 8),)),
+    Case("adaptive_max_pool2d_indices",
+         Fn(lambda x: F.adaptive_max_pool2d(x, (2, 3), return_indices=True)[1]),
+         (_x(43, 1, 2, 5, 7),)),
+    Case("adaptivemaxpool1d", Wrap(nn.AdaptiveMaxPool1d(4)), (_x(44, 1, 3, 10),)),
+    Case("adaptive_max_pool1d", Fn(lambda x: F.adaptive_max_pool1d(x, 3)), (_x(45, 2, 3, 7),)),
+]

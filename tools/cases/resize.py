@@ -1,0 +1,115 @@
+"""Resize cases: interpolation in every mode pnnx keeps, padding in every mode, pixel shuffle.
+
+pnnx rewrites interpolation calls: ``F.interpolate(mode="nearest")`` becomes
+``F.upsample_nearest``, other modes ``F.upsample``, and only ``recompute_scale_factor`` or
+``nearest-exact`` keep ``F.interpolate``; the case names say what was written in PyTorch.
+``nn.ZeroPad1d/3d``, ``nn.ReflectionPad3d`` and ``nn.CircularPad*d`` come out as ``F.pad``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tools.cases import Case
+
+
+def _x(seed: int, *shape: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+class Wrap(nn.Module):
+    """A module held as a child, so pnnx keeps its ``nn.*`` type."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x):
+        return self.module(x)
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def _interp(**kwargs) -> Fn:
+    return Fn(lambda x: F.interpolate(x, **kwargs))
+
+
+def _pad(pad, **kwargs) -> Fn:
+    return Fn(lambda x: F.pad(x, pad, **kwargs))
+
+
+CASES = [
+    # -- nn.Upsample and friends ------------------------------------------------------------
+    Case("upsample_nearest_x2", Wrap(nn.Upsample(scale_factor=2)), (_x(1, 1, 2, 4, 5),)),
+    Case("upsample_nearest_size", Wrap(nn.Upsample(size=(7, 9))), (_x(2, 1, 2, 4, 5),)),
+    Case("upsample_bilinear_align_corners",
+         Wrap(nn.Upsample(scale_factor=1.5, mode="bilinear", align_corners=True)),
+         (_x(3, 1, 2, 5, 5),)),
+    Case("upsample_bilinear_uneven_scale", Wrap(nn.Upsample(scale_factor=(1.5, 2.3), mode="bilinear")),
+         (_x(4, 1, 2, 5, 4),)),
+    Case("upsample_linear", Wrap(nn.Upsample(scale_factor=2.5, mode="linear")), (_x(5, 1, 3, 5),)),
+    Case("upsample_bicubic", Wrap(nn.Upsample(scale_factor=2, mode="bicubic")), (_x(6, 1, 2, 4, 5),)),
+    Case("upsample_nearest_exact", Wrap(nn.Upsample(scale_factor=1.7, mode="nearest-exact")),
+         (_x(7, 1, 2, 5, 4),)),
+    Case("upsample_nearest_recompute", Wrap(nn.Upsample(scale_factor=1.5, recompute_scale_factor=True)),
+         (_x(8, 1, 2, 5, 5),)),
+    Case("upsamplingnearest2d", Wrap(nn.UpsamplingNearest2d(scale_factor=3)), (_x(9, 1, 2, 3, 4),)),
+    Case("upsamplingbilinear2d", Wrap(nn.UpsamplingBilinear2d(size=(7, 8))), (_x(10, 1, 2, 4, 5),)),
+    # -- F.interpolate -----------------------------------------------------------------------
+    Case("interpolate_nearest_fractional", _interp(scale_factor=1.5), (_x(11, 1, 2, 5, 5),)),
+    # H keeps its size (4*1.2 -> 4): PyTorch's 2-d nearest kernel then copies it unchanged.
+    Case("interpolate_nearest_keeps_h", _interp(scale_factor=(1.2, 0.6)), (_x(12, 1, 2, 4, 5),)),
+    Case("interpolate_nearest_size", _interp(size=(7, 3)), (_x(13, 1, 2, 5, 5),)),
+    Case("interpolate_nearest_recompute", _interp(scale_factor=1.7, recompute_scale_factor=True),
+         (_x(14, 1, 2, 5, 4),)),
+    Case("interpolate_nearest1d", _interp(scale_factor=1.3), (_x(15, 1, 3, 7),)),
+    Case("interpolate_nearest3d", _interp(scale_factor=(1.5, 2.0, 1.2)), (_x(16, 1, 2, 2, 3, 4),)),
+    Case("interpolate_nearest_exact_down", _interp(scale_factor=0.6, mode="nearest-exact"),
+         (_x(17, 1, 2, 7, 6),)),
+    Case("interpolate_bilinear_recompute",
+         _interp(scale_factor=1.5, mode="bilinear", recompute_scale_factor=True),
+         (_x(18, 1, 2, 5, 5),)),
+    Case("interpolate_bilinear_down", _interp(scale_factor=0.5, mode="bilinear"), (_x(19, 1, 2, 7, 6),)),
+    Case("interpolate_bilinear_size_align_corners", _interp(size=(3, 8), mode="bilinear", align_corners=True),
+         (_x(20, 1, 2, 5, 5),)),
+    Case("interpolate_bicubic_align_corners", _interp(scale_factor=1.3, mode="bicubic", align_corners=True),
+         (_x(21, 1, 2, 5, 6),)),
+    Case("interpolate_bicubic_size_down", _interp(size=(3, 4), mode="bicubic"), (_x(22, 1, 2, 7, 6),)),
+    Case("interpolate_linear_size_align_corners", _interp(size=7, mode="linear", align_corners=True),
+         (_x(23, 1, 3, 5),)),
+    Case("interpolate_trilinear", _interp(scale_factor=2, mode="trilinear"), (_x(24, 1, 2, 2, 3, 3),)),
+    Case("upsample_bilinear_fn", Fn(lambda x: F.upsample_bilinear(x, scale_factor=2)), (_x(25, 1, 2, 3, 4),)),
+    # -- padding -----------------------------------------------------------------------------
+    Case("pad_constant_crop", _pad((1, 2, 0, -1)), (_x(31, 1, 2, 5, 5),)),
+    Case("pad_constant_value", _pad((1, 2, 3, 1), value=2.5), (_x(32, 1, 2, 4, 5),)),
+    Case("pad_constant_three_dims", _pad((1, 2, 1, 1, 1, 0)), (_x(33, 1, 2, 3, 4),)),
+    Case("pad_reflect", _pad((1, 2, 3, 1), mode="reflect"), (_x(34, 1, 2, 5, 5),)),
+    Case("pad_reflect1d_crop", _pad((-1, 3), mode="reflect"), (_x(35, 1, 2, 5),)),
+    Case("pad_replicate", _pad((2, 1, 0, 3), mode="replicate"), (_x(36, 1, 2, 4, 5),)),
+    Case("pad_circular", _pad((1, 2, 3, 1), mode="circular"), (_x(37, 1, 2, 4, 5),)),
+    Case("pad_circular_crop", _pad((-1, 2), mode="circular"), (_x(38, 1, 2, 5),)),
+    Case("zeropad2d", Wrap(nn.ZeroPad2d((1, 2, 0, 3))), (_x(41, 1, 2, 4, 5),)),
+    Case("constantpad1d", Wrap(nn.ConstantPad1d((1, 2), 1.5)), (_x(42, 1, 2, 5),)),
+    Case("constantpad2d_crop", Wrap(nn.ConstantPad2d((-1, 2, 0, -2), 1.5)), (_x(43, 1, 2, 5, 5),)),
+    Case("constantpad3d", Wrap(nn.ConstantPad3d((1, 2, 0, 1, 1, 1), -0.5)), (_x(44, 1, 2, 2, 3, 3),)),
+    Case("reflectionpad1d", Wrap(nn.ReflectionPad1d((1, 2))), (_x(45, 1, 2, 5),)),
+    Case("reflectionpad2d", Wrap(nn.ReflectionPad2d((1, 2, 0, 3))), (_x(46, 1, 2, 5, 5),)),
+    Case("replicationpad1d", Wrap(nn.ReplicationPad1d((3, 1))), (_x(47, 1, 2, 4),)),
+    Case("replicationpad2d", Wrap(nn.ReplicationPad2d((1, 2, 0, 3))), (_x(48, 1, 2, 4, 5),)),
+    Case("replicationpad3d", Wrap(nn.ReplicationPad3d((1, 1, 0, 1, 1, 1))), (_x(49, 1, 2, 2, 3, 3),)),
+    # -- pixel shuffle -------------------------------------------------------------------------
+    Case("pixelshuffle", Wrap(nn.PixelShuffle(2)), (_x(51, 1, 8, 3, 3),)),
+    Case("pixel_shuffle_unbatched", Fn(lambda x: F.pixel_shuffle(x, 3)), (_x(52, 9, 2, 3),)),
+    Case("pixelunshuffle", Wrap(nn.PixelUnshuffle(2)), (_x(53, 1, 2, 4, 6),)),
+    Case("pixel_unshuffle", Fn(lambda x: F.pixel_unshuffle(x, 3)), (_x(54, 2, 1, 6, 3),)),
+]

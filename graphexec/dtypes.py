@@ -1,7 +1,8 @@
 """pnnx's type names (``f32``, ``bf16``, ``i64`` ...) and how they map onto numpy.
 
 numpy has no bfloat16: a ``bf16`` weight is decoded to float32 exactly (a bf16 value is the
-upper half of a float32) and encoded back by taking that upper half again.
+upper half of a float32) and encoded back by rounding to the nearest bf16 (ties to even, as
+torch does), which gives back the same bits for every value that came from a bf16.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def file_itemsize(name: str) -> int:
 
 
 def pnnx_name_of(dtype: np.dtype | type) -> str:
-    """The pnnx type name of a numpy dtype (float32 -> ``f32``)."""
+    """The pnnx type name of a numpy dtype (float32 -> ``f32``); ValueError if it has none."""
     dtype = np.dtype(dtype)
     for name, (candidate, _) in _TYPES.items():
         if name != "bf16" and candidate == dtype.newbyteorder("<"):
@@ -57,7 +58,8 @@ def pnnx_name_of(dtype: np.dtype | type) -> str:
 def decode(raw: np.ndarray | memoryview | bytes, name: str, shape: tuple[int, ...]) -> np.ndarray:
     """Turn raw little-endian bytes into an array of pnnx type ``name`` without copying.
 
-    Only ``bf16`` needs a conversion (and so a new array); every other type is a view.
+    Only ``bf16`` needs a conversion (and so a new array); every other type is a view of
+    ``raw`` (read-only when ``raw`` is). ValueError if the size does not fit ``shape``.
     """
     if name == "bf16":
         halves = np.frombuffer(raw, dtype="<u2")
@@ -65,9 +67,32 @@ def decode(raw: np.ndarray | memoryview | bytes, name: str, shape: tuple[int, ..
     return np.frombuffer(raw, dtype=numpy_dtype(name)).reshape(shape)
 
 
+def _bf16_bits(array: np.ndarray) -> np.ndarray:
+    """The bf16 bit patterns nearest to ``array``'s values (ties to even; NaN stays NaN)."""
+    bits = np.ascontiguousarray(array, dtype="<f4").view("<u4")
+    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype("<u2")
+    nan = np.isnan(bits.view("<f4"))
+    if nan.any():
+        # Rounding a NaN could carry it into inf: keep its upper half as it is instead (a
+        # NaN that came from a bf16 keeps every bit), and set the quiet bit only where the
+        # payload lived in the dropped lower half.
+        upper = (bits[nan] >> 16).astype("<u2")
+        upper[(upper & np.uint16(0x7F)) == 0] |= np.uint16(0x40)
+        rounded[nan] = upper
+    return rounded
+
+
+def encode_buffer(array: np.ndarray, name: str) -> np.ndarray:
+    """A C-contiguous array holding exactly the bytes that store ``array`` as pnnx type ``name``.
+
+    No copy is made when ``array`` already has the right dtype and layout; ``bytes(...)``
+    or ``memoryview(...)`` of the result is what a bin entry holds.
+    """
+    if name == "bf16":
+        return _bf16_bits(np.asarray(array))
+    return np.ascontiguousarray(array, dtype=numpy_dtype(name))
+
+
 def encode(array: np.ndarray, name: str) -> bytes:
     """The bytes that store ``array`` as pnnx type ``name`` in a bin."""
-    if name == "bf16":
-        bits = np.ascontiguousarray(array, dtype="<f4").view("<u4")
-        return (bits >> 16).astype("<u2").tobytes()
-    return np.ascontiguousarray(array, dtype=numpy_dtype(name)).tobytes()
+    return encode_buffer(array, name).tobytes()

@@ -19,10 +19,19 @@ reaches them as a subclass of :class:`GraphexecError`, never as a raw ``KeyError
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+
+def _rebuild(cls: type, args: tuple, kwargs: dict[str, Any]) -> BaseException:
+    return cls(*args, **kwargs)
 
 
 class GraphexecError(Exception):
-    """Base of every error graphexec raises on purpose."""
+    """Base of every error graphexec raises on purpose.
+
+    Every subclass pickles (so it can cross a process pool): one whose ``__init__`` takes
+    more than a message says how to rebuild itself in ``__reduce__``.
+    """
 
 
 class ModelFormatError(GraphexecError):
@@ -31,10 +40,15 @@ class ModelFormatError(GraphexecError):
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
         self.path = path
         self.line = line
+        #: The message without the ``file:line:`` in front.
+        self.reason = message
         where = path or "<model>"
         if line is not None:
             where = f"{where}:{line}"
         super().__init__(f"{where}: {message}")
+
+    def __reduce__(self) -> tuple:
+        return _rebuild, (type(self), (self.reason,), {"path": self.path, "line": self.line}), self.__dict__
 
 
 class WeightError(ModelFormatError):
@@ -62,6 +76,9 @@ class UnsupportedOperatorError(GraphexecError):
             f"{len(self.unsupported)} unsupported operator type(s):\n" + "\n".join(lines)
         )
 
+    def __reduce__(self) -> tuple:
+        return _rebuild, (type(self), (self.unsupported,), {}), self.__dict__
+
 
 class LayerConfigError(GraphexecError):
     """An operator's params or weights are invalid; names the operator and its type."""
@@ -69,7 +86,11 @@ class LayerConfigError(GraphexecError):
     def __init__(self, op_name: str, op_type: str, message: str):
         self.op_name = op_name
         self.op_type = op_type
+        self.reason = message
         super().__init__(f"operator {op_name} ({op_type}): {message}")
+
+    def __reduce__(self) -> tuple:
+        return _rebuild, (type(self), (self.op_name, self.op_type, self.reason), {}), self.__dict__
 
 
 class InputError(GraphexecError):
@@ -94,8 +115,13 @@ class ExecutionError(GraphexecError):
         self.op_type = op_type
         self.input_shapes = list(input_shapes)
         shapes = ", ".join(str(s) for s in self.input_shapes) or "no inputs"
-        reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
-        super().__init__(f"while executing {op_name} ({op_type}) on inputs [{shapes}]: {reason}")
+        #: What went wrong, as text (the exception itself, if any, is ``__cause__``).
+        self.reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        super().__init__(f"while executing {op_name} ({op_type}) on inputs [{shapes}]: {self.reason}")
+
+    def __reduce__(self) -> tuple:
+        args = (self.op_name, self.op_type, self.input_shapes, self.reason)
+        return _rebuild, (type(self), args, {}), self.__dict__
 
 
 class DeviceError(GraphexecError):

@@ -194,5 +194,7 @@ class Graph:
             path.append(op)
             op = next(o.producer for o in op.inputs if o.producer and id(o.producer) not in done)
         cycle = path[position[id(op)]:]
-        cycle.reverse()
-        return [op.name for op in cycle]
+        cycle.reverse()  # now in the direction data flows
+        index = {id(o): i for i, o in enumerate(self.operators)}
+        first = min(range(len(cycle)), key=lambda i: index[id(cycle[i])])
+        return [o.name for o in cycle[first:] + cycle[:first]]  # from the earliest in file order

@@ -8,12 +8,21 @@ The param file::
         $argument=operand #operand=(shape)dtype
 
 A value is ``None``, ``True``/``False``, an int, a float (``1.000000e-05``, ``inf``,
-``-inf``, ``nan``), a complex (``1e+00+2e+00j``), a list in ``()`` or ``[]``, or a string.
-An operand shape may hold ``?`` (unknown) and ``%name`` (a symbolic size).
+``-inf``, ``nan``), a complex (``1e+00+2e+00j``; pnnx writes ``1e+00+-2e+00j`` for a
+negative imaginary part), a list in ``()`` or ``[]``, or a string (anything with ``%`` or
+nested brackets stays one). An operand shape may hold ``?`` (unknown) and ``%name`` (a
+symbolic size). An attribute of shape ``()`` has no data, as in pnnx.
 
-The bin is a zip archive of *stored* (uncompressed) entries named ``<operator>.<attr>``,
-each the raw little-endian data of one attribute. Entries are read as views into one
-read-only memory map of the file, so loading weights copies nothing.
+The bin is a zip archive (classic or zip64 entries) of *stored* (uncompressed) entries named
+``<operator>.<attr>``, each the raw little-endian data of one attribute. Entries are read as
+read-only views into one read-only memory map of the file, so loading weights copies nothing
+(``bf16``, which numpy cannot hold, is the one conversion). The directory is checked against
+each entry's local header and layout, so a damaged archive raises instead of serving garbage.
+
+Every problem with a file raises a :class:`~graphexec.errors.GraphexecError` subclass: a
+ModelFormatError (``file:line`` for the param file), a WeightError for a missing or misfit
+weight, a GraphStructureError for duplicate names, unproduced inputs or a cycle. The writer
+refuses, with a ModelFormatError, any graph it cannot write so that it reads back the same.
 """
 
 from __future__ import annotations
@@ -37,30 +46,42 @@ from graphexec.ir import Attribute, Dim, Graph, Operator, ParamValue
 
 MAGIC = 7767517
 
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(?:(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|inf|nan)", re.IGNORECASE)
+_INT = re.compile(r"[+-]?[0-9]+")
+_NUMBER = r"(?:(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|nan)"
+_FLOAT = re.compile(r"[+-]?" + _NUMBER, re.IGNORECASE)
+# pnnx writes a complex as "%e+%ej", so a negative imaginary part reads "1.0e+00+-2.0e+00j".
 _COMPLEX = re.compile(
-    r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|inf|nan)[+-](?:\d+\.?\d*(?:[eE][+-]?\d+)?|inf|nan)j",
+    r"(?P<real>[+-]?" + _NUMBER + r")(?P<sign>\+[+-]?|-)(?P<imag>" + _NUMBER + r")j",
     re.IGNORECASE,
 )
 _ATOM = re.compile(r"[^(),\[\]]*")
 _SHAPE_VALUE = re.compile(r"\(([^()]*)\)([a-z0-9]+)")
+#: Longest integer text we read (Python refuses to convert more than 4300 digits).
+_MAX_DIGITS = 100
 
 
 # --------------------------------------------------------------------------------------
 # values
 # --------------------------------------------------------------------------------------
+def _parse_int(text: str) -> int:
+    if len(text) > _MAX_DIGITS:
+        raise ValueError(f"the number {text[:20]}... has more than {_MAX_DIGITS} digits")
+    return int(text)
+
+
 def _parse_scalar(text: str) -> ParamValue:
     if text == "None":
         return None
     if text in ("True", "False"):
         return text == "True"
     if _INT.fullmatch(text):
-        return int(text)
-    if _FLOAT.fullmatch(text) and text.lower().lstrip("+-") not in ("",):
+        return _parse_int(text)
+    if _FLOAT.fullmatch(text):
         return float(text)
-    if _COMPLEX.fullmatch(text):
-        return complex(text)
+    match = _COMPLEX.fullmatch(text)
+    if match:
+        imag = float(match["imag"])
+        return complex(float(match["real"]), -imag if match["sign"].endswith("-") else imag)
     return text
 
 
@@ -68,7 +89,8 @@ def parse_value(text: str) -> ParamValue:
     """Parse the right-hand side of ``key=value`` the way pnnx writes it.
 
     A bracketed text is a list only if every element is a plain atom; anything with nested
-    brackets (``[int(size(@0,0)),-1]`` in an expression) stays a string.
+    brackets (``[int(size(@0,0)),-1]`` in an expression) stays a string. Raises
+    ``ValueError`` for an integer too long to hold.
     """
     if "%" in text:
         return text
@@ -119,33 +141,43 @@ def _format_scalar(value: ParamValue) -> str:
     raise TypeError(f"cannot write a param of type {type(value).__name__}")
 
 
-def format_value(value: ParamValue) -> str:
-    """The text pnnx would write for ``value``; raises if it would not read back the same."""
+def _plain(value: object) -> object:
+    """``value`` with numpy scalars made Python scalars and tuples made lists."""
+    if isinstance(value, np.generic):
+        return value.item()
     if isinstance(value, (list, tuple)):
-        text = "(" + ",".join(_format_scalar(v) for v in value) + ")"
-    else:
-        text = _format_scalar(value)
-    if not text or any(c.isspace() for c in text) or not _same_value(parse_value(text), value):
+        return [_plain(v) for v in value]
+    return value
+
+
+def format_value(value: ParamValue) -> str:
+    """The text pnnx would write for ``value``; raises ValueError if it would not read back the same."""
+    value = _plain(value)  # type: ignore[assignment]
+    try:
+        if isinstance(value, list):
+            text = "(" + ",".join(_format_scalar(v) for v in value) + ")"
+        else:
+            text = _format_scalar(value)
+    except TypeError as exc:
+        raise ValueError(f"the param value {value!r} cannot be written: {exc}") from None
+    if any(c.isspace() for c in text) or not _same_value(parse_value(text), value):
         raise ValueError(f"the param value {value!r} cannot be written so that it reads back")
     return text
 
 
-def _same_value(read: ParamValue, written: ParamValue) -> bool:
-    if isinstance(written, tuple):
-        written = list(written)
+def _same_value(read: ParamValue, written: object) -> bool:
     if isinstance(read, list) and isinstance(written, list):
-        return len(read) == len(written) and all(
-            _same_value(a, b) for a, b in zip(read, written)
+        return len(read) == len(written) and all(_same_value(a, b) for a, b in zip(read, written))
+    if type(read) is not type(written):
+        return False
+    if isinstance(read, float):
+        return read == written or (math.isnan(read) and math.isnan(written))  # type: ignore[arg-type]
+    if isinstance(read, complex):
+        return all(
+            x == y or (math.isnan(x) and math.isnan(y))
+            for x, y in ((read.real, written.real), (read.imag, written.imag))  # type: ignore[union-attr]
         )
-    if isinstance(written, (float, complex)) and isinstance(read, (float, complex)):
-        return type(read) is type(written) and (read == written or (read != read and written != written) or (
-            isinstance(read, complex)
-            and all(
-                x == y or (x != x and y != y)
-                for x, y in ((read.real, written.real), (read.imag, written.imag))
-            )
-        ))
-    return type(read) is type(written) and read == written
+    return read == written
 
 
 def _parse_dims(text: str, *, allow_symbols: bool) -> tuple[Dim, ...]:
@@ -157,8 +189,8 @@ def _parse_dims(text: str, *, allow_symbols: bool) -> tuple[Dim, ...]:
             dims.append(None)
         elif allow_symbols and item.startswith("%") and len(item) > 1:
             dims.append(item[1:])
-        elif _INT.fullmatch(item) and int(item) >= 0:
-            dims.append(int(item))
+        elif _INT.fullmatch(item) and not item.startswith("-"):
+            dims.append(_parse_int(item))
         else:
             raise ValueError(f"bad dimension {item!r}")
     return tuple(dims)
@@ -174,6 +206,24 @@ def _format_dims(dims: Iterable[Dim]) -> str:
 # --------------------------------------------------------------------------------------
 # the bin
 # --------------------------------------------------------------------------------------
+#: What can go wrong inside :mod:`zipfile` while it reads a damaged directory; all of it is
+#: translated into ModelFormatError at this edge.
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    NotImplementedError,  # "zip file version 9.9" from a damaged version field
+    ValueError,  # includes UnicodeDecodeError of a damaged UTF-8 entry name
+    EOFError,
+    OverflowError,
+    struct.error,
+    OSError,
+)
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # the 30 fixed bytes of a zip local file header
+_ENCRYPTED = 0x1
+#: What may follow an entry's data: the next local header or the central directory.
+_NEXT_SIGNATURES = (b"PK\x03\x04", b"PK\x01\x02")
+
+
 @dataclass(frozen=True)
 class _Entry:
     offset: int
@@ -181,13 +231,18 @@ class _Entry:
 
 
 class WeightArchive:
-    """The stored-zip bin, memory-mapped once; entries come back as views into it."""
+    """The stored-zip bin, memory-mapped once; entries come back as views into it.
 
-    def __init__(self, path: str | os.PathLike[str] | None):
+    ``WeightArchive(None)`` is an empty archive; ``missing`` names the bin that was looked
+    for and not found, so that a weight asked of it says which file is missing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, missing: str | os.PathLike[str] | None = None):
         self.path = None if path is None else str(path)
+        self.missing = None if missing is None else str(missing)
         self._entries: dict[str, _Entry] = {}
         self._map: mmap.mmap | bytes = b""
-        if path is not None:
+        if self.path is not None:
             self._open(self.path)
 
     def _open(self, path: str) -> None:
@@ -195,14 +250,15 @@ class WeightArchive:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        except OSError as exc:
-            raise ModelFormatError(f"cannot open the weight file: {exc.strerror or exc}", path=path) from exc
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ModelFormatError(f"cannot open the weight file: {reason}", path=path) from exc
         if not self._map:
             return  # pnnx writes an empty bin for a model without weights
         try:
-            with zipfile.ZipFile(io.BytesIO(self._map) if isinstance(self._map, bytes) else _MapReader(self._map)) as archive:
+            with zipfile.ZipFile(_MapReader(self._map)) as archive:  # type: ignore[arg-type]
                 infos = archive.infolist()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, struct.error, OSError) as exc:
+        except _ZIP_ERRORS as exc:
             raise ModelFormatError(f"not a pnnx weight archive (zip): {exc}", path=path) from exc
         for info in infos:
             if info.filename in self._entries:
@@ -213,18 +269,54 @@ class WeightArchive:
                     "pnnx stores weights uncompressed",
                     path=path,
                 )
+            if info.flag_bits & _ENCRYPTED:
+                raise ModelFormatError(f"entry {info.filename!r} is encrypted", path=path)
+            if info.compress_size != info.file_size:
+                raise ModelFormatError(
+                    f"entry {info.filename!r} is stored but its sizes differ "
+                    f"({info.compress_size} and {info.file_size} bytes)",
+                    path=path,
+                )
             self._entries[info.filename] = _Entry(self._data_offset(info, path), info.file_size)
 
     def _data_offset(self, info: zipfile.ZipInfo, path: str) -> int:
+        """Where the data of ``info`` starts, after checking its local header agrees."""
         header = info.header_offset
-        raw = self._map[header : header + 30]
-        if len(raw) < 30 or raw[:4] != b"PK\x03\x04":
-            raise ModelFormatError(f"entry {info.filename!r} has no local header", path=path)
-        name_len, extra_len = struct.unpack("<HH", raw[26:30])
-        start = header + 30 + name_len + extra_len
-        if start + info.file_size > len(self._map):
+        raw = self._map[header : header + _LOCAL_HEADER.size] if header >= 0 else b""
+        if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
+            raise ModelFormatError(
+                f"entry {info.filename!r} has no local header at offset {header}", path=path
+            )
+        fields = _LOCAL_HEADER.unpack(raw)
+        compressed, uncompressed, name_len, extra_len = fields[7], fields[8], fields[9], fields[10]
+        start = header + _LOCAL_HEADER.size + name_len + extra_len
+        name = bytes(self._map[header + _LOCAL_HEADER.size : header + _LOCAL_HEADER.size + name_len])
+        if name != info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437", "replace"):
+            raise ModelFormatError(
+                f"entry {info.filename!r}: its local header names {name[:80]!r}", path=path
+            )
+        # Sizes in the local header are zero with a data descriptor, 0xffffffff with zip64.
+        for value in (compressed, uncompressed):
+            if value not in (info.file_size, 0, 0xFFFFFFFF):
+                raise ModelFormatError(
+                    f"entry {info.filename!r}: its local header says {value} bytes, "
+                    f"the directory {info.file_size}",
+                    path=path,
+                )
+        end = start + info.file_size
+        if end > len(self._map):
             raise ModelFormatError(
                 f"entry {info.filename!r} claims {info.file_size} bytes past the end of the file",
+                path=path,
+            )
+        # Entries lie back to back: right after the data comes the next entry or the
+        # directory (unless a data descriptor sits between); pnnx's own reader walks the
+        # entries that way, so it needs this layout too. Anything else means the header
+        # fields that place the data were damaged, and the view would be garbage.
+        if not info.flag_bits & 0x8 and self._map[end : end + 4] not in _NEXT_SIGNATURES:
+            raise ModelFormatError(
+                f"entry {info.filename!r}: its data is not followed by another entry or the "
+                "directory; the archive is damaged",
                 path=path,
             )
         return start
@@ -241,7 +333,7 @@ class WeightArchive:
         return self._entries[name].size
 
     def view(self, name: str) -> memoryview:
-        """The bytes of entry ``name``, as a view into the memory map (no copy)."""
+        """The bytes of entry ``name``, as a read-only view into the memory map (no copy)."""
         entry = self._entries[name]
         return memoryview(self._map)[entry.offset : entry.offset + entry.size]
 
@@ -263,8 +355,12 @@ class _MapReader(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence not in (io.SEEK_SET, io.SEEK_CUR, io.SEEK_END):
+            raise ValueError(f"invalid whence {whence}")
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._buffer)}[whence]
-        self._pos = max(0, base + offset)
+        if base + offset < 0:
+            raise OSError(22, "negative seek position")  # what a real file says
+        self._pos = base + offset
         return self._pos
 
     def readinto(self, target) -> int:  # type: ignore[override]
@@ -280,16 +376,23 @@ class _MapReader(io.RawIOBase):
 def default_bin_path(param_path: str | os.PathLike[str]) -> Path:
     """``x.pnnx.param`` -> ``x.pnnx.bin`` (any ``.param`` -> ``.bin``)."""
     path = Path(param_path)
-    return path.with_name(path.name[: -len(".param")] + ".bin") if path.name.endswith(".param") else path.with_suffix(".bin")
+    if path.name.endswith(".param"):
+        return path.with_name(path.name[: -len(".param")] + ".bin")
+    return path.with_suffix(".bin")
 
 
 def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None) -> Graph:
-    """Read a pnnx model into a validated :class:`~graphexec.ir.Graph`."""
+    """Read a pnnx model into a validated :class:`~graphexec.ir.Graph`.
+
+    Without ``bin_path`` the weights come from the param file's sibling ``.bin``; if there
+    is none, a model that needs weights fails naming the file it looked for.
+    """
     param_path = str(param_path)
     if bin_path is None:
         candidate = default_bin_path(param_path)
-        bin_path = candidate if candidate.exists() else None
-    archive = WeightArchive(bin_path)
+        archive = WeightArchive(candidate) if candidate.exists() else WeightArchive(None, missing=candidate)
+    else:
+        archive = WeightArchive(bin_path)
     try:
         with open(param_path, "rb") as f:
             raw = f.read()
@@ -305,7 +408,7 @@ def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | 
 def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<param>") -> Graph:
     """Parse param-file ``text``, taking attribute data from ``archive``."""
     archive = archive or WeightArchive(None)
-    lines = text.split("\n")
+    lines = text.removeprefix("\ufeff").split("\n")
     reader = _LineReader(lines, path)
     magic = reader.header_ints(1, 1, "the magic number 7767517")[0]
     if magic != MAGIC:
@@ -319,8 +422,9 @@ def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<para
             path=path,
             line=2,
         )
+    names: set[str] = set()
     for number, line in body:
-        _parse_operator(graph, line, archive, path, number)
+        _parse_operator(graph, line, archive, path, number, names)
     if len(graph.operands) != operand_count:
         raise ModelFormatError(
             f"the header declares {operand_count} operands but the operators use {len(graph.operands)}",
@@ -343,30 +447,47 @@ class _LineReader:
         if len(self.lines) < number:
             raise ModelFormatError(f"the file ends before {what}", path=self.path, line=number)
         tokens = self.lines[number - 1].split()
-        if len(tokens) != count or not all(_INT.fullmatch(t) and int(t) >= 0 for t in tokens):
-            raise ModelFormatError(f"expected {what}, found {self.lines[number - 1][:80]!r}", path=self.path, line=number)
+        if (
+            len(tokens) != count
+            or not all(_INT.fullmatch(t) and not t.startswith("-") and len(t) <= _MAX_DIGITS for t in tokens)
+        ):
+            found = self.lines[number - 1][:80]
+            raise ModelFormatError(f"expected {what}, found {found!r}", path=self.path, line=number)
         return [int(t) for t in tokens]
 
 
-def _parse_operator(graph: Graph, line: str, archive: WeightArchive, path: str, number: int) -> None:
+def _parse_operator(
+    graph: Graph, line: str, archive: WeightArchive, path: str, number: int, names: set[str]
+) -> None:
     def fail(message: str) -> ModelFormatError:
         return ModelFormatError(message, path=path, line=number)
 
     tokens = line.split()
     if len(tokens) < 4:
         raise fail("an operator line needs '<type> <name> <inputs> <outputs>'")
-    op_type, name, n_in, n_out = tokens[:4]
-    if not (_INT.fullmatch(n_in) and _INT.fullmatch(n_out)) or int(n_in) < 0 or int(n_out) < 0:
-        raise fail(f"operator {name}: input and output counts must be numbers, got {n_in!r} {n_out!r}")
-    n_in, n_out = int(n_in), int(n_out)
+    op_type, name, n_in_text, n_out_text = tokens[:4]
+    counts_ok = all(
+        _INT.fullmatch(t) and not t.startswith("-") and len(t) <= _MAX_DIGITS for t in (n_in_text, n_out_text)
+    )
+    if not counts_ok:
+        raise fail(
+            f"operator {name}: input and output counts must be numbers, got {n_in_text!r} {n_out_text!r}"
+        )
+    n_in, n_out = int(n_in_text), int(n_out_text)
     if len(tokens) < 4 + n_in + n_out:
         raise fail(f"operator {name} declares {n_in} inputs and {n_out} outputs but names fewer")
+    if name in names:
+        raise GraphStructureError(f"{path}:{number}: two operators are named {name!r}")
+    names.add(name)
     ins = tokens[4 : 4 + n_in]
     outs = tokens[4 + n_in : 4 + n_in + n_out]
+    for operand_name in ins + outs:
+        if "=" in operand_name:
+            raise fail(f"operator {name}: {operand_name!r} is not an operand name (it holds '=')")
     try:
         op = graph.add_operator(op_type, name, ins, outs)
     except GraphStructureError as exc:
-        raise fail(str(exc)) from None
+        raise GraphStructureError(f"{path}:{number}: {exc}") from None
     op.source = f"{path}:{number}"
     for token in tokens[4 + n_in + n_out :]:
         key, sep, value = token.partition("=")
@@ -381,7 +502,10 @@ def _parse_operator(graph: Graph, line: str, archive: WeightArchive, path: str, 
         else:
             if key in op.params:
                 raise fail(f"operator {name}: param {key!r} is given twice")
-            op.params[key] = parse_value(value)
+            try:
+                op.params[key] = parse_value(value)
+            except ValueError as exc:
+                raise fail(f"operator {name}: param {key}: {exc}") from None
 
 
 def _split_shape_value(value: str) -> tuple[str, str] | None:
@@ -403,24 +527,37 @@ def _parse_attribute(op: Operator, key: str, value: str, archive: WeightArchive,
     except ValueError as exc:
         raise fail(f"operator {op.name}: attribute @{key}: {exc}") from None
     entry = f"{op.name}.{key}"
-    count = math.prod(shape) if shape else 0
-    expected = count * dtypes.file_itemsize(type_name)
-    if not shape:
-        op.attrs[key] = Attribute(type_name, shape, None)
-        return
+    expected = math.prod(shape) * dtypes.file_itemsize(type_name)
+    described = f"{_format_dims(shape)}{type_name}"
     if entry not in archive:
+        if not shape:  # pnnx never stores data for an attribute of shape ()
+            op.attrs[key] = Attribute(type_name, shape, None)
+            return
+        if expected == 0:  # pnnx reads an empty entry as a missing one, and so do we
+            empty = np.empty(shape, dtypes.numpy_dtype(type_name))
+            op.attrs[key] = Attribute(type_name, shape, _read_only(empty))
+            return
+        where = (
+            f"the weight file {archive.missing} does not exist" if archive.missing is not None
+            else "it is not in the bin"
+        )
         raise WeightError(
-            f"operator {op.name}: weight {entry!r} ({_format_dims(shape)}{type_name}) is not in the bin",
-            path=archive.path,
+            f"operator {op.name}: weight {entry!r} ({described}) is missing: {where}", path=archive.path
         )
     actual = archive.size(entry)
     if actual != expected:
         raise WeightError(
-            f"operator {op.name}: weight {entry!r} should hold {expected} bytes for "
-            f"{_format_dims(shape)}{type_name} but holds {actual}",
+            f"operator {op.name}: weight {entry!r} should hold {expected} bytes for {described} "
+            f"but holds {actual}",
             path=archive.path,
         )
-    op.attrs[key] = Attribute(type_name, shape, dtypes.decode(archive.view(entry), type_name, shape))
+    data = dtypes.decode(archive.view(entry), type_name, shape)
+    op.attrs[key] = Attribute(type_name, shape, _read_only(data))
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
 
 
 def _bind_input(op: Operator, key: str, value: str, fail) -> None:
@@ -451,28 +588,118 @@ def _annotate_operand(op: Operator, key: str, value: str, fail) -> None:
 # --------------------------------------------------------------------------------------
 # writing
 # --------------------------------------------------------------------------------------
-def dumps(graph: Graph) -> tuple[str, list[tuple[str, bytes]]]:
-    """The param text of ``graph`` and the ``(entry name, bytes)`` its bin must hold."""
-    lines = [str(MAGIC), f"{len(graph.operators)} {len(graph.operands)}"]
-    entries: list[tuple[str, bytes]] = []
+_SYMBOL = re.compile(r"[^\s,()%]+")
+
+
+def _check_name(what: str, name: object, *, forbidden: str = "") -> None:
+    if not isinstance(name, str) or not name or any(c.isspace() or c in forbidden for c in name):
+        extra = f" nor any of {forbidden!r}" if forbidden else ""
+        raise ModelFormatError(
+            f"cannot write {what} {name!r}: a name must be non-empty, hold no space{extra}"
+        )
+
+
+def _check_dims(what: str, dims: object, *, allow_symbols: bool) -> None:
+    ok = isinstance(dims, (tuple, list)) and all(
+        (isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0)
+        or (allow_symbols and (d is None or (isinstance(d, str) and _SYMBOL.fullmatch(d) is not None)))
+        for d in dims
+    )
+    if not ok:
+        kinds = "sizes >= 0, None for ? or symbol names" if allow_symbols else "sizes >= 0"
+        raise ModelFormatError(f"cannot write {what}: its shape {dims!r} must be a tuple of {kinds}")
+
+
+def _attribute_array(op: Operator, key: str, attr: Attribute) -> np.ndarray | None:
+    """The array to store for ``op.attrs[key]``, or None where nothing is stored."""
+    what = f"attribute {op.name}.{key}"
+    if not dtypes.is_known(attr.dtype):
+        raise ModelFormatError(f"cannot write {what}: unknown type {attr.dtype!r}")
+    _check_dims(what, attr.shape, allow_symbols=False)
+    if attr.data is None:
+        if attr.shape and math.prod(attr.shape) != 0:  # shape () without data is pnnx's own habit
+            raise ModelFormatError(f"cannot write {what}: it has the shape {attr.shape} but no data")
+        return None
+    data = np.asarray(attr.data)
+    if data.size != math.prod(attr.shape):
+        raise ModelFormatError(
+            f"cannot write {what}: its data has {data.size} values, "
+            f"its shape {attr.shape} needs {math.prod(attr.shape)}"
+        )
+    return data.reshape(attr.shape)
+
+
+def _dump(graph: Graph) -> tuple[str, list[tuple[str, np.ndarray, str]]]:
+    """The param text and, per bin entry, its name, array and pnnx type (not yet encoded)."""
+    used = {o.name: o for op in graph.operators for o in op.inputs + op.outputs}
+    lines = [str(MAGIC), f"{len(graph.operators)} {len(used)}"]
+    entries: list[tuple[str, np.ndarray, str]] = []
+    entry_names: set[str] = set()
     for op in graph.operators:
+        _check_name("the operator type", op.type)
+        _check_name("the operator name", op.name)
         fields = [f"{op.type:<24}", f"{op.name:<24}", str(len(op.inputs)), str(len(op.outputs))]
+        for operand in op.inputs + op.outputs:
+            _check_name(f"the operand name of {op.name}", operand.name, forbidden="=")
         fields += [o.name for o in op.inputs] + [o.name for o in op.outputs]
-        fields += [f"{k}={format_value(v)}" for k, v in op.params.items()]
+        for key, value in op.params.items():
+            _check_name(f"the param key of {op.name}", key, forbidden="=")
+            if key[0] in "@$#":
+                raise ModelFormatError(
+                    f"cannot write the param key {key!r} of {op.name}: it starts with {key[0]!r}"
+                )
+            try:
+                fields.append(f"{key}={format_value(value)}")
+            except ValueError as exc:
+                raise ModelFormatError(f"cannot write param {key} of {op.name}: {exc}") from None
         for key, attr in op.attrs.items():
+            _check_name(f"the attribute key of {op.name}", key, forbidden="=")
             fields.append(f"@{key}={_format_dims(attr.shape)}{attr.dtype}")
-            if attr.shape:
-                if attr.data is None:
-                    raise ValueError(f"attribute {op.name}.{key} has a shape but no data")
-                entries.append((f"{op.name}.{key}", dtypes.encode(np.asarray(attr.data).reshape(attr.shape), attr.dtype)))
-        fields += [f"${k}={o.name}" for k, o in zip(op.input_names, op.inputs) if k]
+            array = _attribute_array(op, key, attr)
+            if array is not None:
+                name = f"{op.name}.{key}"
+                if name in entry_names:
+                    raise ModelFormatError(
+                        f"cannot write attribute {name}: another attribute has the same entry name"
+                    )
+                entry_names.add(name)
+                entries.append((name, array, attr.dtype))
+        if len(op.input_names) not in (0, len(op.inputs)):
+            raise ModelFormatError(
+                f"cannot write {op.name}: {len(op.input_names)} input names for {len(op.inputs)} inputs"
+            )
+        unnamed: set[str] = set()
+        for key, operand in zip(op.input_names, op.inputs):
+            if not key:
+                unnamed.add(operand.name)
+                continue
+            _check_name(f"the input name of {op.name}", key, forbidden="=")
+            if operand.name in unnamed:  # "$key=x" binds the first unnamed reading of x
+                raise ModelFormatError(
+                    f"cannot write {op.name}: it reads {operand.name} twice and names the later reading "
+                    f"{key!r} but not the earlier one, which the format cannot say"
+                )
+            fields.append(f"${key}={operand.name}")
         annotated = set()
         for operand in op.inputs + op.outputs:
             if operand.shape is not None and operand.dtype is not None and operand.name not in annotated:
                 annotated.add(operand.name)
+                what = f"the annotation of operand {operand.name}"
+                _check_dims(what, operand.shape, allow_symbols=True)
+                if not (dtypes.is_known(operand.dtype) or operand.dtype in dtypes.ANNOTATION_ONLY):
+                    raise ModelFormatError(f"cannot write {what}: unknown type {operand.dtype!r}")
                 fields.append(f"#{operand.name}={_format_dims(operand.shape)}{operand.dtype}")
         lines.append(" ".join(fields))
     return "\n".join(lines) + "\n", entries
+
+
+def dumps(graph: Graph) -> tuple[str, list[tuple[str, bytes]]]:
+    """The param text of ``graph`` and the ``(entry name, bytes)`` its bin must hold.
+
+    Raises ModelFormatError for a graph that cannot be written so that it reads back the same.
+    """
+    text, entries = _dump(graph)
+    return text, [(name, dtypes.encode(array, type_name)) for name, array, type_name in entries]
 
 
 def save(
@@ -482,13 +709,49 @@ def save(
     *,
     force_zip64: bool = False,
 ) -> None:
-    """Write ``graph`` as a pnnx param file and its stored-zip bin."""
-    text, entries = dumps(graph)
+    """Write ``graph`` as a pnnx param file and its stored-zip bin (``force_zip64``: zip64 entries).
+
+    Each file is written beside its destination and then renamed over it, so a model loaded
+    earlier from the same path keeps reading its own (memory-mapped) weights.
+    """
+    try:
+        text, entries = _dump(graph)
+    except ModelFormatError as exc:
+        raise ModelFormatError(exc.reason, path=str(param_path)) from None
     bin_path = default_bin_path(param_path) if bin_path is None else bin_path
-    Path(param_path).write_text(text, encoding="utf-8")
-    with zipfile.ZipFile(bin_path, "w", compression=zipfile.ZIP_STORED) as archive:
-        for name, data in entries:
-            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_STORED
-            with archive.open(info, "w", force_zip64=force_zip64) as handle:
-                handle.write(data)
+    try:
+        with _replacing(bin_path) as tmp:
+            with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
+                for name, array, type_name in entries:
+                    data = dtypes.encode_buffer(array, type_name)
+                    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                    info.compress_type = zipfile.ZIP_STORED
+                    info.file_size = data.nbytes  # lets zipfile choose zip64 itself for a huge entry
+                    with archive.open(info, "w", force_zip64=force_zip64) as handle:
+                        handle.write(data)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ModelFormatError(f"cannot write the weight file: {reason}", path=str(bin_path)) from exc
+    try:
+        with _replacing(param_path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ModelFormatError(f"cannot write the param file: {reason}", path=str(param_path)) from exc
+
+
+class _replacing:
+    """A temporary path beside ``path`` that replaces it on success and vanishes on failure."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{id(self)}.tmp")
+
+    def __enter__(self) -> Path:
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)

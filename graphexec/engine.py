@@ -189,10 +189,7 @@ class Engine:
         """
         by_name = len(args) == 1 and isinstance(args[0], Mapping)
         feeds = self._feeds(args[0] if by_name else None, None if by_name else args)
-        wanted = list(extract or ())
-        unknown = [n for n in wanted if n not in self.graph.operands]
-        if unknown:
-            raise InputError(f"cannot extract unknown operand(s) {unknown}; operands are named as in the param file")
+        wanted = self._extractable(extract)
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
         plan = self._plan_for(given, given_by_user=True)
         keep = list(dict.fromkeys(list(self.program.outputs) + wanted))
@@ -213,16 +210,40 @@ class Engine:
     __call__ = forward
 
     # -- inputs ------------------------------------------------------------------------------
+    def _extractable(self, extract: Sequence[str] | None) -> list[str]:
+        if extract is None:
+            return []
+        if isinstance(extract, str):
+            raise InputError(f"extract takes a list of operand names, got the string {extract!r}")
+        wanted = list(extract)
+        computed = set(self.program.inputs) | {o for step in self.program.steps for o in step.outputs}
+        unknown = [n for n in wanted if n not in self.graph.operands]
+        if unknown:
+            raise InputError(f"cannot extract unknown operand(s) {unknown}; operands are named as in the param file")
+        packed = [n for n in wanted if n not in computed]
+        if packed:
+            raise InputError(
+                f"cannot extract {packed}: they only bundle the model's outputs into a tuple; "
+                f"the outputs themselves are {list(self.program.outputs)}"
+            )
+        return wanted
+
     def _feeds(self, named: Mapping[str, Any] | None, positional: Sequence[Any] | None) -> dict[str, np.ndarray]:
         expected = len(self.program.inputs)
         if named is not None:
             unknown = [k for k in named if k not in self._input_alias]
             if unknown:
                 raise InputError(f"unknown input name(s) {unknown}; the model's inputs are {self.input_names}")
-            feeds = {self._input_alias[k]: v for k, v in named.items()}
+            feeds: dict[str, Any] = {}
+            given_as: dict[str, str] = {}
+            for key, value in named.items():
+                operand = self._input_alias[key]
+                if operand in feeds:
+                    raise InputError(f"input {operand!r} is given twice, as {given_as[operand]!r} and as {key!r}")
+                feeds[operand], given_as[operand] = value, key
             missing = [a for a, n in zip(self.input_names, self.program.inputs) if n not in feeds]
-            if missing or len(feeds) != len(named):
-                raise InputError(f"missing input(s) {missing or 'given twice'}; the model's inputs are {self.input_names}")
+            if missing:
+                raise InputError(f"missing input(s) {missing}; the model's inputs are {self.input_names}")
         else:
             if len(positional) != expected:
                 raise InputError(f"the model takes {expected} input(s) {self.input_names}, got {len(positional)}")

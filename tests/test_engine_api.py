@@ -234,17 +234,13 @@ def test_extract_returns_intermediates(tmp_path, options):
     assert engine.forward(a, a, extract=[])[1] == {}
 
 
-@pytest.mark.xfail(
-    raises=KeyError,
-    strict=True,
-    reason="engine bug: the output tuple's operand is flattened away and never computed, "
-    "so extracting it raises a bare KeyError (see the report)",
-)
 def test_extracting_the_flattened_tuple_is_an_input_error(tmp_path):
     engine = Engine.load(two_in_two_out(tmp_path), threads=1)
     a = np.ones((2, 4), np.float32)
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match="bundle the model's outputs"):
         engine.forward(a, a, extract=["packed"])
+    with pytest.raises(InputError, match="list of operand names"):
+        engine.forward(a, a, extract="packed")
 
 
 def test_a_float_input_of_another_width_is_converted(tmp_path):

@@ -73,7 +73,12 @@ def export(name: str) -> Path:
     target = TARGET / name
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        pnnx.export(model, str(Path(tmp) / "model.pt"), (x,))
+        try:
+            pnnx.export(model, str(Path(tmp) / "model.pt"), (x,))
+        except Exception as exc:  # pnnx may fail after writing the files we need
+            if not (Path(tmp) / "model.pnnx.param").exists():
+                raise
+            print(f"  (pnnx raised after writing the model, kept it: {type(exc).__name__})")
         for suffix in (".pnnx.param", ".pnnx.bin"):
             shutil.copy(Path(tmp) / f"model{suffix}", target / f"model{suffix}")
     np.savez(target / "io.npz", in0=x.numpy(), out0=y.numpy())

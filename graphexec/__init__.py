@@ -19,6 +19,8 @@ from graphexec.errors import (
     InputShapeError,
     LayerConfigError,
     ModelFormatError,
+    NonFiniteError,
+    RunTimeoutError,
     UnsupportedOperatorError,
     WeightError,
 )
@@ -58,6 +60,8 @@ __all__ = [
     "InputShapeError",
     "LayerConfigError",
     "ModelFormatError",
+    "NonFiniteError",
+    "RunTimeoutError",
     "Trace",
     "UnsupportedOperatorError",
     "WeightError",

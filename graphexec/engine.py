@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from collections import OrderedDict
@@ -32,7 +33,7 @@ from loguru import logger
 from graphexec import dtypes, pnnx
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.blas import blas_threads
-from graphexec.executor import run_sequential
+from graphexec.executor import RunOptions, run_sequential
 from graphexec.ir import Dim, Graph
 from graphexec.plan import Plan
 from graphexec.program import Program
@@ -179,13 +180,23 @@ class Engine:
         return dict(self.plan(*shapes).specs)
 
     # -- running ---------------------------------------------------------------------------
-    def forward(self, *args: Any, extract: Sequence[str] | None = None, trace: Trace | None = None) -> Any:
+    def forward(
+        self,
+        *args: Any,
+        extract: Sequence[str] | None = None,
+        trace: Trace | None = None,
+        timeout: float | None = None,
+        check_finite: bool = False,
+    ) -> Any:
         """Run the model.
 
         ``forward(x)`` / ``forward(x1, x2)`` return an array, or a tuple when the model has
         several outputs; ``forward({"in0": x})`` returns ``{"out0": y, ...}``. With
         ``extract=[operand names]`` the result is ``(outputs, {name: array})``. A
         :class:`~graphexec.trace.Trace` passed as ``trace`` records when each node ran.
+        ``timeout`` (seconds): no node starts after it and RunTimeoutError is raised;
+        ``check_finite``: raise NonFiniteError at the first operator whose output holds
+        NaN or Inf.
         """
         by_name = len(args) == 1 and isinstance(args[0], Mapping)
         feeds = self._feeds(args[0] if by_name else None, None if by_name else args)
@@ -193,11 +204,12 @@ class Engine:
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
         plan = self._plan_for(given, given_by_user=True)
         keep = list(dict.fromkeys(list(self.program.outputs) + wanted))
+        options = self._options(timeout, check_finite, feeds)
         with blas_threads(self.intra_op_threads):
             if self.threads == 1 and self._executor is None and trace is None:
-                values = run_sequential(self.program, feeds, keep)
+                values = run_sequential(self.program, feeds, keep, options)
             else:
-                values = run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace)
+                values = run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace, options)
         outputs = [values[n] for n in self.program.outputs]
         if by_name:
             result: Any = dict(zip(self.output_names, outputs))
@@ -208,6 +220,17 @@ class Engine:
         return result
 
     __call__ = forward
+
+    def _options(self, timeout: float | None, check_finite: bool, feeds: dict[str, np.ndarray]) -> RunOptions:
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if check_finite:
+            for alias, name in zip(self.input_names, self.program.inputs):
+                x = feeds[name]
+                if x.dtype.kind in "fc" and not np.isfinite(x).all():
+                    raise InputError(f"input {alias} already holds NaN or Inf")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return RunOptions(deadline=deadline, timeout=timeout, check_finite=check_finite)
 
     # -- inputs ------------------------------------------------------------------------------
     def _extractable(self, extract: Sequence[str] | None) -> list[str]:

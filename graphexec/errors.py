@@ -13,6 +13,8 @@ reaches them as a subclass of :class:`GraphexecError`, never as a raw ``KeyError
     ├── InputError                wrong inputs to forward: count, name, rank, dtype
     │   └── InputShapeError       a shape the model cannot take
     ├── ExecutionError            a layer failed while running (node, type, shapes)
+    │   └── NonFiniteError        check_finite: the first operator that produced NaN/Inf
+    ├── RunTimeoutError           forward(..., timeout=s) ran out of time
     └── DeviceError               a device failed or is not available
 """
 
@@ -122,6 +124,14 @@ class ExecutionError(GraphexecError):
     def __reduce__(self) -> tuple:
         args = (self.op_name, self.op_type, self.input_shapes, self.reason)
         return _rebuild, (type(self), args, {}), self.__dict__
+
+
+class NonFiniteError(ExecutionError):
+    """``forward(..., check_finite=True)`` found NaN or Inf in an operator's output."""
+
+
+class RunTimeoutError(GraphexecError):
+    """A ``forward`` call ran past its ``timeout``; no new node was started after it."""
 
 
 class DeviceError(GraphexecError):

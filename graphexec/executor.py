@@ -1,20 +1,50 @@
-"""The sequential executor: one thread, topological order. The reference every other
-executor must equal bit for bit."""
+"""Running one step, and the sequential executor: one thread, topological order, the
+reference every other executor must equal bit for bit."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from graphexec.errors import ExecutionError, GraphexecError
+from graphexec.errors import ExecutionError, GraphexecError, NonFiniteError, RunTimeoutError
 from graphexec.program import Program, Step
 from layers.specs import spec_of
 
 
-def run_step(step: Step, values: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class RunOptions:
+    """Per-call choices shared by every node of one run."""
+
+    #: ``time.monotonic()`` after which no node may start (``None``: no limit).
+    deadline: float | None = None
+    #: The timeout the deadline came from, for the message.
+    timeout: float | None = None
+    #: Raise on the first operator whose output holds NaN or Inf.
+    check_finite: bool = False
+    #: Set when the run is abandoned (timeout, Ctrl-C): workers stop between nodes.
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def before_node(self, step: Step) -> None:
+        """Raise instead of starting ``step`` when the run is out of time or abandoned."""
+        if self.cancelled.is_set():
+            raise RunTimeoutError(f"the run was abandoned before {step.name} ({step.layer.type})")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.cancelled.set()
+            raise RunTimeoutError(
+                f"forward ran past its timeout of {self.timeout:g} s; {step.name} ({step.layer.type}) was not started"
+            )
+
+
+NO_OPTIONS = RunOptions()
+
+
+def run_step(step: Step, values: dict[str, Any], check_finite: bool = False) -> None:
     """Run one step, reading its inputs from and writing its outputs into ``values``."""
     inputs = [values[name] for name in step.inputs]
     try:
@@ -28,10 +58,22 @@ def run_step(step: Step, values: dict[str, Any]) -> None:
             step.name, step.layer.type, [str(spec_of(v)) for v in inputs],
             f"returned {len(outputs)} outputs, the graph expects {len(step.outputs)}",
         )
+    if check_finite:
+        for k, out in enumerate(outputs):
+            if isinstance(out, np.ndarray) and out.dtype.kind in "fc" and not np.isfinite(out).all():
+                raise NonFiniteError(
+                    step.name, step.layer.type, [str(spec_of(v)) for v in inputs],
+                    f"output {k} ({step.outputs[k]}) holds NaN or Inf",
+                )
     values.update(zip(step.outputs, outputs))
 
 
-def run_sequential(program: Program, feeds: dict[str, np.ndarray], keep: Iterable[str]) -> dict[str, Any]:
+def run_sequential(
+    program: Program,
+    feeds: dict[str, np.ndarray],
+    keep: Iterable[str],
+    options: RunOptions = NO_OPTIONS,
+) -> dict[str, Any]:
     """Run every step in order; return the values named in ``keep``.
 
     A value is dropped after its last reader, so peak memory follows the live set.
@@ -40,7 +82,8 @@ def run_sequential(program: Program, feeds: dict[str, np.ndarray], keep: Iterabl
     readers = Counter(name for step in program.steps for name in step.inputs)
     values: dict[str, Any] = dict(feeds)
     for step in program.steps:
-        run_step(step, values)
+        options.before_node(step)
+        run_step(step, values, options.check_finite)
         for name in step.outputs:
             if readers[name] == 0 and name not in keep:
                 values.pop(name, None)

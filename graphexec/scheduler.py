@@ -22,8 +22,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphexec.errors import ExecutionError, GraphexecError
-from graphexec.executor import run_step
+from graphexec.errors import ExecutionError, GraphexecError, RunTimeoutError
+from graphexec.executor import NO_OPTIONS, RunOptions, run_step
 from graphexec.plan import Plan, Unit
 from graphexec.trace import NodeEvent, Trace
 
@@ -54,19 +54,37 @@ class SynchronousExecutor(Executor):
         return future
 
 
-def run_unit(plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str], record: bool) -> tuple[dict[str, Any], list[NodeEvent]]:
+def run_unit(
+    plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str], record: bool, options: RunOptions
+) -> tuple[dict[str, Any], list[NodeEvent]]:
     """Worker side: run the unit's nodes back to back; return what others need, and timings."""
     values = dict(inputs)
     events: list[NodeEvent] = []
     thread = threading.current_thread().name
     for index in unit.nodes:
         node = plan.nodes[index]
+        options.before_node(node.step)
         start = time.perf_counter_ns() if record else 0
-        run_step(node.step, values)
+        run_step(node.step, values, options.check_finite)
         if record:
             events.append(NodeEvent(index, node.name, node.type, thread, start, time.perf_counter_ns()))
     wanted = set(unit.outputs) | keep
     return {n: values[n] for n in values.keys() & wanted if n not in inputs}, events
+
+
+def _next_done(done: queue.SimpleQueue, options: RunOptions) -> tuple[int, Future]:
+    """The next finished unit; wakes up regularly so a deadline or Ctrl-C is noticed."""
+    while True:
+        wait = 0.1
+        if options.deadline is not None:
+            wait = min(wait, max(0.0, options.deadline - time.monotonic()))
+        try:
+            return done.get(timeout=wait)
+        except queue.Empty:
+            if options.deadline is not None and time.monotonic() > options.deadline:
+                raise RunTimeoutError(
+                    f"forward ran past its timeout of {options.timeout:g} s with work still running"
+                ) from None
 
 
 #: Units estimated below this run on the calling thread: handing them to a worker would
@@ -81,13 +99,25 @@ def run_concurrent(
     executor: Executor,
     max_in_flight: int,
     trace: Trace | None = None,
+    options: RunOptions = NO_OPTIONS,
 ) -> dict[str, Any]:
     """Run ``plan`` on ``executor`` with at most ``max_in_flight`` units at once there.
 
     The calling thread owns the state and also runs a ready unit itself when handing it
     over cannot gain anything: when it is the only work there is (nothing in flight, one
     unit ready) or when it is cheaper than the hand-over.
+
+    A timeout or a KeyboardInterrupt returns at once: the run is marked cancelled, so the
+    units still on workers stop before their next node, and their results are dropped.
     """
+    try:
+        return _run(plan, feeds, keep, executor, max_in_flight, trace, options)
+    except BaseException:
+        options.cancelled.set()
+        raise
+
+
+def _run(plan, feeds, keep, executor, max_in_flight, trace, options) -> dict[str, Any]:
     keep = frozenset(keep)
     state = RunState(
         waiting=list(plan.unit_predecessor_counts),
@@ -138,8 +168,8 @@ def run_concurrent(
                     heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], u))
                     break  # every worker is busy: wait for one
                 try:
-                    outputs, events = run_unit(plan, unit, inputs, keep, record)
-                except BaseException as exc:
+                    outputs, events = run_unit(plan, unit, inputs, keep, record, options)
+                except Exception as exc:  # a KeyboardInterrupt is not the unit's failure
                     state.failure = exc
                     break
                 finish(u, outputs, events)
@@ -149,12 +179,12 @@ def run_concurrent(
                     except queue.Empty:
                         break
                 continue
-            future = executor.submit(run_unit, plan, unit, inputs, keep, record)
+            future = executor.submit(run_unit, plan, unit, inputs, keep, record, options)
             state.in_flight += 1
             future.add_done_callback(lambda f, u=u: done.put((u, f)))
         if state.in_flight == 0:
             break
-        collect(*done.get())
+        collect(*_next_done(done, options))
     if trace is not None:
         trace.end()
     if state.failure is not None:

@@ -12,6 +12,7 @@ from graphexec.errors import (
     GraphexecError,
     LayerConfigError,
     ModelFormatError,
+    NonFiniteError,
     UnsupportedOperatorError,
     WeightError,
 )
@@ -63,6 +64,8 @@ def test_the_public_surface_is_pinned():
             "InputShapeError",
             "LayerConfigError",
             "ModelFormatError",
+            "NonFiniteError",
+            "RunTimeoutError",
             "Trace",
             "UnsupportedOperatorError",
             "WeightError",
@@ -116,6 +119,7 @@ def test_every_error_survives_pickling():
         UnsupportedOperatorError({"nn.A": ["a1", "a2"]}),
         LayerConfigError("conv1", "nn.Conv2d", "bad groups"),
         ExecutionError("div", "torch.div", ["(2)float32"], ZeroDivisionError("division by zero")),
+        NonFiniteError("log", "F.log", ["(2)float32"], "output 0 holds NaN or Inf"),
     ]
     made = {type(e) for e in samples}
     plain = [cls for cls in CLASSES.values() if cls not in made and cls.__init__ is Exception.__init__]

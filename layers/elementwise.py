@@ -1,3 +1,179 @@
-"""elementwise layers."""
+"""Elementwise operators pnnx keeps as calls: comparisons, logical and bitwise ops, clamp, where.
+
+Plain arithmetic (``+``, ``torch.maximum``, ``abs``, ``exp``, ``>>`` ...) never reaches
+here: pnnx folds it into ``pnnx.Expression``. What stays a call binds each argument either
+to an input (``$input=0 $other=1``) or to a scalar param (``other=0.5``, ``min=None``), and
+promotes them the PyTorch way (a scalar param is a Python number, so ``int64 > 0.5``
+compares in float32) with :mod:`layers._promotion`.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from layers import _expr
+from layers._promotion import BOOL, DIM, ZERO_DIM, Kind, cast, kind_of, result_type
+from layers.base import Layer, Params, ShapeMismatch
+from layers.registry import register
+from layers.specs import Shape, Spec, TensorSpec
+
+
+class _Arguments:
+    """Where each named argument comes from: ``("input", k)``, ``("param", value)`` or missing."""
+
+    def __init__(self, layer: Layer, params: Params, names: Sequence[str], optional: Sequence[str] = ()):
+        unnamed = [i for i, name in enumerate(layer.input_names) if not name]
+        self.sources: dict[str, tuple[str, Any]] = {}
+        for name in names:
+            if name in layer.input_names:
+                self.sources[name] = ("input", layer.input_names.index(name))
+            elif params.has(name):
+                value = params.raw(name)
+                if value is None and name not in optional:
+                    raise params.error(f"{name}=None: {layer.type} needs a value for it")
+                if value is not None and not isinstance(value, (bool, int, float)):
+                    raise params.error(f"param {name}={value!r} should be a number")
+                self.sources[name] = ("param", value)
+            elif unnamed:  # a graph built without $name bindings: inputs in signature order
+                self.sources[name] = ("input", unnamed.pop(0))
+            elif name not in optional:
+                raise params.error(f"needs {name!r}, as an input or a param")
+        if unnamed:
+            raise params.error(f"has {len(unnamed)} input(s) that match no argument of {', '.join(names)}")
+
+    def values(self, inputs: list[Any], names: Sequence[str]) -> list[Any]:
+        """The given arguments among ``names`` (None params and missing ones left out)."""
+        found = []
+        for name in names:
+            source = self.sources.get(name)
+            if source is None or (source[0] == "param" and source[1] is None):
+                continue
+            found.append(inputs[source[1]] if source[0] == "input" else source[1])
+        return found
+
+    def specs(self, specs: list[Spec], names: Sequence[str]) -> list[Any]:
+        """Like :meth:`values`, with input specs in place of inputs (scalars as themselves)."""
+        for spec in specs:
+            if not isinstance(spec, TensorSpec):
+                raise ShapeMismatch(f"takes tensors, got a sequence {spec}")
+        return self.values(specs, names)
+
+
+def _kind(value: Any) -> Kind:
+    """The promotion kind of an argument: a spec, an array or a Python number."""
+    if isinstance(value, TensorSpec):
+        return value.dtype, (DIM if value.shape else ZERO_DIM)
+    return kind_of(value)
+
+
+def _broadcast(name: str, operands: list[Any]) -> Shape:
+    shapes = [o.shape for o in operands if isinstance(o, TensorSpec)]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ShapeMismatch(f"{name}: cannot broadcast {' with '.join(map(str, shapes))}") from None
+
+
+class _Function(Layer):
+    """A function of :mod:`layers._expr` over arguments ``arguments`` (``input``, ``other``)."""
+
+    function: str = ""
+    arguments: tuple[str, ...] = ("input", "other")
+
+    def build(self, params: Params) -> None:
+        self.args = _Arguments(self, params, self.arguments)
+        self.fn = _expr.FUNCTIONS[self.function]
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        operands = self.args.specs(specs, self.arguments)
+        shape = _broadcast(self.type, operands)
+        try:
+            _, dtype, _ = self.fn.signature([_kind(o) for o in operands])
+        except TypeError as exc:
+            raise ShapeMismatch(f"{self.type}: {exc}") from exc
+        return [TensorSpec(shape, dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.asarray(self.fn(*self.args.values(inputs, self.arguments)))]
+
+
+def _function_layer(op_type: str, function: str, arguments: tuple[str, ...] = ("input", "other")) -> type:
+    cls = type(op_type.replace("torch.", "").title().replace("_", ""), (_Function,), {
+        "function": function,
+        "arguments": arguments,
+        "__doc__": f"``{op_type}``: elementwise {function}, with PyTorch's promotion.",
+        "__module__": __name__,
+    })
+    return register(op_type)(cls)
+
+
+Eq = _function_layer("torch.eq", "eq")
+Ne = _function_layer("torch.ne", "ne")
+Gt = _function_layer("torch.gt", "gt")
+Ge = _function_layer("torch.ge", "ge")
+Lt = _function_layer("torch.lt", "lt")
+Le = _function_layer("torch.le", "le")
+LogicalAnd = _function_layer("torch.logical_and", "logical_and")
+LogicalOr = _function_layer("torch.logical_or", "logical_or")
+LogicalXor = _function_layer("torch.logical_xor", "logical_xor")
+LogicalNot = _function_layer("torch.logical_not", "logical_not", ("input",))
+BitwiseAnd = _function_layer("torch.bitwise_and", "and")
+BitwiseOr = _function_layer("torch.bitwise_or", "or")
+BitwiseXor = _function_layer("torch.bitwise_xor", "xor")
+BitwiseNot = _function_layer("torch.bitwise_not", "bitwise_not", ("input",))
+
+
+@register("torch.clamp")
+class Clamp(Layer):
+    """``min(max(x, min), max)``; each bound a tensor input, a number, ``inf`` or None.
+
+    NaN in ``x`` stays NaN; a lower bound above the upper gives the upper, as in PyTorch.
+    """
+
+    def build(self, params: Params) -> None:
+        self.args = _Arguments(self, params, ("input", "min", "max"), optional=("min", "max"))
+        sources = self.args.sources
+        given = [n for n in ("min", "max") if n in sources and sources[n] != ("param", None)]
+        if not given:
+            raise params.error("needs at least one of min and max")
+        self.bounds = tuple(given)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        operands = self.args.specs(specs, ("input",) + self.bounds)
+        return [TensorSpec(_broadcast(self.type, operands), result_type([_kind(o) for o in operands]))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, *bounds = self.args.values(inputs, ("input",) + self.bounds)
+        dtype = result_type([kind_of(v) for v in (x, *bounds)])
+        result = cast(x, dtype)
+        with np.errstate(invalid="ignore"):
+            for name, bound in zip(self.bounds, bounds):
+                limit = cast(bound, dtype)
+                result = np.maximum(result, limit) if name == "min" else np.minimum(result, limit)
+        return [np.asarray(result)]
+
+
+@register("torch.where")
+class Where(Layer):
+    """``condition ? input : other``, either branch a tensor or a number, promoted together."""
+
+    def build(self, params: Params) -> None:
+        self.args = _Arguments(self, params, ("condition", "input", "other"))
+        if self.args.sources["condition"][0] != "input":
+            raise params.error("the condition must be a tensor input")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        condition, *branches = self.args.specs(specs, ("condition", "input", "other"))
+        if condition.dtype != BOOL:
+            raise ShapeMismatch(f"the condition must be bool, got {condition.dtype}")
+        shape = _broadcast(self.type, [condition, *branches])
+        return [TensorSpec(shape, result_type([_kind(b) for b in branches]))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        condition, *branches = self.args.values(inputs, ("condition", "input", "other"))
+        dtype = result_type([kind_of(b) for b in branches])
+        a, b = (cast(v, dtype) for v in branches)
+        return [np.asarray(np.where(condition, a, b))]

@@ -1,3 +1,59 @@
-"""expression layers."""
+"""``pnnx.Expression``: scalar arithmetic, casts and sizes pnnx fused into one operator.
+
+The language, its parser and PyTorch's promotion rules live in :mod:`layers._expr`; this is
+the layer around them. The expression is parsed once at build; a scalar result is a 0-d
+array, a list result (``[int(size(@0,0)),-1]``) a Python list of them, and inference
+reports known scalar values (sizes) as :class:`layers._expr.ScalarSpec`.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+from graphexec import dtypes
+from layers import _expr
+from layers.base import Layer, Params, ShapeMismatch
+from layers.registry import register
+from layers.specs import Spec
+
+
+def expression_text(value: Any) -> str:
+    """The ``expr`` param as text again (the param reader turns ``expr=2`` into an int,
+    ``expr=[@0,@1]`` into a list)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "[" + ",".join(expression_text(v) for v in value) + "]"
+    return _expr.to_text(_expr.Literal(value))
+
+
+@register("pnnx.Expression")
+class Expression(Layer):
+    """Evaluates ``expr`` (``add(@0,mul(@1,2))``) over the inputs with PyTorch's semantics.
+
+    One repair of what pnnx loses: it writes ``torch.div(a, b, rounding_mode='floor')`` as a
+    plain ``div``. True division never gives an integer tensor, so when pnnx annotated the
+    result as an integer, its divisions were floor divisions, and are computed as such.
+    (``rounding_mode='trunc'`` it writes as ``floor_divide``: that one cannot be told apart.)
+    """
+
+    def build(self, params: Params) -> None:
+        if self.num_outputs != 1:
+            raise params.error(f"an expression has one output, this one declares {self.num_outputs}")
+        self.text = expression_text(params.raw("expr"))
+        try:
+            self.tree = _expr.parse(self.text, self.num_inputs)
+        except _expr.ExpressionError as exc:
+            raise params.error(f"expr={self.text}: {exc}") from None
+        annotated = params.op.outputs[0].dtype or ""
+        if dtypes.is_known(annotated) and dtypes.numpy_dtype(annotated).kind in "iu":
+            self.tree = _expr.floor_divisions(self.tree)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, self.num_inputs)
+        return [_expr.infer(self.tree, specs)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        if len(inputs) != self.num_inputs:
+            raise ShapeMismatch(f"takes {self.num_inputs} inputs, got {len(inputs)}")
+        return [_expr.to_output(_expr.evaluate(self.tree, inputs))]

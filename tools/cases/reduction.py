@@ -1,0 +1,57 @@
+"""Golden cases for reductions, fed straight from the inputs.
+
+Not here: a global ``prod``/``std``/``var``/``all``/``any``, which pnnx exports as ``aten::``
+operators it has no converter for.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tools.cases import Case
+from tools.cases.expression import Fn, _ints, _rand
+
+_X = _rand(2, 3, 4, seed=40, low=-1)
+
+
+def _max_min(a):
+    return a.max(), a.max(1), a.max(2, keepdim=True)[0], a.min(), a.min(0), a.min(-1, keepdim=True)
+
+
+def _amax_amin(a):
+    return a.amax(), a.amax(1), a.amax((0, 2), keepdim=True), a.amin(-1), a.amin((0, 1))
+
+
+def _argmax_argmin(a):
+    return a.argmax(), a.argmax(1), a.argmin(2, keepdim=True), a.argmax(keepdim=True), a.argmin()
+
+
+def _norms(a):
+    return (
+        a.norm(), torch.norm(a, dim=1), torch.norm(a, p=1, dim=(0, 2), keepdim=True),
+        torch.norm(a, p=3, dim=1), torch.norm(a, p=float("inf"), dim=2),
+        torch.norm(a, p=float("-inf"), dim=0), torch.norm(a, p=0, dim=1), torch.norm(a, p="fro", dim=(1, 2)),
+    )
+
+
+def _moments(a):
+    return (
+        a.std(1), torch.std(a, dim=(0, 2), keepdim=True, unbiased=False), a.std(2, correction=0), a.var(1),
+        a.var((0, 2), correction=2, keepdim=True), torch.var(a, 1, unbiased=False), a.std(dim=None),
+    )
+
+
+CASES = [
+    Case("mean", Fn(lambda a: (a.mean(), a.mean(1), a.mean((0, 2), keepdim=True), a.mean(-1))), (_X,)),
+    Case("sum", Fn(lambda a, i: (a.sum(), a.sum(1), a.sum((0, 2), keepdim=True), a.sum((-1, 0)), i.sum(0))),
+         (_X, _ints(2, 3, 4, seed=41))),
+    Case("prod", Fn(lambda a, i: (a.prod(1), a.prod(2, keepdim=True), i.prod(0))),
+         (_X, _ints(2, 3, 4, seed=42, low=-3, high=4))),
+    Case("max_min", Fn(_max_min), (_X,)),
+    Case("amax_amin", Fn(_amax_amin), (_X,)),
+    Case("argmax_argmin", Fn(_argmax_argmin), (_X,)),
+    Case("norm", Fn(_norms), (_X,)),
+    Case("std_var", Fn(_moments), (_X,)),
+    Case("logsumexp", Fn(lambda a: (torch.logsumexp(a * 10, 1), torch.logsumexp(a, (0, 2), keepdim=True))),
+         (_X,)),
+]

@@ -40,7 +40,7 @@ from graphexec.program import Program
 from graphexec.scheduler import run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
 from graphexec.trace import Trace
-from layers.specs import Spec, TensorSpec
+from layers.specs import SequenceSpec, Spec, TensorSpec
 
 #: How many distinct input-shape sets keep their plans.
 PLAN_CACHE_SIZE = 16
@@ -80,13 +80,19 @@ class Engine:
         self._output_operands = [operands[n] for n in self.program.outputs]
         #: Public names: ``in0, in1, ...`` and ``out0, out1, ...`` (the operand names work too).
         self.input_names = [f"in{i}" for i in range(len(self.program.inputs))]
-        self.output_names = [f"out{i}" for i in range(len(self.program.outputs))]
         self._input_alias = {**dict(zip(self.input_names, self.program.inputs)),
                              **{n: n for n in self.program.inputs}}
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
         self._cache_lock = threading.Lock()
         exported = self._exported_input_specs()
         first_plan = self._plan_for(exported, given_by_user=False) if exported is not None else None
+        # An output that is a sequence (a model returning a list) is flattened into its
+        # tensors, in order; how many there are is known from the exported shapes.
+        self._output_specs: list[Spec] | None = None
+        if first_plan is not None:
+            self._output_specs = [leaf for n in self.program.outputs for leaf in _leaves(first_plan.specs[n])]
+        count = len(self._output_specs) if self._output_specs is not None else len(self.program.outputs)
+        self.output_names = [f"out{i}" for i in range(count)]
         cores = cpu_count()
         if threads is None:
             threads = default_threads(first_plan, cores) if first_plan is not None else min(2, cores)
@@ -155,6 +161,8 @@ class Engine:
     @property
     def output_shapes(self) -> dict[str, tuple[Dim, ...] | None]:
         """Output shapes as exported."""
+        if self._output_specs is not None:
+            return {n: spec.shape for n, spec in zip(self.output_names, self._output_specs)}  # type: ignore[union-attr]
         return {n: o.shape for n, o in zip(self.output_names, self._output_operands)}
 
     @property
@@ -210,7 +218,7 @@ class Engine:
                 values = run_sequential(self.program, feeds, keep, options)
             else:
                 values = run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace, options)
-        outputs = [values[n] for n in self.program.outputs]
+        outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
         if by_name:
             result: Any = dict(zip(self.output_names, outputs))
         else:
@@ -330,6 +338,15 @@ class Engine:
                 self._plans.popitem(last=False)
         logger.debug("planned inputs {}: {} nodes in {} units, width {}", key, len(plan.nodes), len(plan.units), plan.width)
         return plan
+
+
+def _leaves(value: Any) -> list[Any]:
+    """A value's tensors in order: itself, or the flattened items of a sequence (or spec of one)."""
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    if isinstance(value, SequenceSpec):
+        return [leaf for item in value.items for leaf in _leaves(item)]
+    return [value]
 
 
 def _dtype_of(pnnx_type: str | None) -> np.dtype:

@@ -42,7 +42,7 @@ import numpy as np
 
 from graphexec import dtypes
 from graphexec.errors import GraphStructureError, ModelFormatError, WeightError
-from graphexec.ir import Attribute, Dim, Graph, Operator, ParamValue
+from graphexec.ir import Attribute, Dim, Graph, Operand, Operator, ParamValue
 
 MAGIC = 7767517
 
@@ -489,6 +489,11 @@ def _parse_operator(
     except GraphStructureError as exc:
         raise GraphStructureError(f"{path}:{number}: {exc}") from None
     op.source = f"{path}:{number}"
+    # Per-line indexes keep the work linear in the line's length, however many operands.
+    operands_here = {o.name: o for o in op.inputs + op.outputs}
+    unbound: dict[str, list[int]] = {}
+    for i in reversed(range(len(op.inputs))):
+        unbound.setdefault(op.inputs[i].name, []).append(i)
     for token in tokens[4 + n_in + n_out :]:
         key, sep, value = token.partition("=")
         if not sep or len(key) < 1 or (key[0] in "@$#" and len(key) < 2):
@@ -496,9 +501,9 @@ def _parse_operator(
         if key[0] == "@":
             _parse_attribute(op, key[1:], value, archive, fail)
         elif key[0] == "$":
-            _bind_input(op, key[1:], value, fail)
+            _bind_input(op, key[1:], value, unbound, fail)
         elif key[0] == "#":
-            _annotate_operand(op, key[1:], value, fail)
+            _annotate_operand(op, key[1:], value, operands_here, fail)
         else:
             if key in op.params:
                 raise fail(f"operator {name}: param {key!r} is given twice")
@@ -560,16 +565,17 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _bind_input(op: Operator, key: str, value: str, fail) -> None:
-    for i, operand in enumerate(op.inputs):
-        if operand.name == value and not op.input_names[i]:
-            op.input_names[i] = key
-            return
+def _bind_input(op: Operator, key: str, value: str, unbound: dict[str, list[int]], fail) -> None:
+    """``$key=value``: name the first input reading ``value`` that has no name yet."""
+    positions = unbound.get(value)
+    if positions:
+        op.input_names[positions.pop()] = key
+        return
     raise fail(f"operator {op.name}: ${key}={value} names an operand that is not one of its inputs")
 
 
-def _annotate_operand(op: Operator, key: str, value: str, fail) -> None:
-    operand = next((o for o in op.inputs + op.outputs if o.name == key), None)
+def _annotate_operand(op: Operator, key: str, value: str, operands: dict[str, Operand], fail) -> None:
+    operand = operands.get(key)
     if operand is None:
         raise fail(f"operator {op.name}: #{key} names an operand it neither reads nor writes")
     parts = _split_shape_value(value)

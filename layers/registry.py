@@ -30,9 +30,8 @@ def register(*op_types: str) -> Callable[[L], L]:
                     f"{op_type} is already registered to {existing.__module__}.{existing.__qualname__}"
                 )
             _LAYERS[op_type] = cls
-        cls.op_types = tuple(getattr(cls, "op_types", ())) + tuple(
-            t for t in op_types if t not in getattr(cls, "op_types", ())
-        )
+        own = cls.__dict__.get("op_types", ())  # not a registered parent's types
+        cls.op_types = tuple(own) + tuple(t for t in op_types if t not in own)
         return cls
 
     return decorate

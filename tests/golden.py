@@ -34,6 +34,10 @@ def assert_matches(got: np.ndarray, want: np.ndarray, *, rel: float = 1e-4, what
         np.testing.assert_array_equal(got, want, err_msg=what)
         return
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    if want.dtype.kind == "c":
+        assert_matches(got.real, want.real, rel=rel, what=f"{what} (real part)")
+        assert_matches(got.imag, want.imag, rel=rel, what=f"{what} (imaginary part)")
+        return
     finite = np.isfinite(want)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{what}: NaN positions differ")
     np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)], err_msg=what)

@@ -90,4 +90,6 @@ CASES = [
     Case("complex_literal", Fn(lambda a: torch.abs(a * (1 + 2j) - 1j)), (_rand(2, 3, seed=15),)),
     Case("bool_logic", Fn(lambda a, b: ((a > 0.5) & (b > 0.5), (a > 0.5) | (b < 0.5), (a > 0.3) ^ (b > 0.6))),
          (_rand(2, 3, seed=16), _rand(2, 3, seed=17))),
+    # a model returning a list: pnnx builds it with one list expression feeding the output
+    Case("returns_list", Fn(lambda a, b: [a * 2, b - 1]), (_rand(2, 3, seed=20), _rand(3, seed=21))),
 ]

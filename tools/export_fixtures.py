@@ -52,7 +52,10 @@ def export_case(family: str, case: Case) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         pt = Path(tmp) / "model.pt"
         try:
-            pnnx.export(module, str(pt), inputs)
+            if case.inputs2 is None:
+                pnnx.export(module, str(pt), inputs)
+            else:
+                pnnx.export(module, str(pt), inputs, tuple(case.inputs2))
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not (Path(tmp) / "model.pnnx.param").exists():
                 raise

@@ -17,3 +17,5 @@ class Case:
     name: str
     module: Any
     inputs: tuple[Any, ...]
+    #: Inputs of other shapes: pnnx then exports the dims that differ as dynamic (``?``).
+    inputs2: tuple[Any, ...] | None = None

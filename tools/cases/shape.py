@@ -85,4 +85,8 @@ CASES = [
          (torch.arange(-6, 18, dtype=torch.int64).reshape(2, 3, 4),)),
     Case("type_as", Fn(lambda x, y: (x.type_as(y), y.type_as(x))),
          (_x(10, 2, 3), torch.arange(6, dtype=torch.int32).reshape(3, 2))),
+    # exported with two input shapes, so sizes stay symbolic: the shape comes from size()
+    Case("dynamic_view_and_slice",
+         Fn(lambda x: (x.view(x.size(0), -1) * 2, x[:, :, : x.size(2) // 2])),
+         (_x(40, 2, 3, 6, 4),), inputs2=(_x(41, 3, 3, 8, 6),)),
 ]

@@ -1,0 +1,28 @@
+"""A model exported with symbolic sizes runs at any shape its operators allow."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphexec import Engine, InputShapeError
+from tests.golden import OPS
+
+MODEL = OPS / "shape" / "dynamic_view_and_slice" / "model.pnnx.param"
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 6, 4), (1, 3, 4, 4), (5, 3, 9, 2)])
+def test_every_shape_gets_its_own_plan_and_the_right_answer(shape):
+    engine = Engine.load(MODEL)
+    assert engine.input_shapes == {"in0": (None, 3, None, None)}
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    flat, half = engine.forward(x)
+    np.testing.assert_array_equal(flat, x.reshape(shape[0], -1) * 2)
+    np.testing.assert_array_equal(half, x[:, :, : shape[2] // 2])
+    assert engine.plan(shape) is engine.plan(shape)  # planned once per shape, then cached
+
+
+def test_a_shape_the_model_cannot_take_names_the_operator():
+    engine = Engine.load(MODEL)
+    with pytest.raises(InputShapeError, match="rank 4"):
+        engine.forward(np.zeros((2, 3, 4), np.float32))

@@ -29,15 +29,16 @@ class Cost:
         return NODE_OVERHEAD_SECONDS + self.flops / FLOPS_PER_SECOND + self.bytes / BYTES_PER_SECOND
 
 
-def _nbytes(spec: Spec) -> int:
+def nbytes(spec: Spec) -> int:
+    """Bytes a value of this spec takes (a sequence: its items together)."""
     if isinstance(spec, TensorSpec):
         return spec.nbytes
     if isinstance(spec, SequenceSpec):
-        return sum(_nbytes(s) for s in spec.items)
+        return sum(nbytes(s) for s in spec.items)
     return 0
 
 
 def estimate(layer: Layer, inputs: list[Spec], outputs: list[Spec]) -> Cost:
     """The cost of ``layer`` on these specs: its own ``flops`` hook plus the bytes it touches."""
-    moved = 0 if layer.is_view else sum(_nbytes(s) for s in inputs) + sum(_nbytes(s) for s in outputs)
+    moved = 0 if layer.is_view else sum(nbytes(s) for s in inputs) + sum(nbytes(s) for s in outputs)
     return Cost(int(layer.flops(inputs, outputs)), moved)

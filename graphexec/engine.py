@@ -54,6 +54,14 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def physical_memory() -> int:
+    """Bytes of RAM in this machine (a large fallback where the OS will not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 1 << 40
+
+
 def default_threads(plan: Plan, cores: int) -> int:
     """Inter-op workers worth having: the plan's ideal speedup, rounded, within the cores."""
     return max(1, min(cores, int(plan.ideal_speedup(cores) + 0.5)))
@@ -69,11 +77,15 @@ class Engine:
         threads: int | None = None,
         intra_op_threads: int | None = None,
         executor: Executor | None = None,
+        memory_limit: int | None = None,
     ):
-        for label, value in (("threads", threads), ("intra_op_threads", intra_op_threads)):
+        for label, value in (("threads", threads), ("intra_op_threads", intra_op_threads),
+                             ("memory_limit", memory_limit)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{label} must be a positive integer, got {value!r}")
         self.graph = graph
+        #: Refuse to run input shapes whose tensors would need more bytes than this at once.
+        self.memory_limit = memory_limit if memory_limit is not None else physical_memory()
         self.program = Program.from_graph(graph)
         operands = graph.operands
         self._input_operands = [operands[n] for n in self.program.inputs]
@@ -113,15 +125,18 @@ class Engine:
         threads: int | None = None,
         intra_op_threads: int | None = None,
         executor: Executor | None = None,
+        memory_limit: int | None = None,
     ) -> Engine:
         """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
 
         ``threads``: inter-op workers (1 = sequential); ``intra_op_threads``: BLAS threads
         per node; ``executor``: run nodes on this ``concurrent.futures.Executor`` instead of
-        the engine's own thread pool.
+        the engine's own thread pool; ``memory_limit``: bytes of tensors a run may need at
+        once (default: the machine's RAM), so a hostile shape fails before allocating.
         """
         graph = pnnx.load(param_path, bin_path)
-        engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor)
+        engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor,
+                     memory_limit=memory_limit)
         logger.debug(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
@@ -211,6 +226,12 @@ class Engine:
         wanted = self._extractable(extract)
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
         plan = self._plan_for(given, given_by_user=True)
+        if plan.peak_bytes > self.memory_limit:
+            shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
+            raise InputShapeError(
+                f"inputs {shapes} need about {plan.peak_bytes / 2**20:,.0f} MiB of tensors at once, "
+                f"more than the engine's memory_limit of {self.memory_limit / 2**20:,.0f} MiB"
+            )
         keep = list(dict.fromkeys(list(self.program.outputs) + wanted))
         options = self._options(timeout, check_finite, feeds)
         with blas_threads(self.intra_op_threads):

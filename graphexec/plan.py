@@ -20,7 +20,7 @@ from functools import cached_property
 
 import networkx as nx
 
-from graphexec.cost import Cost, estimate
+from graphexec.cost import Cost, estimate, nbytes
 from graphexec.errors import GraphStructureError
 from graphexec.program import Program, Step
 from layers.specs import Spec
@@ -208,6 +208,26 @@ class Plan:
     def critical_seconds(self) -> float:
         """Estimated cost of the critical path (the best any schedule can do)."""
         return max(self.priority, default=0.0)
+
+    @cached_property
+    def peak_bytes(self) -> int:
+        """Most bytes of tensors alive at once when the nodes run in ``order``, each tensor
+        freed after its last reader (the inputs included, views counted as copies)."""
+        remaining = dict(self.readers)
+        live = sum(nbytes(self.specs[n]) for n in self.program.inputs)
+        peak = live
+        for i in self.order:
+            step = self.nodes[i].step
+            live += sum(nbytes(self.specs[n]) for n in step.outputs)
+            peak = max(peak, live)
+            for name in step.outputs:
+                if remaining.get(name, 0) == 0 and name not in self.program.outputs:
+                    live -= nbytes(self.specs[name])
+            for name in step.inputs:
+                remaining[name] -= 1
+                if remaining[name] == 0 and name not in self.program.outputs:
+                    live -= nbytes(self.specs[name])
+        return peak
 
     def ideal_speedup(self, cores: int) -> float:
         """Total cost over critical-path cost, capped at ``cores``."""

@@ -26,3 +26,10 @@ def test_a_shape_the_model_cannot_take_names_the_operator():
     engine = Engine.load(MODEL)
     with pytest.raises(InputShapeError, match="rank 4"):
         engine.forward(np.zeros((2, 3, 4), np.float32))
+
+
+def test_a_shape_needing_more_memory_than_the_limit_is_refused_before_running():
+    engine = Engine.load(MODEL, memory_limit=1 << 20)
+    engine.forward(np.zeros((1, 3, 8, 8), np.float32))  # a few kB: fine
+    with pytest.raises(InputShapeError, match="memory_limit"):
+        engine.forward(np.zeros((64, 3, 64, 64), np.float32))  # 3 MiB in, more inside

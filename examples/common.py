@@ -12,6 +12,9 @@ from loguru import logger
 
 MODELS = Path(__file__).resolve().parent / "models"
 
+#: ``--smoke``: time fewer runs (the tests run every example this way, in seconds).
+SMOKE = "--smoke" in sys.argv[1:]
+
 
 def enable_logging(level: str = "INFO") -> None:
     """The library is silent by default; an application chooses where its logs go."""
@@ -30,7 +33,9 @@ def bundled(name: str) -> tuple[Path, list[np.ndarray], list[np.ndarray]]:
 
 
 def median_ms(fn, repeat: int = 20, warmup: int = 3) -> float:
-    """Median wall time of ``fn()`` in milliseconds."""
+    """Median wall time of ``fn()`` in milliseconds (3 runs after 1 warm-up with ``--smoke``)."""
+    if SMOKE:
+        repeat, warmup = min(repeat, 3), min(warmup, 1)
     for _ in range(warmup):
         fn()
     times = []

@@ -1,23 +1,46 @@
-"""The command line on a bundled model, and its one-line errors."""
+"""The command line on bundled models, and its one-line errors."""
 
 from __future__ import annotations
 
 import json
+import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from graphexec import cli
 from graphexec.cli import main
 
-MODEL = Path(__file__).resolve().parent.parent / "examples" / "models" / "inception_mini.pnnx.param"
+MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
+MODEL = MODELS / "inception_mini.pnnx.param"
+#: A real pnnx export with an operator graphexec has no layer for (aten::i0).
+UNSUPPORTED = MODELS / "bessel_gate.pnnx.param"
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("graphexec: error:"), err[0]
+    return err[0]
 
 
 def test_info_lists_inputs_operators_and_the_plan(capsys):
     assert main(["info", str(MODEL)]) == 0
     out = capsys.readouterr().out
-    assert "input  in0: (1, 3, 64, 64)" in out
-    assert "nn.Conv2d" in out and "ideal speedup" in out
+    assert "input  in0: (1, 3, 64, 64)" in out and "output out0: (1, 10)" in out
+    assert "nn.Conv2d" in out and "parameters: 93,902" in out and "FLOPs:" in out
+    assert "width 4" in out and "critical path: 22 nodes" in out and "ideal speedup" in out
+
+
+def test_info_lists_unsupported_operators_instead_of_failing(capsys):
+    assert main(["info", str(UNSUPPORTED)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert "unsupported operators: 1 type(s)" in captured.out
+    assert "aten::i0                     used by pnnx_0" in captured.out
+    assert "aten::i0                     1  (unsupported)" in captured.out
 
 
 def test_run_saves_outputs(tmp_path, capsys):
@@ -28,6 +51,43 @@ def test_run_saves_outputs(tmp_path, capsys):
         assert saved["out0"].shape == (1, 10)
 
 
+def test_run_takes_an_io_npz_and_reproduces_pytorch(tmp_path, capsys):
+    io = MODELS / "inception_mini.io.npz"
+    assert main(["run", str(MODEL), "--input", str(io), "--device", "cpu", "--threads", "2",
+                 "--output", str(tmp_path / "y")]) == 0
+    assert f"saved {tmp_path / 'y.npz'}" in capsys.readouterr().out
+    with np.load(tmp_path / "y.npz") as got, np.load(io) as want:
+        np.testing.assert_allclose(got["out0"], want["out0"], rtol=1e-4, atol=1e-5)
+
+
+def test_run_on_opencl_says_it_is_not_there(capsys):
+    assert main(["run", str(MODEL), "--device", "opencl"]) == 1
+    line = one_error_line(capsys)
+    assert "OpenCL device is not available in this version" in line
+
+
+def test_bench_prints_a_table_over_thread_counts(capsys):
+    assert main(["bench", str(MODEL), "--threads", "1", "2", "--rounds", "3", "--warmup", "1",
+                 "--progress", "always"]) == 0
+    captured = capsys.readouterr()
+    rows = [line.split() for line in captured.out.splitlines() if line.strip() and line.split()[0].isdigit()]
+    assert [r[0] for r in rows] == ["1", "2"]
+    assert "median ms" in captured.out and "p90 ms" in captured.out and rows[0][-1] == "1.00x"
+    assert "bench [" in captured.err and "4/4" in captured.err  # the bar on stderr, 1 warm-up + 3 rounds
+
+
+def test_progress_bar_draws_in_place():
+    import io
+
+    stream = io.StringIO()
+    bar = cli.ProgressBar(4, "bench", stream=stream, width=8)
+    for _ in range(4):
+        bar.advance()
+    bar.close()
+    text = stream.getvalue()
+    assert text.count("\r") == 4 and "[########] 4/4" in text and text.endswith("\n")
+
+
 def test_trace_writes_chrome_json(tmp_path, capsys):
     path = tmp_path / "trace.json"
     assert main(["trace", str(MODEL), "-o", str(path), "--threads", "2"]) == 0
@@ -36,11 +96,117 @@ def test_trace_writes_chrome_json(tmp_path, capsys):
     assert "parallelism" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("make_bad", ["missing", "corrupt"])
-def test_bad_models_give_one_line_and_status_1(tmp_path, capsys, make_bad):
+def test_graph_svg_draws_every_node_and_the_critical_path(tmp_path, capsys):
+    path = tmp_path / "graph.svg"
+    assert main(["graph", str(MODEL), "-o", str(path)]) == 0
+    root = ET.fromstring(path.read_text())
+    ns = {"svg": "http://www.w3.org/2000/svg"}
+    boxes = root.findall(".//svg:g/svg:rect", ns)
+    assert len(boxes) == 55 + 2  # the plan's nodes, the input and the output
+    critical = [b for b in boxes if b.get("stroke") == cli.CRITICAL_COLOUR]
+    assert len(critical) == 22
+    assert {b.get("fill") for b in boxes} == {cli.device_colour("cpu"), cli.BOUNDARY_COLOUR}
+
+
+def test_graph_dot_has_every_node_and_edge(tmp_path, capsys):
+    path = tmp_path / "graph.dot"
+    assert main(["graph", str(MODEL), "-o", str(path)]) == 0
+    text = path.read_text()
+    assert text.startswith('digraph "inception_mini" {') and text.rstrip().endswith("}")
+    assert sum(" [label=" in line for line in text.splitlines()) == 57
+    assert text.count("penwidth=2.5];") == 22 + 21 + 2  # critical nodes, edges between them, in and out
+    assert "dot -Tsvg" in capsys.readouterr().out
+
+
+def test_graph_colour_follows_the_device():
+    assert cli.device_colour("cpu") == cli.DEVICE_COLOURS["cpu"]
+    assert cli.device_colour("opencl") != cli.device_colour("cpu")
+    assert cli.device_colour("npu").startswith("#") and cli.device_colour("npu") == cli.device_colour("npu")
+
+    class Placed:
+        device = "opencl"
+
+    assert cli.node_device(Placed()) == "opencl" and cli.node_device(object()) == "cpu"
+
+
+def test_graph_refuses_other_formats(tmp_path, capsys):
+    assert main(["graph", str(MODEL), "-o", str(tmp_path / "graph.png")]) == 1
+    assert "must end in .svg or .dot" in one_error_line(capsys)
+
+
+def bad_model(tmp_path: Path, kind: str) -> Path:
     path = tmp_path / "bad.pnnx.param"
-    if make_bad == "corrupt":
+    if kind == "corrupt":
         path.write_text("7767517\n3 2\nnn.ReLU relu 1 1 0 1\n")
-    assert main(["info", str(path)]) == 1
+    elif kind == "unsupported":
+        return UNSUPPORTED
+    return path
+
+
+COMMANDS = [["info"], ["run"], ["bench", "--rounds", "1"], ["trace", "-o", "t.json"], ["graph", "-o", "g.svg"]]
+
+
+@pytest.mark.parametrize(("command", "kind"), [
+    (command, kind) for command in COMMANDS for kind in ("missing", "corrupt", "unsupported")
+    if (command[0], kind) != ("info", "unsupported")  # info lists them instead (tested above)
+], ids=lambda v: v if isinstance(v, str) else v[0])
+def test_bad_models_give_one_line_and_status_1(tmp_path, capsys, monkeypatch, command, kind):
+    monkeypatch.chdir(tmp_path)
+    path = bad_model(tmp_path, kind)
+    assert main([command[0], str(path), *command[1:]]) == 1
+    line = one_error_line(capsys)
+    assert path.name in line if kind != "unsupported" else "aten::i0: used by pnnx_0" in line
+
+
+def test_bad_input_files_give_one_line(tmp_path, capsys):
+    (tmp_path / "x.npy").write_text("not numpy")
+    assert main(["run", str(MODEL), "--input", str(tmp_path / "x.npy")]) == 1
+    assert "cannot read the --input file" in one_error_line(capsys)
+    np.save(tmp_path / "wrong.npy", np.zeros((1, 3, 64), np.float32))
+    assert main(["run", str(MODEL), "--input", str(tmp_path / "wrong.npy")]) == 1
+    assert "expected a tensor of rank 4" in one_error_line(capsys)
+
+
+def test_torchscript_needs_shapes_and_a_file(tmp_path, capsys):
+    assert main(["info", str(tmp_path / "absent.pt")]) == 1
+    assert "no such TorchScript file" in one_error_line(capsys)
+    (tmp_path / "m.pt").write_bytes(b"")
+    assert main(["info", str(tmp_path / "m.pt")]) == 1
+    assert "--input-shape" in one_error_line(capsys)
+
+
+def test_torchscript_without_torch_or_pnnx_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # importing them now raises ImportError
+    monkeypatch.setitem(sys.modules, "pnnx", None)
+    (tmp_path / "m.pt").write_bytes(b"")
+    assert main(["info", str(tmp_path / "m.pt"), "--input-shape", "1,3,8,8"]) == 1
+    assert "pip install 'graphexec[export]'" in one_error_line(capsys)
+
+
+def test_a_folder_with_one_model_is_a_model(capsys):
+    assert main(["info", str(MODELS)]) == 1  # the examples folder holds several
+    assert "expected one .pnnx.param in the folder" in one_error_line(capsys)
+
+
+def test_verbose_shows_the_chain_anywhere_on_the_line(tmp_path, capsys):
+    assert main(["info", str(tmp_path / "absent.pnnx.param"), "--verbose"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("graphexec: error:") and "Traceback" in err and "FileNotFoundError" in err
+
+
+def test_a_bug_is_one_line_without_verbose(capsys, monkeypatch):
+    def broken(args):
+        raise KeyError("oops")
+
+    monkeypatch.setattr(cli, "cmd_info", broken)
+    assert main(["info", str(MODEL)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("graphexec: error:") and "bad.pnnx.param" in err[0]
+    assert err == ["graphexec: internal error: KeyError: 'oops' (run with --verbose for the traceback)"]
+
+
+def test_one_line_joins_multi_line_messages():
+    from graphexec.errors import UnsupportedOperatorError
+
+    text = cli.one_line(UnsupportedOperatorError({"a::x": ["p"], "b::y": ["q", "r"]}))
+    assert "\n" not in text
+    assert text.startswith("2 unsupported operator type(s): a::x: used by p; b::y: used by q, r")

@@ -3,8 +3,9 @@
 They are reduced versions of the real thing (fewer channels, smaller inputs) so their
 exports can be committed: an Inception-style net (four-way branches joined by concat), a
 ShuffleNet-v2-style net (channel split, two paths, channel shuffle), a two-input two-output
-net, and a *wide* synthetic net (eight parallel conv branches per block) that shows what
-running branches at once can give.
+net, a *wide* synthetic net (eight parallel conv branches per block) that shows what
+running branches at once can give, and a net with an operator pnnx cannot convert (for the
+custom-layer example).
 """
 
 from __future__ import annotations
@@ -117,10 +118,28 @@ class WideNet(nn.Module):
         return self.head(x)
 
 
+class BesselGate(nn.Module):
+    """Two 1x1 branches, one gated by torch.special.i0 (the modified Bessel function of
+    order 0), which pnnx leaves as ``aten::i0``: graphexec has no layer for it built in, so
+    examples/custom_layer.py registers one."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = conv_bn_relu(3, 8, 3)
+        self.value = nn.Conv2d(8, 8, 1)
+        self.gate = nn.Conv2d(8, 8, 1)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        x = self.stem(x)
+        return self.head(self.value(x) * torch.special.i0(self.gate(x)))
+
+
 #: name -> (constructor, example input shapes); the examples and benchmarks use these names.
 MODELS = {
     "inception_mini": (InceptionMini, [(1, 3, 64, 64)]),
     "shuffle_mini": (ShuffleMini, [(1, 3, 32, 32)]),
     "two_heads": (TwoHeads, [(1, 3, 32, 32), (1, 8)]),
     "wide": (WideNet, [(1, 3, 32, 32)]),
+    "bessel_gate": (BesselGate, [(1, 3, 16, 16)]),
 }

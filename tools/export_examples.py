@@ -2,30 +2,33 @@
 
 For each model: ``<name>.pnnx.param``, ``<name>.pnnx.bin`` and ``<name>.io.npz`` (the inputs
 ``in0..`` it was run on and PyTorch's outputs ``out0..``), so the examples check themselves
-without torch. Usage: ``python tools/export_examples.py [name ...]``.
+without torch. Each export is made and checked by :func:`graphexec.export`. Usage::
+
+    python tools/export_examples.py [name ...]
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tools.example_models import MODELS  # noqa: E402
+import graphexec
+from tools.example_models import MODELS
 
 TARGET = ROOT / "examples" / "models"
 
+#: Models that need a layer graphexec does not have built in: exported unchecked, since
+#: their example registers the layer itself (examples/custom_layer.py).
+NEEDS_CUSTOM_LAYER = {"bessel_gate"}
 
-def export(name: str) -> None:
-    import pnnx
 
+def export(name: str, target: Path = TARGET) -> Path:
+    """Export example ``name`` into ``target``; return its param path."""
     build, shapes = MODELS[name]
     torch.manual_seed(0)
     model = build().eval()
@@ -35,18 +38,9 @@ def export(name: str) -> None:
                 m.running_mean.uniform_(-0.2, 0.2)
                 m.running_var.uniform_(0.5, 1.5)
     inputs = tuple(torch.rand(*s) for s in shapes)
-    with torch.no_grad():
-        outputs = model(*inputs)
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    TARGET.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        pnnx.export(model, str(Path(tmp) / f"{name}.pt"), inputs)
-        for suffix in (".pnnx.param", ".pnnx.bin"):
-            shutil.copy(Path(tmp) / f"{name}{suffix}", TARGET / f"{name}{suffix}")
-    arrays = {f"in{i}": t.numpy() for i, t in enumerate(inputs)}
-    arrays.update({f"out{i}": t.numpy() for i, t in enumerate(outputs)})
-    np.savez_compressed(TARGET / f"{name}.io.npz", **arrays)
-    print(f"{name}: {(TARGET / f'{name}.pnnx.bin').stat().st_size / 1e3:.0f} kB of weights")
+    param = graphexec.export(model, inputs, target / name, check=name not in NEEDS_CUSTOM_LAYER)
+    print(f"{name}: {(target / f'{name}.pnnx.bin').stat().st_size / 1e3:.0f} kB of weights")
+    return param
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from torch import nn
+
 
 @dataclass
 class Case:
@@ -19,3 +21,25 @@ class Case:
     inputs: tuple[Any, ...]
     #: Inputs of other shapes: pnnx then exports the dims that differ as dynamic (``?``).
     inputs2: tuple[Any, ...] | None = None
+
+
+class Fn(nn.Module):
+    """Wraps a function so that its tensor arguments are graph inputs."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+class Wrap(nn.Module):
+    """A module held as a child, so pnnx keeps its ``nn.*`` type (a bare root may be inlined)."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x):
+        return self.module(x)

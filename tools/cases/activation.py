@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tools.cases import Case
+from tools.cases import Case, Fn, Wrap
 
 
 def _x(seed: int, shape=(2, 3, 4, 5), scale: float = 2.0, extremes: bool = False) -> torch.Tensor:
@@ -32,26 +32,6 @@ class Pair(nn.Module):
 
     def forward(self, x, y):
         return self.module(x), self.fn(y)
-
-
-class Wrap(nn.Module):
-    """A module held as a child, so pnnx keeps its ``nn.*`` type (a bare root may be inlined)."""
-
-    def __init__(self, module: nn.Module):
-        super().__init__()
-        self.module = module
-
-    def forward(self, x):
-        return self.module(x)
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 def _pair(name, module, fn, *, scale=2.0, extremes=False, shape=(2, 3, 4, 5)) -> Case:

@@ -11,18 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from tools.cases import Case
-
-
-class Fn(torch.nn.Module):
-    """A module whose forward is ``fn``."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
+from tools.cases import Case, Fn
 
 
 def _rand(*shape, seed, low=0.0, high=1.0):

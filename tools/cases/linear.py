@@ -6,20 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tools.cases import Case
+from tools.cases import Case, Fn
 
 torch.manual_seed(0)
-
-
-class Fn(nn.Module):
-    """Wraps a functional call so that its tensor arguments are graph inputs."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def x(*shape):

@@ -12,32 +12,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tools.cases import Case
+from tools.cases import Case, Fn, Wrap
 
 
 def _x(seed: int, *shape: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g)
-
-
-class Wrap(nn.Module):
-    """A module held as a child, so pnnx keeps its ``nn.*`` type."""
-
-    def __init__(self, module: nn.Module):
-        super().__init__()
-        self.module = module
-
-    def forward(self, x):
-        return self.module(x)
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 def _interp(**kwargs) -> Fn:

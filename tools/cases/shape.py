@@ -11,32 +11,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tools.cases import Case
+from tools.cases import Case, Fn, Wrap
 
 
 def _x(seed: int, *shape: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g)
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
-
-class Wrap(nn.Module):
-    """A module held as a child, so pnnx keeps it as a module call."""
-
-    def __init__(self, module: nn.Module):
-        super().__init__()
-        self.module = module
-
-    def forward(self, x):
-        return self.module(x)
 
 
 X = _x(1, 2, 3, 4, 5)

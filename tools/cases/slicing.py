@@ -6,18 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tools.cases import Case
-
-
-class Fn(nn.Module):
-    """A module whose forward is ``fn`` (so a case is one line)."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *inputs):
-        return self.fn(*inputs)
+from tools.cases import Case, Fn
 
 
 class Holder(nn.Module):

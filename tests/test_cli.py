@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphexec import cli
+from graphexec import cli, draw
 from graphexec.cli import main
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
@@ -103,9 +103,9 @@ def test_graph_svg_draws_every_node_and_the_critical_path(tmp_path, capsys):
     ns = {"svg": "http://www.w3.org/2000/svg"}
     boxes = root.findall(".//svg:g/svg:rect", ns)
     assert len(boxes) == 55 + 2  # the plan's nodes, the input and the output
-    critical = [b for b in boxes if b.get("stroke") == cli.CRITICAL_COLOUR]
+    critical = [b for b in boxes if b.get("stroke") == draw.CRITICAL_COLOUR]
     assert len(critical) == 22
-    assert {b.get("fill") for b in boxes} == {cli.device_colour("cpu"), cli.BOUNDARY_COLOUR}
+    assert {b.get("fill") for b in boxes} == {draw.device_colour("cpu"), draw.BOUNDARY_COLOUR}
 
 
 def test_graph_dot_has_every_node_and_edge(tmp_path, capsys):
@@ -119,14 +119,14 @@ def test_graph_dot_has_every_node_and_edge(tmp_path, capsys):
 
 
 def test_graph_colour_follows_the_device():
-    assert cli.device_colour("cpu") == cli.DEVICE_COLOURS["cpu"]
-    assert cli.device_colour("opencl") != cli.device_colour("cpu")
-    assert cli.device_colour("npu").startswith("#") and cli.device_colour("npu") == cli.device_colour("npu")
+    assert draw.device_colour("cpu") == draw.DEVICE_COLOURS["cpu"]
+    assert draw.device_colour("opencl") != draw.device_colour("cpu")
+    assert draw.device_colour("npu").startswith("#") and draw.device_colour("npu") == draw.device_colour("npu")
 
     class Placed:
         device = "opencl"
 
-    assert cli.node_device(Placed()) == "opencl" and cli.node_device(object()) == "cpu"
+    assert draw.node_device(Placed()) == "opencl" and draw.node_device(object()) == "cpu"
 
 
 def test_graph_refuses_other_formats(tmp_path, capsys):

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 from schedule import INSTALL_HINT, draw_timeline, traced_run
 
 from graphexec import Engine
-from graphexec.cli import to_svg
+from graphexec.draw import to_svg
 
 GOOGLENET = ROOT / "artifacts" / "networks" / "googlenet" / "model.pnnx.param"
 DOCS = ROOT / "docs"

@@ -27,7 +27,7 @@ from graphexec.errors import (
 
 if TYPE_CHECKING:
     from graphexec.engine import Engine
-    from graphexec.export import export
+    from graphexec.exporting import export
     from graphexec.trace import Trace
 
 # A library never decides where its logs go: silent until the application enables them.
@@ -37,7 +37,7 @@ logger.disable("devices")
 
 __version__ = "0.1.0"
 
-_LAZY = {"Engine": "graphexec.engine", "Trace": "graphexec.trace", "export": "graphexec.export"}
+_LAZY = {"Engine": "graphexec.engine", "Trace": "graphexec.trace", "export": "graphexec.exporting"}
 
 
 def __getattr__(name: str) -> Any:

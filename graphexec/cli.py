@@ -34,7 +34,7 @@ from graphexec import pnnx
 from graphexec.draw import to_dot, to_svg
 from graphexec.engine import Engine, cpu_count
 from graphexec.errors import DeviceError, GraphexecError, InputError, UnsupportedOperatorError
-from graphexec.export import ExportToolsMissing, pnnx_from_torchscript
+from graphexec.exporting import ExportToolsMissing, pnnx_from_torchscript
 from graphexec.ir import Graph
 from graphexec.plan import Plan
 from graphexec.trace import Trace

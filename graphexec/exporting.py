@@ -18,9 +18,7 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -217,19 +215,3 @@ def pnnx_from_torchscript(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return param
-
-
-class _CallableModule(types.ModuleType):
-    """``graphexec.export`` names both this module and its function :func:`export`.
-
-    Importing the submodule (``from graphexec.export import check_export``) before anyone
-    touched ``graphexec.export`` makes the package attribute the module, not the function;
-    calling the module calls the function, so ``graphexec.export(model, x, path)`` works
-    whichever came first.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Path:
-        return export(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -37,7 +37,7 @@ from graphexec.executor import RunOptions, run_sequential
 from graphexec.ir import Dim, Graph
 from graphexec.plan import Plan
 from graphexec.program import Program
-from graphexec.scheduler import run_concurrent
+from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
 from graphexec.trace import Trace
 from layers.specs import SequenceSpec, Spec, TensorSpec
@@ -162,7 +162,8 @@ class Engine:
             return self._executor
         with self._executor_lock:
             if self._owned_executor is None:
-                pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="graphexec")
+                # the calling thread is one of the ``threads`` workers (see run_concurrent)
+                pool = ThreadPoolExecutor(max_workers=max(1, self.threads - 1), thread_name_prefix="graphexec")
                 self._owned_executor = pool
                 weakref.finalize(self, pool.shutdown, wait=False)
             return self._owned_executor
@@ -238,7 +239,7 @@ class Engine:
             if self.threads == 1 and self._executor is None and trace is None:
                 values = run_sequential(self.program, feeds, keep, options)
             else:
-                values = run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace, options)
+                values = self._run_concurrent(plan, feeds, keep, trace, options)
         outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
         if by_name:
             result: Any = dict(zip(self.output_names, outputs))
@@ -249,6 +250,17 @@ class Engine:
         return result
 
     __call__ = forward
+
+    def _run_concurrent(self, plan: Plan, feeds: dict[str, np.ndarray], keep: list[str],
+                        trace: Trace | None, options: RunOptions) -> dict[str, Any]:
+        if self._executor is not None:  # an injected executor: it does all the work
+            return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options)
+        if self.threads == 1:  # sequential, through the scheduler only to record a trace
+            return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options)
+        # The engine's own pool has threads - 1 workers and the caller is the last one;
+        # each pool worker gets a second unit queued so it never waits for the caller.
+        workers = max(1, self.threads - 1)
+        return run_concurrent(plan, feeds, keep, self._pool(), 2 * workers, trace, options, caller_works=True)
 
     def _options(self, timeout: float | None, check_finite: bool, feeds: dict[str, np.ndarray]) -> RunOptions:
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):

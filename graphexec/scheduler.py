@@ -100,24 +100,27 @@ def run_concurrent(
     max_in_flight: int,
     trace: Trace | None = None,
     options: RunOptions = NO_OPTIONS,
+    caller_works: bool = False,
 ) -> dict[str, Any]:
     """Run ``plan`` on ``executor`` with at most ``max_in_flight`` units at once there.
 
     The calling thread owns the state and also runs a ready unit itself when handing it
     over cannot gain anything: when it is the only work there is (nothing in flight, one
-    unit ready) or when it is cheaper than the hand-over.
+    unit ready) or when it is cheaper than the hand-over. With ``caller_works`` it is one
+    of the workers: when the executor has ``max_in_flight`` units already, it runs the
+    next ready unit itself instead of waiting.
 
     A timeout or a KeyboardInterrupt returns at once: the run is marked cancelled, so the
     units still on workers stop before their next node, and their results are dropped.
     """
     try:
-        return _run(plan, feeds, keep, executor, max_in_flight, trace, options)
+        return _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works)
     except BaseException:
         options.cancelled.set()
         raise
 
 
-def _run(plan, feeds, keep, executor, max_in_flight, trace, options) -> dict[str, Any]:
+def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works) -> dict[str, Any]:
     keep = frozenset(keep)
     state = RunState(
         waiting=list(plan.unit_predecessor_counts),
@@ -164,7 +167,7 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options) -> dict[str
             inputs = {n: state.values[n] for n in unit.inputs}
             alone = state.in_flight == 0 and not state.ready
             if alone or plan.unit_seconds[u] < INLINE_SECONDS or state.in_flight >= max_in_flight:
-                if not alone and plan.unit_seconds[u] >= INLINE_SECONDS:
+                if not alone and plan.unit_seconds[u] >= INLINE_SECONDS and not caller_works:
                     heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], u))
                     break  # every worker is busy: wait for one
                 try:

@@ -194,3 +194,12 @@ def test_trace_exports_chrome_json_and_a_summary(tmp_path):
     assert summary.critical_path and summary.critical_path_seconds <= summary.busy_seconds + 1e-9
     assert "parallelism" in str(summary)
     engine.close()
+
+
+def test_one_thread_with_a_trace_stays_on_the_calling_thread():
+    graph = random_dag(np.random.default_rng(11), 25, 2, 3)
+    engine = Engine(graph, threads=1)
+    trace = Trace()
+    engine.forward(*inputs_for(engine), trace=trace)
+    assert {e.thread for e in trace.events} == {threading.current_thread().name}
+    assert engine._owned_executor is None  # no pool was started

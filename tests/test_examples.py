@@ -13,6 +13,16 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
+def _opencl_devices() -> bool:
+    """Whether an OpenCL device is present (then the OpenCL example runs layers on it)."""
+    try:
+        from devices.opencl import list_devices
+
+        return bool(list_devices())
+    except Exception:  # no pyopencl, no platform: the example says so instead
+        return False
+
+
 #: script -> lines (or parts of lines) it must print on stdout.
 EXPECTED = {
     "inception.py": ["sequential vs PyTorch: ", "concurrent == sequential: bit-identical", "median latency"],
@@ -20,8 +30,7 @@ EXPECTED = {
     "multi_io.py": ["two heads vs PyTorch: ", "extracted the joined features"],
     "custom_layer.py": ["loading fails, as it should:", "aten::i0: used by pnnx_0",
                         "with the custom layer vs PyTorch: "],
-    "opencl.py": ["No OpenCL device is available in this version of graphexec", "exit status 1",
-                  "on the cpu device vs PyTorch: "],
+    "opencl.py": ["layers ran on"] if _opencl_devices() else ["No OpenCL device here"],
     "schedule.py": ["inception_mini on 2 workers:", "parallelism"],
 }
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None

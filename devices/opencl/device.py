@@ -1,0 +1,351 @@
+"""The OpenCL device: a context, in-order command queues, buffers, cached programs and weights.
+
+::
+
+    OpenCLDevice
+    ├── queues                  in-order command queues (a configurable count)
+    ├── upload(array, queue)    -> DeviceTensor (non-blocking; its .event is the copy)
+    ├── download(tensor)        -> np.ndarray (waits for tensor.event)
+    ├── supports(layer, specs)  by the layer's class and params (and input specs if given)
+    ├── run(layer, inputs, queue, wait_for, out=None) -> [DeviceTensor]
+    │                           enqueues the kernels; each output's .event is the last one;
+    │                           never waits on the host
+    ├── warm_up(layer, specs)   builds its programs and uploads its weights ahead of time
+    ├── programs                ProgramCache: built once per context, binaries on disk
+    └── constant(layer, key)    weights uploaded once per layer, freed with the layer
+
+A kernel object belongs to one thread (``clSetKernelArg`` is not thread-safe): each
+thread that enqueues gets its own, created on first use. Queues are in-order, so the
+kernels one ``run`` enqueues need only the first to wait for ``wait_for``; every kernel
+is nonetheless given the list (harmless) and the queue is flushed at the end, so another
+queue may wait on the returned events at once.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from devices.opencl._runtime import load_pyopencl, translated
+from devices.opencl.programs import Built, ProgramCache, default_cache_dir, kernel_source
+from graphexec.errors import DeviceError
+from layers.specs import TensorSpec
+
+if TYPE_CHECKING:
+    from devices.opencl.selection import DeviceInfo
+    from layers.base import Layer
+
+#: Element counts and offsets are passed to kernels as 32-bit ints.
+MAX_ELEMENTS = 2**31 - 1
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array of ``shape``."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(int(d), 1)
+    return tuple(reversed(strides))
+
+
+@dataclass(eq=False)
+class DeviceTensor:
+    """A C-contiguous tensor in an OpenCL buffer, starting ``offset`` elements in.
+
+    Views that stay contiguous (a reshape, a chunk of channels of one image) share the
+    buffer at another offset instead of copying; ``event`` is the command that produces
+    the data (None: ready). Offsets are passed to kernels as arguments rather than made
+    into sub-buffers, which would need ``CL_DEVICE_MEM_BASE_ADDR_ALIGN`` alignment.
+    """
+
+    buffer: Any  # pyopencl.Buffer
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    event: Any = None  # pyopencl.Event
+    offset: int = 0
+    device: OpenCLDevice | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.shape = tuple(int(d) for d in self.shape)
+        self.dtype = np.dtype(self.dtype)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def byte_offset(self) -> int:
+        return self.offset * self.dtype.itemsize
+
+    def spec(self) -> TensorSpec:
+        return TensorSpec(self.shape, self.dtype)
+
+    def reshape(self, shape: Sequence[int]) -> DeviceTensor:
+        """The same data with another shape (one dim may be -1); no copy, same event."""
+        shape = tuple(int(d) for d in shape)
+        if shape.count(-1) == 1:
+            known = math.prod(d for d in shape if d != -1)
+            if known == 0 or self.size % known:
+                raise DeviceError(f"cannot reshape {self.shape} into {shape}")
+            shape = tuple(self.size // known if d == -1 else d for d in shape)
+        if math.prod(shape) != self.size or any(d < 0 for d in shape):
+            raise DeviceError(f"cannot reshape {self.shape} into {shape}")
+        return DeviceTensor(self.buffer, shape, self.dtype, self.event, self.offset, self.device)
+
+    def narrow(self, dim: int, start: int, length: int) -> DeviceTensor:
+        """``x[.., start:start+length, ..]`` on ``dim`` as a view; only where that view is
+        contiguous (every dim before ``dim`` has size 1), else DeviceError. A plan can give
+        such views as ``out=`` to producers so that a concat costs no copy."""
+        dim = dim % self.ndim
+        if any(d != 1 for d in self.shape[:dim]):
+            raise DeviceError(f"narrowing dim {dim} of {self.shape} is not contiguous")
+        if not 0 <= start <= start + length <= self.shape[dim]:
+            raise DeviceError(f"narrow({dim}, {start}, {length}) is out of range for {self.shape}")
+        inner = math.prod(self.shape[dim + 1:])
+        shape = self.shape[:dim] + (length,) + self.shape[dim + 1:]
+        return DeviceTensor(self.buffer, shape, self.dtype, self.event, self.offset + start * inner, self.device)
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What the device says of one kernel: its largest work-group and preferred multiple."""
+
+    max_work_group: int
+    multiple: int
+
+
+class OpenCLDevice:
+    """One OpenCL device with its own context; see the module doc for the interface."""
+
+    kind = "opencl"
+
+    def __init__(self, info: DeviceInfo, *, queues: int = 2, cache_dir: str | Path | None | bool = None,
+                 profiling: bool = False):
+        cl = self._cl = load_pyopencl()
+        self.info = info
+        self.cl_device = dev = info.handle
+        self.name = info.name
+        self.context = cl.Context([dev])
+        qp = cl.command_queue_properties
+        #: Whether the device could run an out-of-order queue (the queues made here are in-order).
+        self.out_of_order = bool(dev.queue_properties & qp.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        properties = qp.PROFILING_ENABLE if profiling else 0
+        self.queues: tuple[Any, ...] = tuple(
+            cl.CommandQueue(self.context, dev, properties=properties) for _ in range(queues)
+        )
+        self.max_work_group_size = int(dev.max_work_group_size)
+        self.max_work_item_sizes = tuple(int(s) for s in dev.max_work_item_sizes)
+        self.local_mem_size = int(dev.local_mem_size)
+        self.compute_units = int(dev.max_compute_units)
+        if cache_dir is True or cache_dir is None:
+            directory: Path | None = default_cache_dir()
+        elif cache_dir is False:
+            directory = None
+        else:
+            directory = Path(cache_dir)
+        self.programs = ProgramCache(self.context, dev, directory)
+        self._local = threading.local()
+        self._kernel_info: dict[tuple[str, str], KernelInfo] = {}
+        self._constants: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenCLDevice({self.name!r}, {self.info.platform!r}, queues={len(self.queues)})"
+
+    # -- queues and memory ------------------------------------------------------------------
+    def queue(self, which: int | Any | None = None) -> Any:
+        """Queue ``which`` (an index, a queue of this device, or None for the first)."""
+        if which is None:
+            return self.queues[0]
+        if isinstance(which, int):
+            if not 0 <= which < len(self.queues):
+                raise DeviceError(f"{self.name} has {len(self.queues)} queue(s), there is no queue {which}")
+            return self.queues[which]
+        return which
+
+    def alloc(self, shape: Sequence[int], dtype: Any = np.float32) -> DeviceTensor:
+        """An uninitialised tensor (its event is None)."""
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        size = math.prod(shape)
+        if size > MAX_ELEMENTS:
+            raise DeviceError(f"a tensor of shape {shape} has more than 2**31-1 elements")
+        with translated(f"allocating {shape} {dtype} on {self.name}"):
+            buffer = self._cl.Buffer(self.context, self._cl.mem_flags.READ_WRITE, max(size * dtype.itemsize, 4))
+        return DeviceTensor(buffer, shape, dtype, None, 0, self)
+
+    def upload(self, array: Any, queue: int | Any | None = None) -> DeviceTensor:
+        """Copy ``array`` to the device without waiting; the tensor's event is the copy.
+        The values are taken now (a private host copy is kept until the transfer ends)."""
+        host = np.array(array, order="C", copy=True)
+        if host.dtype.kind not in "biufc":
+            raise DeviceError(f"cannot upload an array of dtype {host.dtype}")
+        tensor = self.alloc(host.shape, host.dtype)
+        if host.nbytes:
+            with translated(f"uploading {host.shape} {host.dtype} to {self.name}"):
+                tensor.event = self._cl.enqueue_copy(self.queue(queue), tensor.buffer, host, is_blocking=False)
+        return tensor
+
+    def download(self, tensor: DeviceTensor, queue: int | Any | None = None) -> np.ndarray:
+        """The tensor's values on the host, once its event has completed."""
+        out = np.empty(tensor.shape, dtype=tensor.dtype)
+        if out.nbytes:
+            wait = [tensor.event] if tensor.event is not None else None
+            with translated(f"downloading {tensor.shape} {tensor.dtype} from {self.name}"):
+                self._cl.enqueue_copy(self.queue(queue), out, tensor.buffer, src_offset=tensor.byte_offset,
+                                      wait_for=wait, is_blocking=True)
+        return out
+
+    def finish(self) -> None:
+        """Wait until every queue is empty."""
+        with translated(f"waiting for {self.name}"):
+            for q in self.queues:
+                q.finish()
+
+    # -- programs and kernels --------------------------------------------------------------
+    def program(self, name: str, defines: dict[str, Any] | None = None) -> Built:
+        """``kernels/<name>.cl`` built with ``-DKEY=value`` for each define."""
+        options = tuple(f"-D{k}={v}" for k, v in sorted((defines or {}).items()))
+        return self.programs.get(kernel_source(name), options, what=f"kernels/{name}.cl {' '.join(options)}")
+
+    def source_program(self, source: str, what: str) -> Built:
+        """A program from generated source."""
+        return self.programs.get(source, (), what=what)
+
+    def kernel(self, built: Built, name: str) -> Any:
+        """This thread's kernel object ``name`` of ``built`` (created on first use)."""
+        kernels = getattr(self._local, "kernels", None)
+        if kernels is None:
+            kernels = self._local.kernels = {}
+        key = (built.key, name)
+        kernel = kernels.get(key)
+        if kernel is None:
+            with translated(f"creating kernel {name} on {self.name}"):
+                kernel = kernels[key] = self._cl.Kernel(built.program, name)
+        return kernel
+
+    def kernel_info(self, built: Built, name: str) -> KernelInfo:
+        """The work-group limits of kernel ``name`` on this device (queried once)."""
+        key = (built.key, name)
+        info = self._kernel_info.get(key)
+        if info is None:
+            cl = self._cl
+            kernel = self.kernel(built, name)
+            with translated(f"querying kernel {name} on {self.name}"):
+                wg = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
+                multiple = kernel.get_work_group_info(
+                    cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, self.cl_device)
+            info = self._kernel_info[key] = KernelInfo(int(wg), max(1, int(multiple)))
+        return info
+
+    def local_size(self, built: Built, name: str, target: int = 256) -> int:
+        """A 1-D work-group size for kernel ``name``: about ``target``, a multiple of the
+        device's preferred multiple, within the kernel's limit."""
+        info = self.kernel_info(built, name)
+        limit = min(info.max_work_group, self.max_work_item_sizes[0])
+        size = min(target, limit)
+        if size >= info.multiple:
+            size -= size % info.multiple
+        return max(1, size)
+
+    def reduction_width(self) -> int:
+        """The work-group size of the reduction kernels: the largest power of two <= 256
+        the device allows (a kernel that allows less is rebuilt narrower)."""
+        width = 1
+        while width * 2 <= min(256, self.max_work_group_size, self.max_work_item_sizes[0]):
+            width *= 2
+        return width
+
+    # -- constants (weights) ---------------------------------------------------------------
+    def constant(self, layer: Any, key: Any, make: Callable[[], np.ndarray]) -> Any:
+        """The buffer holding ``make()`` for ``(layer, key)``, uploaded on first use and kept
+        while the layer lives (weights, folded batch norms, interpolation tables)."""
+        with self._lock:
+            per_layer = self._constants.get(layer)
+            if per_layer is None:
+                per_layer = self._constants[layer] = {}
+            buffer = per_layer.get(key)
+            if buffer is None:
+                host = np.ascontiguousarray(make())
+                cl = self._cl
+                with translated(f"uploading weights of {getattr(layer, 'name', layer)} to {self.name}"):
+                    flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+                    buffer = cl.Buffer(self.context, flags, hostbuf=host) if host.nbytes else \
+                        cl.Buffer(self.context, cl.mem_flags.READ_ONLY, 4)
+                per_layer[key] = buffer
+            return buffer
+
+    # -- what runs here ----------------------------------------------------------------------
+    def unsupported_reason(self, layer: Layer, inputs: Sequence[TensorSpec] | None = None) -> str | None:
+        """Why ``layer`` cannot run here (None: it can). With ``inputs`` (their specs), the
+        shapes and dtypes are checked too; without, only the layer's class and params."""
+        from devices.opencl.ops import op_for
+
+        op = op_for(layer)
+        if op is None:
+            return f"no OpenCL kernel for {type(layer).__name__} ({layer.type})"
+        reason = op.check(layer)
+        if reason is None and inputs is not None:
+            reason = op.check_inputs(layer, list(inputs))
+        return reason
+
+    def supports(self, layer: Layer, inputs: Sequence[TensorSpec] | None = None) -> bool:
+        """Whether ``layer`` can run here (see :meth:`unsupported_reason`)."""
+        return self.unsupported_reason(layer, inputs) is None
+
+    def warm_up(self, layer: Layer, inputs: Sequence[TensorSpec], queue: int | Any | None = None) -> None:
+        """Build the programs ``layer`` needs for inputs of these specs and upload its
+        weights, by running it once on uninitialised inputs and waiting: afterwards
+        :meth:`run` only enqueues (a first run otherwise compiles on the host)."""
+        tensors = [self.alloc(spec.shape, spec.dtype) for spec in inputs]
+        for tensor in self.run(layer, tensors, queue, wait_for=[]):
+            if tensor.event is not None:
+                with translated(f"warming up {layer.name} on {self.name}"):
+                    tensor.event.wait()
+
+    def run(
+        self,
+        layer: Layer,
+        inputs: Sequence[DeviceTensor],
+        queue: int | Any | None = None,
+        wait_for: Sequence[Any] | None = None,
+        out: Sequence[DeviceTensor] | None = None,
+    ) -> list[DeviceTensor]:
+        """Enqueue ``layer`` on ``queue`` after the events ``wait_for`` (default: the
+        inputs' own events); return its outputs, whose ``.event`` is the last kernel's.
+
+        ``out`` optionally gives tensors (e.g. :meth:`DeviceTensor.narrow` views of a
+        concat's output) for the outputs to be written into. No host wait happens here.
+        """
+        from devices.opencl.ops import Launch, op_for
+
+        reason = self.unsupported_reason(layer, [t.spec() for t in inputs])
+        if reason is not None:
+            raise DeviceError(f"{layer.name} ({layer.type}) cannot run on {self.name}: {reason}")
+        op = op_for(layer)
+        assert op is not None  # checked above
+        if wait_for is None:
+            events = [t.event for t in inputs if t.event is not None]
+        else:
+            events = [e for e in wait_for if e is not None]
+        q = self.queue(queue)
+        with translated(f"running {layer.name} ({layer.type}) on {self.name}"):
+            launch = Launch(self, q, events, out)
+            outputs = launch.finish(op.run(launch, layer, list(inputs)))
+            q.flush()
+        return outputs

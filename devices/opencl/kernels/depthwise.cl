@@ -1,0 +1,61 @@
+// Depthwise convolution (groups == input channels): output channel oc reads input channel
+// oc / mult through its own kh x kw taps. One work-item per output element.
+// Compile-time option: PAD_MODE (0 zeros, 1 reflect, 2 replicate, 3 circular).
+
+#ifndef PAD_MODE
+#define PAD_MODE 0
+#endif
+
+inline int pad_index(int i, int n) {
+#if PAD_MODE == 1
+    if (i < 0) i = -i;
+    if (i >= n) i = 2 * n - 2 - i;
+#elif PAD_MODE == 2
+    i = clamp(i, 0, n - 1);
+#elif PAD_MODE == 3
+    i = ((i % n) + n) % n;
+#endif
+    return i;
+}
+
+__kernel void depthwise_conv(
+    __global const float* restrict x, const int x_off,
+    __global const float* restrict w, const int w_off,
+    __global const float* restrict bias, const int bias_off, const int has_bias,
+    __global float* restrict y, const int y_off,
+    const int total, const int C, const int mult, const int H, const int W,
+    const int Ho, const int Wo, const int kh, const int kw,
+    const int sh, const int sw, const int ph, const int pw, const int dh, const int dw)
+{
+    const int idx = get_global_id(0);
+    if (idx >= total) return;
+    const int ox = idx % Wo;
+    int t = idx / Wo;
+    const int oy = t % Ho;
+    t /= Ho;
+    const int cout = C * mult;
+    const int oc = t % cout;
+    const int b = t / cout;
+    const int c = oc / mult;
+    __global const float* plane = x + x_off + (b * C + c) * H * W;
+    __global const float* taps = w + w_off + oc * kh * kw;
+    float acc = 0.0f;
+    for (int i = 0; i < kh; ++i) {
+        int iy = oy * sh - ph + i * dh;
+#if PAD_MODE == 0
+        if (iy < 0 || iy >= H) continue;
+#else
+        iy = pad_index(iy, H);
+#endif
+        for (int j = 0; j < kw; ++j) {
+            int ix = ox * sw - pw + j * dw;
+#if PAD_MODE == 0
+            if (ix < 0 || ix >= W) continue;
+#else
+            ix = pad_index(ix, W);
+#endif
+            acc = mad(plane[iy * W + ix], taps[i * kw + j], acc);
+        }
+    }
+    y[y_off + idx] = acc + (has_bias ? bias[bias_off + oc] : 0.0f);
+}

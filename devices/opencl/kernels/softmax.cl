@@ -1,0 +1,66 @@
+// Softmax family along one dim of x viewed as (outer, L, inner).
+// mode: 0 softmax, 1 log_softmax, 2 softmin (softmax of -x).
+// softmax_rows: inner == 1, one work-group per row (LOCAL work-items, a power of two).
+// softmax_strided: one work-item per (outer, inner) line.
+
+#ifndef LOCAL
+#define LOCAL 64
+#endif
+
+__kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
+void softmax_rows(__global const float* restrict x, const int x_off,
+                  __global float* restrict y, const int y_off, const int L, const int mode) {
+    __local float part[LOCAL];
+    const int row = get_group_id(0), lid = get_local_id(0);
+    __global const float* src = x + x_off + row * L;
+    __global float* dst = y + y_off + row * L;
+    const float sign = mode == 2 ? -1.0f : 1.0f;
+    float m = -INFINITY;
+    for (int i = lid; i < L; i += LOCAL) m = fmax(m, sign * src[i]);
+    part[lid] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = LOCAL / 2; step > 0; step >>= 1) {
+        if (lid < step) part[lid] = fmax(part[lid], part[lid + step]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    m = part[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float s = 0.0f;
+    for (int i = lid; i < L; i += LOCAL) s += exp(sign * src[i] - m);
+    part[lid] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = LOCAL / 2; step > 0; step >>= 1) {
+        if (lid < step) part[lid] += part[lid + step];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    s = part[0];
+    if (mode == 1) {
+        const float logs = log(s);
+        for (int i = lid; i < L; i += LOCAL) dst[i] = (src[i] - m) - logs;
+    } else {
+        const float inv = 1.0f / s;
+        for (int i = lid; i < L; i += LOCAL) dst[i] = exp(sign * src[i] - m) * inv;
+    }
+}
+
+__kernel void softmax_strided(__global const float* restrict x, const int x_off,
+                              __global float* restrict y, const int y_off,
+                              const int lines, const int L, const int inner, const int mode) {
+    const int id = get_global_id(0);
+    if (id >= lines) return;
+    const int o = id / inner, in = id - o * inner;
+    __global const float* src = x + x_off + o * L * inner + in;
+    __global float* dst = y + y_off + o * L * inner + in;
+    const float sign = mode == 2 ? -1.0f : 1.0f;
+    float m = -INFINITY;
+    for (int i = 0; i < L; ++i) m = fmax(m, sign * src[i * inner]);
+    float s = 0.0f;
+    for (int i = 0; i < L; ++i) s += exp(sign * src[i * inner] - m);
+    if (mode == 1) {
+        const float logs = log(s);
+        for (int i = 0; i < L; ++i) dst[i * inner] = (src[i * inner] - m) - logs;
+    } else {
+        const float inv = 1.0f / s;
+        for (int i = 0; i < L; ++i) dst[i * inner] = exp(sign * src[i * inner] - m) * inv;
+    }
+}

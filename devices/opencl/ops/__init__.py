@@ -1,0 +1,17 @@
+"""The device's operators, one module per family, each op registered by the layer classes
+it runs (explicitly, with :func:`~devices.opencl.ops.base.implements`). Importing this
+package registers them all."""
+
+from devices.opencl.ops import (  # noqa: F401  (imported for their registrations)
+    conv,
+    elementwise,
+    expression,
+    linear,
+    pooling,
+    resize,
+    softmax,
+    tensors,
+)
+from devices.opencl.ops.base import Launch, Op, implements, op_for, supported_classes
+
+__all__ = ["Launch", "Op", "implements", "op_for", "supported_classes"]

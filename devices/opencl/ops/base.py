@@ -1,0 +1,192 @@
+"""What every operator family on the device shares: the registry, the Op contract and
+:class:`Launch`, the state of one ``run`` call (queue, wait list, the events it enqueued).
+
+::
+
+    Op                          one family of layers, registered by layer class
+    ├── check(layer)            reason it cannot run (params), or None
+    ├── check_inputs(layer, specs)  float32 inputs by default; shapes per op (override)
+    └── run(launch, layer, inputs) -> outputs     enqueue kernels through the launch
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from devices.opencl.device import MAX_ELEMENTS, DeviceTensor
+from graphexec.errors import DeviceError
+from layers.specs import TensorSpec
+
+if TYPE_CHECKING:
+    from devices.opencl.device import OpenCLDevice
+    from devices.opencl.programs import Built
+
+F32 = np.dtype(np.float32)
+
+_OPS: dict[type, Op] = {}
+
+O = TypeVar("O", bound="type[Op]")
+
+
+def implements(*layer_classes: type) -> Callable[[O], O]:
+    """Class decorator: the op runs layers of exactly these classes (not subclasses)."""
+
+    def decorate(cls: O) -> O:
+        op = cls()
+        for layer_class in layer_classes:
+            if layer_class in _OPS:
+                raise ValueError(f"{layer_class.__name__} already has an OpenCL op: {type(_OPS[layer_class]).__name__}")
+            _OPS[layer_class] = op
+        cls.layer_classes = tuple(layer_classes)
+        return cls
+
+    return decorate
+
+
+def op_for(layer: Any) -> Op | None:
+    """The op that runs ``layer`` on the device, or None."""
+    return _OPS.get(type(layer))
+
+
+def supported_classes() -> list[type]:
+    """Every layer class some op runs."""
+    return sorted(_OPS, key=lambda c: c.__name__)
+
+
+class Op:
+    """How one family of layers runs on the device. Subclasses override ``run`` and, where
+    some params or shapes are not implemented, ``check`` and ``check_shapes``."""
+
+    layer_classes: tuple[type, ...] = ()
+    #: Whether every input must be float32 (copies and views take any dtype).
+    float_only = True
+
+    def check(self, layer: Any) -> str | None:
+        """Why this layer's params cannot run here, or None."""
+        return None
+
+    def check_inputs(self, layer: Any, specs: list[TensorSpec]) -> str | None:
+        for i, spec in enumerate(specs):
+            if not isinstance(spec, TensorSpec):
+                return f"input {i} is not a tensor"
+            if self.float_only and spec.dtype != F32:
+                return f"input {i} is {spec.dtype}; the OpenCL kernels compute float32"
+            if math.prod(spec.shape) > MAX_ELEMENTS:
+                return f"input {i} has more than 2**31-1 elements"
+        return self.check_shapes(layer, specs)
+
+    def check_shapes(self, layer: Any, specs: list[TensorSpec]) -> str | None:
+        """Why these input shapes cannot run here, or None."""
+        return None
+
+    def run(self, launch: Launch, layer: Any, inputs: list[DeviceTensor]) -> list[DeviceTensor]:
+        raise NotImplementedError(f"{type(self).__name__} must implement run")
+
+
+def _arg(value: Any) -> Any:
+    if isinstance(value, (bool, np.bool_)):
+        return np.int32(value)
+    if isinstance(value, (int, np.integer)):
+        if not -(2**31) <= int(value) < 2**31:
+            raise DeviceError(f"kernel argument {value} does not fit in 32 bits")
+        return np.int32(value)
+    if isinstance(value, (float, np.floating)):
+        return np.float32(value)
+    return value
+
+
+class Launch:
+    """One ``run`` call: enqueues on ``queue``, every kernel after ``wait_for``.
+
+    Outputs made with :meth:`output` get the last enqueued event when the run ends
+    (:meth:`finish`); views keep the event of the tensor they view.
+    """
+
+    def __init__(self, device: OpenCLDevice, queue: Any, wait_for: list[Any], out: Sequence[DeviceTensor] | None):
+        self.device = device
+        self.cl = device._cl
+        self.queue = queue
+        self.wait_for = list(wait_for)
+        self.out = list(out) if out is not None else None
+        self.last_event: Any = None
+        self._fresh: set[int] = set()
+
+    # -- tensors ---------------------------------------------------------------------------
+    def output(self, index: int, shape: Sequence[int], dtype: Any = F32) -> DeviceTensor:
+        """Output ``index``: the caller's ``out[index]`` if one was given, else a new buffer."""
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        if self.out is not None and index < len(self.out) and self.out[index] is not None:
+            given = self.out[index]
+            if given.size != math.prod(shape) or given.dtype != dtype:
+                raise DeviceError(f"out[{index}] is {given.shape} {given.dtype}, the output is {shape} {dtype}")
+            tensor = DeviceTensor(given.buffer, shape, dtype, None, given.offset, self.device)
+        else:
+            tensor = self.device.alloc(shape, dtype)
+        self._fresh.add(id(tensor))
+        return tensor
+
+    def view(self, source: DeviceTensor, shape: Sequence[int], offset: int = 0) -> DeviceTensor:
+        """A contiguous view of ``source`` (its event included), ``offset`` elements further."""
+        return DeviceTensor(source.buffer, tuple(shape), source.dtype, source.event, source.offset + offset,
+                            self.device)
+
+    # -- enqueueing ------------------------------------------------------------------------
+    def program(self, name: str, **defines: Any) -> Built:
+        return self.device.program(name, defines)
+
+    def enqueue(self, built: Built, name: str, global_size: Sequence[int], local_size: Sequence[int] | None,
+                *args: Any) -> Any:
+        """Enqueue kernel ``name`` with ``args`` (ints as int32, floats as float32)."""
+        kernel = self.device.kernel(built, name)
+        kernel.set_args(*(_arg(a) for a in args))
+        event = self.cl.enqueue_nd_range_kernel(
+            self.queue, kernel, tuple(global_size), None if local_size is None else tuple(local_size),
+            wait_for=self.wait_for or None,
+        )
+        self.last_event = event
+        return event
+
+    def enqueue_1d(self, built: Built, name: str, n: int, *args: Any) -> Any:
+        """Enqueue ``name`` over ``n`` work-items (rounded up to the work-group size)."""
+        if n <= 0:
+            return None
+        local = self.device.local_size(built, name)
+        return self.enqueue(built, name, (-(-n // local) * local,), (local,), *args)
+
+    def copy(self, dst: DeviceTensor, src: DeviceTensor, count: int | None = None,
+             dst_offset: int = 0, src_offset: int = 0) -> Any:
+        """Copy ``count`` elements (default: all of ``src``) between buffers, offsets in elements."""
+        count = src.size if count is None else count
+        if count <= 0:
+            return None
+        item = src.dtype.itemsize
+        wait = self.wait_for + ([src.event] if src.event is not None and src.event not in self.wait_for else [])
+        event = self.cl.enqueue_copy(
+            self.queue, dst.buffer, src.buffer, byte_count=count * item,
+            src_offset=(src.offset + src_offset) * item, dst_offset=(dst.offset + dst_offset) * item,
+            wait_for=wait or None,
+        )
+        self.last_event = event
+        return event
+
+    def finish(self, outputs: list[DeviceTensor]) -> list[DeviceTensor]:
+        """Give every output made here the last event; copy into ``out`` what was not
+        written there (a view's output); a run that enqueued nothing gets a marker."""
+        if self.out is not None:
+            for i, (tensor, given) in enumerate(zip(outputs, self.out)):
+                if given is None or (tensor.buffer is given.buffer and tensor.offset == given.offset):
+                    continue
+                target = self.output(i, tensor.shape, tensor.dtype)
+                self.copy(target, tensor)
+                outputs[i] = target
+        pending = [t for t in outputs if id(t) in self._fresh]
+        if pending and self.last_event is None:
+            self.last_event = self.cl.enqueue_marker(self.queue, wait_for=self.wait_for or None)
+        for tensor in pending:
+            tensor.event = self.last_event
+        return outputs

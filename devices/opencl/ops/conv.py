@@ -1,0 +1,91 @@
+"""Convolutions on the device: ``nn.Conv1d/2d`` and ``F.conv1d/2d``.
+
+Every convolution with more than one input channel per group is an implicit GEMM
+(``kernels/gemm.cl``: 1x1, 3x3, general, grouped, strided, dilated, any padding mode); one
+input channel per group (depthwise, with a channel multiplier) runs ``kernels/depthwise.cl``.
+1-D convolutions and unbatched inputs run as 2-D ones with a unit height / batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from devices.opencl.ops.base import Op, implements
+from devices.opencl.ops.linear import gemm_program, naive_local
+from layers.conv import Conv1d, Conv2d, FConv1d, FConv2d
+
+PAD_MODES = {"zeros": 0, "reflect": 1, "replicate": 2, "circular": 3}
+
+
+def k_table(cg: int, kh: int, kw: int, dh: int, dw: int) -> np.ndarray:
+    """(Cg * kh * kw, 4) int32: for each k = (c, i, j) of the GEMM, (c, i*dh, j*dw, 0)."""
+    c, i, j = np.meshgrid(np.arange(cg), np.arange(kh), np.arange(kw), indexing="ij")
+    table = np.zeros((cg * kh * kw, 4), dtype=np.int32)
+    table[:, 0], table[:, 1], table[:, 2] = c.ravel(), (i * dh).ravel(), (j * dw).ravel()
+    return table
+
+
+@implements(Conv1d, Conv2d, FConv1d, FConv2d)
+class ConvOp(Op):
+    def check(self, layer):
+        if layer.padding_mode not in PAD_MODES:
+            return f"padding_mode={layer.padding_mode!r} is not implemented"
+        return None
+
+    def check_shapes(self, layer, specs):
+        try:
+            layer.infer_shapes([s.shape for s in specs])
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def run(self, launch, layer, inputs):
+        device = launch.device
+        functional = isinstance(layer, (FConv1d, FConv2d))
+        (out_shape,) = layer.infer_shapes([t.shape for t in inputs])
+        if functional:
+            x, w, b = layer._operands(inputs)
+            wshape = w.shape if layer.spatial == 2 else (w.shape[0], w.shape[1], 1, w.shape[2])
+            weight = (w.buffer, w.offset)
+            bias = None if b is None else (b.buffer, b.offset)
+        else:
+            x = inputs[0]
+            wshape = layer.weight.shape
+            weight = (device.constant(layer, "weight", lambda: layer.weight.astype(np.float32)), 0)
+            bias = None
+            if layer.bias is not None:
+                bias = (device.constant(layer, "bias", lambda: layer.bias.astype(np.float32)), 0)
+        cout, cg, kh, kw = wshape
+        shape = x.shape if x.ndim == layer.spatial + 2 else (1,) + x.shape
+        n, c = shape[:2]
+        h, w_ = (1, shape[2]) if layer.spatial == 1 else shape[2:]
+        ho, wo = (1, out_shape[-1]) if layer.spatial == 1 else out_shape[-2:]
+        geo = layer.geometry
+        (sh, sw), (dh, dw) = geo.stride, geo.dilation
+        (top, _), (left, _) = geo.pads((kh, kw))
+        groups = geo.groups
+        pad_mode = PAD_MODES[geo.padding_mode]
+        out = launch.output(0, out_shape)
+        if out.size == 0:
+            return [out]
+        bias_args = (None, 0, 0) if bias is None else (*bias, 1)
+        if cg == 1:
+            built = launch.program("depthwise", PAD_MODE=pad_mode)
+            launch.enqueue_1d(built, "depthwise_conv", out.size, x.buffer, x.offset, *weight, *bias_args,
+                              out.buffer, out.offset, out.size, c, cout // c, h, w_, ho, wo, kh, kw,
+                              sh, sw, top, left, dh, dw)
+            return [out]
+        m, k, cols = cout // groups, cg * kh * kw, n * ho * wo
+        ktab = device.constant(layer, ("ktab", cg, kh, kw, dh, dw), lambda: k_table(cg, kh, kw, dh, dw))
+        built, tile = gemm_program(launch, m, cols, groups, pad_mode, "conv_tiled")
+        args = (*weight, x.buffer, x.offset, ktab, *bias_args, out.buffer, out.offset, m, cols, k,
+                c, cg, h, w_, cout, ho, wo, sh, sw, top, left)
+        if tile is None:
+            local = naive_local(launch, built, "conv_naive", cols)
+            launch.enqueue(built, "conv_naive", (-(-cols // local[0]) * local[0], m, groups), (local[0], 1, 1),
+                           *args)
+        else:
+            lx, ly = tile.local_size
+            grid = (-(-cols // tile.tn) * lx, -(-m // tile.tm) * ly, groups)
+            launch.enqueue(built, "conv_tiled", grid, (lx, ly, 1), *args)
+        return [out]

@@ -1,0 +1,211 @@
+"""``pnnx.Expression`` on the device: the parsed tree (layers/_expr.py) becomes an OpenCL C
+expression, and one kernel evaluates it over the broadcast inputs.
+
+Supported: float32 tensor inputs (broadcasting to one output shape of at most four dims
+once adjacent dims are merged) combined by the elementwise arithmetic and math functions
+below, with number literals. Sub-expressions without an input are folded first with the
+CPU layer's own evaluation (Python precision, as PyTorch does for scalars). Anything else
+(comparisons, bit ops, casts, ``size()``, lists, integer or complex values) stays on the
+CPU: :meth:`ExpressionOp.check` says why.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import numpy as np
+
+from devices.opencl.ops.base import Op, implements
+from devices.opencl.programs import kernel_source
+from layers import _expr
+from layers.expression import Expression
+
+#: pnnx function -> OpenCL C template over the arguments' C text.
+FUNCTIONS: dict[str, str] = {
+    # unary
+    "abs": "fabs({0})", "neg": "(-{0})", "sign": "ge_sign({0})", "square": "ge_square({0})",
+    "ceil": "ceil({0})", "floor": "floor({0})", "round": "rint({0})", "trunc": "trunc({0})",
+    "acos": "acos({0})", "acosh": "acosh({0})", "asin": "asin({0})", "asinh": "asinh({0})",
+    "atan": "atan({0})", "atanh": "atanh({0})", "cos": "cos({0})", "cosh": "cosh({0})",
+    "sin": "sin({0})", "sinh": "sinh({0})", "tan": "tan({0})", "tanh": "tanh({0})",
+    "exp": "exp({0})", "expm1": "expm1({0})", "log": "log({0})", "log10": "log10({0})",
+    "log1p": "log1p({0})", "sqrt": "sqrt({0})", "rsqrt": "rsqrt({0})",
+    "reciprocal": "ge_reciprocal({0})", "erf": "erf({0})",
+    # binary
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
+    "pow": "pow({0}, {1})", "max": "ge_maximum({0}, {1})", "maximum": "ge_maximum({0}, {1})",
+    "min": "ge_minimum({0}, {1})", "minimum": "ge_minimum({0}, {1})", "atan2": "atan2({0}, {1})",
+    "logaddexp": "ge_logaddexp({0}, {1})", "remainder": "ge_remainder({0}, {1})",
+    "fmod": "fmod({0}, {1})", "floor_divide": "ge_floor_divide({0}, {1})",
+}
+
+#: Dims the generated kernel indexes (after merging adjacent dims).
+MAX_RANK = 4
+
+
+class Unsupported(Exception):
+    """The tree uses something the device does not compute."""
+
+
+def _has_input(node: _expr.Node) -> bool:
+    if isinstance(node, _expr.Input):
+        return True
+    if isinstance(node, _expr.Call):
+        return any(_has_input(a) for a in node.args)
+    if isinstance(node, _expr.ListNode):
+        return any(_has_input(i) for i in node.items)
+    return False
+
+
+def float_literal(value: Any) -> str:
+    """``value`` rounded to float32, as an exact OpenCL C literal."""
+    if isinstance(value, complex) or not isinstance(value, (bool, int, float)):
+        raise Unsupported(f"the constant {value!r} is not a real number")
+    v = float(np.float32(value)) if math.isfinite(float(value)) and abs(float(value)) < 3.5e38 else float(value)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    text = float.hex(v) + "f"
+    return f"({text})" if v < 0 else text
+
+
+def to_c(node: _expr.Node, used: set[int]) -> str:
+    """The OpenCL C text of ``node`` over ``v0, v1, ...`` (the inputs it reads go in ``used``)."""
+    if isinstance(node, _expr.Input):
+        used.add(node.index)
+        return f"v{node.index}"
+    if not _has_input(node):
+        if isinstance(node, _expr.ListNode):
+            raise Unsupported("a list is not an elementwise value")
+        try:
+            value = _expr.evaluate(node, [])
+        except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # the CPU layer's to raise
+            raise Unsupported(f"{_expr.to_text(node)} cannot be folded: {exc}") from None
+        return float_literal(value)
+    if isinstance(node, _expr.Call):
+        template = FUNCTIONS.get(node.name)
+        if template is None:
+            raise Unsupported(f"{node.name}() is not implemented on OpenCL")
+        if node.name == "pow":
+            exponent = node.args[1]
+            if isinstance(exponent, _expr.Literal) and type(exponent.value) is int and abs(exponent.value) < 2**31:
+                return f"pown({to_c(node.args[0], used)}, {exponent.value})"
+        return template.format(*(to_c(a, used) for a in node.args))
+    raise Unsupported(f"{_expr.to_text(node)} is not an elementwise value")
+
+
+def collapse(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Drop unit dims and merge adjacent dims that every operand walks contiguously."""
+    dims = [(d, [s[i] for s in strides]) for i, d in enumerate(shape) if d != 1]
+    merged: list[tuple[int, list[int]]] = []
+    for d, st in dims:
+        if merged:
+            pd, pst = merged[-1]
+            if all(ps == s * d for ps, s in zip(pst, st)):
+                merged[-1] = (pd * d, st)
+                continue
+        merged.append((d, st))
+    out_shape = tuple(d for d, _ in merged)
+    return out_shape, [tuple(st[k] for _, st in merged) for k in range(len(strides))]
+
+
+def broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a contiguous ``shape`` read as ``out`` (0 where broadcast)."""
+    full = (1,) * (len(out) - len(shape)) + tuple(shape)
+    strides, step = [], 1
+    for d, o in zip(reversed(full), reversed(out)):
+        strides.append(step if d == o and d != 1 else 0)
+        step *= d
+    return tuple(reversed(strides))
+
+
+class _Compiled:
+    """The C expression of one layer and the inputs it reads."""
+
+    def __init__(self, layer: Expression):
+        used: set[int] = set()
+        self.error: str | None = None
+        self.text = ""
+        try:
+            self.text = to_c(layer.tree, used)
+        except Unsupported as exc:
+            self.error = str(exc)
+        if self.error is None and not used:
+            self.error = "the expression reads no tensor"
+        self.used = sorted(used)
+
+
+def kernel_text(expr: str, used: list[int], full: list[bool]) -> str:
+    """One kernel computing ``expr``: ``full[j]`` says input ``used[j]`` has the output's
+    shape (read at the output's index), otherwise it is read through 4-D strides."""
+    params = ["__global float* restrict out", "const int out_off", "const int n",
+              "const int d1", "const int d2", "const int d3"]
+    loads = []
+    for k, is_full in zip(used, full):
+        params += [f"__global const float* restrict in{k}", f"const int off{k}"]
+        if is_full:
+            loads.append(f"    const float v{k} = in{k}[off{k} + i];")
+        else:
+            params += [f"const int s{k}_{j}" for j in range(MAX_RANK)]
+            index = " + ".join(f"i{j} * s{k}_{j}" for j in range(MAX_RANK))
+            loads.append(f"    const float v{k} = in{k}[off{k} + {index}];")
+    decompose = ""
+    if not all(full):
+        decompose = ("    int r = i;\n    const int i3 = r % d3; r /= d3;\n    const int i2 = r % d2; r /= d2;\n"
+                     "    const int i1 = r % d1;\n    const int i0 = r / d1;\n")
+    return (
+        kernel_source("expression")
+        + "\n__kernel void expression(" + ", ".join(params) + ") {\n"
+        + "    const int i = get_global_id(0);\n    if (i >= n) return;\n"
+        + decompose + "\n".join(loads) + f"\n    out[out_off + i] = {expr};\n}}\n"
+    )
+
+
+@implements(Expression)
+class ExpressionOp(Op):
+    def __init__(self) -> None:
+        self._compiled: weakref.WeakKeyDictionary[Any, _Compiled] = weakref.WeakKeyDictionary()
+
+    def compiled(self, layer: Expression) -> _Compiled:
+        found = self._compiled.get(layer)
+        if found is None:
+            found = self._compiled[layer] = _Compiled(layer)
+        return found
+
+    def check(self, layer):
+        return self.compiled(layer).error
+
+    def check_shapes(self, layer, specs):
+        compiled = self.compiled(layer)
+        shapes = [specs[k].shape for k in compiled.used]
+        try:
+            out = tuple(np.broadcast_shapes(*shapes))
+        except ValueError:
+            return f"input shapes {shapes} do not broadcast"
+        rank = len(collapse(out, [broadcast_strides(s, out) for s in shapes])[0])
+        if rank > MAX_RANK:
+            return f"the broadcast needs {rank} dims once merged; the kernel indexes {MAX_RANK}"
+        return None
+
+    def run(self, launch, layer, inputs):
+        compiled = self.compiled(layer)
+        tensors = [inputs[k] for k in compiled.used]
+        out_shape = tuple(np.broadcast_shapes(*(t.shape for t in tensors)))
+        out = launch.output(0, out_shape)
+        n = out.size
+        full = [t.shape == out_shape for t in tensors]
+        shape, strides = collapse(out_shape, [broadcast_strides(t.shape, out_shape) for t in tensors])
+        pad = MAX_RANK - len(shape)
+        dims = (1,) * pad + shape
+        source = kernel_text(compiled.text, compiled.used, full)
+        built = launch.device.source_program(source, what=f"kernel for pnnx.Expression {layer.text}")
+        args: list[Any] = [out.buffer, out.offset, n, dims[1], dims[2], dims[3]]
+        for t, is_full, st in zip(tensors, full, strides):
+            args += [t.buffer, t.offset]
+            if not is_full:
+                args += [0] * pad + list(st)
+        launch.enqueue_1d(built, "expression", n, *args)
+        return [out]

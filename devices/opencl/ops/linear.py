@@ -1,0 +1,219 @@
+"""Matrix products on the device: ``nn.Linear``, ``F.linear``, ``torch.matmul`` (and its
+stricter aliases mm, mv, bmm), all through the tiled GEMM of ``kernels/gemm.cl``.
+
+The tile is chosen per device and per problem: :func:`tiles_for` keeps the shapes whose
+work-group fits the device (threads, local memory), then a product with few rows runs the
+one-output-per-work-item kernel, a small one the 32x32 tile, a large one the 64x64 tile.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from devices.opencl.device import DeviceTensor
+from devices.opencl.ops.base import Launch, Op, implements
+from layers.linear import BMM, MM, MV, FLinear, Linear, MatMul, broadcast, matmul_shape
+
+#: Products with at most this many rows (per group) run one output per work-item.
+NAIVE_ROWS = 8
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A GEMM tile: tm x tn outputs per work-group, tk per step, wm x wn per work-item."""
+
+    tm: int
+    tn: int
+    tk: int
+    wm: int
+    wn: int
+
+    @property
+    def local_size(self) -> tuple[int, int]:
+        return (self.tn // self.wn, self.tm // self.wm)
+
+    @property
+    def threads(self) -> int:
+        return math.prod(self.local_size)
+
+    @property
+    def local_bytes(self) -> int:
+        return 4 * self.tk * (self.tm + 1 + self.tn)
+
+    def defines(self) -> dict[str, int]:
+        return {"TM": self.tm, "TN": self.tn, "TK": self.tk, "WM": self.wm, "WN": self.wn}
+
+
+#: In order of preference. Each keeps THREADS a multiple of TN (the convolution's loader
+#: relies on it) and a divisor of TN * TK.
+TILES = (Tile(64, 64, 16, 4, 4), Tile(32, 32, 16, 2, 2), Tile(32, 32, 8, 4, 4), Tile(16, 16, 8, 2, 2))
+
+
+def tiles_for(device: Any) -> list[Tile]:
+    """The tiles whose work-group this device can run, best first."""
+    usable = []
+    for tile in TILES:
+        lx, ly = tile.local_size
+        if (tile.threads <= device.max_work_group_size and lx <= device.max_work_item_sizes[0]
+                and ly <= device.max_work_item_sizes[1] and tile.local_bytes <= device.local_mem_size):
+            usable.append(tile)
+    return usable
+
+
+def gemm_program(launch: Launch, rows: int, cols: int, groups: int, pad_mode: int, tiled_kernel: str):
+    """(program, tile) for a product of ``rows`` x ``cols`` outputs in each of ``groups``;
+    tile None: run the naive kernel (of the same program, so no extra build)."""
+    device = launch.device
+    candidates = tiles_for(device)
+    big = [t for t in candidates if t.tm >= 64]
+    small = [t for t in candidates if t.tm <= 32]
+    work_groups = -(-rows // 64) * -(-cols // 64) * groups
+    if rows < 64 or cols < 64 or work_groups < 2 * device.compute_units:
+        candidates = small + big
+    if rows <= NAIVE_ROWS or not candidates:
+        tile = candidates[0] if candidates else TILES[-1]
+        return launch.program("gemm", PAD_MODE=pad_mode, **tile.defines()), None
+    for tile in candidates:
+        built = launch.program("gemm", PAD_MODE=pad_mode, **tile.defines())
+        if device.kernel_info(built, tiled_kernel).max_work_group >= tile.threads:
+            return built, tile
+    return built, None
+
+
+def naive_local(launch: Launch, built: Any, name: str, cols: int) -> tuple[int, int]:
+    size = launch.device.local_size(built, name, target=64 if cols >= 64 else 32)
+    return (size, 1)
+
+
+def enqueue_matmul(
+    launch: Launch,
+    a: tuple[Any, int, int, int],
+    b: tuple[Any, int, int, int],
+    c: DeviceTensor,
+    m: int, n: int, k: int,
+    batch: tuple[int, int, int] = (1, 1, 1),
+    a_batch: tuple[int, int, int] = (0, 0, 0),
+    b_batch: tuple[int, int, int] = (0, 0, 0),
+    bias: tuple[Any, int, int, int] | None = None,
+) -> None:
+    """C[z] (m x n, contiguous) = A[z] @ B[z] (+ bias) for every batch index z.
+
+    ``a`` and ``b`` are (buffer, offset, row stride, column stride) in elements; the batch
+    strides say where A and B of batch (i0, i1, i2) start (0 where a dim is broadcast).
+    ``bias`` is (buffer, offset, stride along m, stride along n).
+    """
+    z = math.prod(batch)
+    if m * n * z == 0:
+        return
+    built, tile = gemm_program(launch, m, n, z, 0, "matmul_tiled")
+    bias_args = (None, 0, 0, 0, 0) if bias is None else (*bias, 1)
+    args = (*a, *b, *bias_args, c.buffer, c.offset, m, n, k, batch[1], batch[2], *a_batch, *b_batch)
+    if tile is None:
+        local = naive_local(launch, built, "matmul_naive", n)
+        launch.enqueue(built, "matmul_naive", (-(-n // local[0]) * local[0], m, z), (local[0], 1, 1), *args)
+    else:
+        lx, ly = tile.local_size
+        grid = (-(-n // tile.tn) * lx, -(-m // tile.tm) * ly, z)
+        launch.enqueue(built, "matmul_tiled", grid, (lx, ly, 1), *args)
+
+
+@implements(Linear)
+class LinearOp(Op):
+    """``x @ weight.T + bias`` over the last dim; the weight stays (in, out) on the device."""
+
+    def check_shapes(self, layer, specs):
+        x = specs[0].shape
+        if not x or x[-1] != layer.in_features:
+            return f"input {x} does not end in {layer.in_features}"
+        return None
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        k, n = layer.in_features, layer.out_features
+        rows = math.prod(x.shape[:-1])
+        out = launch.output(0, x.shape[:-1] + (n,))
+        weight = launch.device.constant(layer, "weight_t", lambda: layer.weight_t.astype(np.float32))
+        bias = None
+        if layer.bias is not None:
+            bias = (launch.device.constant(layer, "bias", lambda: layer.bias.astype(np.float32)), 0, 0, 1)
+        enqueue_matmul(launch, (x.buffer, x.offset, k, 1), (weight, 0, n, 1), out, rows, n, k, bias=bias)
+        return [out]
+
+
+@implements(FLinear)
+class FLinearOp(Op):
+    """``F.linear(x, weight, bias)`` with a (out, in) or (in,) weight and a (out,) bias."""
+
+    def check_shapes(self, layer, specs):
+        x, w, b = layer._operands([s.shape for s in specs])
+        if len(w) not in (1, 2) or not x or x[-1] != w[-1]:
+            return f"input {x} and weight {w} do not make a linear product"
+        n = w[0] if len(w) == 2 else 1
+        if b is not None and tuple(b) not in ((n,), (1,), ()):
+            return f"bias {b}: only a bias along the output features is implemented"
+        return None
+
+    def run(self, launch, layer, inputs):
+        x, w, b = layer._operands(inputs)
+        k = x.shape[-1]
+        n = w.shape[0] if w.ndim == 2 else 1
+        rows = math.prod(x.shape[:-1])
+        out = launch.output(0, x.shape[:-1] + w.shape[:-1])
+        bias = None if b is None else (b.buffer, b.offset, 0, 1 if b.size > 1 else 0)
+        enqueue_matmul(launch, (x.buffer, x.offset, k, 1), (w.buffer, w.offset, 1, k), out, rows, n, k, bias=bias)
+        return [out]
+
+
+@implements(MatMul, MM, MV, BMM)
+class MatMulOp(Op):
+    """``torch.matmul``: 1-D operands promoted, batch dims broadcast (up to three)."""
+
+    def check_shapes(self, layer, specs):
+        a, b = specs[0].shape, specs[1].shape
+        try:
+            layer.infer_shapes([a, b])
+        except ValueError as exc:
+            return str(exc)
+        a2 = a if len(a) >= 2 else (1,) + a
+        b2 = b if len(b) >= 2 else b + (1,)
+        if len(broadcast(a2[:-2], b2[:-2], "batch")) > 3:
+            return "more than three batch dims"
+        return None
+
+    def run(self, launch, layer, inputs):
+        a, b = inputs
+        out_shape = matmul_shape(a.shape, b.shape)
+        a2 = a.shape if a.ndim >= 2 else (1,) + a.shape
+        b2 = b.shape if b.ndim >= 2 else b.shape + (1,)
+        m, k, n = a2[-2], a2[-1], b2[-1]
+        batch = broadcast(a2[:-2], b2[:-2], "batch")
+        out = launch.output(0, out_shape)
+        if all(d == 1 for d in b2[:-2]):  # B shared by every batch: one product of all rows
+            enqueue_matmul(launch, (a.buffer, a.offset, k, 1), (b.buffer, b.offset, n, 1), out,
+                           math.prod(batch) * m, n, k)
+            return [out]
+        pad = (1,) * (3 - len(batch))
+        full = pad + batch
+        enqueue_matmul(
+            launch, (a.buffer, a.offset, k, 1), (b.buffer, b.offset, n, 1), out, m, n, k,
+            batch=full,  # type: ignore[arg-type]
+            a_batch=_batch_strides(a2, full, m * k),
+            b_batch=_batch_strides(b2, full, k * n),
+        )
+        return [out]
+
+
+def _batch_strides(shape: tuple[int, ...], batch: tuple[int, ...], matrix: int) -> tuple[int, int, int]:
+    """Element strides of the (padded to 3) batch dims of ``shape``; 0 where broadcast."""
+    dims = (1,) * (3 - len(shape[:-2])) + tuple(shape[:-2])
+    strides, step = [], matrix
+    for size, want in zip(reversed(dims), reversed(batch)):
+        strides.append(step if size == want and size > 1 else 0)
+        step *= size
+    return tuple(reversed(strides))  # type: ignore[return-value]
+
+

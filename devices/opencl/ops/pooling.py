@@ -1,0 +1,99 @@
+"""Pooling on the device: max (no indices) and average window pooling, adaptive average and
+adaptive max (no indices), 1-D and 2-D, batched or not; ``kernels/pooling.cl``. Output
+sizes (ceil_mode included) come from the layer itself."""
+
+from __future__ import annotations
+
+import math
+
+from devices.opencl.ops.base import Op, implements
+from layers.pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+)
+
+
+def _planes(layer, shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(planes, H, W) of an input: everything before the pooled dims is one plane each."""
+    nd = layer.spatial
+    h, w = (1, shape[-1]) if nd == 1 else shape[-2:]
+    return math.prod(shape[: len(shape) - nd]), h, w
+
+
+def _lift(values: tuple[int, ...], nd: int, fill: int) -> tuple[int, int]:
+    return (fill, values[0]) if nd == 1 else (values[0], values[1])
+
+
+class _PoolOp(Op):
+    def check_shapes(self, layer, specs):
+        try:
+            layer.infer_shapes([specs[0].shape])
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+
+@implements(MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d)
+class WindowPoolOp(_PoolOp):
+    def check(self, layer):
+        if getattr(layer, "return_indices", False):
+            return "return_indices=True is not implemented"
+        return None
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        (out_shape,) = layer.infer_shapes([x.shape])
+        out = launch.output(0, out_shape)
+        _, h, w = _planes(layer, x.shape)
+        _, ho, wo = _planes(layer, out_shape)
+        win, nd = layer.window, layer.spatial
+        kh, kw = _lift(win.kernel, nd, 1)
+        sh, sw = _lift(win.stride, nd, 1)
+        ph, pw = _lift(win.padding, nd, 0)
+        built = launch.program("pooling")
+        if isinstance(layer, (MaxPool1d, MaxPool2d)):
+            dh, dw = _lift(win.dilation, nd, 1)
+            launch.enqueue_1d(built, "max_pool2d", out.size, x.buffer, x.offset, out.buffer, out.offset, out.size,
+                              h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw)
+        else:
+            divisor = layer.divisor or 0
+            launch.enqueue_1d(built, "avg_pool2d", out.size, x.buffer, x.offset, out.buffer, out.offset, out.size,
+                              h, w, ho, wo, kh, kw, sh, sw, ph, pw, layer.count_include_pad, divisor)
+        return [out]
+
+
+@implements(AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d)
+class AdaptivePoolOp(_PoolOp):
+    def check(self, layer):
+        if getattr(layer, "return_indices", False):
+            return "return_indices=True is not implemented"
+        return None
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        (out_shape,) = layer.infer_shapes([x.shape])
+        out = launch.output(0, out_shape)
+        planes, h, w = _planes(layer, x.shape)
+        _, ho, wo = _planes(layer, out_shape)
+        use_max = isinstance(layer, (AdaptiveMaxPool1d, AdaptiveMaxPool2d))
+        if not use_max and ho == 1 and wo == 1 and h * w >= 64:  # global average pooling
+            width = launch.device.reduction_width()
+            while True:
+                built = launch.program("pooling", LOCAL=width)
+                if width == 1 or launch.device.kernel_info(built, "global_avg_pool").max_work_group >= width:
+                    break
+                width //= 2
+            if planes:
+                launch.enqueue(built, "global_avg_pool", (planes * width,), (width,),
+                               x.buffer, x.offset, out.buffer, out.offset, h * w)
+            return [out]
+        built = launch.program("pooling")
+        launch.enqueue_1d(built, "adaptive_pool2d", out.size, x.buffer, x.offset, out.buffer, out.offset, out.size,
+                          h, w, ho, wo, use_max)
+        return [out]

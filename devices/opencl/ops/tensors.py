@@ -1,0 +1,232 @@
+"""Moving data without arithmetic: concat and stack (each input copied straight into its
+slice of the output), channel shuffle, and every view layer (chunk, split, slice, select,
+narrow, reshape, flatten, squeeze, permute, transpose, flip, expand, ...).
+
+A view layer runs the CPU layer's own ``forward`` on a *phantom*: a numpy array of the
+input's shape and strides over a one-byte buffer, whose result's offset and strides say
+where each output lives, without numpy ever touching the data (every layer listed in
+:data:`VIEW_LAYERS` only slices, reshapes a contiguous array, or transposes). An output
+that is contiguous there is the same buffer at another offset (no kernel, the input's
+event); any other is gathered by one strided copy (``kernels/copy.cl``) into a new buffer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from devices.opencl.device import DeviceTensor, contiguous_strides
+from devices.opencl.ops.base import Launch, Op, implements
+from devices.opencl.ops.expression import collapse
+from graphexec.errors import DeviceError
+from layers import shape as shape_layers
+from layers import slicing
+from layers.base import normalize_axis
+
+#: The copy kernel's element type per itemsize (copies are bit-exact for any dtype).
+ELEM_TYPES = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
+#: Dims the copy kernel indexes (after merging adjacent dims).
+COPY_RANK = 6
+
+
+def copy_strided(launch: Launch, src: DeviceTensor, src_offset: int, src_strides: Sequence[int],
+                 dst: DeviceTensor, dst_offset: int, dst_strides: Sequence[int], shape: Sequence[int]) -> None:
+    """dst[dst_offset + i . dst_strides] = src[src_offset + i . src_strides] over ``shape``
+    (offsets in elements, relative to each tensor's own offset)."""
+    if math.prod(shape) == 0:
+        return
+    dims, (ss, ds) = collapse(tuple(shape), [tuple(src_strides), tuple(dst_strides)])
+    if not dims or (len(dims) == 1 and ss[0] == 1 and ds[0] == 1):
+        launch.copy(dst, src, math.prod(dims), dst_offset=dst_offset, src_offset=src_offset)
+        return
+    if len(dims) > COPY_RANK:
+        raise DeviceError(f"a strided copy over {len(dims)} dims (more than {COPY_RANK})")
+    pad = COPY_RANK - len(dims)
+    dims, ss, ds = (1,) * pad + dims, (0,) * pad + ss, (0,) * pad + ds
+    n = math.prod(dims)
+    built = launch.program("copy", ELEM=ELEM_TYPES[src.dtype.itemsize])
+    launch.enqueue_1d(built, "copy_strided", n, src.buffer, src.offset + src_offset, dst.buffer,
+                      dst.offset + dst_offset, n, *dims, *ss, *ds)
+
+
+def _copyable(specs) -> str | None:
+    for i, spec in enumerate(specs):
+        if spec.dtype.itemsize not in ELEM_TYPES:
+            return f"input {i} has dtype {spec.dtype}, which the copy kernel does not move"
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# joining
+# ------------------------------------------------------------------------------------------
+@implements(slicing.Cat, slicing.Stack)
+class JoinOp(Op):
+    """torch.cat / torch.stack: one copy per input into its place in the output."""
+
+    float_only = False
+
+    def check_shapes(self, layer, specs):
+        if any(s.dtype != specs[0].dtype for s in specs):
+            return "inputs of different dtypes (promotion) are left to the CPU"
+        if len(specs[0].shape) + isinstance(layer, slicing.Stack) > COPY_RANK:
+            return f"rank above {COPY_RANK}"
+        try:
+            layer.infer_shapes([s.shape for s in specs])
+        except ValueError as exc:
+            return str(exc)
+        return _copyable(specs)
+
+    def run(self, launch, layer, inputs):
+        (out_shape,) = layer.infer_shapes([t.shape for t in inputs])
+        out = launch.output(0, out_shape, inputs[0].dtype)
+        strides = contiguous_strides(out_shape)
+        stack = isinstance(layer, slicing.Stack)
+        axis = normalize_axis(layer.dim, len(out_shape))
+        start = 0
+        for t in inputs:
+            if stack:
+                dst_strides = strides[:axis] + strides[axis + 1:]
+                copy_strided(launch, t, 0, contiguous_strides(t.shape), out, start * strides[axis], dst_strides,
+                             t.shape)
+                start += 1
+            else:
+                copy_strided(launch, t, 0, contiguous_strides(t.shape), out, start * strides[axis], strides,
+                             t.shape)
+                start += t.shape[axis]
+        return [out]
+
+
+@implements(slicing.ChannelShuffle)
+class ChannelShuffleOp(Op):
+    """(N, g*k, *) -> (N, k*g, *): one strided copy."""
+
+    float_only = False
+
+    def check_shapes(self, layer, specs):
+        try:
+            layer.infer_shapes([specs[0].shape])
+        except ValueError as exc:
+            return str(exc)
+        return _copyable(specs)
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        n, c = x.shape[:2]
+        rest = math.prod(x.shape[2:])
+        g = layer.groups
+        k = c // g
+        out = launch.output(0, x.shape, x.dtype)
+        # dst walked as (n, j, i, r) -> channel j*g + i, read from channel i*k + j
+        copy_strided(launch, x, 0, (c * rest, rest, k * rest, 1), out, 0, (c * rest, g * rest, rest, 1),
+                     (n, k, g, rest))
+        return [out]
+
+
+@implements(shape_layers.Clone)
+class CloneOp(Op):
+    float_only = False
+
+    def check_shapes(self, layer, specs):
+        return _copyable(specs)
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        out = launch.output(0, x.shape, x.dtype)
+        launch.copy(out, x)
+        return [out]
+
+
+# ------------------------------------------------------------------------------------------
+# views
+# ------------------------------------------------------------------------------------------
+VIEW_LAYERS: tuple[type, ...] = (
+    slicing.Chunk, slicing.Split, slicing.TensorSplit, slicing.Unbind,
+    slicing.Slice, slicing.Select, slicing.Narrow,
+    shape_layers.Reshape, shape_layers.ReshapeAs, shape_layers.Flatten, shape_layers.Unflatten,
+    shape_layers.Squeeze, shape_layers.Unsqueeze,
+    shape_layers.Permute, shape_layers.Transpose, shape_layers.T, shape_layers.Flip,
+    shape_layers.Expand, shape_layers.ExpandAs,
+)
+
+_PHANTOM_BASE = np.zeros(1, dtype=np.uint8)
+
+
+def _phantom(shape: Sequence[int]) -> np.ndarray:
+    """A read-only uint8 array of ``shape`` with element strides, over one byte: its
+    views' byte offsets and strides are element offsets and strides."""
+    return as_strided(_PHANTOM_BASE, shape=tuple(shape), strides=contiguous_strides(shape), writeable=False)
+
+
+def view_geometry(layer: Any, shapes: Sequence[Sequence[int]]) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """(offset, shape, strides) in elements of each output of a view layer, relative to
+    its first input."""
+    phantoms = [_phantom(s) for s in shapes]
+    base = phantoms[0].__array_interface__["data"][0]
+    results = layer.forward(phantoms)
+    geometry = []
+    for r in results:
+        r = np.asarray(r)
+        if r.dtype != np.uint8 or r.base is None:
+            raise DeviceError(f"{layer.type} did not return a view")
+        geometry.append((r.__array_interface__["data"][0] - base, tuple(r.shape), tuple(r.strides)))
+    return geometry
+
+
+def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    want = contiguous_strides(shape)
+    return math.prod(shape) == 0 or all(d == 1 or s == w for d, s, w in zip(shape, strides, want))
+
+
+def _runtime_bound(layer: Any) -> bool:
+    """Whether a view layer takes a bound or a target from an input at run time."""
+    if isinstance(layer, slicing.Slice):
+        return any(bound.input is not None for bound in layer.bounds)
+    if isinstance(layer, slicing.Select):
+        return layer.index_input is not None
+    if isinstance(layer, slicing.Narrow):
+        return layer.start_input is not None
+    if isinstance(layer, (shape_layers.Reshape, shape_layers.Expand)):
+        return layer.target is None
+    return False
+
+
+@implements(*VIEW_LAYERS)
+class ViewOp(Op):
+    """Outputs that stay contiguous share the input's buffer; others are copied."""
+
+    float_only = False
+
+    def check(self, layer):
+        if _runtime_bound(layer):
+            return "its bounds or target are runtime values, known on the host only"
+        return None
+
+    def check_shapes(self, layer, specs):
+        try:
+            geometry = view_geometry(layer, [s.shape for s in specs])
+        except (ValueError, IndexError, TypeError, DeviceError) as exc:
+            return str(exc)
+        for _, shape, strides in geometry:
+            if not is_contiguous(shape, strides):
+                if len(collapse(shape, [strides, contiguous_strides(shape)])[0]) > COPY_RANK:
+                    return f"a copy over more than {COPY_RANK} dims"
+                reason = _copyable(specs[:1])
+                if reason:
+                    return reason
+        return None
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        outputs = []
+        for i, (offset, shape, strides) in enumerate(view_geometry(layer, [t.shape for t in inputs])):
+            if is_contiguous(shape, strides):
+                outputs.append(launch.view(x, shape, offset))
+            else:
+                out = launch.output(i, shape, x.dtype)
+                copy_strided(launch, x, offset, strides, out, 0, contiguous_strides(shape), shape)
+                outputs.append(out)
+        return outputs

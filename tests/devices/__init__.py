@@ -1,0 +1,1 @@
+"""Tests of the devices: the OpenCL device against the CPU layers (skipped without OpenCL)."""

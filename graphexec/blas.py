@@ -1,16 +1,19 @@
 """How many threads numpy's BLAS may use while graphexec runs.
 
 Inter-op workers (branches) times intra-op threads (BLAS) should not exceed the cores.
-threadpoolctl's limits are process-wide, so concurrent runs share one limit: it is set
-when the first run starts, lowered if a later one asks for fewer, and restored when the
-last run ends.
+BLAS thread limits are process-wide, so concurrent runs share one limit: it is set when
+the first run starts, lowered if a later one asks for fewer, and restored when the last
+run ends. Changes are made under one lock from whichever thread runs ``forward``
+(threadpoolctl would otherwise let only the first thread that ever set an OpenBLAS limit
+change it, and silently ignore the others).
 """
 
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from loguru import logger
 
@@ -24,13 +27,24 @@ class _BlasLimiter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._active: list[int] = []
-        self._context = None
-        self._controller = None
+        self._libraries: list[Any] | None = None
+        self._original: list[int] = []
+        self._applied: int | None = None
 
-    def _get_controller(self):
-        if self._controller is None and ThreadpoolController is not None:
-            self._controller = ThreadpoolController()
-        return self._controller
+    def _blas(self) -> list[Any]:
+        if self._libraries is None:
+            found = ThreadpoolController().select(user_api="blas") if ThreadpoolController else None
+            self._libraries = list(found.lib_controllers) if found is not None else []
+        return self._libraries
+
+    def _set(self, threads: list[int] | int) -> None:
+        libraries = self._blas()
+        counts = threads if isinstance(threads, list) else [threads] * len(libraries)
+        for library, count in zip(libraries, counts):
+            clear = getattr(type(library), "clear_controlling_thread", None)
+            if clear is not None:  # we serialise changes ourselves; any thread may make them
+                clear(force=True)
+            library.set_num_threads(count)
 
     @contextmanager
     def limit(self, threads: int | None) -> Iterator[None]:
@@ -39,6 +53,8 @@ class _BlasLimiter:
             yield
             return
         with self._lock:
+            if not self._active:
+                self._original = [library.get_num_threads() for library in self._blas()]
             self._active.append(threads)
             self._apply()
         try:
@@ -49,15 +65,15 @@ class _BlasLimiter:
                 self._apply()
 
     def _apply(self) -> None:
-        controller = self._get_controller()
-        if controller is None:
+        want = min(self._active) if self._active else None
+        if want == self._applied:
             return
-        if self._context is not None:
-            self._context.restore_original_limits()
-            self._context = None
-        if self._active:
-            self._context = controller.limit(limits=min(self._active), user_api="blas")
-            logger.trace("BLAS threads limited to {}", min(self._active))
+        if want is None:
+            self._set(self._original)
+        else:
+            self._set(want)
+            logger.trace("BLAS threads limited to {}", want)
+        self._applied = want
 
 
 _LIMITER = _BlasLimiter()

@@ -149,6 +149,10 @@ class Graph:
                 raise GraphStructureError(f"two operators are named {op.name!r}")
             seen[op.name] = op
         for op in self.operators:
+            if op.type == INPUT_TYPE and op.inputs:
+                raise GraphStructureError(f"the input operator {op.name} ({op.type}) reads operands")
+            if op.type == OUTPUT_TYPE and op.outputs:
+                raise GraphStructureError(f"the output operator {op.name} ({op.type}) produces operands")
             for operand in op.inputs:
                 if operand.producer is None:
                     raise GraphStructureError(

@@ -31,9 +31,11 @@ import io
 import math
 import mmap
 import os
+import stat
 import re
 import struct
 import zipfile
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +182,10 @@ def _same_value(read: ParamValue, written: object) -> bool:
     return read == written
 
 
+#: The largest size one dimension may declare (what an int64 holds, as in PyTorch).
+MAX_DIM = 2**63 - 1
+
+
 def _parse_dims(text: str, *, allow_symbols: bool) -> tuple[Dim, ...]:
     if text == "":
         return ()
@@ -190,7 +196,10 @@ def _parse_dims(text: str, *, allow_symbols: bool) -> tuple[Dim, ...]:
         elif allow_symbols and item.startswith("%") and len(item) > 1:
             dims.append(item[1:])
         elif _INT.fullmatch(item) and not item.startswith("-"):
-            dims.append(_parse_int(item))
+            dim = _parse_int(item)
+            if dim > MAX_DIM:
+                raise ValueError(f"dimension {item} is larger than any tensor can have")
+            dims.append(dim)
         else:
             raise ValueError(f"bad dimension {item!r}")
     return tuple(dims)
@@ -228,6 +237,7 @@ _NEXT_SIGNATURES = (b"PK\x03\x04", b"PK\x01\x02")
 class _Entry:
     offset: int
     size: int
+    crc: int
 
 
 class WeightArchive:
@@ -246,6 +256,7 @@ class WeightArchive:
             self._open(self.path)
 
     def _open(self, path: str) -> None:
+        _require_regular_file(path, "weight file")
         try:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -277,7 +288,7 @@ class WeightArchive:
                     f"({info.compress_size} and {info.file_size} bytes)",
                     path=path,
                 )
-            self._entries[info.filename] = _Entry(self._data_offset(info, path), info.file_size)
+            self._entries[info.filename] = _Entry(self._data_offset(info, path), info.file_size, info.CRC)
 
     def _data_offset(self, info: zipfile.ZipInfo, path: str) -> int:
         """Where the data of ``info`` starts, after checking its local header agrees."""
@@ -333,9 +344,15 @@ class WeightArchive:
         return self._entries[name].size
 
     def view(self, name: str) -> memoryview:
-        """The bytes of entry ``name``, as a read-only view into the memory map (no copy)."""
+        """The bytes of entry ``name``, as a read-only view into the memory map (no copy).
+
+        The entry's CRC-32 is checked, so a damaged weight never loads silently.
+        """
         entry = self._entries[name]
-        return memoryview(self._map)[entry.offset : entry.offset + entry.size]
+        data = memoryview(self._map)[entry.offset : entry.offset + entry.size]
+        if zlib.crc32(data) != entry.crc:
+            raise WeightError(f"weight {name!r} is damaged (its CRC-32 does not match the archive's)", path=self.path)
+        return data
 
 
 class _MapReader(io.RawIOBase):
@@ -381,6 +398,20 @@ def default_bin_path(param_path: str | os.PathLike[str]) -> Path:
     return path.with_suffix(".bin")
 
 
+#: A param file is text, a few kB per hundred operators; anything this big is not one.
+MAX_PARAM_BYTES = 256 << 20
+
+
+def _require_regular_file(path: str, what: str) -> None:
+    """Refuse FIFOs, devices and the like before opening them (they can block or never end)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ModelFormatError(f"cannot open the {what}: {exc.strerror or exc}", path=path) from exc
+    if not stat.S_ISREG(mode):
+        raise ModelFormatError(f"the {what} is not a regular file", path=path)
+
+
 def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None) -> Graph:
     """Read a pnnx model into a validated :class:`~graphexec.ir.Graph`.
 
@@ -393,11 +424,14 @@ def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | 
         archive = WeightArchive(candidate) if candidate.exists() else WeightArchive(None, missing=candidate)
     else:
         archive = WeightArchive(bin_path)
+    _require_regular_file(param_path, "param file")
     try:
         with open(param_path, "rb") as f:
-            raw = f.read()
+            raw = f.read(MAX_PARAM_BYTES + 1)
     except OSError as exc:
         raise ModelFormatError(f"cannot open the param file: {exc.strerror or exc}", path=param_path) from exc
+    if len(raw) > MAX_PARAM_BYTES:
+        raise ModelFormatError(f"the param file is larger than {MAX_PARAM_BYTES >> 20} MiB", path=param_path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graphexec.build import BOUNDARY_TYPES, build_layers
+from graphexec.errors import GraphStructureError
 from graphexec.ir import OUTPUT_TYPE, Graph, Operand
 from layers.base import Layer
 
@@ -43,6 +44,8 @@ class Program:
     @staticmethod
     def from_graph(graph: Graph) -> Program:
         """Build layers for ``graph`` and order them (the graph must already be valid)."""
+        if not graph.output_operands:
+            raise GraphStructureError(f"the model has no output (no {OUTPUT_TYPE} operator reads anything)")
         packers = _output_packers(graph)
         layers = build_layers(graph, skip=packers)
         outputs = _flattened_outputs(graph)

@@ -153,7 +153,7 @@ class Layer:
             self.build(params)
         except LayerConfigError:
             raise
-        except (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError) as exc:
+        except Exception as exc:  # whatever a layer trips over in a hostile file is a config error
             raise params.error(f"{type(exc).__name__}: {exc}") from exc
 
     def __repr__(self) -> str:

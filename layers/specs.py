@@ -6,6 +6,7 @@ Most operands are tensors (:class:`TensorSpec`); ``prim::TupleConstruct`` and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Union
 
@@ -28,7 +29,7 @@ class TensorSpec:
     @property
     def nbytes(self) -> int:
         """Bytes the tensor takes."""
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize  # Python ints: never wraps
 
     def __str__(self) -> str:
         return f"({','.join(map(str, self.shape))}){self.dtype}"

@@ -541,7 +541,7 @@ def test_missing_files(tmp_path, real_copy):
     assert info.value.path == str(tmp_path / "nope.pnnx.param")
     with pytest.raises(ModelFormatError, match="cannot open the weight file"):
         pnnx.load(real_copy, tmp_path / "nope.pnnx.bin")
-    with pytest.raises(ModelFormatError, match="cannot open the weight file"):
+    with pytest.raises(ModelFormatError, match="the weight file is not a regular file"):
         pnnx.load(real_copy, tmp_path)  # a folder
     (tmp_path / "m.pnnx.bin").unlink()
     with pytest.raises(WeightError, match=r"m\.pnnx\.bin does not exist"):
@@ -793,3 +793,30 @@ def test_weight_archive_basics():
     assert pnnx.default_bin_path("a/b.pnnx.param") == Path("a/b.pnnx.bin")
     assert pnnx.default_bin_path("a/b.param") == Path("a/b.bin")
     assert pnnx.default_bin_path("a/b") == Path("a/b.bin")
+
+
+def test_special_files_are_refused_before_opening(tmp_path, real_copy):
+    """A FIFO would block open() forever and /dev/zero would never end: neither is read."""
+    import os
+
+    fifo = tmp_path / "fifo.pnnx.param"
+    os.mkfifo(fifo)
+    with pytest.raises(ModelFormatError, match="not a regular file"):
+        pnnx.load(fifo)
+    with pytest.raises(ModelFormatError, match="not a regular file"):
+        pnnx.load(real_copy, fifo)
+    with pytest.raises(ModelFormatError, match="not a regular file"):
+        pnnx.load("/dev/zero")
+
+
+def test_a_flipped_byte_inside_a_weight_is_caught_by_its_crc(tmp_path, real_copy):
+    graph = pnnx.load(real_copy)
+    bin_path = real_copy.with_name(real_copy.name.replace(".param", ".bin"))
+    data = bytearray(bin_path.read_bytes())
+    weight = graph.operators[1].attrs["weight"].data
+    del graph
+    position = bytes(data).find(weight.tobytes()[:16]) + 5
+    data[position] ^= 0x40
+    bin_path.write_bytes(bytes(data))
+    with pytest.raises(WeightError, match="CRC-32"):
+        pnnx.load(real_copy)

@@ -1,12 +1,22 @@
 """The numpy kernels behind the convolution layers (private to :mod:`layers.conv`).
 
 Everything works on 2-D spatial data ``(N, C, H, W)``; 1-D convolutions are run as 2-D
-ones with ``H == 1`` (a view, no copy). Three forward paths:
+ones with ``H == 1`` (a view, no copy). :class:`Conv2dKernel` holds a stored weight laid
+out once (aligned, contiguous) for the path that runs it:
 
 * **1x1** convolutions: the input *is* the column matrix (a reshape, no copy when the
   input is contiguous and the stride is 1); one matmul.
+* **3x3, stride 1, dense** convolutions wide enough to pay for it: Winograd F(4x4, 3x3)
+  (Lavin & Gray). The input tiles are gathered once, transformed by two small matmuls,
+  the 36 per-frequency products are one batched matmul over a weight transformed at load,
+  and the output transform's last matmul leaves each output row contiguous. 2.25x fewer
+  multiplications than direct; relative error ~1e-5 of the output's range.
 * **depthwise** (one input channel per group): a loop over the ``kh * kw`` kernel taps,
-  each a vectorised multiply-add over every channel at once.
+  each a multiply-add over every channel at once on a *wide grid*: the padded input
+  flattened so that each tap is one long contiguous slice (outputs computed in the pad
+  columns are cut off at the end). Strides go through a polyphase split (each phase is a
+  stride-1 problem); many channels on a small image go channels-last, so the inner loops
+  stay long; blocks are sized to stay in cache.
 * **everything else**: im2col from a strided view of the padded input, then one
   (group-batched) matmul ``(G, Cout/G, K) @ (N, G, K, L)``.
 
@@ -16,6 +26,8 @@ then a col2im scatter-add, one vectorised add per kernel tap, clipped to the out
 
 from __future__ import annotations
 
+import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +37,19 @@ Pair = tuple[int, int]
 
 #: PyTorch padding_mode -> numpy.pad mode.
 PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+#: Winograd runs when a convolution has at least this many 4x4 output tiles (over the
+#: batch: 16 is a 14 x 14 output) and this many input channels: below them its 36 small
+#: matmuls lose to one im2col matmul (measured with OpenBLAS, 1 and 2 threads, on AVX2 and
+#: AVX-512 machines; 7 x 7 outputs and 16 channels lose).
+WINOGRAD_MIN_TILES = 16
+WINOGRAD_MIN_CHANNELS = 32
+
+#: Elements of the depthwise accumulator per block (it and one temporary stay in L2).
+DEPTHWISE_BLOCK = 1 << 16
+#: Depthwise runs channels-last when channels >= this x a channel's (wide) output plane
+#: (measured: channels-first wins on large images with few channels, e.g. 32 x 112 x 112).
+DEPTHWISE_CHANNELS_LAST = 0.06
 
 
 def same_padding(kernel: int, dilation: int) -> Pair:
@@ -60,6 +85,59 @@ class Geometry:
         return self.padding  # type: ignore[return-value]
 
 
+def aligned(a: np.ndarray, dtype: np.dtype | type = np.float32, align: int = 64) -> np.ndarray:
+    """A C-contiguous copy of ``a`` (as ``dtype``) starting on an ``align``-byte boundary.
+
+    Weights read from a ``.pnnx.bin`` are views into a zip archive, often not even
+    4-byte aligned; BLAS and numpy's SIMD loops want them aligned and contiguous.
+    """
+    a = np.asarray(a)
+    dtype = np.dtype(dtype)
+    raw = np.empty(a.size * dtype.itemsize + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    out = raw[start:start + a.size * dtype.itemsize].view(dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+class _Scratch(threading.local):
+    """Working memory of the kernels, one set per thread, reused call after call.
+
+    A convolution's temporaries (padded input, im2col columns, Winograd's transformed
+    tiles) run to megabytes; allocating them afresh each call lets malloc hand the pages
+    back to the system and fault them in again on the next call, which costs as much as
+    the arithmetic on a VM. Each thread runs one kernel at a time, so a kernel may use its
+    thread's buffers freely until it returns; what it returns is never scratch.
+    """
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, np.ndarray] = {}
+
+    def take(self, slot: str, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> np.ndarray:
+        """An uninitialised C-contiguous array of ``shape`` in this thread's buffer ``slot``."""
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        raw = self.buffers.get(slot)
+        if raw is None or raw.size < nbytes + 64:
+            raw = self.buffers[slot] = np.empty(nbytes + 64, dtype=np.uint8)
+        start = (-raw.ctypes.data) % 64
+        return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+_SCRATCH = _Scratch()
+
+
+def place(dst: np.ndarray, src: np.ndarray, top: int, left: int) -> np.ndarray:
+    """Copy ``src`` (..., h, w) into ``dst`` (..., H, W) at (top, left) and zero the rest."""
+    h, w = src.shape[-2:]
+    dst[..., :top, :] = 0
+    dst[..., top + h:, :] = 0
+    dst[..., top:top + h, :left] = 0
+    dst[..., top:top + h, left + w:] = 0
+    dst[..., top:top + h, left:left + w] = src
+    return dst
+
+
 def pad_input(x: np.ndarray, pads: tuple[Pair, Pair], mode: str) -> np.ndarray:
     """``x`` (N, C, H, W) padded on H and W; ``x`` itself when there is nothing to pad."""
     if not any(pads[0]) and not any(pads[1]):
@@ -67,57 +145,346 @@ def pad_input(x: np.ndarray, pads: tuple[Pair, Pair], mode: str) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), pads[0], pads[1]), mode=PAD_MODES[mode])  # type: ignore[call-overload]
 
 
+class Conv2dKernel:
+    """A 2-D cross-correlation with its weight (Cout, C/G, kh, kw) laid out for its path.
+
+    ``prepare=True`` (stored weights) copies the weight into aligned memory once and lets
+    3x3 convolutions use Winograd (its transformed weight is made by :meth:`expect` for
+    the exported input shape, or on first use); ``prepare=False`` (weights that arrive as
+    graph values) uses the weight as given unless it is misaligned.
+    """
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geo: Geometry, *, prepare: bool = True):
+        if prepare or not weight.flags.aligned:  # numpy's matmul skips BLAS on misaligned data
+            weight = aligned(weight, weight.dtype)
+        if bias is not None and (prepare or not bias.flags.aligned):
+            bias = aligned(bias, bias.dtype)
+        self.weight = weight
+        self.bias = bias
+        self.geo = geo
+        cout, cg, kh, kw = weight.shape
+        groups = geo.groups
+        self.kernel_size = (kh, kw)
+        self.pads = geo.pads((kh, kw))
+        #: (G, Cout/G, C/G * kh * kw): the im2col matrix, a view.
+        self.matrix = weight.reshape(groups, cout // groups, cg * kh * kw)
+        self.depthwise = cg == 1 and groups > 1 and cout % groups == 0
+        self.winograd = (
+            prepare and (kh, kw) == (3, 3) and groups == 1 and geo.stride == (1, 1)
+            and geo.dilation == (1, 1) and geo.padding_mode == "zeros" and weight.dtype == np.float32
+        )
+        #: Transformed weights per Winograd tile size.
+        self._winograd_weights: dict[int, np.ndarray] = {}
+        if self.depthwise:
+            #: (C, multiplier, kh * kw) and, for channels-last runs, (kh * kw, C).
+            self.taps = weight.reshape(groups, cout // groups, kh * kw)
+            self.taps_last = aligned(self.taps[:, 0, :].T, weight.dtype) if cout == groups else None
+            self._tiled: dict[int, np.ndarray] = {}
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``x`` (N, C, H, W) -> (N, Cout, Ho, Wo)."""
+        geo = self.geo
+        if self.depthwise and x.shape[1] == geo.groups:
+            if geo.padding_mode == "zeros":
+                return depthwise(x, self, self.pads)
+            return depthwise(pad_input(x, self.pads, geo.padding_mode), self, ((0, 0), (0, 0)))
+        m = winograd_tile(x.shape, self.pads) if self.winograd and x.dtype == np.float32 else None
+        if m is not None:
+            weight = self._winograd_weights.get(m)
+            if weight is None:
+                weight = self._winograd_weights[m] = winograd_weight(self.weight, m)
+            return winograd_conv(x, weight, self.bias, self.pads, m)
+        return im2col_conv(x, self.matrix, self.bias, self.kernel_size, self.pads, geo)
+
+    def expect(self, shape: tuple[int, ...]) -> None:
+        """Prepare for inputs of ``shape`` (N, C, H, W) now rather than on the first call."""
+        m = winograd_tile(shape, self.pads) if self.winograd else None
+        if m is not None and m not in self._winograd_weights:
+            self._winograd_weights[m] = winograd_weight(self.weight, m)
+
+    def tiled_taps(self, width: int) -> np.ndarray:
+        """(kh * kw, width * C): the channels-last taps repeated along a row of ``width``."""
+        tiled = self._tiled.get(width)
+        if tiled is None:
+            tiled = np.tile(self.taps_last, (1, width))
+            if len(self._tiled) < 8:  # a few input widths per model; never grows unbounded
+                self._tiled[width] = tiled
+        return tiled
+
+
 def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, geo: Geometry) -> np.ndarray:
     """Cross-correlation of ``x`` (N, C, H, W) with ``weight`` (Cout, C/G, kh, kw), plus bias."""
-    n, _, _, _ = x.shape
-    cout, cg, kh, kw = weight.shape
-    groups = geo.groups
-    xp = pad_input(x, geo.pads((kh, kw)), geo.padding_mode)
+    return Conv2dKernel(weight, bias, geo, prepare=False)(x)
+
+
+# ----------------------------------------------------------------------------------------
+# im2col (and 1x1)
+# ----------------------------------------------------------------------------------------
+def im2col_conv(x: np.ndarray, matrix: np.ndarray, bias: np.ndarray | None, kernel: Pair,
+                pads: tuple[Pair, Pair], geo: Geometry) -> np.ndarray:
+    """One (group-batched) matmul of the weight matrix with the input's columns."""
+    n, c, h, w = x.shape
+    groups, per_group, depth = matrix.shape
+    cout, (kh, kw) = groups * per_group, kernel
+    (top, bottom), (left, right) = pads
+    if geo.padding_mode != "zeros" or not (top or bottom or left or right):
+        xp = pad_input(x, pads, geo.padding_mode)
+    else:
+        xp = place(_SCRATCH.take("pad", (n, c, h + top + bottom, w + left + right), x.dtype), x, top, left)
     (sh, sw), (dh, dw) = geo.stride, geo.dilation
-    c, hp, wp = xp.shape[1:]
+    hp, wp = xp.shape[2:]
     ho = (hp - dh * (kh - 1) - 1) // sh + 1
     wo = (wp - dw * (kw - 1) - 1) // sw + 1
-    if cg == 1 and groups == c and groups > 1:
-        out = _depthwise(xp, weight, (ho, wo), geo)
+    if kh == 1 and kw == 1:
+        cols = xp[:, :, ::sh, ::sw].reshape(n, groups, depth, ho * wo)
     else:
-        if kh == 1 and kw == 1:
-            cols = xp[:, :, ::sh, ::sw].reshape(n, groups, cg, ho * wo)
-        else:
-            s_n, s_c, s_h, s_w = xp.strides
-            window = as_strided(
-                xp,
-                shape=(n, c, kh, kw, ho, wo),
-                strides=(s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw),
-                writeable=False,
-            )
-            cols = window.reshape(n, groups, cg * kh * kw, ho * wo)
-        kernel = weight.reshape(groups, cout // groups, cg * kh * kw)
-        out = np.matmul(kernel, cols).reshape(n, cout, ho, wo)
+        s_n, s_c, s_h, s_w = xp.strides
+        window = as_strided(
+            xp,
+            shape=(n, c, kh, kw, ho, wo),
+            strides=(s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw),
+            writeable=False,
+        )
+        cols = _SCRATCH.take("cols", (n, groups, depth, ho * wo), x.dtype)
+        np.copyto(cols.reshape(n, c, kh, kw, ho, wo), window)
+    if n == 1 and groups == 1:
+        out = np.matmul(matrix[0], cols[0, 0]).reshape(1, cout, ho, wo)
+    else:
+        out = np.matmul(matrix, cols).reshape(n, cout, ho, wo)
     if bias is not None:
         out += bias.reshape(cout, 1, 1)
     return out
 
 
-def _depthwise(xp: np.ndarray, weight: np.ndarray, size: Pair, geo: Geometry) -> np.ndarray:
-    """Depthwise conv: one vectorised multiply-add per kernel tap, over all channels."""
-    n, c = xp.shape[:2]
-    cout, _, kh, kw = weight.shape
-    mult = cout // c
-    ho, wo = size
-    (sh, sw), (dh, dw) = geo.stride, geo.dilation
-    taps = weight.reshape(c, mult, kh * kw)
-    out = np.zeros((n, c, mult, ho, wo), dtype=np.result_type(xp.dtype, weight.dtype))
-    term = np.empty_like(out)
-    for i in range(kh):
-        for j in range(kw):
-            rows = slice(i * dh, i * dh + (ho - 1) * sh + 1, sh)
-            columns = slice(j * dw, j * dw + (wo - 1) * sw + 1, sw)
-            shifted = xp[:, :, None, rows, columns]
-            np.multiply(shifted, taps[:, :, i * kw + j, None, None], out=term)
-            out += term
-    return out.reshape(n, cout, ho, wo)
+# ----------------------------------------------------------------------------------------
+# Winograd F(4x4, 3x3)
+# ----------------------------------------------------------------------------------------
+# Output transform A^T, kernel transform G and input transform B^T of F(4x4, 3x3) for the
+# points 0, +-1, +-2 and infinity (Lavin & Gray, "Fast Algorithms for Convolutional Neural
+# Networks"). F(2x2, 3x3) was measured too: it seldom beat the better of direct and F(4x4).
+_F43 = (
+    [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+    [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+     [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
+    [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+     [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+)
 
 
+@dataclass(frozen=True)
+class _Winograd:
+    """The matrices of F(m x m, 3x3): tiles of (m + 2)^2 inputs give m x m outputs."""
+
+    m: int
+    gg: np.ndarray     # (9, (m + 2)^2) float32: kron(G, G)^T, transforms a flattened 3x3 kernel
+    bt: np.ndarray     # (m + 2, m + 2) float32
+    at: np.ndarray     # (m, m + 2) float32
+    a: np.ndarray      # (m + 2, m) float32, A^T transposed, contiguous
+
+    @staticmethod
+    def of(matrices) -> _Winograd:
+        at, g, bt = (np.array(v, dtype=np.float64) for v in matrices)
+        return _Winograd(at.shape[0], np.ascontiguousarray(np.kron(g, g).T, dtype=np.float32),
+                         bt.astype(np.float32), at.astype(np.float32), np.ascontiguousarray(at.T, dtype=np.float32))
+
+
+WINOGRAD = {4: _Winograd.of(_F43)}
+
+
+def _tiles(size: int, pads: Pair, m: int) -> int:
+    return -(-(size + pads[0] + pads[1] - 2) // m)
+
+
+def winograd_tile(shape: tuple[int, ...], pads: tuple[Pair, Pair]) -> int | None:
+    """The output tile size m of the Winograd F(m x m, 3x3) worth running on an input of
+    ``shape`` (N, C, H, W), or None when the im2col matmul is the better choice."""
+    n, c, h, w = shape
+    if c >= WINOGRAD_MIN_CHANNELS and n * _tiles(h, pads[0], 4) * _tiles(w, pads[1], 4) >= WINOGRAD_MIN_TILES:
+        return 4
+    return None
+
+
+def winograd_weight(weight: np.ndarray, m: int) -> np.ndarray:
+    """(Cout, C, 3, 3) -> G w G^T for each channel pair, as ((m+2)^2, Cout, C) float32."""
+    cout, c = weight.shape[:2]
+    # (G w G^T)[a, b] = sum over i, j of G[a, i] G[b, j] w[i, j]: one product with kron(G, G)
+    # (rounded once to float32: an error near 1e-7, far below Winograd's own).
+    u = weight.reshape(cout * c, 9) @ WINOGRAD[m].gg
+    return aligned(u.T.reshape(-1, cout, c))
+
+
+def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: tuple[Pair, Pair],
+                  m: int) -> np.ndarray:
+    """3x3 stride-1 convolution of float32 ``x`` (N, C, H, W) with a :func:`winograd_weight`."""
+    wino = WINOGRAD[m]
+    a = m + 2
+    n, c, h, w = x.shape
+    cout = u.shape[1]
+    (top, bottom), (left, right) = pads
+    ho, wo = h + top + bottom - 2, w + left + right - 2
+    th, tw = -(-ho // m), -(-wo // m)
+    xp = _SCRATCH.take("pad", (n, c, m * th + 2, m * tw + 2))
+    rows, cols = min(h, m * th + 2 - top), min(w, m * tw + 2 - left)
+    place(xp, x[:, :, :rows, :cols], top, left)
+    s_n, s_c, s_h, s_w = xp.strides
+    tiles = as_strided(xp, shape=(a, a, c, n, th, tw), strides=(s_h, s_w, s_c, s_n, m * s_h, m * s_w),
+                       writeable=False)
+    t = n * th * tw
+    # Two scratch buffers in turn: each step reads the one the step before wrote.
+    size = a * a * max(c, cout) * t
+    ping, pong = _SCRATCH.take("ping", (size,)), _SCRATCH.take("pong", (size,))
+    d = ping[:a * a * c * t].reshape(a, a, c * t)
+    np.copyto(d.reshape(a, a, c, n, th, tw), tiles)                    # the one gather
+    v = np.matmul(wino.bt, d, out=pong[:a * a * c * t].reshape(a, a, c * t))   # B^T along tile columns
+    v = np.matmul(wino.bt, v.reshape(a, a * c * t), out=ping[:a * a * c * t].reshape(a, a * c * t))
+    prod = np.matmul(u, v.reshape(a * a, c, t), out=pong[:a * a * cout * t].reshape(a * a, cout, t))
+    p = np.matmul(wino.at, prod.reshape(a, a * cout * t), out=ping[:m * a * cout * t].reshape(m, a * cout * t))
+    z = np.matmul(p.reshape(m, a, cout * t).transpose(0, 2, 1), wino.a,   # A^T along columns
+                  out=pong[:m * cout * t * m].reshape(m, cout * t, m))
+    z = z.reshape(m, cout, n, th, m * tw)                               # output columns contiguous
+    out = np.empty((n, cout, ho, wo), dtype=np.float32)
+    b = None if bias is None else bias.reshape(cout, 1, 1).astype(np.float32, copy=False)
+    for i in range(m):                                                  # output rows i, i+m, ...
+        count = len(range(i, ho, m))
+        src = z[i, :, :, :count, :wo].transpose(1, 0, 2, 3)
+        dst = out[:, :, i::m, :]
+        if b is None:
+            np.copyto(dst, src)
+        else:
+            np.add(src, b, out=dst)
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# depthwise
+# ----------------------------------------------------------------------------------------
+def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair]) -> np.ndarray:
+    """Depthwise conv of ``x`` (N, C, H, W), zero-padded by ``pads``, one tap at a time.
+
+    Tap (i, j) reads padded row ``y*sh + i*dh``: in the polyphase split by the stride that
+    is phase ``(i*dh) % sh``, row ``y + (i*dh) // sh``. On a phase flattened to a "wide
+    grid" of width ``wq`` every tap is then one contiguous slice starting at
+    ``shift_h * wq + shift_w``; outputs in the columns past ``wo`` are garbage and cut off.
+    """
+    n, c, h, w = x.shape
+    cout, _, kh, kw = kernel.weight.shape
+    (top, bottom), (left, right) = pads
+    (sh, sw), (dh, dw) = kernel.geo.stride, kernel.geo.dilation
+    ho = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    wo = (w + left + right - dw * (kw - 1) - 1) // sw + 1
+    dtype = np.result_type(x.dtype, kernel.weight.dtype)
+    if ho < 1 or wo < 1:
+        return np.zeros((n, cout, max(ho, 0), max(wo, 0)), dtype=dtype)
+    shift_h, shift_w = (kh - 1) * dh // sh, (kw - 1) * dw // sw
+    wq = max(wo + shift_w, -(-(left + w) // sw))
+    hq = max(ho + shift_h + (1 if shift_w else 0), -(-(top + h) // sh))
+    taps = [((i * dh % sh, j * dw % sw), (i * dh // sh) * wq + j * dw // sw) for i in range(kh) for j in range(kw)]
+    # Channels last when the channels outnumber a channel's wide grid: its inner loops are then
+    # the longer ones (and the weights, tiled along a row, stay small).
+    channels_last = kernel.taps_last is not None and c >= ho * wq * DEPTHWISE_CHANNELS_LAST
+    phases = _phases(x, (top, left), (sh, sw), (hq, wq), dtype, channels_last)
+    if channels_last:
+        out = _depthwise_last(phases, kernel, taps, (ho, wo, wq), dtype)
+    else:
+        out = _depthwise_first(phases, kernel, taps, (ho, wo, wq), dtype)
+    return out
+
+
+def _phases(x: np.ndarray, offset: Pair, stride: Pair, size: Pair, dtype: np.dtype, channels_last: bool) -> np.ndarray:
+    """The zero-padded ``x`` split into ``sh x sw`` stride phases of ``size`` (hq, wq) each:
+    (sh, sw, N, C, hq, wq), or (sh, sw, N, hq, wq, C) when ``channels_last``."""
+    n, c, h, w = x.shape
+    (top, left), (sh, sw), (hq, wq) = offset, stride, size
+    shape = (sh, sw, n, hq, wq, c) if channels_last else (sh, sw, n, c, hq, wq)
+    phases = _SCRATCH.take("phases", shape, dtype)
+    for a in range(sh):
+        y0 = max(0, -(-(top - a) // sh))                 # first phase row holding an input row
+        y1 = min(hq, -(-(top + h - a) // sh))
+        for b in range(sw):
+            x0 = max(0, -(-(left - b) // sw))
+            x1 = min(wq, -(-(left + w - b) // sw))
+            y1, x1 = max(y0, y1), max(x0, x1)
+            src = x[:, :, y0 * sh + a - top::sh, x0 * sw + b - left::sw][:, :, :y1 - y0, :x1 - x0]
+            if channels_last:  # zero the phase around the input, then copy it in, channels last
+                dst = phases[a, b]
+                dst[:, :y0], dst[:, y1:], dst[:, y0:y1, :x0], dst[:, y0:y1, x1:] = 0, 0, 0, 0
+                dst[:, y0:y1, x0:x1, :] = src.transpose(0, 2, 3, 1)
+            else:
+                place(phases[a, b], src, y0, x0)
+    return phases
+
+
+def _depthwise_first(phases, kernel: Conv2dKernel, taps, size, dtype) -> np.ndarray:
+    """Channels-first: each tap multiplies a (channels, ho * wq) slice by a per-channel weight."""
+    sh, sw, n, c, hq, wq = phases.shape
+    ho, wo, _ = size
+    weights = kernel.taps.astype(dtype, copy=False)                # (C, mult, taps)
+    mult = weights.shape[1]
+    span = ho * wq
+    planes = phases.reshape(sh, sw, n * c, hq * wq)
+    out = np.empty((n, c, mult, ho, wo), dtype=dtype)
+    flat_out = out.reshape(n * c, mult, ho, wo)
+    bias = None if kernel.bias is None else kernel.bias.reshape(c, mult, 1, 1).astype(dtype, copy=False)
+    block = max(1, DEPTHWISE_BLOCK // (span * mult))
+    acc = np.empty((min(block, n * c), mult, span), dtype=dtype)
+    tmp = np.empty_like(acc)
+    for start in range(0, n * c, block):
+        stop = min(n * c, start + block)
+        rows = stop - start
+        a, t = acc[:rows], tmp[:rows]
+        channel = slice(start, stop) if n == 1 else np.arange(start, stop) % c
+        wsel = weights[channel]
+        for k, ((pa, pb), shift) in enumerate(taps):
+            src = planes[pa, pb, start:stop, None, shift:shift + span]
+            wk = wsel[:, :, k:k + 1]
+            if k == 0:
+                np.multiply(src, wk, out=a)
+            else:
+                np.multiply(src, wk, out=t)
+                a += t
+        view = a.reshape(rows, mult, ho, wq)[:, :, :, :wo]
+        if bias is None:
+            flat_out[start:stop] = view
+        else:
+            np.add(view, bias[channel], out=flat_out[start:stop])
+    return out.reshape(n, c * mult, ho, wo)
+
+
+def _depthwise_last(phases, kernel: Conv2dKernel, taps, size, dtype) -> np.ndarray:
+    """Channels-last: each tap multiplies whole wide rows (wq * C) by the tap's tiled weights."""
+    sh, sw, n, hq, wq, c = phases.shape
+    ho, wo, _ = size
+    tiled = kernel.tiled_taps(wq).astype(dtype, copy=False)       # (taps, wq * C)
+    row = wq * c
+    planes = phases.reshape(sh, sw, n, hq * row)
+    out = np.empty((n, c, ho, wo), dtype=dtype)
+    bias = None if kernel.bias is None else kernel.bias.reshape(c, 1, 1).astype(dtype, copy=False)
+    block = max(1, DEPTHWISE_BLOCK // row)
+    acc = np.empty((min(block, ho), row), dtype=dtype)
+    tmp = np.empty_like(acc)
+    for image in range(n):
+        for y0 in range(0, ho, block):
+            y1 = min(ho, y0 + block)
+            a, t = acc[:y1 - y0], tmp[:y1 - y0]
+            for k, ((pa, pb), shift) in enumerate(taps):
+                begin = (shift + y0 * wq) * c
+                src = planes[pa, pb, image, begin:begin + (y1 - y0) * row].reshape(y1 - y0, row)
+                if k == 0:
+                    np.multiply(src, tiled[k], out=a)
+                else:
+                    np.multiply(src, tiled[k], out=t)
+                    a += t
+            view = a.reshape(y1 - y0, wq, c)[:, :wo, :].transpose(2, 0, 1)
+            if bias is None:
+                out[image, :, y0:y1, :] = view
+            else:
+                np.add(view, bias, out=out[image, :, y0:y1, :])
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# transposed
+# ----------------------------------------------------------------------------------------
 def transposed_kernel(weight: np.ndarray, groups: int) -> np.ndarray:
     """``weight`` (Cin, Cout/G, kh, kw) as (G, Cout/G * kh * kw, Cin/G), contiguous."""
     cin = weight.shape[0]

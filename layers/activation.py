@@ -14,7 +14,9 @@ merge with an identical ``F.*`` call. pnnx folds a constant single-weight PReLU 
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -92,7 +94,74 @@ def _real(x: Any) -> np.ndarray:
     return x if x.dtype.kind == "f" else x.astype(np.float32)
 
 
+#: Row length over which a constant is spread for ``np.maximum``/``np.minimum``.
+_ROW = 4096
+
+
+@functools.lru_cache(maxsize=64)
+def _constant_row(value: float, dtype: str) -> np.ndarray:
+    row = np.full(_ROW, value, dtype=np.dtype(dtype))
+    row.flags.writeable = False
+    return row
+
+
+@functools.lru_cache(maxsize=1)
+def _rows_beat_scalars() -> bool:
+    """Whether ``np.maximum(x, row)`` beats ``np.maximum(x, scalar)`` here: numpy's AVX2 loops
+    run the scalar form 2-4x slower than the array one, its AVX-512 loops about as fast.
+    Timed once, on first use (a fraction of a millisecond)."""
+    x = np.linspace(-1, 1, 16 * _ROW, dtype=np.float32)
+    out, row, zero = np.empty_like(x), _constant_row(0.0, x.dtype.str), np.float32(0)
+    grid, grid_out = x.reshape(-1, _ROW), out.reshape(-1, _ROW)
+    best = {True: float("inf"), False: float("inf")}
+    for _ in range(5):
+        for rows in (True, False):
+            start = time.perf_counter()
+            np.maximum(grid, row, out=grid_out) if rows else np.maximum(x, zero, out=out)
+            best[rows] = min(best[rows], time.perf_counter() - start)
+    return best[True] < 0.8 * best[False]
+
+
+def _against(ufunc: np.ufunc, x: np.ndarray, value: float, out: np.ndarray | None = None) -> np.ndarray:
+    """``ufunc(x, value)`` into ``out`` (a new array by default) for a floating ``x``; where
+    numpy runs it faster so, long contiguous inputs meet a row of ``value`` instead of the
+    scalar itself (the result is the same either way)."""
+    if out is None:
+        out = np.empty(x.shape, dtype=x.dtype)
+    if x.size < _ROW or not (x.flags.c_contiguous and out.flags.c_contiguous) or not _rows_beat_scalars():
+        return ufunc(x, x.dtype.type(value), out=out)
+    row = _constant_row(float(value), x.dtype.str)
+    flat, dest = x.reshape(-1), out.reshape(-1)
+    body = flat.size - flat.size % _ROW
+    ufunc(flat[:body].reshape(-1, _ROW), row, out=dest[:body].reshape(-1, _ROW))
+    if body < flat.size:
+        ufunc(flat[body:], row[: flat.size - body], out=dest[body:])
+    return out
+
+
+def _clamped(x: np.ndarray, low: float, high: float, out: np.ndarray | None = None) -> np.ndarray:
+    """min(max(x, low), high) for a floating ``x``; NaN stays NaN, as with ``np.clip``."""
+    if x.size < _ROW or not _rows_beat_scalars():  # then np.clip's one pass is the faster
+        cast = x.dtype.type
+        return np.clip(x, cast(low), cast(high), out=out)
+    out = _against(np.maximum, x, low, out)
+    return _against(np.minimum, out, high, out)
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)). In float32/64, exp(-x) overflowing to inf (x below about -88 in
+    float32) gives exactly 0 where the true value is below the smallest normal number;
+    other dtypes take the overflow-free :func:`_sigmoid_blended`."""
+    if x.dtype not in (np.float32, np.float64):
+        return _sigmoid_blended(x)
+    with np.errstate(over="ignore"):
+        e = np.negative(x)
+        np.exp(e, out=e)
+    e += x.dtype.type(1)
+    return np.reciprocal(e, out=e)
+
+
+def _sigmoid_blended(x: np.ndarray) -> np.ndarray:
     """1 / (1 + exp(-x)) without overflow: with e = exp(-|x|), 1/(1+e) for x >= 0 and
     e/(1+e) for x < 0; the numerator is blended as e*[x<0] + [x>=0], exactly."""
     e = np.abs(x)
@@ -164,6 +233,8 @@ class ReLU(_Unary):
     real_only = False
 
     def apply(self, x):
+        if x.dtype.kind == "f":
+            return _against(np.maximum, x, 0)
         return np.maximum(x, x.dtype.type(0))
 
 
@@ -174,6 +245,8 @@ class ReLU6(_Unary):
     real_only = False
 
     def apply(self, x):
+        if x.dtype.kind == "f":
+            return _clamped(x, 0, 6)
         return np.clip(x, x.dtype.type(0), x.dtype.type(6))
 
 
@@ -191,7 +264,7 @@ class Hardtanh(_Unary):
 
     def apply(self, x):
         if x.dtype.kind == "f":
-            return np.clip(x, x.dtype.type(self.low), x.dtype.type(self.high))
+            return _clamped(x, self.low, self.high)
         return np.clip(x, math.ceil(self.low), math.floor(self.high)).astype(x.dtype, copy=False)
 
 
@@ -377,9 +450,16 @@ class SiLU(_Unary):
     """x * sigmoid(x)."""
 
     def apply(self, x):
-        out = _sigmoid(x)
-        out *= x
-        return out
+        if x.dtype not in (np.float32, np.float64):
+            out = _sigmoid(x)
+            out *= x
+            return out
+        # x / (1 + exp(-x)): where exp overflows the result is -0 (and NaN at -inf, as in PyTorch).
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = np.negative(x)
+            np.exp(e, out=e)
+            e += x.dtype.type(1)
+            return np.divide(x, e, out=e)
 
 
 @register("nn.Tanh", "F.tanh")
@@ -443,7 +523,7 @@ class Hardswish(_Unary):
     def apply(self, x):
         cast = x.dtype.type
         out = x + cast(3)
-        np.clip(out, cast(0), cast(6), out=out)
+        _clamped(out, 0, 6, out=out)
         out *= x
         out *= cast(1.0 / 6.0)
         return out
@@ -457,8 +537,7 @@ class Hardsigmoid(_Unary):
         cast = x.dtype.type
         out = x * cast(1.0 / 6.0)
         out += cast(0.5)
-        np.clip(out, cast(0), cast(1), out=out)
-        return out
+        return _clamped(out, 0, 1, out=out)
 
 
 @register("nn.Softsign", "F.softsign")

@@ -16,13 +16,14 @@ first, which this layer also accepts). The kernels live in :mod:`layers._conv_ma
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 import numpy as np
 
 from layers._conv_math import (
+    Conv2dKernel,
     Geometry,
+    aligned,
     conv2d,
     conv_transpose2d,
     out_size,
@@ -195,6 +196,12 @@ class _ConvModule(_Conv):
         if params.bool("bias", params.has_attr("bias")):
             self.bias = params.attr("bias", shape=(self.out_channels,), dtype=np.float32)
         self.geometry = self._geometry()
+        # The weight copied once into aligned memory in the layout its path wants.
+        self.kernel = Conv2dKernel(self.weight, self.bias, self.geometry)
+        self.weight, self.bias = self.kernel.weight, self.kernel.bias
+        exported = params.op.inputs[0].shape if params.op.inputs else None
+        if n == 2 and exported is not None and len(exported) in (3, 4) and all(isinstance(d, int) for d in exported):
+            self.kernel.expect((1,) * (4 - len(exported)) + tuple(exported))  # Winograd's weights, at load
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)
@@ -202,7 +209,7 @@ class _ConvModule(_Conv):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = inputs[0]
-        return [self._from_4d(conv2d(self._as_4d(x), self.weight, self.bias, self.geometry), x)]
+        return [self._from_4d(self.kernel(self._as_4d(x)), x)]
 
 
 @register("nn.Conv1d")
@@ -327,10 +334,10 @@ class _ConvTransposeModule(_ConvTransposeMixin):
             raise params.error(f"kernel_size={self.kernel_size} must be positive")
         shape = (self.in_channels, self.out_channels // self.groups) + self.kernel_size
         weight = params.attr("weight", shape=shape, dtype=np.float32)
-        self.kernel = transposed_kernel(weight, self.groups)
+        self.kernel = aligned(transposed_kernel(weight, self.groups))
         self.bias = None
         if params.bool("bias", params.has_attr("bias")):
-            self.bias = params.attr("bias", shape=(self.out_channels,), dtype=np.float32)
+            self.bias = aligned(params.attr("bias", shape=(self.out_channels,), dtype=np.float32))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)

@@ -15,11 +15,11 @@
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 import numpy as np
 
+from layers._conv_math import aligned
 from layers.base import Layer, Params, Shape, ShapeMismatch
 from layers.registry import register
 
@@ -91,10 +91,12 @@ class Linear(_Product):
             raise params.error(f"in_features={self.in_features} and out_features={self.out_features} "
                                "must not be negative")
         weight = params.attr("weight", shape=(self.out_features, self.in_features), dtype=np.float32)
-        self.weight_t = np.ascontiguousarray(weight.T)
+        # Copied once, aligned: the .bin's views can be misaligned, and numpy's matmul then
+        # leaves BLAS for a loop several times slower.
+        self.weight_t = aligned(weight.T)
         self.bias = None
         if params.bool("bias", params.has_attr("bias")):
-            self.bias = params.attr("bias", shape=(self.out_features,), dtype=np.float32)
+            self.bias = aligned(params.attr("bias", shape=(self.out_features,), dtype=np.float32))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)
@@ -140,7 +142,10 @@ class FLinear(_Product):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x, w, b = self._operands(inputs)
-        return [_linear(x, np.asarray(w).T, None if b is None else np.asarray(b))]
+        w = np.asarray(w)
+        if not w.flags.aligned:  # a misaligned matrix makes numpy's matmul skip BLAS
+            w = aligned(w, w.dtype)
+        return [_linear(x, w.T, None if b is None else np.asarray(b))]
 
 
 @register("torch.matmul")

@@ -5,9 +5,17 @@ The exports are large, so they go to ``artifacts/networks/<name>/`` (not committ
 
     python tools/export_networks.py                   # every network
     python tools/export_networks.py googlenet resnet50
+    python tools/export_networks.py --peers-only googlenet   # add the peer formats alone
+    python tools/export_networks.py --peers-only wide        # a bundled example's peers
 
 Each folder holds ``model.pnnx.param``, ``model.pnnx.bin`` and ``io.npz`` (``in0`` and
 PyTorch's ``out0``). BatchNorm statistics are randomised so that folding them is tested.
+For benchmarks/peers.py the same model also goes out in the formats of the engines it is
+compared with: ``model.ncnn.param``/``.bin`` (written by the same pnnx run, fp32 weights)
+and ``model.onnx`` (``torch.onnx.export``). ``--peers-only`` writes just those and leaves
+the pnnx files and ``io.npz`` alone, so tests reading them can run meanwhile; a bundled
+example (``wide``, built as tools/export_examples.py builds it) gets its peer files in
+``artifacts/peers/<name>/``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 TARGET = ROOT / "artifacts" / "networks"
 
 #: name -> (torchvision constructor name, constructor kwargs, input size)
@@ -62,31 +71,72 @@ def build(name: str) -> torch.nn.Module:
     return model
 
 
-def export(name: str) -> Path:
+def build_example(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """A bundled example model and its inputs, made exactly as tools/export_examples.py makes
+    them (so the outputs match ``examples/models/<name>.io.npz``)."""
+    from tools.example_models import MODELS
+
+    make, shapes = MODELS[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    return model, tuple(torch.rand(*s) for s in shapes)
+
+
+def export(name: str, peers_only: bool = False) -> Path:
+    """Export network ``name`` (or, with ``peers_only``, only its ncnn and ONNX files)."""
     import pnnx
 
-    model = build(name)
-    size = NETWORKS[name][2]
-    x = torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(1))
+    if name in NETWORKS:
+        model = build(name)
+        size = NETWORKS[name][2]
+        inputs: tuple[torch.Tensor, ...] = (torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(1)),)
+        target = TARGET / name
+    else:  # a bundled example: its pnnx files live in examples/models already
+        model, inputs = build_example(name)
+        peers_only = True
+        target = ROOT / "artifacts" / "peers" / name
     with torch.no_grad():
-        y = model(x)
-    target = TARGET / name
+        y = model(*inputs)
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            pnnx.export(model, str(Path(tmp) / "model.pt"), (x,))
+        try:  # fp16=False: ncnn's weights stay float32 (its default stores them as float16)
+            pnnx.export(model, str(Path(tmp) / "model.pt"), inputs, fp16=False)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not (Path(tmp) / "model.pnnx.param").exists():
                 raise
             print(f"  (pnnx raised after writing the model, kept it: {type(exc).__name__})")
-        for suffix in (".pnnx.param", ".pnnx.bin"):
-            shutil.copy(Path(tmp) / f"model{suffix}", target / f"model{suffix}")
-    np.savez(target / "io.npz", in0=x.numpy(), out0=y.numpy())
+        keep = (".ncnn.param", ".ncnn.bin") + (() if peers_only else (".pnnx.param", ".pnnx.bin"))
+        for suffix in keep:
+            if (Path(tmp) / f"model{suffix}").exists():
+                shutil.copy(Path(tmp) / f"model{suffix}", target / f"model{suffix}")
+            else:
+                print(f"  (pnnx wrote no model{suffix})")
+    export_onnx(model, inputs, target / "model.onnx")
+    if not peers_only:
+        np.savez(target / "io.npz", in0=inputs[0].numpy(), out0=y.numpy())
     return target
 
 
+def export_onnx(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> None:
+    """``model`` as ONNX (opset 17), inputs ``in0..`` and outputs ``out0..`` as in pnnx."""
+    import warnings
+
+    with warnings.catch_warnings():  # the TorchScript exporter is deprecated, not gone
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(model, inputs, str(path), dynamo=False, opset_version=17,
+                          input_names=[f"in{i}" for i in range(len(inputs))], output_names=["out0"])
+
+
 if __name__ == "__main__":
-    for network in sys.argv[1:] or NETWORKS:
+    args = sys.argv[1:]
+    only_peers = "--peers-only" in args
+    names = [a for a in args if a != "--peers-only"] or list(NETWORKS)
+    for network in names:
         start = time.perf_counter()
-        folder = export(network)
+        folder = export(network, peers_only=only_peers)
         print(f"{network}: exported to {folder} in {time.perf_counter() - start:.0f} s", flush=True)

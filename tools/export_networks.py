@@ -20,6 +20,7 @@ example (``wide``, built as tools/export_examples.py builds it) gets its peer fi
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import sys
 import tempfile
@@ -116,7 +117,10 @@ def export(name: str, peers_only: bool = False) -> Path:
                 shutil.copy(Path(tmp) / f"model{suffix}", target / f"model{suffix}")
             else:
                 print(f"  (pnnx wrote no model{suffix})")
-    export_onnx(model, inputs, target / "model.onnx")
+    if importlib.util.find_spec("onnx") is not None:  # the onnxruntime peer's model, when onnx is here
+        export_onnx(model, inputs, target / "model.onnx")
+    elif peers_only:
+        print("  (no ONNX export: pip install onnx for the onnxruntime peer)")
     if not peers_only:
         np.savez(target / "io.npz", in0=inputs[0].numpy(), out0=y.numpy())
     return target

@@ -82,6 +82,7 @@ def export(
     *,
     check: bool = True,
     tolerance: float = TOLERANCE,
+    dynamic_inputs: Any = None,
 ) -> Path:
     """Export ``module`` with pnnx and store PyTorch's answer beside it; return the param path.
 
@@ -97,6 +98,9 @@ def export(
     registered: register it first, or pass ``check=False``) or if its outputs differ from
     PyTorch's by more than ``tolerance`` relative to the largest reference value. The
     files stay written either way.
+
+    ``dynamic_inputs``, example inputs of other shapes, makes pnnx export the sizes that
+    differ as symbolic (``?``), so the model runs at any of them.
     """
     torch, pnnx = _export_tools()
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
@@ -111,7 +115,11 @@ def export(
     with tempfile.TemporaryDirectory(prefix="graphexec-export-") as tmp:
         written = Path(tmp) / "model.pnnx.param"
         try:
-            pnnx.export(module, str(Path(tmp) / "model.pt"), inputs)
+            if dynamic_inputs is None:
+                pnnx.export(module, str(Path(tmp) / "model.pt"), inputs)
+            else:
+                others = tuple(dynamic_inputs) if isinstance(dynamic_inputs, (tuple, list)) else (dynamic_inputs,)
+                pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not written.exists():
                 raise GraphexecError(f"pnnx could not export the model: {type(exc).__name__}: {exc}") from exc

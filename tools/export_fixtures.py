@@ -20,54 +20,27 @@ import importlib
 import pkgutil
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "ops"
 sys.path.insert(0, str(ROOT))
 
+import graphexec  # noqa: E402
 from tools.cases import Case  # noqa: E402
 
 
-def _flatten(value) -> list[np.ndarray]:
-    if isinstance(value, (tuple, list)):
-        return [leaf for item in value for leaf in _flatten(item)]
-    return [value.detach().cpu().numpy()]
-
-
 def export_case(family: str, case: Case) -> Path:
-    """Run and export one case; return the folder it was written to."""
-    import pnnx
-
+    """Run and export one case (``graphexec.export``); return the folder it was written to."""
     torch.manual_seed(0)
-    module = case.module.eval()
-    inputs = tuple(case.inputs)
-    with torch.no_grad():
-        outputs = _flatten(module(*inputs))
     target = FIXTURES / family / case.name
-    with tempfile.TemporaryDirectory() as tmp:
-        pt = Path(tmp) / "model.pt"
-        try:
-            if case.inputs2 is None:
-                pnnx.export(module, str(pt), inputs)
-            else:
-                pnnx.export(module, str(pt), inputs, tuple(case.inputs2))
-        except Exception as exc:  # pnnx may fail after writing the files we need
-            if not (Path(tmp) / "model.pnnx.param").exists():
-                raise
-            print(f"  (pnnx raised after writing the model, kept it: {type(exc).__name__}: {exc})")
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
-        for suffix in (".pnnx.param", ".pnnx.bin"):
-            shutil.copy(Path(tmp) / f"model{suffix}", target / f"model{suffix}")
-    arrays = {f"in{i}": t.detach().cpu().numpy() for i, t in enumerate(inputs)}
-    arrays.update({f"out{i}": a for i, a in enumerate(outputs)})
-    np.savez_compressed(target / "io.npz", **arrays)
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    graphexec.export(case.module, tuple(case.inputs), target / "model", check=False, dynamic_inputs=case.inputs2)
+    (target / "model.io.npz").rename(target / "io.npz")
     return target
 
 

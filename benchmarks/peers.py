@@ -12,6 +12,7 @@ best peer's best, and ``Engine.load`` time.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/peers.py
     python benchmarks/peers.py --rounds 30 googlenet wide
+    python benchmarks/peers.py --profile --rounds 20 googlenet resnet50   # graphexec's time per op type
 
 Columns: ``ge-1`` graphexec sequential, one thread in all (``threads=1``,
 ``intra_op_threads=1``); ``ge-def`` graphexec with the engine's defaults (N workers x M
@@ -20,7 +21,10 @@ intra-op threads; ``ort-par`` onnxruntime's parallel executor (2 inter-op x 1 in
 ``ncnn-1``/``ncnn-2`` and ``torch-1``/``torch-2`` with 1/2 threads. A peer that is not
 installed (or a model without its export) gives a column of ``-``. Needs the exports of
 ``python tools/export_networks.py --peers-only NAME ...`` (the pnnx ones besides); PyTorch
-columns need torch and torchvision. This is a script, never run as a test.
+columns need torch and torchvision. ``--profile`` runs no peer: it prints graphexec's
+sequential single-thread time per op type for each model (the median over the rounds of
+each type's summed node time), to show where a network's time goes. This is a script,
+never run as a test.
 """
 
 from __future__ import annotations
@@ -234,15 +238,55 @@ def blas_line() -> str:
     return ", ".join(info) or "no BLAS found by threadpoolctl"
 
 
+def profile(name: str, rounds: int, warmup: int) -> None:
+    """Print graphexec's time per op type on ``name``: one worker, one BLAS thread."""
+    from graphexec import Trace
+
+    model = Model(name)
+    engine = Engine.load(model.param, threads=1, intra_op_threads=1)
+    for _ in range(warmup):
+        engine.forward(model.x)
+    per_type: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    walls = []
+    trace = Trace()
+    for _ in range(rounds):
+        engine.forward(model.x, trace=trace)
+        walls.append((trace.end_ns - trace.start_ns) / 1e6)
+        sums: dict[str, float] = dict.fromkeys(per_type, 0.0)
+        counts = {}
+        for event in trace.events:
+            sums[event.type] = sums.get(event.type, 0.0) + (event.end_ns - event.start_ns) / 1e6
+            counts[event.type] = counts.get(event.type, 0) + 1
+        for op_type, ms in sums.items():
+            per_type.setdefault(op_type, []).append(ms)
+        time.sleep(PAUSE)
+    engine.close()
+    wall = statistics.median(walls)
+    print(f"{name}: median wall {wall:.2f} ms over {rounds} runs (1 worker, 1 BLAS thread)")
+    medians = {t: statistics.median(v) for t, v in per_type.items()}
+    for op_type, ms in sorted(medians.items(), key=lambda kv: -kv[1]):
+        print(f"  {op_type:<28} {counts.get(op_type, 0):>5} x {ms:9.3f} ms {ms / wall:7.1%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="graphexec beside onnxruntime, ncnn and PyTorch, batch 1")
     parser.add_argument("names", nargs="*", help=f"models (default: {' '.join(NETWORKS)})")
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds per model (default 15)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per column first (default 3)")
+    parser.add_argument("--profile", action="store_true",
+                        help="print graphexec's single-thread time per op type instead of comparing engines")
     parser.add_argument("--worker", nargs=2, metavar=("COLUMN", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(*args.worker)
+        return
+    if args.profile:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            for name in args.names or NETWORKS:
+                profile(name, args.rounds, args.warmup)
         return
     for variable in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         if variable in os.environ:

@@ -2,8 +2,8 @@
 
 ::
 
-    graphexec info  MODEL                       inputs, outputs, operators, FLOPs, the plan
-    graphexec run   MODEL [--input x.npy ... | --random] [--device cpu] [--threads N] [--output out.npz]
+    graphexec info  MODEL [--device opencl]     inputs, outputs, operators, FLOPs, the plan, placement
+    graphexec run   MODEL [--input x.npy ... | --random] [--device cpu|opencl[:N]] [--threads N] [--output out.npz]
     graphexec bench MODEL [--threads 1 2 ...] [--rounds 20]       latency over thread counts
     graphexec trace MODEL -o trace.json [--threads N]              a Chrome trace of one run
     graphexec graph MODEL -o graph.svg|graph.dot                   the pipeline drawn
@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from loguru import logger
@@ -33,14 +34,15 @@ from loguru import logger
 from graphexec import pnnx
 from graphexec.draw import to_dot, to_svg
 from graphexec.engine import Engine, cpu_count
-from graphexec.errors import DeviceError, GraphexecError, InputError, UnsupportedOperatorError
+from graphexec.errors import GraphexecError, InputError, UnsupportedOperatorError
 from graphexec.exporting import ExportToolsMissing, pnnx_from_torchscript
 from graphexec.ir import Graph
+from graphexec.placement import Placement
 from graphexec.plan import Plan
 from graphexec.trace import Trace
 
-#: The devices ``--device`` accepts; only ``cpu`` exists in this version.
-DEVICES = ("cpu", "opencl")
+#: What ``--device`` accepts.
+DEVICE_HELP = "cpu (default), opencl, opencl:N, opencl:gpu or opencl:<name filter>"
 #: Suffixes read as TorchScript files (converted with pnnx on the fly).
 TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".torchscript")
 
@@ -101,17 +103,41 @@ def resolve_model(args: argparse.Namespace) -> Path:
     return path
 
 
-def _check_device(args: argparse.Namespace) -> None:
-    if getattr(args, "device", "cpu") != "cpu":
-        shown = {"opencl": "OpenCL"}.get(args.device, args.device)
-        raise DeviceError(f"the {shown} device is not available in this version of graphexec "
-                          f"(only cpu is); run with --device cpu")
+def _device_spec(text: str) -> str:
+    spec = text.strip()
+    if spec.lower() != "cpu" and spec.lower().partition(":")[0] != "opencl":
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device: expected {DEVICE_HELP}")
+    return spec
 
 
-def load_engine(args: argparse.Namespace) -> Engine:
+def _type_list(text: str) -> frozenset[str]:
+    return frozenset(t.strip() for t in text.split(",") if t.strip())
+
+
+def open_device(args: argparse.Namespace, profiling: bool = False) -> Any:
+    """``"cpu"``, or the OpenCL device ``--device`` names, opened once for the command
+    (with event profiling for a trace)."""
+    spec = getattr(args, "device", "cpu")
+    if spec.lower() == "cpu":
+        return "cpu"
+    from devices.opencl import open_device as open_opencl
+
+    device = open_opencl(spec, profiling=profiling)
+    logger.debug("running on {}", device)
+    return device
+
+
+def device_options(args: argparse.Namespace, device: Any) -> dict[str, Any]:
+    """The Engine arguments for the device options of the command line."""
+    return {"device": device, "cpu_types": getattr(args, "cpu_types", None) or (),
+            "fallback": getattr(args, "fallback", False)}
+
+
+def load_engine(args: argparse.Namespace, profiling: bool = False) -> Engine:
     """The engine for the command's model, device and thread options."""
-    _check_device(args)
-    return Engine.load(resolve_model(args), threads=args.threads, intra_op_threads=args.intra_op_threads)
+    device = open_device(args, profiling)
+    return Engine.load(resolve_model(args), threads=args.threads, intra_op_threads=args.intra_op_threads,
+                       **device_options(args, device))
 
 
 def _read_input_files(paths: Sequence[str]) -> list[np.ndarray]:
@@ -165,12 +191,14 @@ def _describe_path(plan: Plan, path: Sequence[int], keep: int = 3) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> None:
-    """Inputs, outputs, operator counts, parameters, FLOPs, the plan; unsupported types listed."""
-    _check_device(args)
+    """Inputs, outputs, operator counts, parameters, FLOPs, the plan, where each node runs;
+    unsupported types listed."""
     param = resolve_model(args)
     graph: Graph = pnnx.load(param)
+    device = open_device(args)
     try:
-        engine: Engine | None = Engine(graph, threads=args.threads, intra_op_threads=args.intra_op_threads)
+        engine: Engine | None = Engine(graph, threads=args.threads, intra_op_threads=args.intra_op_threads,
+                                       **device_options(args, device))
         unsupported: dict[str, list[str]] = {}
     except UnsupportedOperatorError as exc:
         engine, unsupported = None, exc.unsupported
@@ -209,6 +237,23 @@ def cmd_info(args: argparse.Namespace) -> None:
     chosen = args.threads is None and args.intra_op_threads is None
     print(f"threads: {engine.threads} worker(s) x {engine.intra_op_threads} BLAS thread(s)"
           + (" (the defaults for this plan on this machine)" if chosen else ""))
+    if engine.device is not None and engine.plan().placement is not None:
+        print_placement(engine.plan().placement, args.placement)
+
+
+def print_placement(placement: Placement, every_node: bool) -> None:
+    """Where the nodes run: a summary, then the nodes off the device with why (every node
+    with ``every_node``), grouped by type."""
+    print(f"placement: {placement.summary()}")
+    rows = placement.rows if every_node else [r for r in placement.rows if r.device == "cpu"]
+    if not every_node and rows:
+        print("  on the cpu:")
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for row in rows:
+        groups.setdefault((row.type, row.device, row.reason), []).append(row.node)
+    for (op_type, where, reason), nodes in groups.items():
+        shown = ", ".join(nodes[:4]) + (f", ... ({len(nodes)} in all)" if len(nodes) > 4 else "")
+        print(f"  {op_type:<24} {where:<7} {shown}: {reason}")
 
 
 # ----------------------------------------------------------------------------------------
@@ -228,8 +273,9 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_trace(args: argparse.Namespace) -> None:
-    """Record one run (after a warm-up) as a Chrome trace and print its summary."""
-    with load_engine(args) as engine:
+    """Record one run (after a warm-up) as a Chrome trace and print its summary (an OpenCL
+    device is opened with event profiling, so its queues' lanes show the kernels' times)."""
+    with load_engine(args, profiling=True) as engine:
         inputs = make_inputs(engine, args)
         engine.forward(*inputs)  # warm up: first runs allocate and fault pages in
         trace = Trace()
@@ -302,10 +348,11 @@ def bench(
 
 def cmd_bench(args: argparse.Namespace) -> None:
     """Median and p90 latency over thread counts, interleaved rounds after a warm-up."""
-    _check_device(args)
     param = resolve_model(args)
     counts = list(dict.fromkeys(args.threads or _default_thread_counts(cpu_count())))
-    engines = [Engine.load(param, threads=n, intra_op_threads=args.intra_op_threads) for n in counts]
+    device = open_device(args)  # one device shared by the engines
+    engines = [Engine.load(param, threads=n, intra_op_threads=args.intra_op_threads, **device_options(args, device))
+               for n in counts]
     try:
         inputs = make_inputs(engines[0], args)
         started = time.perf_counter()
@@ -321,7 +368,8 @@ def cmd_bench(args: argparse.Namespace) -> None:
         for engine in engines:
             engine.close()
     base = next((r for r in rows if r.threads == 1), rows[0])
-    print(f"{args.model}: {args.rounds} interleaved rounds after {args.warmup} warm-up, {cpu_count()} cores")
+    where = "" if device == "cpu" else f", on {device.name}"
+    print(f"{args.model}: {args.rounds} interleaved rounds after {args.warmup} warm-up, {cpu_count()} cores{where}")
     print(f"{'workers':>7} {'BLAS':>5} {'median ms':>10} {'p90 ms':>9} {'speedup':>8}")
     for row in rows:
         print(f"{row.threads:>7} {row.intra_op_threads:>5} {row.median * 1e3:>10.3f} {row.p90 * 1e3:>9.3f} "
@@ -374,7 +422,12 @@ def build_parser() -> argparse.ArgumentParser:
         if threads:
             p.add_argument("--threads", type=_positive, default=None, help="inter-op workers (1 = sequential)")
         p.add_argument("--intra-op-threads", type=_positive, default=None, help="BLAS threads per node")
-        p.add_argument("--device", choices=DEVICES, default="cpu", help="where nodes run (only cpu in this version)")
+        p.add_argument("--device", type=_device_spec, default="cpu", metavar="DEVICE",
+                       help=f"where nodes run: {DEVICE_HELP}; nodes the device cannot run stay on the cpu")
+        p.add_argument("--cpu-types", type=_type_list, default=None, metavar="TYPES",
+                       help="comma-separated operator types kept on the cpu (e.g. nn.Softmax,F.gelu)")
+        p.add_argument("--fallback", action="store_true",
+                       help="move a node whose device warm-up fails to the cpu instead of stopping")
         p.add_argument("--input-shape", type=_shape, action="append", metavar="SHAPE",
                        help="for a .pt model: an input shape such as 1,3,224,224 (once per input)")
         p.add_argument("--cache-dir", default=None, help="where converted .pt models are kept "
@@ -382,7 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    model_command("info", "inputs, outputs, operators, FLOPs and the plan; unsupported operators listed", cmd_info)
+    info = model_command("info", "inputs, outputs, operators, FLOPs, the plan and where nodes run; "
+                                 "unsupported operators listed", cmd_info)
+    info.add_argument("--placement", action="store_true",
+                      help="with --device: list every node with the device it runs on and why")
     run = model_command("run", "run once and print (or save) the outputs", cmd_run)
     given = run.add_mutually_exclusive_group()
     given.add_argument("--input", nargs="+", help=".npy files, one per input, or an .npz with in0, in1, ...")

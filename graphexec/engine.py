@@ -22,19 +22,23 @@ import os
 import threading
 import time
 import weakref
+from contextlib import nullcontext
 from concurrent.futures import Executor, ThreadPoolExecutor
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from loguru import logger
 
+from devices import resolve as resolve_device
 from graphexec import dtypes, pnnx
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.blas import blas_threads
 from graphexec.executor import RunOptions, run_sequential
 from graphexec.ir import Dim, Graph
+from graphexec.memory import ArenaPool, MemoryPlan
+from graphexec.placement import Placement, cpu_placement, placed_plan
 from graphexec.plan import Plan
 from graphexec.program import Program
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
@@ -78,6 +82,10 @@ class Engine:
         intra_op_threads: int | None = None,
         executor: Executor | None = None,
         memory_limit: int | None = None,
+        reuse_memory: bool = True,
+        device: Any = "cpu",
+        cpu_types: Collection[str] = (),
+        fallback: bool = False,
     ):
         for label, value in (("threads", threads), ("intra_op_threads", intra_op_threads),
                              ("memory_limit", memory_limit)):
@@ -96,6 +104,11 @@ class Engine:
                              **{n: n for n in self.program.inputs}}
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
         self._cache_lock = threading.Lock()
+        #: Reuse intermediate tensors' memory between and within runs (see graphexec.memory).
+        self.reuse_memory = reuse_memory
+        self._use_device(device, cpu_types, fallback)
+        #: Arenas per cached plan; they go when the plan leaves the cache.
+        self._arena_pools: weakref.WeakKeyDictionary[Plan, ArenaPool] = weakref.WeakKeyDictionary()
         exported = self._exported_input_specs()
         first_plan = self._plan_for(exported, given_by_user=False) if exported is not None else None
         # An output that is a sequence (a model returning a list) is flattened into its
@@ -126,17 +139,32 @@ class Engine:
         intra_op_threads: int | None = None,
         executor: Executor | None = None,
         memory_limit: int | None = None,
+        reuse_memory: bool = True,
+        device: Any = "cpu",
+        cpu_types: Collection[str] = (),
+        fallback: bool = False,
     ) -> Engine:
         """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
 
         ``threads``: inter-op workers (1 = sequential); ``intra_op_threads``: BLAS threads
         per node; ``executor``: run nodes on this ``concurrent.futures.Executor`` instead of
         the engine's own thread pool; ``memory_limit``: bytes of tensors a run may need at
-        once (default: the machine's RAM), so a hostile shape fails before allocating.
+        once (default: the machine's RAM), so a hostile shape fails before allocating;
+        ``reuse_memory``: give intermediate tensors regions of a preallocated arena, shared
+        between tensors whose lives never overlap (see :mod:`graphexec.memory`).
+
+        ``device``: ``"cpu"`` (default), ``"opencl"``, ``"opencl:1"``, ``"opencl:gpu"``,
+        ``"opencl:<name filter>"`` or an opened ``OpenCLDevice``: nodes the device runs go
+        there, the others stay on the CPU (see :mod:`graphexec.placement` and
+        ``engine.placement``); ``cpu_types``: operator types kept on the CPU regardless;
+        ``fallback``: move a node whose device warm-up fails to the CPU with a warning.
+        It is off by default, so that a device that cannot run what it claims to is
+        reported (a DeviceError naming the node) rather than silently made slower.
         """
         graph = pnnx.load(param_path, bin_path)
         engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor,
-                     memory_limit=memory_limit)
+                     memory_limit=memory_limit, reuse_memory=reuse_memory, device=device, cpu_types=cpu_types,
+                     fallback=fallback)
         logger.debug(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
@@ -150,6 +178,8 @@ class Engine:
             pool, self._owned_executor = self._owned_executor, None
         if pool is not None:
             pool.shutdown(wait=True)
+        if self.device is not None and self._owns_device:
+            self.device.release()
 
     def __enter__(self) -> Engine:
         return self
@@ -199,6 +229,27 @@ class Engine:
                  zip(self.program.inputs, shapes, self.input_dtypes.values())}
         return self._plan_for(given, given_by_user=True)
 
+    @property
+    def placement(self) -> Placement:
+        """Where each node of the exported shapes' plan runs, and why (print it for a table)."""
+        placement = self.plan().placement
+        return placement if placement is not None else cpu_placement(self.program)
+
+    def _use_device(self, device: Any, cpu_types: Collection[str], fallback: bool) -> None:
+        if isinstance(cpu_types, str) or not all(isinstance(t, str) for t in cpu_types):
+            raise ValueError(f"cpu_types takes a collection of operator type names, got {cpu_types!r}")
+        #: Operator types kept on the CPU whatever the device.
+        self.cpu_types = frozenset(cpu_types)
+        #: Whether a node whose device warm-up fails moves to the CPU instead of failing.
+        self.fallback = bool(fallback)
+        self._device_failures: dict[str, str] = {}
+        #: The device nodes are placed on (None: the CPU only; pyopencl is never imported then).
+        self.device = resolve_device(device)
+        self._owns_device = isinstance(device, str) and self.device is not None
+        unknown = self.cpu_types - {step.layer.type for step in self.program.steps}
+        if unknown:
+            logger.warning("cpu_types {} name no operator of this model", sorted(unknown))
+
     def specs(self, *shapes: Sequence[int]) -> dict[str, Spec]:
         """Shape and dtype of every operand for the given input shapes (inferred, cached)."""
         return dict(self.plan(*shapes).specs)
@@ -234,12 +285,18 @@ class Engine:
                 f"more than the engine's memory_limit of {self.memory_limit / 2**20:,.0f} MiB"
             )
         keep = list(dict.fromkeys(list(self.program.outputs) + wanted))
+        if plan.placement is not None:  # values left on the device are kept under their device name
+            keep = plan.placement.stored_names(keep)
         options = self._options(timeout, check_finite, feeds)
-        with blas_threads(self.intra_op_threads):
+        # extracted intermediates must outlive their arena regions: such a run allocates afresh
+        arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
+        with blas_threads(self.intra_op_threads), arena as buffers:
             if self.threads == 1 and self._executor is None and trace is None:
-                values = run_sequential(self.program, feeds, keep, options)
+                values = run_sequential(plan.program, feeds, keep, options, buffers)
             else:
-                values = self._run_concurrent(plan, feeds, keep, trace, options)
+                values = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
+        if plan.placement is not None:
+            values = plan.placement.to_host(values)
         outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
         if by_name:
             result: Any = dict(zip(self.output_names, outputs))
@@ -252,15 +309,34 @@ class Engine:
     __call__ = forward
 
     def _run_concurrent(self, plan: Plan, feeds: dict[str, np.ndarray], keep: list[str],
-                        trace: Trace | None, options: RunOptions) -> dict[str, Any]:
+                        trace: Trace | None, options: RunOptions, buffers: dict[str, np.ndarray] | None,
+                        ) -> dict[str, Any]:
         if self._executor is not None:  # an injected executor: it does all the work
-            return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options)
+            return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options, buffers=buffers)
         if self.threads == 1:  # sequential, through the scheduler only to record a trace
-            return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options)
+            return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers)
         # The engine's own pool has threads - 1 workers and the caller is the last one;
         # each pool worker gets a second unit queued so it never waits for the caller.
         workers = max(1, self.threads - 1)
-        return run_concurrent(plan, feeds, keep, self._pool(), 2 * workers, trace, options, caller_works=True)
+        return run_concurrent(plan, feeds, keep, self._pool(), 2 * workers, trace, options, caller_works=True,
+                              buffers=buffers)
+
+    def memory_plan(self, *shapes: Sequence[int]) -> MemoryPlan:
+        """The arena layout for the given input shapes (default: the exported ones)."""
+        return self._arenas(self.plan(*shapes)).memory
+
+    def _arenas(self, plan: Plan) -> ArenaPool:
+        with self._cache_lock:
+            pool = self._arena_pools.get(plan)
+        if pool is None:
+            memory = MemoryPlan(plan)
+            logger.debug(
+                "memory plan: {} tensors in a {:.2f} MiB arena ({:.2f} MiB without reuse)",
+                len(memory.regions), memory.arena_bytes / 2**20, memory.unshared_bytes / 2**20,
+            )
+            with self._cache_lock:
+                pool = self._arena_pools.setdefault(plan, ArenaPool(memory))
+        return pool
 
     def _options(self, timeout: float | None, check_finite: bool, feeds: dict[str, np.ndarray]) -> RunOptions:
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
@@ -347,7 +423,9 @@ class Engine:
             cached = self._plans.get(key)
             if cached is not None:
                 self._plans.move_to_end(key)
-                return cached
+        if cached is not None:
+            logger.debug("reusing the plan for inputs {}", key)
+            return cached
         try:
             specs = infer_specs(self.program, given)
         except InferenceFailure as exc:
@@ -364,7 +442,11 @@ class Engine:
                 f"the model cannot take inputs {given_text} (exported with {exported}): operator "
                 f"{exc.step_name} ({exc.step_type}) refuses [{shown}]: {exc.reason}"
             ) from exc
-        plan = Plan(self.program, specs)
+        if self.device is None:
+            plan = Plan(self.program, specs)
+        else:
+            plan = placed_plan(self.program, specs, self.device, cpu_types=self.cpu_types,
+                               fallback=self.fallback, failed=self._device_failures)
         with self._cache_lock:
             self._plans[key] = plan
             while len(self._plans) > PLAN_CACHE_SIZE:

@@ -44,11 +44,21 @@ class RunOptions:
 NO_OPTIONS = RunOptions()
 
 
-def run_step(step: Step, values: dict[str, Any], check_finite: bool = False) -> None:
-    """Run one step, reading its inputs from and writing its outputs into ``values``."""
+def run_step(
+    step: Step, values: dict[str, Any], check_finite: bool = False, buffers: dict[str, np.ndarray] | None = None
+) -> None:
+    """Run one step, reading its inputs from and writing its outputs into ``values``.
+
+    With ``buffers`` (an arena's tensors, see :mod:`graphexec.memory`), a step whose
+    outputs have arena regions writes straight into them.
+    """
     inputs = [values[name] for name in step.inputs]
     try:
-        outputs = step.layer.forward(inputs)
+        if buffers is not None and step.outputs and step.outputs[0] in buffers:
+            outputs = [buffers[name] for name in step.outputs]
+            step.layer.forward_into(inputs, outputs)
+        else:
+            outputs = step.layer.forward(inputs)
     except GraphexecError:
         raise
     except Exception as exc:  # a layer's own failure, wrapped with where it happened
@@ -73,17 +83,19 @@ def run_sequential(
     feeds: dict[str, np.ndarray],
     keep: Iterable[str],
     options: RunOptions = NO_OPTIONS,
+    buffers: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Run every step in order; return the values named in ``keep``.
 
-    A value is dropped after its last reader, so peak memory follows the live set.
+    A value is dropped after its last reader, so peak memory follows the live set; with
+    ``buffers`` the steps that have arena regions write into them.
     """
     keep = set(keep)
     readers = Counter(name for step in program.steps for name in step.inputs)
     values: dict[str, Any] = dict(feeds)
     for step in program.steps:
         options.before_node(step)
-        run_step(step, values, options.check_finite)
+        run_step(step, values, options.check_finite, buffers)
         for name in step.outputs:
             if readers[name] == 0 and name not in keep:
                 values.pop(name, None)

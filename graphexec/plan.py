@@ -42,6 +42,11 @@ class Node:
     def type(self) -> str:
         return self.step.layer.type
 
+    @property
+    def device(self) -> str:
+        """Where the node runs: its layer's ``placed_on`` (a device's kind), else the CPU."""
+        return getattr(self.step.layer, "placed_on", "cpu")
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -57,6 +62,10 @@ class Unit:
 
 class Plan:
     """Immutable DAG analysis for one program and one set of input specs."""
+
+    #: Where each node runs (a :class:`graphexec.placement.Placement`) when the program
+    #: was placed on a device; None when everything runs on the CPU.
+    placement = None
 
     def __init__(self, program: Program, specs: dict[str, Spec]):
         self.program = program

@@ -619,10 +619,25 @@ def _annotate_operand(op: Operator, key: str, value: str, operands: dict[str, Op
     if not (dtypes.is_known(type_name) or type_name in dtypes.ANNOTATION_ONLY):
         raise fail(f"operator {op.name}: #{key} has unknown type {type_name!r}")
     try:
-        operand.shape = _parse_dims(dims_text, allow_symbols=True)
+        shape = _parse_dims(dims_text, allow_symbols=True)
     except ValueError as exc:
         raise fail(f"operator {op.name}: #{key}: {exc}") from None
+    if operand.dtype is not None:  # annotated before, by its producer or another reader
+        earlier = f"{_format_dims(operand.shape)}{operand.dtype}" if operand.shape is not None else operand.dtype
+        if operand.dtype != type_name or not _same_dims(operand.shape, shape):
+            raise fail(f"operator {op.name}: #{key}={value} contradicts the earlier annotation #{key}={earlier}")
+        if operand.shape is not None:  # where one says ? or %symbol and the other a number, keep the number
+            shape = tuple(b if isinstance(b, int) else a for a, b in zip(operand.shape, shape))
+    operand.shape = shape
     operand.dtype = type_name
+
+
+def _same_dims(a: tuple | None, b: tuple | None) -> bool:
+    """Whether two annotated shapes can describe one tensor: same rank, and equal sizes
+    wherever both give a number (``?`` and ``%symbol`` agree with anything)."""
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and all(not (isinstance(x, int) and isinstance(y, int)) or x == y for x, y in zip(a, b))
 
 
 # --------------------------------------------------------------------------------------

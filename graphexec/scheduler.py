@@ -55,7 +55,8 @@ class SynchronousExecutor(Executor):
 
 
 def run_unit(
-    plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str], record: bool, options: RunOptions
+    plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str], record: bool, options: RunOptions,
+    buffers: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[NodeEvent]]:
     """Worker side: run the unit's nodes back to back; return what others need, and timings."""
     values = dict(inputs)
@@ -65,9 +66,15 @@ def run_unit(
         node = plan.nodes[index]
         options.before_node(node.step)
         start = time.perf_counter_ns() if record else 0
-        run_step(node.step, values, options.check_finite)
+        run_step(node.step, values, options.check_finite, buffers)
         if record:
-            events.append(NodeEvent(index, node.name, node.type, thread, start, time.perf_counter_ns()))
+            end = time.perf_counter_ns()
+            events.append(NodeEvent(index, node.name, node.type, thread, start, end))
+            device_span = getattr(node.step.layer, "device_span", None)  # the node's commands on a device queue
+            if device_span is not None:
+                span = device_span(index, [values[n] for n in node.step.outputs], start, end)
+                if span is not None:
+                    events.append(span)  # resolved by Trace.end, when the device is done
     wanted = set(unit.outputs) | keep
     return {n: values[n] for n in values.keys() & wanted if n not in inputs}, events
 
@@ -101,6 +108,7 @@ def run_concurrent(
     trace: Trace | None = None,
     options: RunOptions = NO_OPTIONS,
     caller_works: bool = False,
+    buffers: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``plan`` on ``executor`` with at most ``max_in_flight`` units at once there.
 
@@ -112,15 +120,16 @@ def run_concurrent(
 
     A timeout or a KeyboardInterrupt returns at once: the run is marked cancelled, so the
     units still on workers stop before their next node, and their results are dropped.
+    ``buffers`` are the run's arena tensors (see :mod:`graphexec.memory`).
     """
     try:
-        return _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works)
+        return _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers)
     except BaseException:
         options.cancelled.set()
         raise
 
 
-def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works) -> dict[str, Any]:
+def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers) -> dict[str, Any]:
     keep = frozenset(keep)
     state = RunState(
         waiting=list(plan.unit_predecessor_counts),
@@ -171,7 +180,7 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_work
                     heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], u))
                     break  # every worker is busy: wait for one
                 try:
-                    outputs, events = run_unit(plan, unit, inputs, keep, record, options)
+                    outputs, events = run_unit(plan, unit, inputs, keep, record, options, buffers)
                 except Exception as exc:  # a KeyboardInterrupt is not the unit's failure
                     state.failure = exc
                     break
@@ -182,7 +191,7 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_work
                     except queue.Empty:
                         break
                 continue
-            future = executor.submit(run_unit, plan, unit, inputs, keep, record, options)
+            future = executor.submit(run_unit, plan, unit, inputs, keep, record, options, buffers)
             state.in_flight += 1
             future.add_done_callback(lambda f, u=u: done.put((u, f)))
         if state.in_flight == 0:

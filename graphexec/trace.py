@@ -4,6 +4,14 @@ A :class:`Trace` is passed to ``Engine.forward(..., trace=trace)`` and filled by
 It exports to the Chrome trace format (open the JSON in https://ui.perfetto.dev or
 chrome://tracing) and summarises the run: time per op type, the measured critical path,
 the achieved parallelism (busy time / wall time) and the idle gaps of each worker.
+
+Nodes placed on a device appear twice: on the worker thread that enqueued them (host time,
+short: enqueueing never waits) and in ``device_events`` on a lane per command queue
+(``opencl queue 0``, ...), where their commands ran. Those device spans come from OpenCL
+event profiling, mapped onto the host clock, when the device's queues were opened with
+profiling (``open_device(..., profiling=True)``, as ``graphexec trace`` does); otherwise
+they are the host's enqueue times, which show the queue but not the kernel's duration.
+``device_timing`` says which (see :mod:`devices.opencl.profiling`).
 """
 
 from __future__ import annotations
@@ -13,10 +21,13 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from graphexec.plan import Plan
+
+#: The type of the node where the host waits for a device (devices.layers.Download).
+DOWNLOAD_TYPE = "graphexec.Download"
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,10 @@ class Summary:
     critical_path: list[tuple[str, str, float]]
     critical_path_seconds: float
     idle_seconds: dict[str, float]
+    #: Busy time per device command queue (empty when nothing ran on a device).
+    device_seconds: dict[str, float] = field(default_factory=dict)
+    #: How the device spans were timed (None: no device).
+    device_timing: str | None = None
 
     def __str__(self) -> str:
         lines = [
@@ -60,6 +75,10 @@ class Summary:
         lines.append("idle time per worker:")
         for thread, idle in sorted(self.idle_seconds.items()):
             lines.append(f"  {thread:<28} {idle * 1e3:8.3f} ms")
+        if self.device_seconds:
+            lines.append(f"busy time per device queue ({self.device_timing}):")
+            for lane, busy in sorted(self.device_seconds.items()):
+                lines.append(f"  {lane:<28} {busy * 1e3:8.3f} ms")
         return "\n".join(lines)
 
 
@@ -71,30 +90,63 @@ class Trace:
     start_ns: int = 0
     end_ns: int = 0
     plan: Plan | None = None
+    #: Spans of device nodes on their command queues (lanes ``opencl queue N``).
+    device_events: list[NodeEvent] = field(default_factory=list)
+    #: How ``device_events`` were timed: OpenCL event profiling or host enqueue times.
+    device_timing: str | None = None
+    #: Whether the device spans are the commands' own timestamps (not enqueue times).
+    device_profiled: bool = False
 
     def begin(self, plan: Plan) -> None:
         self.events = []
+        self.device_events = []
+        self.device_timing = None
+        self.device_profiled = False
         self.plan = plan
         self.start_ns = time.perf_counter_ns()
 
     def end(self) -> None:
+        """Close the run; the device spans handed in with the host events are resolved here
+        (waiting for the device where a node's commands are still running)."""
         self.end_ns = time.perf_counter_ns()
+        pending: list[Any] = [e for e in self.events if not isinstance(e, NodeEvent)]
+        if pending:
+            self.events = [e for e in self.events if isinstance(e, NodeEvent)]
+            self.device_events = [span.resolve() for span in pending]
+            self.device_timing = pending[0].timing
+            self.device_profiled = bool(pending[0].profiled)
+            self.end_ns = max([self.end_ns] + [e.end_ns for e in self.device_events])
 
     # -- export ---------------------------------------------------------------------------
     def to_chrome(self) -> dict:
-        """The run as a Chrome trace-event document (one lane per worker thread)."""
-        lanes = {t: i for i, t in enumerate(sorted({e.thread for e in self.events}))}
-        events = [
-            {"name": "thread_name", "ph": "M", "pid": 0, "tid": lane, "args": {"name": thread}}
-            for thread, lane in lanes.items()
-        ]
-        for e in sorted(self.events, key=lambda e: e.start_ns):
-            events.append({
-                "name": e.name, "cat": e.type, "ph": "X", "pid": 0, "tid": lanes[e.thread],
-                "ts": (e.start_ns - self.start_ns) / 1e3, "dur": (e.end_ns - e.start_ns) / 1e3,
-                "args": {"type": e.type, "node": e.node},
-            })
+        """The run as a Chrome trace-event document: one lane per worker thread (process
+        "host") and, when nodes ran on a device, one lane per command queue (process
+        "device")."""
+        events: list[dict] = []
+        for pid, process, spans in ((0, "host", self.events), (1, "device", self.device_events)):
+            if not spans:
+                continue
+            lanes = {t: i for i, t in enumerate(sorted({e.thread for e in spans}))}
+            label = process if pid == 0 else f"device ({self.device_timing})"
+            events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": label}})
+            events += [
+                {"name": "thread_name", "ph": "M", "pid": pid, "tid": lane, "args": {"name": thread}}
+                for thread, lane in lanes.items()
+            ]
+            for e in sorted(spans, key=lambda e: e.start_ns):
+                events.append({
+                    "name": e.name, "cat": e.type, "ph": "X", "pid": pid, "tid": lanes[e.thread],
+                    "ts": (e.start_ns - self.start_ns) / 1e3, "dur": (e.end_ns - e.start_ns) / 1e3,
+                    "args": {"type": e.type, "node": e.node},
+                })
         return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+    def queues_used(self) -> dict[str, list[str]]:
+        """For each device queue lane, the names of the nodes whose commands ran on it."""
+        lanes: dict[str, list[str]] = defaultdict(list)
+        for e in sorted(self.device_events, key=lambda e: e.start_ns):
+            lanes[e.thread].append(e.name)
+        return dict(lanes)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the Chrome trace JSON to ``path``."""
@@ -117,6 +169,9 @@ class Trace:
         for thread, events in by_thread.items():
             idle[thread] = wall - sum(e.seconds for e in events)
         path = self._measured_critical_path()
+        device: dict[str, float] = defaultdict(float)
+        for e in self.device_events:
+            device[e.thread] += e.seconds
         return Summary(
             wall_seconds=wall,
             busy_seconds=busy,
@@ -125,6 +180,8 @@ class Trace:
             critical_path=[(e.name, e.type, e.seconds) for e in path],
             critical_path_seconds=sum(e.seconds for e in path),
             idle_seconds=idle,
+            device_seconds=dict(device),
+            device_timing=self.device_timing,
         )
 
     def _measured_critical_path(self) -> list[NodeEvent]:
@@ -132,6 +189,11 @@ class Trace:
         if self.plan is None or not self.events:
             return []
         by_node = {e.node: e for e in self.events}
+        if self.device_profiled:  # a device node took the time its commands took, not the enqueue's
+            by_node.update((e.node, e) for e in self.device_events)
+            for node, e in list(by_node.items()):  # a download's host time is mostly waiting for them
+                if e.type == DOWNLOAD_TYPE:
+                    by_node[node] = NodeEvent(e.node, e.name, e.type, e.thread, e.end_ns, e.end_ns)
         longest: dict[int, float] = {}
         best_pred: dict[int, int | None] = {}
         for i in self.plan.order:

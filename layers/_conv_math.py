@@ -5,7 +5,7 @@ ones with ``H == 1`` (a view, no copy). :class:`Conv2dKernel` holds a stored wei
 out once (aligned, contiguous) for the path that runs it:
 
 * **1x1** convolutions: the input *is* the column matrix (a reshape, no copy when the
-  input is contiguous and the stride is 1); one matmul.
+  input is contiguous, unpadded and the stride is 1); one matmul.
 * **3x3, stride 1, dense** convolutions wide enough to pay for it: Winograd F(4x4, 3x3)
   (Lavin & Gray). The input tiles are gathered once, transformed by two small matmuls,
   the 36 per-frequency products are one batched matmul over a weight transformed at load,
@@ -18,7 +18,14 @@ out once (aligned, contiguous) for the path that runs it:
   stride-1 problem); many channels on a small image go channels-last, so the inner loops
   stay long; blocks are sized to stay in cache.
 * **everything else**: im2col from a strided view of the padded input, then one
-  (group-batched) matmul ``(G, Cout/G, K) @ (N, G, K, L)``.
+  (group-batched) matmul ``(G, Cout/G, K) @ (N, G, K, L)``. The columns carry a row of
+  ones and the stored weight matrix the bias as its last column, so the bias costs the
+  matmul one more step of K instead of a pass over the output.
+
+Every path writes its result into an ``out`` array it is given (C-contiguous, of the
+output's shape; its old contents are never read), so a caller that owns the memory gets
+the result there with no copy: :meth:`Conv2dKernel.__call__` allocates only when no
+``out`` is given, and both ways run the same code.
 
 Transposed convolutions are one matmul ``weight^T @ x`` giving every tap's contribution,
 then a col2im scatter-add, one vectorised add per kernel tap, clipped to the output.
@@ -38,12 +45,24 @@ Pair = tuple[int, int]
 #: PyTorch padding_mode -> numpy.pad mode.
 PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
-#: Winograd runs when a convolution has at least this many 4x4 output tiles (over the
-#: batch: 16 is a 14 x 14 output) and this many input channels: below them its 36 small
-#: matmuls lose to one im2col matmul (measured with OpenBLAS, 1 and 2 threads, on AVX2 and
-#: AVX-512 machines; 7 x 7 outputs and 16 channels lose).
+#: Winograd runs when a convolution has at least this many 4x4 output tiles over the batch
+#: (16 is a 14 x 14 output): its 36 per-frequency matmuls have one column per tile, and
+#: with fewer they are bound by reading the transformed weight, 4x the size of the
+#: im2col one (7 x 7 and 8 x 8 outputs, 4 tiles, lose 15-40%: ResNet's 512 -> 512, 0.6x).
 WINOGRAD_MIN_TILES = 16
-WINOGRAD_MIN_CHANNELS = 32
+#: ... and when ``c * cout / (c + cout)`` reaches this (with 36 or more tiles) or
+#: :data:`WINOGRAD_MIN_REDUCED_CHANNELS_FEW_TILES` (16 to 35 tiles). Winograd saves
+#: multiplications in proportion to ``c * cout`` per tile but transforms ``c`` inputs and
+#: ``cout`` outputs per tile, each one more numpy pass, so what pays is their ratio.
+#: Measured on the torchvision networks' 3x3 convolutions, one OpenBLAS thread, 2-core
+#: AMD EPYC (Winograd time over im2col time): 32 -> 32 ratio 16: 0.94-0.98 (even, and
+#: im2col's single big matmul scales better under concurrency, so it is preferred);
+#: 32 -> 64 on 147 x 147, ratio 21: 0.64; 32 -> 96 on 28 x 28, ratio 24: 0.79; on 14 x 14,
+#: 32 -> 64 / 32 -> 128 (ratio 21 / 26) lose (1.27 / 1.18) while 96 -> 208 (ratio 66) and
+#: up win (0.77 and better).
+WINOGRAD_MIN_REDUCED_CHANNELS = 20
+WINOGRAD_MIN_REDUCED_CHANNELS_FEW_TILES = 48
+WINOGRAD_MANY_TILES = 36
 
 #: Elements of the depthwise accumulator per block (it and one temporary stay in L2).
 DEPTHWISE_BLOCK = 1 << 16
@@ -127,6 +146,17 @@ class _Scratch(threading.local):
 _SCRATCH = _Scratch()
 
 
+def strided(a: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """A read-only view of ``a``'s memory with ``shape`` and byte ``strides`` (the windows of
+    im2col and Winograd's tiles). numpy's ``as_strided`` takes 5-14 us a call here; building
+    the view straight on a contiguous buffer takes under 1 us, which small convolutions feel."""
+    if not a.flags.c_contiguous:
+        return as_strided(a, shape=shape, strides=strides, writeable=False)
+    view = np.ndarray(shape, a.dtype, a, 0, strides)
+    view.flags.writeable = False
+    return view
+
+
 def place(dst: np.ndarray, src: np.ndarray, top: int, left: int) -> np.ndarray:
     """Copy ``src`` (..., h, w) into ``dst`` (..., H, W) at (top, left) and zero the rest."""
     h, w = src.shape[-2:]
@@ -168,6 +198,11 @@ class Conv2dKernel:
         self.pads = geo.pads((kh, kw))
         #: (G, Cout/G, C/G * kh * kw): the im2col matrix, a view.
         self.matrix = weight.reshape(groups, cout // groups, cg * kh * kw)
+        #: The im2col matrix with the bias as an extra last column (stored weights only).
+        self.biased = None
+        if prepare and bias is not None and (kh, kw) != (1, 1):
+            biased = np.concatenate([self.matrix, bias.reshape(groups, cout // groups, 1)], axis=2)
+            self.biased = aligned(biased, np.result_type(weight.dtype, bias.dtype))
         self.depthwise = cg == 1 and groups > 1 and cout % groups == 0
         self.winograd = (
             prepare and (kh, kw) == (3, 3) and groups == 1 and geo.stride == (1, 1)
@@ -175,30 +210,80 @@ class Conv2dKernel:
         )
         #: Transformed weights per Winograd tile size.
         self._winograd_weights: dict[int, np.ndarray] = {}
+        #: (output shape, dtype, path, Winograd tile) per input (shape, dtype): working them
+        #: out again each call costs small convolutions 10-20 us of Python.
+        self._plans: dict[tuple, tuple] = {}
         if self.depthwise:
             #: (C, multiplier, kh * kw) and, for channels-last runs, (kh * kw, C).
             self.taps = weight.reshape(groups, cout // groups, kh * kw)
             self.taps_last = aligned(self.taps[:, 0, :].T, weight.dtype) if cout == groups else None
             self._tiled: dict[int, np.ndarray] = {}
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """``x`` (N, C, H, W) -> (N, Cout, Ho, Wo)."""
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+        """(N, Cout, Ho, Wo) for an input of ``shape`` (N, C, H, W); Ho or Wo may be < 1."""
+        n, _, h, w = shape
+        (kh, kw), (top_bottom, left_right) = self.kernel_size, self.pads
+        (sh, sw), (dh, dw) = self.geo.stride, self.geo.dilation
+        return (n, self.weight.shape[0], out_size(h, kh, sh, dh, top_bottom), out_size(w, kw, sw, dw, left_right))
+
+    def output_dtype(self, dtype: np.dtype) -> np.dtype:
+        """The dtype the kernel computes in for an input of ``dtype``."""
+        return np.result_type(dtype, self.weight.dtype)
+
+    def path(self, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> str:
+        """Which path runs an input of ``shape``: depthwise, winograd, 1x1 or im2col."""
+        if self.depthwise and shape[1] == self.geo.groups:
+            return "depthwise"
+        if self.winograd and np.dtype(dtype) == np.float32 and winograd_tile(shape, self.pads, self.weight.shape[0]):
+            return "winograd"
+        if self.kernel_size == (1, 1) and self.geo.stride == (1, 1) and not any(map(any, self.pads)):
+            return "1x1"
+        return "im2col"
+
+    def plan(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple:
+        """(output shape, output dtype, path, Winograd tile or None) for an input."""
+        key = (shape, dtype)
+        plan = self._plans.get(key)
+        if plan is None:
+            path = self.path(shape, dtype)
+            tile = winograd_tile(shape, self.pads, self.weight.shape[0]) if path == "winograd" else None
+            plan = (self.output_shape(shape), self.output_dtype(dtype), path, tile)
+            if len(self._plans) < 16:  # a few input shapes per model; never grows unbounded
+                self._plans[key] = plan
+        return plan
+
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``x`` (N, C, H, W) -> (N, Cout, Ho, Wo), written into ``out`` when given.
+
+        ``out`` must be C-contiguous, of the output's shape and of :meth:`output_dtype`;
+        whatever it held is overwritten. Returns ``out`` (or the new array).
+        """
+        shape, dtype, path, m = self.plan(x.shape, x.dtype)
+        if out is None:
+            out = np.empty(tuple(max(d, 0) for d in shape), dtype=dtype)
+        elif out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
+            raise ValueError(f"out should be a C-contiguous {dtype} array of shape {shape}, "
+                             f"given {out.dtype} {out.shape}{'' if out.flags.c_contiguous else ' (not contiguous)'}")
+        if min(shape) < 1:
+            return out
         geo = self.geo
-        if self.depthwise and x.shape[1] == geo.groups:
+        if path == "depthwise":
             if geo.padding_mode == "zeros":
-                return depthwise(x, self, self.pads)
-            return depthwise(pad_input(x, self.pads, geo.padding_mode), self, ((0, 0), (0, 0)))
-        m = winograd_tile(x.shape, self.pads) if self.winograd and x.dtype == np.float32 else None
-        if m is not None:
-            weight = self._winograd_weights.get(m)
+                depthwise(x, self, self.pads, out)
+            else:
+                depthwise(pad_input(x, self.pads, geo.padding_mode), self, ((0, 0), (0, 0)), out)
+        elif path == "winograd":
+            weight = self._winograd_weights.get(m)  # type: ignore[arg-type]
             if weight is None:
-                weight = self._winograd_weights[m] = winograd_weight(self.weight, m)
-            return winograd_conv(x, weight, self.bias, self.pads, m)
-        return im2col_conv(x, self.matrix, self.bias, self.kernel_size, self.pads, geo)
+                weight = self._winograd_weights[m] = winograd_weight(self.weight, m)  # type: ignore[index, arg-type]
+            winograd_conv(x, weight, self.bias, self.pads, m, out)  # type: ignore[arg-type]
+        else:
+            im2col_conv(x, self.matrix, self.bias, self.kernel_size, self.pads, geo, out, self.biased)
+        return out
 
     def expect(self, shape: tuple[int, ...]) -> None:
         """Prepare for inputs of ``shape`` (N, C, H, W) now rather than on the first call."""
-        m = winograd_tile(shape, self.pads) if self.winograd else None
+        m = winograd_tile(shape, self.pads, self.weight.shape[0]) if self.winograd else None
         if m is not None and m not in self._winograd_weights:
             self._winograd_weights[m] = winograd_weight(self.weight, m)
 
@@ -221,39 +306,55 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, geo: Geom
 # im2col (and 1x1)
 # ----------------------------------------------------------------------------------------
 def im2col_conv(x: np.ndarray, matrix: np.ndarray, bias: np.ndarray | None, kernel: Pair,
-                pads: tuple[Pair, Pair], geo: Geometry) -> np.ndarray:
-    """One (group-batched) matmul of the weight matrix with the input's columns."""
+                pads: tuple[Pair, Pair], geo: Geometry, out: np.ndarray,
+                biased: np.ndarray | None = None) -> np.ndarray:
+    """One (group-batched) matmul of the weight matrix with the input's columns, into ``out``
+    (N, Cout, Ho, Wo). ``biased``, the matrix with the bias as a last column, folds the
+    bias into the matmul (the columns then get a row of ones); else the bias is added."""
     n, c, h, w = x.shape
     groups, per_group, depth = matrix.shape
     cout, (kh, kw) = groups * per_group, kernel
     (top, bottom), (left, right) = pads
-    if geo.padding_mode != "zeros" or not (top or bottom or left or right):
+    (sh, sw), (dh, dw) = geo.stride, geo.dilation
+    ho, wo = out.shape[2:]
+    padded = bool(top or bottom or left or right)
+    if kh == kw == 1 and (sh, sw) == (1, 1) and not padded:
+        # The input is the column matrix: (N, G, C/G, H * W), a view when contiguous.
+        _matmul_into(matrix, x.reshape(n, groups, depth, ho * wo), out, groups)
+        if bias is not None:
+            np.add(out, bias.reshape(cout, 1, 1), out=out)
+        return out
+    if not padded:
+        xp = x
+    elif geo.padding_mode != "zeros":
         xp = pad_input(x, pads, geo.padding_mode)
     else:
         xp = place(_SCRATCH.take("pad", (n, c, h + top + bottom, w + left + right), x.dtype), x, top, left)
-    (sh, sw), (dh, dw) = geo.stride, geo.dilation
-    hp, wp = xp.shape[2:]
-    ho = (hp - dh * (kh - 1) - 1) // sh + 1
-    wo = (wp - dw * (kw - 1) - 1) // sw + 1
-    if kh == 1 and kw == 1:
-        cols = xp[:, :, ::sh, ::sw].reshape(n, groups, depth, ho * wo)
+    fold = biased is not None and biased.dtype == np.result_type(x.dtype, biased.dtype)
+    rows = depth + 1 if fold else depth
+    s_n, s_c, s_h, s_w = xp.strides
+    window = strided(xp, (n, groups, c // groups, kh, kw, ho, wo),
+                     (s_n, s_c * (c // groups), s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw))
+    cols = _SCRATCH.take("cols", (n, groups, rows, ho * wo), x.dtype)
+    np.copyto(cols[:, :, :depth].reshape(n, groups, c // groups, kh, kw, ho, wo), window)
+    if fold:
+        cols[:, :, depth] = 1
+        _matmul_into(biased, cols, out, groups)  # type: ignore[arg-type]
     else:
-        s_n, s_c, s_h, s_w = xp.strides
-        window = as_strided(
-            xp,
-            shape=(n, c, kh, kw, ho, wo),
-            strides=(s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw),
-            writeable=False,
-        )
-        cols = _SCRATCH.take("cols", (n, groups, depth, ho * wo), x.dtype)
-        np.copyto(cols.reshape(n, c, kh, kw, ho, wo), window)
-    if n == 1 and groups == 1:
-        out = np.matmul(matrix[0], cols[0, 0]).reshape(1, cout, ho, wo)
-    else:
-        out = np.matmul(matrix, cols).reshape(n, cout, ho, wo)
-    if bias is not None:
-        out += bias.reshape(cout, 1, 1)
+        _matmul_into(matrix, cols, out, groups)
+        if bias is not None:
+            np.add(out, bias.reshape(cout, 1, 1), out=out)
     return out
+
+
+def _matmul_into(matrix: np.ndarray, cols: np.ndarray, out: np.ndarray, groups: int) -> None:
+    """``out`` (N, Cout, Ho, Wo) = ``matrix`` (G, Cout/G, K) @ ``cols`` (N, G, K, L); one BLAS
+    call when N == G == 1."""
+    n, cout = out.shape[:2]
+    if n == 1 and groups == 1:
+        np.matmul(matrix[0], cols[0, 0], out=out.reshape(cout, -1))
+    else:
+        np.matmul(matrix, cols, out=out.reshape(n, groups, cout // groups, -1))
 
 
 # ----------------------------------------------------------------------------------------
@@ -295,13 +396,16 @@ def _tiles(size: int, pads: Pair, m: int) -> int:
     return -(-(size + pads[0] + pads[1] - 2) // m)
 
 
-def winograd_tile(shape: tuple[int, ...], pads: tuple[Pair, Pair]) -> int | None:
+def winograd_tile(shape: tuple[int, ...], pads: tuple[Pair, Pair], cout: int) -> int | None:
     """The output tile size m of the Winograd F(m x m, 3x3) worth running on an input of
-    ``shape`` (N, C, H, W), or None when the im2col matmul is the better choice."""
+    ``shape`` (N, C, H, W) giving ``cout`` channels, or None when the im2col matmul is the
+    better choice (see :data:`WINOGRAD_MIN_REDUCED_CHANNELS`)."""
     n, c, h, w = shape
-    if c >= WINOGRAD_MIN_CHANNELS and n * _tiles(h, pads[0], 4) * _tiles(w, pads[1], 4) >= WINOGRAD_MIN_TILES:
-        return 4
-    return None
+    tiles = n * _tiles(h, pads[0], 4) * _tiles(w, pads[1], 4)
+    if tiles < WINOGRAD_MIN_TILES:
+        return None
+    need = WINOGRAD_MIN_REDUCED_CHANNELS if tiles >= WINOGRAD_MANY_TILES else WINOGRAD_MIN_REDUCED_CHANNELS_FEW_TILES
+    return 4 if c * cout >= need * (c + cout) else None
 
 
 def winograd_weight(weight: np.ndarray, m: int) -> np.ndarray:
@@ -314,8 +418,9 @@ def winograd_weight(weight: np.ndarray, m: int) -> np.ndarray:
 
 
 def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: tuple[Pair, Pair],
-                  m: int) -> np.ndarray:
-    """3x3 stride-1 convolution of float32 ``x`` (N, C, H, W) with a :func:`winograd_weight`."""
+                  m: int, out: np.ndarray) -> np.ndarray:
+    """3x3 stride-1 convolution of float32 ``x`` (N, C, H, W) with a :func:`winograd_weight`,
+    into ``out`` (N, Cout, Ho, Wo) float32: the last pass scatters the tiles' rows there."""
     wino = WINOGRAD[m]
     a = m + 2
     n, c, h, w = x.shape
@@ -327,8 +432,7 @@ def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: t
     rows, cols = min(h, m * th + 2 - top), min(w, m * tw + 2 - left)
     place(xp, x[:, :, :rows, :cols], top, left)
     s_n, s_c, s_h, s_w = xp.strides
-    tiles = as_strided(xp, shape=(a, a, c, n, th, tw), strides=(s_h, s_w, s_c, s_n, m * s_h, m * s_w),
-                       writeable=False)
+    tiles = strided(xp, (a, a, c, n, th, tw), (s_h, s_w, s_c, s_n, m * s_h, m * s_w))
     t = n * th * tw
     # Two scratch buffers in turn: each step reads the one the step before wrote.
     size = a * a * max(c, cout) * t
@@ -342,7 +446,6 @@ def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: t
     z = np.matmul(p.reshape(m, a, cout * t).transpose(0, 2, 1), wino.a,   # A^T along columns
                   out=pong[:m * cout * t * m].reshape(m, cout * t, m))
     z = z.reshape(m, cout, n, th, m * tw)                               # output columns contiguous
-    out = np.empty((n, cout, ho, wo), dtype=np.float32)
     b = None if bias is None else bias.reshape(cout, 1, 1).astype(np.float32, copy=False)
     for i in range(m):                                                  # output rows i, i+m, ...
         count = len(range(i, ho, m))
@@ -358,23 +461,22 @@ def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: t
 # ----------------------------------------------------------------------------------------
 # depthwise
 # ----------------------------------------------------------------------------------------
-def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair]) -> np.ndarray:
-    """Depthwise conv of ``x`` (N, C, H, W), zero-padded by ``pads``, one tap at a time.
+def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], out: np.ndarray) -> np.ndarray:
+    """Depthwise conv of ``x`` (N, C, H, W), zero-padded by ``pads``, one tap at a time, into
+    ``out`` (N, Cout, Ho, Wo): each block's accumulator is written there with the bias.
 
     Tap (i, j) reads padded row ``y*sh + i*dh``: in the polyphase split by the stride that
     is phase ``(i*dh) % sh``, row ``y + (i*dh) // sh``. On a phase flattened to a "wide
     grid" of width ``wq`` every tap is then one contiguous slice starting at
     ``shift_h * wq + shift_w``; outputs in the columns past ``wo`` are garbage and cut off.
     """
-    n, c, h, w = x.shape
-    cout, _, kh, kw = kernel.weight.shape
+    _, c, h, w = x.shape
+    kh, kw = kernel.weight.shape[2:]
     (top, bottom), (left, right) = pads
     (sh, sw), (dh, dw) = kernel.geo.stride, kernel.geo.dilation
     ho = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
     wo = (w + left + right - dw * (kw - 1) - 1) // sw + 1
-    dtype = np.result_type(x.dtype, kernel.weight.dtype)
-    if ho < 1 or wo < 1:
-        return np.zeros((n, cout, max(ho, 0), max(wo, 0)), dtype=dtype)
+    dtype = out.dtype
     shift_h, shift_w = (kh - 1) * dh // sh, (kw - 1) * dw // sw
     wq = max(wo + shift_w, -(-(left + w) // sw))
     hq = max(ho + shift_h + (1 if shift_w else 0), -(-(top + h) // sh))
@@ -384,9 +486,9 @@ def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair]) -> n
     channels_last = kernel.taps_last is not None and c >= ho * wq * DEPTHWISE_CHANNELS_LAST
     phases = _phases(x, (top, left), (sh, sw), (hq, wq), dtype, channels_last)
     if channels_last:
-        out = _depthwise_last(phases, kernel, taps, (ho, wo, wq), dtype)
+        _depthwise_last(phases, kernel, taps, (ho, wo, wq), out)
     else:
-        out = _depthwise_first(phases, kernel, taps, (ho, wo, wq), dtype)
+        _depthwise_first(phases, kernel, taps, (ho, wo, wq), out)
     return out
 
 
@@ -414,15 +516,15 @@ def _phases(x: np.ndarray, offset: Pair, stride: Pair, size: Pair, dtype: np.dty
     return phases
 
 
-def _depthwise_first(phases, kernel: Conv2dKernel, taps, size, dtype) -> np.ndarray:
+def _depthwise_first(phases, kernel: Conv2dKernel, taps, size, out: np.ndarray) -> None:
     """Channels-first: each tap multiplies a (channels, ho * wq) slice by a per-channel weight."""
     sh, sw, n, c, hq, wq = phases.shape
     ho, wo, _ = size
+    dtype = out.dtype
     weights = kernel.taps.astype(dtype, copy=False)                # (C, mult, taps)
     mult = weights.shape[1]
     span = ho * wq
     planes = phases.reshape(sh, sw, n * c, hq * wq)
-    out = np.empty((n, c, mult, ho, wo), dtype=dtype)
     flat_out = out.reshape(n * c, mult, ho, wo)
     bias = None if kernel.bias is None else kernel.bias.reshape(c, mult, 1, 1).astype(dtype, copy=False)
     block = max(1, DEPTHWISE_BLOCK // (span * mult))
@@ -447,17 +549,16 @@ def _depthwise_first(phases, kernel: Conv2dKernel, taps, size, dtype) -> np.ndar
             flat_out[start:stop] = view
         else:
             np.add(view, bias[channel], out=flat_out[start:stop])
-    return out.reshape(n, c * mult, ho, wo)
 
 
-def _depthwise_last(phases, kernel: Conv2dKernel, taps, size, dtype) -> np.ndarray:
+def _depthwise_last(phases, kernel: Conv2dKernel, taps, size, out: np.ndarray) -> None:
     """Channels-last: each tap multiplies whole wide rows (wq * C) by the tap's tiled weights."""
     sh, sw, n, hq, wq, c = phases.shape
     ho, wo, _ = size
+    dtype = out.dtype
     tiled = kernel.tiled_taps(wq).astype(dtype, copy=False)       # (taps, wq * C)
     row = wq * c
     planes = phases.reshape(sh, sw, n, hq * row)
-    out = np.empty((n, c, ho, wo), dtype=dtype)
     bias = None if kernel.bias is None else kernel.bias.reshape(c, 1, 1).astype(dtype, copy=False)
     block = max(1, DEPTHWISE_BLOCK // row)
     acc = np.empty((min(block, ho), row), dtype=dtype)
@@ -479,7 +580,6 @@ def _depthwise_last(phases, kernel: Conv2dKernel, taps, size, dtype) -> np.ndarr
                 out[image, :, y0:y1, :] = view
             else:
                 np.add(view, bias, out=out[image, :, y0:y1, :])
-    return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -501,9 +601,10 @@ def conv_transpose2d(
     stride: Pair,
     dilation: Pair,
     padding: Pair,
-    output_size: Pair,
+    out: np.ndarray,
 ) -> np.ndarray:
-    """Transposed conv of ``x`` (N, Cin, H, W) with a :func:`transposed_kernel`.
+    """Transposed conv of ``x`` (N, Cin, H, W) with a :func:`transposed_kernel`, into ``out``
+    (N, Cout, Ho, Wo), which is first set to the bias (or zero).
 
     One matmul gives every input pixel's contribution to every tap; each of the
     ``kh * kw`` taps is then added, strided, into the output (col2im).
@@ -513,10 +614,11 @@ def conv_transpose2d(
     kh, kw = kernel_size
     cols = np.matmul(kernel, x.reshape(n, groups, cin // groups, h * w))
     cols = cols.reshape(n, out_channels, kh, kw, h, w)
-    dtype = cols.dtype
-    out = np.zeros((n, out_channels) + tuple(output_size), dtype=dtype)
-    if bias is not None:
-        out += bias.reshape(out_channels, 1, 1).astype(dtype, copy=False)
+    output_size = out.shape[2:]
+    if bias is None:
+        out.fill(0)
+    else:
+        np.copyto(out, bias.reshape(out_channels, 1, 1).astype(cols.dtype, copy=False))
     for i in range(kh):
         rows = _tap_span(h, stride[0], i * dilation[0] - padding[0], output_size[0])
         if rows is None:

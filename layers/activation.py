@@ -197,10 +197,16 @@ def _positive_plus(negative_part: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 class _Unary(Layer):
-    """One tensor in, one tensor of the same shape out."""
+    """One tensor in, one tensor of the same shape out.
+
+    Every ``apply`` returns a new array. Subclasses that can also write a float result
+    into given memory define ``apply_into`` (and set ``writes_into``; ``in_place`` when
+    ``out`` may be ``x`` itself), so the memory plan can place them in its arena.
+    """
 
     #: Whether an integer/bool input is computed as float32 (False: the dtype is kept).
     real_only = True
+    fresh_outputs = True
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)
@@ -222,6 +228,17 @@ class _Unary(Layer):
         """The result for a floating ``x`` of rank >= 1, as a new array."""
         raise NotImplementedError
 
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        x, out = np.asarray(inputs[0]), outputs[0]
+        if self.writes_into and x.dtype == out.dtype and x.dtype.kind == "f" and x.ndim:
+            self.apply_into(x, out)
+        else:
+            super().forward_into(inputs, outputs)
+
+    def apply_into(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Write the result for a floating ``x`` of rank >= 1 into ``out`` (same shape and dtype)."""
+        raise NotImplementedError
+
 
 # --------------------------------------------------------------------------------------
 # rectifiers and clamps (keep integer dtypes, as PyTorch does)
@@ -231,11 +248,15 @@ class ReLU(_Unary):
     """max(x, 0)."""
 
     real_only = False
+    writes_into = in_place = True
 
     def apply(self, x):
         if x.dtype.kind == "f":
             return _against(np.maximum, x, 0)
         return np.maximum(x, x.dtype.type(0))
+
+    def apply_into(self, x, out):
+        _against(np.maximum, x, 0, out)
 
 
 @register("nn.ReLU6", "F.relu6")
@@ -243,11 +264,15 @@ class ReLU6(_Unary):
     """min(max(x, 0), 6)."""
 
     real_only = False
+    writes_into = in_place = True
 
     def apply(self, x):
         if x.dtype.kind == "f":
             return _clamped(x, 0, 6)
         return np.clip(x, x.dtype.type(0), x.dtype.type(6))
+
+    def apply_into(self, x, out):
+        _clamped(x, 0, 6, out)
 
 
 @register("nn.Hardtanh", "F.hardtanh")
@@ -262,10 +287,15 @@ class Hardtanh(_Unary):
         if self.low > self.high:
             raise params.error(f"min_val={self.low} is greater than max_val={self.high}")
 
+    writes_into = in_place = True
+
     def apply(self, x):
         if x.dtype.kind == "f":
             return _clamped(x, self.low, self.high)
         return np.clip(x, math.ceil(self.low), math.floor(self.high)).astype(x.dtype, copy=False)
+
+    def apply_into(self, x, out):
+        _clamped(x, self.low, self.high, out)
 
 
 @register("nn.Threshold", "F.threshold")
@@ -441,33 +471,56 @@ class GELU(_Unary):
 class Sigmoid(_Unary):
     """1 / (1 + exp(-x))."""
 
+    writes_into = in_place = True
+
     def apply(self, x):
         return _sigmoid(x)
+
+    def apply_into(self, x, out):
+        if x.dtype not in (np.float32, np.float64):
+            np.copyto(out, _sigmoid_blended(x))
+            return
+        with np.errstate(over="ignore"):
+            np.negative(x, out=out)
+            np.exp(out, out=out)
+        out += x.dtype.type(1)
+        np.reciprocal(out, out=out)
 
 
 @register("nn.SiLU", "F.silu")
 class SiLU(_Unary):
     """x * sigmoid(x)."""
 
+    writes_into = True  # not in place: x is read again after out is written
+
     def apply(self, x):
+        out = np.empty_like(x)
+        self.apply_into(x, out)
+        return out
+
+    def apply_into(self, x, out):
         if x.dtype not in (np.float32, np.float64):
-            out = _sigmoid(x)
-            out *= x
-            return out
+            np.multiply(_sigmoid(x), x, out=out)
+            return
         # x / (1 + exp(-x)): where exp overflows the result is -0 (and NaN at -inf, as in PyTorch).
         with np.errstate(over="ignore", invalid="ignore"):
-            e = np.negative(x)
-            np.exp(e, out=e)
-            e += x.dtype.type(1)
-            return np.divide(x, e, out=e)
+            np.negative(x, out=out)
+            np.exp(out, out=out)
+            out += x.dtype.type(1)
+            np.divide(x, out, out=out)
 
 
 @register("nn.Tanh", "F.tanh")
 class Tanh(_Unary):
     """tanh(x)."""
 
+    writes_into = in_place = True
+
     def apply(self, x):
         return np.tanh(x)
+
+    def apply_into(self, x, out):
+        np.tanh(x, out=out)
 
 
 @register("nn.Mish", "F.mish")
@@ -520,24 +573,37 @@ class LogSigmoid(_Unary):
 class Hardswish(_Unary):
     """x * relu6(x + 3) / 6."""
 
+    writes_into = True  # not in place: x is read again after out is written
+
     def apply(self, x):
+        out = np.empty_like(x)
+        self.apply_into(x, out)
+        return out
+
+    def apply_into(self, x, out):
         cast = x.dtype.type
-        out = x + cast(3)
+        np.add(x, cast(3), out=out)
         _clamped(out, 0, 6, out=out)
         out *= x
         out *= cast(1.0 / 6.0)
-        return out
 
 
 @register("nn.Hardsigmoid", "F.hardsigmoid")
 class Hardsigmoid(_Unary):
     """relu6(x + 3) / 6."""
 
+    writes_into = in_place = True
+
     def apply(self, x):
+        out = np.empty_like(x)
+        self.apply_into(x, out)
+        return out
+
+    def apply_into(self, x, out):
         cast = x.dtype.type
-        out = x * cast(1.0 / 6.0)
+        np.multiply(x, cast(1.0 / 6.0), out=out)
         out += cast(0.5)
-        return _clamped(out, 0, 1, out=out)
+        _clamped(out, 0, 1, out=out)
 
 
 @register("nn.Softsign", "F.softsign")

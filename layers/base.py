@@ -141,6 +141,18 @@ class Layer:
     op_types: tuple[str, ...] = ()
     #: Whether ``forward`` only reorders or views its input (no arithmetic).
     is_view: bool = False
+    #: Whether every output ``forward`` returns is newly allocated, never an input or a
+    #: view of one. The memory plan lets a tensor's bytes be reused only once every reader
+    #: is done with it; a layer that may return a view extends its input's life to the
+    #: view's readers, so the safe default is False.
+    fresh_outputs: bool = False
+    #: Whether :meth:`forward_into` writes its results straight into the arrays it is given
+    #: (the memory plan then gives this layer's outputs regions of its arena). Layers that
+    #: do not only get the default, which copies.
+    writes_into: bool = False
+    #: Whether output 0 may be written over input 0 (one elementwise pass, same shape and
+    #: dtype), so the memory plan may run it in place where nothing else reads input 0.
+    in_place: bool = False
 
     def __init__(self, op: Operator):
         self.name = op.name
@@ -184,6 +196,13 @@ class Layer:
     def forward(self, inputs: list[Any]) -> list[Any]:
         """Compute the outputs from the inputs with numpy; never mutate an input."""
         raise NotImplementedError(f"{type(self).__name__} must implement forward")
+
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        """Compute ``forward(inputs)`` into ``outputs``: C-contiguous arrays of the inferred
+        shapes and dtypes, which may be memory the engine reuses between calls. With
+        ``in_place``, ``outputs[0]`` may be ``inputs[0]`` itself. The default copies."""
+        for out, value in zip(outputs, self.forward(inputs)):
+            np.copyto(out, value)
 
     def flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
         """Arithmetic work, for the scheduler's priorities; by default one per output element."""

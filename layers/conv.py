@@ -11,6 +11,10 @@
 pnnx writes ``padding`` as a list or as ``same`` / ``valid``; a non-``zeros``
 ``padding_mode`` usually stays on the nn.Conv* (``circular`` it turns into an ``F.pad``
 first, which this layer also accepts). The kernels live in :mod:`layers._conv_math`.
+
+Every convolution computes straight into the output array it is given
+(:meth:`~layers.base.Layer.forward_into`, for the engine's memory plan); ``forward``
+allocates that array and runs the same code, so both give the same bits.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from layers._conv_math import (
     Conv2dKernel,
     Geometry,
     aligned,
-    conv2d,
     conv_transpose2d,
     out_size,
     same_padding,
@@ -44,6 +47,9 @@ class _Conv(Layer):
     spatial = 2
     #: Whether this is a transposed convolution.
     transposed = False
+    #: The output is always a new array, computed straight into the memory given.
+    fresh_outputs = True
+    writes_into = True
 
     def flops(self, inputs, outputs) -> int:
         """2 x MACs: each output (each input, when transposed) meets C/groups x kernel weights."""
@@ -155,16 +161,42 @@ class _Conv(Layer):
 
     # -- running -----------------------------------------------------------------------------
     def _as_4d(self, x: np.ndarray) -> np.ndarray:
+        """(N, C, H, W) view of a batched or unbatched 1-D or 2-D array (input or output)."""
         if x.ndim == self.spatial + 1:
             x = x[None]
         return x[:, :, None, :] if self.spatial == 1 else x
 
-    def _from_4d(self, out: np.ndarray, like: np.ndarray) -> np.ndarray:
-        if self.spatial == 1:
-            out = out[:, :, 0, :]
-        if like.ndim == self.spatial + 1:
-            out = out[0]
-        return out.astype(like.dtype, copy=False)
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        """Allocate the output (of the input's dtype) and :meth:`forward_into` it."""
+        x = np.asarray(inputs[0])
+        out = np.empty(self._output_shape_of(inputs), dtype=x.dtype)
+        self.forward_into(inputs, [out])
+        return [out]
+
+    def _output_shape_of(self, inputs: list[Any]) -> Shape:
+        """The output's shape for these input values."""
+        return self.infer_shapes([np.shape(v) for v in inputs])[0]
+
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        """Compute into ``outputs[0]``; through a temporary only when the kernel's dtype (that
+        of input and weight together) is not the output's, e.g. float16 input."""
+        out = outputs[0]
+        x = self._as_4d(np.asarray(inputs[0]))
+        compute = self._compute_dtype(inputs, x)
+        if compute == out.dtype and out.flags.c_contiguous:
+            self._run(inputs, x, self._as_4d(out))
+        else:
+            result = np.empty(self._as_4d(out).shape, dtype=compute)
+            self._run(inputs, x, result)
+            np.copyto(self._as_4d(out), result, casting="unsafe")
+
+    def _compute_dtype(self, inputs: list[Any], x: np.ndarray) -> np.dtype:
+        """The dtype the kernel computes in for these inputs (``x``: input 0 as 4-D)."""
+        raise NotImplementedError
+
+    def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
+        """Compute the convolution of ``x`` (N, C, H, W) into ``out`` (N, Cout, Ho, Wo)."""
+        raise NotImplementedError
 
     def _input_index(self, name: str, position: int) -> int | None:
         """Which input carries argument ``name`` (``$weight=``), else ``position`` if present."""
@@ -207,9 +239,18 @@ class _ConvModule(_Conv):
         self.expect_inputs(shapes, 1)
         return [self._output_shape(shapes[0], self.in_channels, self.out_channels, self.kernel_size)]
 
-    def forward(self, inputs: list[Any]) -> list[Any]:
+    def _output_shape_of(self, inputs: list[Any]) -> Shape:
         x = inputs[0]
-        return [self._from_4d(self.kernel(self._as_4d(x)), x)]
+        shape = self.kernel.plan(self._as_4d(x).shape, x.dtype)[0]
+        if self.spatial == 1:
+            shape = shape[:2] + shape[3:]
+        return shape[1:] if x.ndim == self.spatial + 1 else shape
+
+    def _compute_dtype(self, inputs: list[Any], x: np.ndarray) -> np.dtype:
+        return self.kernel.plan(x.shape, x.dtype)[1]
+
+    def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
+        self.kernel(x, out=out)
 
 
 @register("nn.Conv1d")
@@ -273,11 +314,14 @@ class _ConvFunctional(_Conv):
         cin, cout = self._check_weight(x, w, b)
         return [self._output_shape(x, cin, cout, tuple(w[2:]))]
 
-    def forward(self, inputs: list[Any]) -> list[Any]:
-        x, w, b = self._operands(inputs)
+    def _compute_dtype(self, inputs: list[Any], x: np.ndarray) -> np.dtype:
+        return np.result_type(x.dtype, np.asarray(inputs[self._weight_at]).dtype)  # type: ignore[index]
+
+    def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
+        _, w, b = self._operands(inputs)
         weight = self._lift_weight(np.asarray(w))
         bias = None if b is None else np.asarray(b)
-        return [self._from_4d(conv2d(self._as_4d(x), weight, bias, self.geometry), x)]
+        Conv2dKernel(weight, bias, self.geometry, prepare=False)(x, out=out)
 
 
 @register("F.conv1d")
@@ -300,22 +344,13 @@ class FConv2d(_ConvFunctional):
 class _ConvTransposeMixin(_Conv):
     transposed = True
 
-    def _run_transposed(self, x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None,
-                        kernel_size: tuple[int, ...], out_channels: int) -> np.ndarray:
-        x4 = self._as_4d(x)
+    def _run_transposed(self, x4: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None,
+                        kernel_size: tuple[int, ...], out_channels: int, out: np.ndarray) -> None:
         lift = (1,) * (2 - self.spatial)
         k = lift + tuple(kernel_size)
         stride, dilation = lift + self.stride, lift + self.dilation
         padding = (0,) * (2 - self.spatial) + self.padding  # type: ignore[operator]
-        out_pad = (0,) * (2 - self.spatial) + self.output_padding
-        size = tuple(
-            transposed_out_size(n, k[i], stride[i], dilation[i], padding[i], out_pad[i])
-            for i, n in enumerate(x4.shape[2:])
-        )
-        out = conv_transpose2d(
-            x4, kernel, bias, k, out_channels, stride, dilation, padding, size  # type: ignore[arg-type]
-        )
-        return self._from_4d(out, x)
+        conv_transpose2d(x4, kernel, bias, k, out_channels, stride, dilation, padding, out)  # type: ignore[arg-type]
 
 
 class _ConvTransposeModule(_ConvTransposeMixin):
@@ -343,8 +378,11 @@ class _ConvTransposeModule(_ConvTransposeMixin):
         self.expect_inputs(shapes, 1)
         return [self._output_shape(shapes[0], self.in_channels, self.out_channels, self.kernel_size)]
 
-    def forward(self, inputs: list[Any]) -> list[Any]:
-        return [self._run_transposed(inputs[0], self.kernel, self.bias, self.kernel_size, self.out_channels)]
+    def _compute_dtype(self, inputs: list[Any], x: np.ndarray) -> np.dtype:
+        return np.result_type(x.dtype, self.kernel.dtype)
+
+    def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
+        self._run_transposed(x, self.kernel, self.bias, self.kernel_size, self.out_channels, out)
 
 
 @register("nn.ConvTranspose1d")
@@ -362,12 +400,12 @@ class ConvTranspose2d(_ConvTransposeModule):
 
 
 class _ConvTransposeFunctional(_ConvTransposeMixin, _ConvFunctional):
-    def forward(self, inputs: list[Any]) -> list[Any]:
-        x, w, b = self._operands(inputs)
+    def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
+        _, w, b = self._operands(inputs)
         w = np.asarray(w)
         kernel = transposed_kernel(w, self.groups)
         bias = None if b is None else np.asarray(b)
-        return [self._run_transposed(x, kernel, bias, w.shape[2:], w.shape[1] * self.groups)]
+        self._run_transposed(x, kernel, bias, w.shape[2:], w.shape[1] * self.groups, out)
 
 
 @register("F.conv_transpose1d")

@@ -10,11 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from graphexec import dtypes
-from layers import _expr
+from layers import _expr, _promotion
 from layers.base import Layer, Params, ShapeMismatch
 from layers.registry import register
 from layers.specs import Spec
+
+#: Root functions that are one numpy ufunc over their arguments: their result is always a
+#: new array, and it can be written into given memory, even over an input (elementwise).
+_UFUNC_ROOTS = frozenset(
+    name for name, function in _expr.FUNCTIONS.items()
+    if isinstance(function.apply, np.ufunc) and name not in ("floor_divide", "remainder", "fmod")
+)
 
 
 def expression_text(value: Any) -> str:
@@ -48,6 +57,12 @@ class Expression(Layer):
         annotated = params.op.outputs[0].dtype or ""
         if dtypes.is_known(annotated) and dtypes.numpy_dtype(annotated).kind in "iu":
             self.tree = _expr.floor_divisions(self.tree)
+        root = self.tree
+        #: Whether the result is one ufunc applied last (``add(@0,@1)``): then it is always
+        #: a new array (``@0`` alone is the input itself), and it can be written into memory given.
+        self.fresh_outputs = self.writes_into = self.in_place = (
+            isinstance(root, _expr.Call) and root.name in _UFUNC_ROOTS
+        )
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         self.expect_inputs(specs, self.num_inputs)
@@ -57,3 +72,15 @@ class Expression(Layer):
         if len(inputs) != self.num_inputs:
             raise ShapeMismatch(f"takes {self.num_inputs} inputs, got {len(inputs)}")
         return [_expr.to_output(_expr.evaluate(self.tree, inputs))]
+
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        out = outputs[0]
+        if self.writes_into and len(inputs) == self.num_inputs:
+            function = _expr.FUNCTIONS[self.tree.name]
+            args = [_expr.evaluate(arg, inputs) for arg in self.tree.args]
+            compute, result, weak = function.signature([_promotion.kind_of(a) for a in args])
+            if not weak and compute == result == out.dtype:
+                with np.errstate(all="ignore"):
+                    function.apply(*(_promotion.cast(a, compute) for a in args), out=out)
+                return
+        super().forward_into(inputs, outputs)

@@ -105,8 +105,20 @@ class Linear(_Product):
             raise ShapeMismatch(f"expected an input whose last dim is {self.in_features}, given shape {x}")
         return [x[:-1] + (self.out_features,)]
 
+    fresh_outputs = True
+    writes_into = True
+
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [_linear(inputs[0], self.weight_t, self.bias)]
+
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        x, out = inputs[0], outputs[0]
+        if x.dtype != np.float32 or out.dtype != np.float32 or x.ndim < 2:
+            super().forward_into(inputs, outputs)
+            return
+        np.matmul(x.reshape(-1, x.shape[-1]), self.weight_t, out=out.reshape(-1, out.shape[-1]))
+        if self.bias is not None:
+            out += self.bias
 
 
 @register("F.linear")

@@ -32,6 +32,14 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.result_type(dtype, np.float32)
 
 
+def read_eps(params: Params, default: float = 1e-5) -> float:
+    """The ``eps`` param: a number >= 0 (NaN would turn every output into NaN, silently)."""
+    eps = params.float("eps", default)
+    if not eps >= 0:
+        raise params.error(f"eps={eps} must be a number >= 0")
+    return eps
+
+
 def standardize(x: np.ndarray, eps: float) -> np.ndarray:
     """``(x - mean) / sqrt(var + eps)`` over the last axis (biased variance); a new array."""
     x = x.astype(_compute_dtype(x.dtype), copy=False)
@@ -82,12 +90,12 @@ def _affine(out: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None)
 class _BatchNormModule(Layer):
     #: Input ranks the module accepts.
     ranks: tuple[int, ...] = (4,)
+    fresh_outputs = True
+    writes_into = in_place = True
 
     def build(self, params: Params) -> None:
         self.num_features = c = params.int("num_features")
-        self.eps = params.float("eps", 1e-5)
-        if self.eps < 0:
-            raise params.error(f"eps={self.eps} must not be negative")
+        self.eps = read_eps(params)
         mean = params.attr("running_mean", shape=(c,), dtype=np.float32)
         var = params.attr("running_var", shape=(c,), dtype=np.float32)
         weight = bias = None
@@ -111,6 +119,14 @@ class _BatchNormModule(Layer):
         out = x * _channel_view(self.scale, x.ndim)
         out += _channel_view(self.shift, x.ndim)
         return [out.astype(x.dtype, copy=False)]
+
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        x, out = inputs[0], outputs[0]
+        if x.dtype != np.float32 or out.dtype != np.float32:
+            super().forward_into(inputs, outputs)
+            return
+        np.multiply(x, _channel_view(self.scale, x.ndim), out=out)
+        out += _channel_view(self.shift, x.ndim)
 
 
 def fold_batch_norm(mean: np.ndarray, var: np.ndarray, weight: np.ndarray | None,
@@ -146,7 +162,7 @@ class FBatchNorm(Layer):
     _ARGS = ("running_mean", "running_var", "weight", "bias")
 
     def build(self, params: Params) -> None:
-        self.eps = params.float("eps", 1e-5)
+        self.eps = read_eps(params)
         self.at = _named_inputs(self, self._ARGS)
         _no_param_value(params, self._ARGS, self.at)
         if ("running_mean" in self.at) != ("running_var" in self.at):
@@ -190,9 +206,7 @@ class _LayerNormBase(Layer):
         self.normalized_shape = params.ints("normalized_shape")
         if not self.normalized_shape or any(d < 1 for d in self.normalized_shape):
             raise params.error(f"normalized_shape={self.normalized_shape} must be non-empty and positive")
-        self.eps = params.float("eps", 1e-5)
-        if self.eps < 0:
-            raise params.error(f"eps={self.eps} must not be negative")
+        self.eps = read_eps(params)
 
     def _check_input(self, x: Shape) -> None:
         k = len(self.normalized_shape)
@@ -275,7 +289,7 @@ class GroupNorm(Layer):
     def build(self, params: Params) -> None:
         self.num_groups = params.int("num_groups")
         self.num_channels = c = params.int("num_channels")
-        self.eps = params.float("eps", 1e-5)
+        self.eps = read_eps(params)
         if self.num_groups < 1 or c < 1 or c % self.num_groups:
             raise params.error(
                 f"num_channels={c} must be a positive multiple of num_groups={self.num_groups}"
@@ -304,7 +318,7 @@ class FGroupNorm(Layer):
 
     def build(self, params: Params) -> None:
         self.num_groups = params.int("num_groups")
-        self.eps = params.float("eps", 1e-5)
+        self.eps = read_eps(params)
         if self.num_groups < 1:
             raise params.error(f"num_groups={self.num_groups} must be positive")
         self.at = _named_inputs(self, self._ARGS)
@@ -331,7 +345,7 @@ class _InstanceNormModule(Layer):
 
     def build(self, params: Params) -> None:
         self.num_features = c = params.int("num_features")
-        self.eps = params.float("eps", 1e-5)
+        self.eps = read_eps(params)
         self.weight = self.bias = None
         if params.bool("affine", params.has_attr("weight")):
             self.weight = params.attr("weight", shape=(c,), dtype=np.float32)
@@ -393,7 +407,7 @@ class FInstanceNorm(Layer):
     _ARGS = ("running_mean", "running_var", "weight", "bias")
 
     def build(self, params: Params) -> None:
-        self.eps = params.float("eps", 1e-5)
+        self.eps = read_eps(params)
         if not params.bool("use_input_stats", True):
             raise params.error("use_input_stats=False is not supported (pnnx never writes it)")
         self.at = _named_inputs(self, self._ARGS)
@@ -442,9 +456,7 @@ class Normalize(Layer):
     def build(self, params: Params) -> None:
         self.p = params.float("p", 2.0)
         self.dim = params.int("dim", 1)
-        self.eps = params.float("eps", 1e-12)
-        if self.eps < 0:
-            raise params.error(f"eps={self.eps} must not be negative")
+        self.eps = read_eps(params, 1e-12)
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)

@@ -22,6 +22,7 @@ Indices (``return_indices``) need whole windows and take the slower
 from __future__ import annotations
 
 import math
+from typing import Any
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -162,9 +163,10 @@ POOL_BLOCK = 1 << 17
 
 
 def _pool_windows(x: np.ndarray, window: _Window, outs: tuple[int, ...], ufunc: Callable, fill,
-                  divisor: float | np.ndarray | None = None) -> np.ndarray:
-    """``ufunc``-reduce every window of a floating ``x`` into a new array (then divided by
-    ``divisor``, a number or an array broadcasting to the output's trailing dims).
+                  divisor: float | np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """``ufunc``-reduce every window of a floating ``x`` into ``out`` (by default a new
+    array; then divided by ``divisor``, a number or an array broadcasting to the output's
+    trailing dims).
 
     The padded input is one flat array, so each kernel tap along W is a single contiguous
     shifted slice of all of it (a window that runs past the end of a row only feeds an
@@ -183,7 +185,7 @@ def _pool_windows(x: np.ndarray, window: _Window, outs: tuple[int, ...], ufunc: 
     (h, w), (ho, wo) = lift + sizes, lift + outs
     batch = math.prod(lead)
     planes = x.reshape(batch, h, w)
-    out = np.empty((batch, ho, wo), dtype=x.dtype)
+    out = np.empty((batch, ho, wo), dtype=x.dtype) if out is None else out.reshape(batch, ho, wo)
     hp, wp = h + before[0] + after[0], w + before[1] + after[1]
     block = max(1, POOL_BLOCK // (hp * wp))
     work = [np.empty((min(block, batch), hp, wp), dtype=x.dtype) for _ in range(3)]
@@ -326,6 +328,8 @@ class _MaxPool(_IndexedMax, _WindowPool):
     """Max over each window; padding never wins (it is -inf)."""
 
     dilated = True
+    fresh_outputs = True
+    writes_into = True
 
     def build(self, params: Params) -> None:
         super().build(params)
@@ -343,6 +347,14 @@ class _MaxPool(_IndexedMax, _WindowPool):
         if not self.return_indices:
             return [_fresh(_reduce_windows(xp, w, outs, np.maximum), x)]
         return self.pack(*self._with_indices(xp, sizes, outs, fill))
+
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        x = inputs[0]
+        if self.return_indices or x.dtype.kind != "f" or not x.size or outputs[0].dtype != x.dtype:
+            super().forward_into(inputs, outputs)
+            return
+        sizes = x.shape[-self.spatial:]
+        _pool_windows(x, self.window, self.window.out_sizes(sizes), np.maximum, _lowest(x.dtype), out=outputs[0])
 
     def _with_indices(self, xp, sizes, outs, fill) -> tuple[np.ndarray, np.ndarray]:
         nd, w = self.spatial, self.window
@@ -377,7 +389,8 @@ class MaxPool2d(_MaxPool):
 
 
 def _avg_pool(
-    x: np.ndarray, window: _Window, spatial: int, include_pad: bool, divisor: int | None
+    x: np.ndarray, window: _Window, spatial: int, include_pad: bool, divisor: int | None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     sizes = x.shape[-spatial:]
     outs = window.out_sizes(sizes)
@@ -393,17 +406,21 @@ def _avg_pool(
             by = x.dtype.type(counts.flat[0])
         else:
             by = counts.astype(x.dtype)
-        return _pool_windows(x, window, outs, np.add, 0, by)
+        return _pool_windows(x, window, outs, np.add, 0, by, out)
     xp = _padded(x, spatial, window.padding, window.pads_after(sizes, outs), 0)
     sums = _fresh(_reduce_windows(xp, window, outs, np.add), x)
-    if divisor is not None:
-        return np.divide(sums, divisor, out=sums)
-    return np.divide(sums, counts.astype(sums.dtype), out=sums)
+    result = np.divide(sums, divisor if divisor is not None else counts.astype(sums.dtype), out=sums)
+    if out is not None:
+        np.copyto(out, result)
+    return result
 
 
 class _AvgPool(_WindowPool):
     """Mean of each window; ``count_include_pad`` and ``divisor_override`` pick the divisor
     the way PyTorch does (a window cut by ceil_mode counts only its input+padding part)."""
+
+    fresh_outputs = True
+    writes_into = True
 
     def build(self, params: Params) -> None:
         super().build(params)
@@ -415,6 +432,12 @@ class _AvgPool(_WindowPool):
 
     def forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return [_avg_pool(inputs[0], self.window, self.spatial, self.count_include_pad, self.divisor)]
+
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        if inputs[0].dtype != outputs[0].dtype:
+            super().forward_into(inputs, outputs)
+            return
+        _avg_pool(inputs[0], self.window, self.spatial, self.count_include_pad, self.divisor, outputs[0])
 
 
 @register("nn.AvgPool1d", "F.avg_pool1d")

@@ -155,10 +155,16 @@ class Cat(Layer):
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         return [torch_promote(dtypes)]
 
+    fresh_outputs = True
+    writes_into = True
+
     def forward(self, inputs: list[Any]) -> list[Any]:
         axis = _axis(self.dim, inputs[0].ndim)
         dtype = torch_promote([x.dtype for x in inputs])
         return [np.concatenate(inputs, axis=axis, dtype=dtype, casting="unsafe")]
+
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        np.concatenate(inputs, axis=_axis(self.dim, inputs[0].ndim), out=outputs[0], casting="unsafe")
 
 
 @register("torch.stack")

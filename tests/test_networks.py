@@ -42,3 +42,25 @@ def test_network_matches_pytorch_and_concurrent_equals_sequential(name):
     for threads in (2, 4):
         with Engine.load(folder / "model.pnnx.param", threads=threads, intra_op_threads=1) as concurrent:
             assert np.array_equal(concurrent.forward(x), got), f"{name}: {threads} workers differ from sequential"
+
+
+SHAPE_TAGS = ["b4", "b16", "h192w160", "b2h256w288"]
+
+
+@pytest.mark.parametrize("tag", SHAPE_TAGS)
+@pytest.mark.parametrize("name", NAMES)
+def test_network_runs_other_batches_and_sizes_like_pytorch(name, tag):
+    """One export, many input shapes: batches 4 and 16 and two other image sizes are
+    re-planned (shapes inferred again, a memory plan made) and match PyTorch."""
+    folder = exported(name)
+    if not (folder / "shapes.npz").exists():
+        pytest.skip(f"no shapes.npz: run `python tools/export_networks.py --shapes-only {name}`")
+    with np.load(folder / "shapes.npz") as io:
+        x, want = io[f"{tag}_in0"], io[f"{tag}_out0"]
+    engine = Engine.load(folder / "model.pnnx.param")
+    got = engine.forward(x)
+    assert got.shape == want.shape
+    scale = float(np.abs(want).max())
+    diff = float(np.abs(got - want).max())
+    assert diff <= 1e-4 * scale, f"{name} at {x.shape}: max|diff| {diff:.3g} > 1e-4 x {scale:.3g}"
+    assert np.array_equal(engine.forward(x), got), "the second call (cached plan and arena) differs"

@@ -7,6 +7,8 @@ damaged files only ever raise GraphexecError subclasses.
 
 from __future__ import annotations
 
+import re
+
 import functools
 import io
 import math
@@ -612,6 +614,21 @@ def test_a_malformed_line_names_the_file_and_the_line(real_copy, operator, edit,
         pnnx.load(real_copy)
     assert (info.value.path, info.value.line) == (str(real_copy), number)
     assert str(info.value).startswith(f"{real_copy}:{number}: ")
+
+
+@pytest.mark.parametrize("changed", ["#1=(1,8,8,9)f32", "#1=(1,8,8)f32", "#1=(1,8,8,8)f16"])
+def test_annotations_of_one_operand_that_disagree_name_both(real_copy, changed):
+    """The producer and each reader annotate an operand; one that contradicts another is
+    refused at its line, quoting the annotation it contradicts."""
+    edit_line(real_copy, line_of(real_copy, "c"), lambda s: s.replace("#1=(1,8,8,8)f32", changed))
+    with pytest.raises(ModelFormatError, match=re.escape(f"contradicts the earlier annotation {changed}")) as info:
+        pnnx.load(real_copy)
+    assert info.value.line > line_of(real_copy, "c")
+
+
+def test_an_unknown_size_agrees_with_a_number_and_the_number_is_kept(real_copy):
+    edit_line(real_copy, line_of(real_copy, "c"), lambda s: s.replace("#1=(1,8,8,8)f32", "#1=(1,?,%h,8)f32"))
+    assert pnnx.load(real_copy).operands["1"].shape == (1, 8, 8, 8)
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,12 @@ The exports are large, so they go to ``artifacts/networks/<name>/`` (not committ
     python tools/export_networks.py googlenet resnet50
     python tools/export_networks.py --peers-only googlenet   # add the peer formats alone
     python tools/export_networks.py --peers-only wide        # a bundled example's peers
+    python tools/export_networks.py --shapes-only googlenet  # just shapes.npz, beside an export
 
-Each folder holds ``model.pnnx.param``, ``model.pnnx.bin`` and ``io.npz`` (``in0`` and
-PyTorch's ``out0``). BatchNorm statistics are randomised so that folding them is tested.
+Each folder holds ``model.pnnx.param``, ``model.pnnx.bin``, ``io.npz`` (``in0`` and
+PyTorch's ``out0``) and ``shapes.npz``: PyTorch's outputs for the other input shapes of
+:data:`OTHER_SHAPES` (batches 4 and 16, two other image sizes), as ``<tag>_in0`` and
+``<tag>_out0``, for the tests that run one export at many shapes. BatchNorm statistics are randomised so that folding them is tested.
 For benchmarks/peers.py the same model also goes out in the formats of the engines it is
 compared with: ``model.ncnn.param``/``.bin`` (written by the same pnnx run, fp32 weights)
 and ``model.onnx`` (``torch.onnx.export``). ``--peers-only`` writes just those and leaves
@@ -52,6 +55,14 @@ NETWORKS: dict[str, tuple[str, dict, int]] = {
     "convnext_tiny": ("convnext_tiny", {}, 224),
     "vgg11": ("vgg11", {}, 224),
     "alexnet": ("alexnet", {}, 224),
+}
+
+#: tag -> input shape (channels first; ``size`` is the network's own image size).
+OTHER_SHAPES: dict[str, tuple[int, int, int | str, int | str]] = {
+    "b4": (4, 3, "size", "size"),
+    "b16": (16, 3, "size", "size"),
+    "h192w160": (1, 3, 192, 160),
+    "b2h256w288": (2, 3, 256, 288),
 }
 
 #: The networks the foundation's acceptance names; the others are extra coverage.
@@ -123,7 +134,23 @@ def export(name: str, peers_only: bool = False) -> Path:
         print("  (no ONNX export: pip install onnx for the onnxruntime peer)")
     if not peers_only:
         np.savez(target / "io.npz", in0=inputs[0].numpy(), out0=y.numpy())
+        export_shapes(name, model)
     return target
+
+
+def export_shapes(name: str, model: torch.nn.Module | None = None) -> Path:
+    """PyTorch's outputs of network ``name`` for each of :data:`OTHER_SHAPES`."""
+    model = build(name) if model is None else model
+    size = NETWORKS[name][2]
+    arrays = {}
+    generator = torch.Generator().manual_seed(2)
+    for tag, shape in OTHER_SHAPES.items():
+        x = torch.rand(*(size if d == "size" else d for d in shape), generator=generator)
+        with torch.no_grad():
+            arrays[f"{tag}_in0"], arrays[f"{tag}_out0"] = x.numpy(), model(x).numpy()
+    path = TARGET / name / "shapes.npz"
+    np.savez(path, **arrays)
+    return path
 
 
 def export_onnx(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> None:
@@ -139,8 +166,9 @@ def export_onnx(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: 
 if __name__ == "__main__":
     args = sys.argv[1:]
     only_peers = "--peers-only" in args
-    names = [a for a in args if a != "--peers-only"] or list(NETWORKS)
+    only_shapes = "--shapes-only" in args
+    names = [a for a in args if not a.startswith("--")] or list(NETWORKS)
     for network in names:
         start = time.perf_counter()
-        folder = export(network, peers_only=only_peers)
+        folder = export_shapes(network) if only_shapes else export(network, peers_only=only_peers)
         print(f"{network}: exported to {folder} in {time.perf_counter() - start:.0f} s", flush=True)

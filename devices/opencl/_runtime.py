@@ -6,7 +6,7 @@ never notices; every pyopencl failure reaching a caller is a :class:`DeviceError
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
@@ -28,12 +28,14 @@ def load_pyopencl() -> ModuleType:
 
 
 @contextmanager
-def translated(where: str) -> Iterator[None]:
-    """Re-raise pyopencl's errors (and out-of-memory) as DeviceError naming ``where``."""
+def translated(where: str | Callable[[], str]) -> Iterator[None]:
+    """Re-raise pyopencl's errors (and out-of-memory) as DeviceError naming ``where`` (a
+    callable is asked only on failure, so it may name what was being done at that moment)."""
     cl = load_pyopencl()
     try:
         yield
     except DeviceError:
         raise
     except cl.Error as exc:
-        raise DeviceError(f"{where}: {type(exc).__name__}: {exc}") from exc
+        text = where() if callable(where) else where
+        raise DeviceError(f"{text}: {type(exc).__name__}: {exc}") from exc

@@ -71,6 +71,9 @@ class DeviceTensor:
     event: Any = None  # pyopencl.Event
     offset: int = 0
     device: OpenCLDevice | None = field(default=None, repr=False)
+    #: The first command of the ``run`` (or upload) that made this tensor, for profiling a
+    #: node's span on its queue; None for views, which enqueue nothing of their own.
+    started: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.shape = tuple(int(d) for d in self.shape)
@@ -144,6 +147,7 @@ class OpenCLDevice:
         qp = cl.command_queue_properties
         #: Whether the device could run an out-of-order queue (the queues made here are in-order).
         self.out_of_order = bool(dev.queue_properties & qp.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        self._profiling = bool(profiling)
         properties = qp.PROFILING_ENABLE if profiling else 0
         self.queues: tuple[Any, ...] = tuple(
             cl.CommandQueue(self.context, dev, properties=properties) for _ in range(queues)
@@ -197,8 +201,10 @@ class OpenCLDevice:
             raise DeviceError(f"cannot upload an array of dtype {host.dtype}")
         tensor = self.alloc(host.shape, host.dtype)
         if host.nbytes:
+            q = self.queue(queue)
             with translated(f"uploading {host.shape} {host.dtype} to {self.name}"):
-                tensor.event = self._cl.enqueue_copy(self.queue(queue), tensor.buffer, host, is_blocking=False)
+                tensor.event = tensor.started = self._cl.enqueue_copy(q, tensor.buffer, host, is_blocking=False)
+                q.flush()  # another queue may wait on this copy at once
         return tensor
 
     def download(self, tensor: DeviceTensor, queue: int | Any | None = None) -> np.ndarray:
@@ -344,8 +350,51 @@ class OpenCLDevice:
         else:
             events = [e for e in wait_for if e is not None]
         q = self.queue(queue)
-        with translated(f"running {layer.name} ({layer.type}) on {self.name}"):
-            launch = Launch(self, q, events, out)
+        launch = Launch(self, q, events, out)
+
+        def where() -> str:
+            kernel = f", kernel {launch.kernel_name}" if launch.kernel_name else ""
+            return f"running {layer.name} ({layer.type}) on {self.name}{kernel}"
+
+        with translated(where):
             outputs = launch.finish(op.run(launch, layer, list(inputs)))
             q.flush()
         return outputs
+
+    # -- profiling ---------------------------------------------------------------------------
+    @property
+    def profiling(self) -> bool:
+        """Whether the queues record event timestamps (``open_device(..., profiling=True)``)."""
+        return self._profiling
+
+    def clock_offset_ns(self) -> int:
+        """Host ``perf_counter_ns`` minus the device's profiling clock, measured with a
+        marker's QUEUED timestamp (taken while the host enqueues it); cached for a while."""
+        import time
+
+        cached = getattr(self, "_clock", None)
+        now = time.perf_counter_ns()
+        if cached is not None and now - cached[1] < 10 * 10**9:
+            return cached[0]
+        with translated(f"reading the profiling clock of {self.name}"):
+            before = time.perf_counter_ns()
+            marker = self._cl.enqueue_marker(self.queues[0])
+            after = time.perf_counter_ns()
+            marker.wait()
+            offset = (before + after) // 2 - int(marker.profile.queued)
+        self._clock = (offset, after)
+        return offset
+
+    def pending_span(self, node: int, name: str, op_type: str, queue: int, first: Any, last: Any,
+                     host_start_ns: int, host_end_ns: int) -> Any:
+        """A trace span of one node on lane ``opencl queue <queue>``, resolved once the run is
+        over (see :mod:`devices.opencl.profiling`)."""
+        from devices.opencl.profiling import QueueSpan
+
+        return QueueSpan(self, node, name, op_type, queue, first, last, host_start_ns, host_end_ns)
+
+    def release(self) -> None:
+        """Wait for the queues and free the uploaded weights (uploaded again on next use)."""
+        self.finish()
+        with self._lock:
+            self._constants = weakref.WeakKeyDictionary()

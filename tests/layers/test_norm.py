@@ -268,3 +268,18 @@ def test_local_response_norm_bad_params_and_shapes():
     layer = make("F.local_response_norm", dict(size=3, alpha=1e-4, beta=0.75, k=1.0))
     with pytest.raises(ShapeMismatch, match="rank >= 3"):
         layer.infer_shapes([(2, 5)])
+
+
+@pytest.mark.parametrize("eps", [float("nan"), -1e-5])
+@pytest.mark.parametrize(
+    ("op_type", "params", "attrs"),
+    [
+        ("nn.BatchNorm2d", {"num_features": 2, "affine": False}, {"running_mean": [0, 0], "running_var": [1, 1]}),
+        ("nn.LayerNorm", {"normalized_shape": [3], "elementwise_affine": False}, {}),
+        ("nn.GroupNorm", {"num_groups": 1, "num_channels": 2, "affine": False}, {}),
+        ("F.normalize", {"p": 2.0, "dim": 1}, {}),
+    ],
+)
+def test_an_eps_that_is_nan_or_negative_is_refused_at_load(eps, op_type, params, attrs):
+    with pytest.raises(LayerConfigError, match="eps=.* must be a number >= 0"):
+        make(op_type, {**params, "eps": eps}, attrs)

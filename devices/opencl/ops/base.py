@@ -113,6 +113,10 @@ class Launch:
         self.wait_for = list(wait_for)
         self.out = list(out) if out is not None else None
         self.last_event: Any = None
+        #: The first command enqueued (a node's start on its queue, for profiling).
+        self.first_event: Any = None
+        #: The kernel being enqueued, for error messages.
+        self.kernel_name: str | None = None
         self._fresh: set[int] = set()
 
     # -- tensors ---------------------------------------------------------------------------
@@ -142,14 +146,20 @@ class Launch:
     def enqueue(self, built: Built, name: str, global_size: Sequence[int], local_size: Sequence[int] | None,
                 *args: Any) -> Any:
         """Enqueue kernel ``name`` with ``args`` (ints as int32, floats as float32)."""
+        self.kernel_name = name
         kernel = self.device.kernel(built, name)
         kernel.set_args(*(_arg(a) for a in args))
         event = self.cl.enqueue_nd_range_kernel(
             self.queue, kernel, tuple(global_size), None if local_size is None else tuple(local_size),
             wait_for=self.wait_for or None,
         )
-        self.last_event = event
+        self._enqueued(event)
         return event
+
+    def _enqueued(self, event: Any) -> None:
+        if self.first_event is None:
+            self.first_event = event
+        self.last_event = event
 
     def enqueue_1d(self, built: Built, name: str, n: int, *args: Any) -> Any:
         """Enqueue ``name`` over ``n`` work-items (rounded up to the work-group size)."""
@@ -171,7 +181,7 @@ class Launch:
             src_offset=(src.offset + src_offset) * item, dst_offset=(dst.offset + dst_offset) * item,
             wait_for=wait or None,
         )
-        self.last_event = event
+        self._enqueued(event)
         return event
 
     def finish(self, outputs: list[DeviceTensor]) -> list[DeviceTensor]:
@@ -186,7 +196,8 @@ class Launch:
                 outputs[i] = target
         pending = [t for t in outputs if id(t) in self._fresh]
         if pending and self.last_event is None:
-            self.last_event = self.cl.enqueue_marker(self.queue, wait_for=self.wait_for or None)
+            self._enqueued(self.cl.enqueue_marker(self.queue, wait_for=self.wait_for or None))
         for tensor in pending:
             tensor.event = self.last_event
+            tensor.started = self.first_event
         return outputs

@@ -1,0 +1,307 @@
+"""The memory plan: one arena per run, each intermediate tensor a region of it, reused
+between tensors whose lives cannot overlap under *any* schedule.
+
+MNN and KuiperInfer plan memory for one sequential order; ONNX Runtime turns its reuse off
+when branches run at once, because a reuse decided on one order breaks on another. Here
+two tensors may share bytes only when every node that touches the first (its writer and
+every reader, readers of views of it included) *happens before* the writer of the second:
+a path in the DAG leads from each of them to it. The scheduler never starts a node before
+its producers finish, so that order holds in every run, concurrent or not.
+
+Which tensors get a region: the outputs of layers that write into given memory
+(``Layer.writes_into``) and never return views (``Layer.fresh_outputs``), unless a view
+of them is handed to the caller; everything else is allocated by numpy as before. A layer
+marked ``in_place`` writes over its first input when it is that input's only reader, so
+the two tensors form one *block*. Outputs handed to the user never live in the arena.
+
+The arena is one aligned byte buffer; :class:`ArenaPool` keeps a few so that concurrent
+``forward`` calls each lease their own, and a later call with the same shapes reuses one.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from layers.specs import TensorSpec
+
+if TYPE_CHECKING:
+    from graphexec.plan import Plan
+
+#: Every region starts on a multiple of this many bytes (a cache line; BLAS likes it).
+ALIGN = 64
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+@dataclass(frozen=True)
+class Block:
+    """Bytes shared by one tensor and the tensors written over it in place."""
+
+    index: int
+    #: The tensor written first, then each one written over it in place, in order.
+    operands: tuple[str, ...]
+    nbytes: int
+    #: The node that writes the first operand.
+    writer: int
+    #: Every node that writes or reads any of the operands or a view of one.
+    users: frozenset[int]
+
+
+class MemoryPlan:
+    """Where each arena tensor of one :class:`~graphexec.plan.Plan` lives."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.specs: dict[str, TensorSpec] = {}
+        self.blocks: tuple[Block, ...] = self._blocks()
+        descendants = _descendants(plan)
+        #: For each block, the nodes that every one of its users reaches (run strictly after all of them).
+        self._after: tuple[int, ...] = tuple(
+            _intersection(descendants[u] for u in block.users) for block in self.blocks
+        )
+        self.offsets: tuple[int, ...] = self._place()
+        #: Bytes of the arena.
+        self.arena_bytes: int = max((o + _aligned(b.nbytes) for o, b in zip(self.offsets, self.blocks)), default=0)
+        block_of = {name: b.index for b in self.blocks for name in b.operands}
+        #: operand name -> (byte offset, spec) for every tensor that lives in the arena.
+        self.regions: dict[str, tuple[int, TensorSpec]] = {
+            name: (self.offsets[block_of[name]], self.specs[name]) for name in block_of
+        }
+        #: Operands written over their producer's input (in place).
+        self.in_place: frozenset[str] = frozenset(n for b in self.blocks for n in b.operands[1:])
+
+    # -- which tensors, in which blocks ----------------------------------------------------
+    def _blocks(self) -> tuple[Block, ...]:
+        plan = self.plan
+        program = plan.program
+        aliases = _view_closure(plan)
+        readers: dict[str, set[int]] = {}
+        for node in plan.nodes:
+            for name in node.step.inputs:
+                readers.setdefault(name, set()).add(node.index)
+        handed_out = set(program.outputs)
+
+        def users_of(name: str) -> set[int]:
+            return {u for alias in aliases[name] for u in readers.get(alias, ())}
+
+        def eligible(name: str, layer) -> bool:
+            spec = plan.specs.get(name)
+            return (
+                layer.writes_into and layer.fresh_outputs and isinstance(spec, TensorSpec)
+                and spec.dtype.kind in "biufc" and math.prod(spec.shape) > 0
+                and not (aliases[name] & handed_out)
+            )
+
+        blocks: list[dict] = []
+        owner: dict[str, int] = {}
+        for i in plan.order:
+            node = plan.nodes[i]
+            layer = node.step.layer
+            if not all(eligible(name, layer) for name in node.step.outputs):
+                continue  # forward_into writes every output or none
+            for k, name in enumerate(node.step.outputs):
+                spec = plan.specs[name]
+                self.specs[name] = spec
+                source = node.step.inputs[0] if node.step.inputs else None
+                if (
+                    k == 0 and layer.in_place and source in owner
+                    and node.step.inputs.count(source) == 1
+                    and plan.specs[source] == spec
+                    and users_of(source) == {i}
+                    and blocks[owner[source]]["operands"][-1] == source
+                ):
+                    block = blocks[owner[source]]
+                    block["operands"].append(name)
+                    block["users"] |= users_of(name) | {i}
+                    owner[name] = owner[source]
+                    continue
+                owner[name] = len(blocks)
+                blocks.append({
+                    "operands": [name], "writer": i, "users": users_of(name) | {i},
+                    "nbytes": math.prod(spec.shape) * spec.dtype.itemsize,
+                })
+        return tuple(
+            Block(k, tuple(b["operands"]), b["nbytes"], b["writer"], frozenset(b["users"]))
+            for k, b in enumerate(blocks)
+        )
+
+    # -- where each block goes ---------------------------------------------------------------
+    def may_share(self, a: int, b: int) -> bool:
+        """Whether blocks ``a`` and ``b`` may use the same bytes: one's users all happen
+        before the other's writer."""
+        return bool(self._after[a] >> self.blocks[b].writer & 1 or self._after[b] >> self.blocks[a].writer & 1)
+
+    def _place(self) -> tuple[int, ...]:
+        """Greedy by size: largest blocks first, each at the lowest offset that overlaps no
+        placed block it may not share with."""
+        offsets = [0] * len(self.blocks)
+        placed: list[int] = []
+        for b in sorted(range(len(self.blocks)), key=lambda k: (-self.blocks[k].nbytes, k)):
+            size = _aligned(self.blocks[b].nbytes)
+            taken = sorted(
+                (offsets[p], offsets[p] + _aligned(self.blocks[p].nbytes))
+                for p in placed if not self.may_share(b, p)
+            )
+            offset = 0
+            for start, end in taken:
+                if offset + size <= start:
+                    break
+                offset = max(offset, end)
+            offsets[b] = offset
+            placed.append(b)
+        return tuple(offsets)
+
+    # -- figures ---------------------------------------------------------------------------
+    @cached_property
+    def unshared_bytes(self) -> int:
+        """Bytes the arena tensors would take with no reuse at all."""
+        return sum(_aligned(b.nbytes) for b in self.blocks)
+
+    @cached_property
+    def sequential_bytes(self) -> int:
+        """The most bytes of arena tensors alive at once in the best sequential order found
+        (the plan's Kahn order and a greedy order that runs first whatever frees most):
+        what a planner bound to one order could reach at best."""
+        return min(self.live_peak(self.plan.order), self.live_peak(self._frugal_order()))
+
+    @cached_property
+    def floor_bytes(self) -> int:
+        """A true lower bound for any order: the blocks one node touches must coexist."""
+        touching: dict[int, int] = {}
+        for b in self.blocks:
+            for u in b.users:
+                touching[u] = touching.get(u, 0) + _aligned(b.nbytes)
+        return max(touching.values(), default=0)
+
+    def live_peak(self, order: tuple[int, ...] | list[int]) -> int:
+        """Most bytes of blocks alive at once when nodes run one at a time in ``order``."""
+        position = {node: k for k, node in enumerate(order)}
+        delta = [0] * (len(order) + 1)
+        for b in self.blocks:
+            delta[position[b.writer]] += _aligned(b.nbytes)
+            delta[max(position[u] for u in b.users) + 1] -= _aligned(b.nbytes)
+        peak = live = 0
+        for d in delta[:-1]:
+            live += d
+            peak = max(peak, live)
+        return peak
+
+    def _frugal_order(self) -> list[int]:
+        """A topological order that, among ready nodes, runs first the one that leaves the
+        fewest bytes alive (frees the most, allocates the least)."""
+        plan = self.plan
+        allocates = [0] * len(plan.nodes)
+        for b in self.blocks:
+            allocates[b.writer] += _aligned(b.nbytes)
+        pending_users = [len(b.users) for b in self.blocks]
+        blocks_of: dict[int, list[int]] = {}
+        for b in self.blocks:
+            for u in b.users:
+                blocks_of.setdefault(u, []).append(b.index)
+        waiting = [len(p) for p in plan.predecessors]
+        ready = {i for i, w in enumerate(waiting) if w == 0}
+        order: list[int] = []
+        while ready:
+            def gain(i: int) -> tuple[int, int]:
+                frees = sum(_aligned(self.blocks[b].nbytes) for b in blocks_of.get(i, ()) if pending_users[b] == 1)
+                return allocates[i] - frees, i
+
+            i = min(ready, key=gain)
+            ready.remove(i)
+            order.append(i)
+            for b in blocks_of.get(i, ()):
+                pending_users[b] -= 1
+            for j in plan.successors[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    ready.add(j)
+        return order
+
+    # -- arenas ------------------------------------------------------------------------------
+    def views(self, arena: np.ndarray) -> dict[str, np.ndarray]:
+        """Each arena tensor as an array over ``arena`` (a uint8 buffer of ``arena_bytes``)."""
+        return {
+            name: arena[offset:offset + spec.nbytes].view(spec.dtype).reshape(spec.shape)
+            for name, (offset, spec) in self.regions.items()
+        }
+
+    def new_arena(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """A fresh arena (aligned to :data:`ALIGN`) and its tensor views."""
+        raw = np.empty(self.arena_bytes + ALIGN, dtype=np.uint8)
+        start = (-raw.ctypes.data) % ALIGN
+        arena = raw[start:start + self.arena_bytes]
+        return arena, self.views(arena)
+
+
+class ArenaPool:
+    """The arenas of one memory plan: each running ``forward`` leases one, so concurrent
+    calls never share; up to ``keep`` are kept for later calls with the same shapes."""
+
+    def __init__(self, memory: MemoryPlan, keep: int = 4):
+        self.memory = memory
+        self.keep = keep
+        self._free: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+        self._lock = threading.Lock()
+        #: How many arenas were ever made (a test reads it to see reuse).
+        self.created = 0
+
+    @contextmanager
+    def lease(self) -> Iterator[dict[str, np.ndarray]]:
+        """An arena's tensor views for the duration of one run."""
+        with self._lock:
+            arena = self._free.pop() if self._free else None
+            if arena is None:
+                self.created += 1
+        if arena is None:
+            arena = self.memory.new_arena()
+        try:
+            yield arena[1]
+        finally:
+            with self._lock:
+                if len(self._free) < self.keep:
+                    self._free.append(arena)
+
+
+def _descendants(plan: Plan) -> list[int]:
+    """For each node, a bitmask of the nodes reachable from it (itself excluded)."""
+    reach = [0] * len(plan.nodes)
+    for i in reversed(plan.order):
+        mask = 0
+        for j in plan.successors[i]:
+            mask |= reach[j] | (1 << j)
+        reach[i] = mask
+    return reach
+
+
+def _intersection(masks: Iterator[int]) -> int:
+    result = -1
+    for mask in masks:
+        result &= mask
+    return max(result, 0)
+
+
+def _view_closure(plan: Plan) -> dict[str, set[str]]:
+    """For each operand, itself and every operand that may share its memory through layers
+    that can return views (``fresh_outputs`` False), transitively."""
+    direct: dict[str, set[str]] = {}
+    for node in plan.nodes:
+        if not node.step.layer.fresh_outputs:
+            for name in node.step.inputs:
+                direct.setdefault(name, set()).update(node.step.outputs)
+    closure: dict[str, set[str]] = {}
+    for i in reversed(plan.order):  # consumers first, so each view's closure is known
+        for name in plan.nodes[i].step.outputs:
+            closure[name] = {name}.union(*(closure.get(v, {v}) for v in direct.get(name, ())))
+    for name in plan.program.inputs:
+        closure[name] = {name}.union(*(closure.get(v, {v}) for v in direct.get(name, ())))
+    return closure

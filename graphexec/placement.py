@@ -1,0 +1,271 @@
+"""Which device each node runs on, and the placed program that carries it out.
+
+For one set of input specs, :func:`place` puts each node on the device when the device
+runs its operator for those specs (``device.supports``), else on the CPU, the backup
+device that runs everything. Then it writes a new :class:`~graphexec.program.Program`:
+
+- a node on the device becomes an :class:`~devices.layers.OnDevice` step that reads and
+  writes device tensors, named ``<operand>@<kind>`` (``12@opencl``), so the host and the
+  device copies of a value are different operands of the plan;
+- where a value crosses sides an explicit :class:`~devices.layers.Upload` or
+  :class:`~devices.layers.Download` step is inserted, once per value (a CPU value read by
+  two device nodes is uploaded once), so transfers are nodes of the plan and of traces;
+- the model's outputs are downloaded: the caller always gets numpy arrays.
+
+Rules, in order: a type in ``cpu_types`` stays on the CPU; so does a node whose device run
+failed (``fallback``); a node the device cannot run (the reason is its
+``unsupported_reason``); a view (reshape, flatten, chunk: no arithmetic) goes where its
+input already is, so that no value is moved only to be viewed; everything else runs on the
+device. :func:`assign_queues` then gives each chain of the plan a command queue, and
+:func:`placed_plan` warms every device node up, moving the ones that fail to the CPU when
+the engine allows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from loguru import logger
+
+from devices.layers import DeviceStep, Download, OnDevice, Upload
+from graphexec.errors import DeviceError
+from graphexec.plan import Plan
+from graphexec.program import Program, Step
+from layers.specs import Spec, TensorSpec
+
+CPU = "cpu"
+FORCED = "forced to CPU by cpu_types"
+RUNS_THERE = "the device runs it"
+
+
+@dataclass(frozen=True)
+class Where:
+    """One node's place: the device kind it runs on and why."""
+
+    node: str
+    type: str
+    device: str
+    reason: str
+
+
+class Placement:
+    """The placed program for one set of input specs, and the table of where each node runs."""
+
+    def __init__(self, program: Program, specs: dict[str, Spec], rows: tuple[Where, ...], device: Any,
+                 resident: dict[str, str]):
+        self.program = program
+        self.specs = specs
+        #: One row per node of the model (transfers are not rows: they follow from these).
+        self.rows = rows
+        self.device = device
+        #: Values that live only on the device: host operand name -> device operand name.
+        self.resident = resident
+        self._host_name = {v: k for k, v in resident.items()}
+
+    @property
+    def transfers(self) -> tuple[int, int]:
+        """How many uploads and downloads the placed program has."""
+        kinds = [type(step.layer) for step in self.program.steps]
+        return kinds.count(Upload), kinds.count(Download)
+
+    def where(self, node: str) -> Where:
+        """The row of node ``node``."""
+        for row in self.rows:
+            if row.node == node:
+                return row
+        raise KeyError(node)
+
+    def on(self, device: str) -> list[Where]:
+        """The rows of the nodes placed on ``device`` (``"cpu"``, ``"opencl"``)."""
+        return [row for row in self.rows if row.device == device]
+
+    # -- values the caller asks for --------------------------------------------------------
+    def stored_names(self, names: Iterable[str]) -> list[str]:
+        """The operand names under which ``names`` are found after a run (device-only values
+        keep their device name until :meth:`to_host`)."""
+        return [self.resident.get(n, n) for n in names]
+
+    def to_host(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` with device tensors downloaded and renamed to their host names."""
+        out: dict[str, Any] = {}
+        for name, value in values.items():
+            host = self._host_name.get(name)
+            out[name if host is None else host] = value if host is None else self.device.download(value)
+        return out
+
+    # -- showing it --------------------------------------------------------------------------
+    def summary(self) -> str:
+        """One line: how many nodes run where, and the transfers."""
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row.device] = counts.get(row.device, 0) + 1
+        ups, downs = self.transfers
+        where = ", ".join(f"{n} on {d}" for d, n in sorted(counts.items(), key=lambda kv: kv[0] == CPU))
+        name = getattr(self.device, "name", None)
+        return f"{len(self.rows)} nodes: {where}" + (f" ({name})" if name else "") + \
+            f"; {ups} upload(s), {downs} download(s)"
+
+    def __str__(self) -> str:
+        width = max([len(r.node) for r in self.rows] + [4])
+        type_width = max([len(r.type) for r in self.rows] + [4])
+        lines = [self.summary(), f"{'node':<{width}}  {'type':<{type_width}}  {'device':<7} why"]
+        lines += [f"{r.node:<{width}}  {r.type:<{type_width}}  {r.device:<7} {r.reason}" for r in self.rows]
+        return "\n".join(lines)
+
+
+def cpu_placement(program: Program, reason: str = "the engine runs on the cpu") -> Placement:
+    """The table of an engine without a device: every node on the CPU."""
+    rows = tuple(Where(s.name, s.layer.type, CPU, reason) for s in program.steps)
+    return Placement(program, {}, rows, None, {})
+
+
+def _choose(step: Step, specs: Mapping[str, Spec], device: Any, home: Mapping[str, str],
+            cpu_types: Collection[str], failed: Mapping[str, str]) -> tuple[str, str]:
+    layer = step.layer
+    if layer.type in cpu_types:
+        return CPU, FORCED
+    if step.name in failed:
+        return CPU, f"moved to the CPU after its device run failed: {failed[step.name]}"
+    produced = [specs[n] for n in step.outputs]
+    if not all(isinstance(s, TensorSpec) for s in produced):
+        return CPU, "an output is not a tensor"
+    reason = device.unsupported_reason(layer, [specs[n] for n in step.inputs])
+    if reason is not None:
+        return CPU, reason
+    if layer.is_view and step.inputs and home[step.inputs[0]] == CPU:
+        return CPU, "a view of a CPU value stays on the CPU (nothing to compute, nothing to move)"
+    return device.kind, RUNS_THERE
+
+
+def place(program: Program, specs: Mapping[str, Spec], device: Any, *, cpu_types: Collection[str] = (),
+          failed: Mapping[str, str] | None = None) -> Placement:
+    """Place ``program``'s nodes for these operand specs on ``device`` or the CPU (see the
+    module doc); ``failed`` maps node names whose device run failed to why."""
+    failed = failed or {}
+    kind = device.kind
+    home: dict[str, str] = {name: CPU for name in program.inputs}  # the side each value is made on
+    rows: list[Where] = []
+    sides: list[str] = []
+    for step in program.steps:
+        side, reason = _choose(step, specs, device, home, cpu_types, failed)
+        sides.append(side)
+        home.update((name, side) for name in step.outputs)
+        rows.append(Where(step.name, step.layer.type, side, reason))
+
+    steps: list[Step] = []
+    placed_specs: dict[str, Spec] = dict(specs)
+    on_device: dict[str, str] = {}  # value -> its device operand (made there or uploaded)
+    on_host: set[str] = {name for name, side in home.items() if side == CPU}
+    producer: dict[str, str] = {name: step.name for step in program.steps for name in step.outputs}
+
+    def device_name(value: str) -> str:
+        name = f"{value}@{kind}"
+        while name in specs:  # an operand of the model already has that name
+            name += "_"
+        return name
+
+    def for_device(value: str) -> str:
+        if value not in on_device:  # a host value read on the device: uploaded once
+            on_device[value] = device_name(value)
+            placed_specs[on_device[value]] = specs[value]
+            steps.append(Step(Upload(value, device), (value,), (on_device[value],)))
+        return on_device[value]
+
+    def for_host(value: str) -> str:
+        if value not in on_host:  # a device value read on the host: downloaded once
+            on_host.add(value)
+            steps.append(Step(Download(value, producer[value], device), (on_device[value],), (value,)))
+        return value
+
+    for step, side in zip(program.steps, sides):
+        if side == CPU:
+            steps.append(Step(step.layer, tuple(for_host(n) for n in step.inputs), step.outputs))
+            continue
+        inputs = tuple(for_device(n) for n in step.inputs)
+        for name in step.outputs:
+            on_device[name] = device_name(name)
+            placed_specs[on_device[name]] = specs[name]
+        steps.append(Step(OnDevice(step.layer, device), inputs, tuple(on_device[n] for n in step.outputs)))
+    for name in program.outputs:
+        for_host(name)
+    resident = {name: on_device[name] for name in on_device if name not in on_host}
+    placed = Program(program.graph, tuple(steps), program.inputs, program.outputs)
+    return Placement(placed, placed_specs, tuple(rows), device, resident)
+
+
+def assign_queues(plan: Plan, queues: int) -> dict[int, int]:
+    """Give the device steps of each unit (chain) of ``plan`` a command queue; return
+    unit -> queue.
+
+    Units are taken in topological order. A unit continues the queue of a device unit that
+    feeds it, if no other unit has continued that one yet (a chain stays on its queue; of
+    the branches leaving a fork, the first keeps the queue); any other unit starts on the
+    queue with the least estimated work so far, so independent branches spread over the
+    queues. Across queues the order is kept by the tensors' events, never by the host."""
+    feeds: list[list[int]] = [[] for _ in plan.units]
+    for u, successors in enumerate(plan.unit_successors):
+        for s in successors:
+            feeds[s].append(u)
+    queue_of: dict[int, int] = {}
+    continued: set[int] = set()
+    load = [0.0] * queues
+    for unit in plan.units:
+        steps = [plan.nodes[i].step.layer for i in unit.nodes]
+        on_device = [layer for layer in steps if isinstance(layer, DeviceStep)]
+        if not on_device:
+            continue
+        free = [u for u in feeds[unit.index] if u in queue_of and u not in continued]
+        if free:
+            chosen = max(free, key=lambda u: plan.unit_seconds[u])
+            continued.add(chosen)
+            queue = queue_of[chosen]
+        else:
+            queue = min(range(queues), key=lambda q: (load[q], q))
+        queue_of[unit.index] = queue
+        load[queue] += plan.unit_seconds[unit.index]
+        for layer in on_device:
+            layer.queue_index = queue
+    return queue_of
+
+
+def warm_up(placement: Placement, fallback: bool) -> dict[str, str]:
+    """Warm every device node up (build its programs, upload its weights, run it once).
+
+    A failure raises DeviceError naming the node, or with ``fallback`` is logged as a
+    warning and returned: node name -> why, for placing it on the CPU instead."""
+    failures: dict[str, str] = {}
+    for step in placement.program.steps:
+        layer = step.layer
+        if not isinstance(layer, OnDevice):
+            continue
+        try:
+            layer.warm_up([placement.specs[n] for n in step.inputs])  # type: ignore[misc]
+        except DeviceError as exc:
+            if not fallback:
+                raise DeviceError(f"{exc} (Engine.load(..., fallback=True) runs such a node on the CPU "
+                                  f"instead; cpu_types={{{layer.type!r}}} keeps its type there)") from exc
+            logger.warning("{} ({}) moves to the CPU: its device run failed: {}", step.name, layer.type, exc)
+            failures[step.name] = str(exc)
+    return failures
+
+
+def placed_plan(program: Program, specs: dict[str, Spec], device: Any, *, cpu_types: Collection[str] = (),
+                fallback: bool = False, failed: dict[str, str] | None = None) -> Plan:
+    """The plan of ``program`` placed on ``device`` for these specs, queues assigned and
+    device nodes warmed up; ``plan.placement`` is its :class:`Placement`.
+
+    ``failed`` (node -> why) is read and, with ``fallback``, extended with the nodes whose
+    warm-up failed, so other input shapes place them on the CPU at once."""
+    failed = failed if failed is not None else {}
+    while True:
+        placement = place(program, specs, device, cpu_types=cpu_types, failed=failed)
+        plan = Plan(placement.program, placement.specs)
+        assign_queues(plan, len(device.queues))
+        newly = warm_up(placement, fallback)
+        if not newly:
+            plan.placement = placement
+            logger.debug("placed: {}", placement.summary())
+            return plan
+        failed.update(newly)

@@ -1,0 +1,169 @@
+"""Convolutions written into given memory: ``forward_into`` a buffer full of NaN gives the
+same bits as ``forward``, on every kernel path, and the paths agree with a float64
+reference; the Winograd / im2col choice follows its documented rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from layers._conv_math import Conv2dKernel, Geometry, winograd_tile
+from tests.layers.test_conv import close, conv2d_params, make, reference_conv2d
+
+
+def conv_layer(rng, cin, cout, k, *, stride=None, padding=None, dilation=None, groups=1, mode="zeros",
+               bias=True, spatial=2):
+    """An nn.Conv1d/2d layer with random weights, and its weight and bias."""
+    stride, padding, dilation = stride or (1,) * spatial, padding or (0,) * spatial, dilation or (1,) * spatial
+    w = rng.standard_normal((cout, cin // groups) + tuple(k)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    attrs = {"weight": w} if b is None else {"weight": w, "bias": b}
+    if spatial == 2:
+        return make("nn.Conv2d", conv2d_params(cin, cout, k, stride, padding, dilation, groups, mode, bias), attrs), w, b
+    params = dict(in_channels=cin, out_channels=cout, kernel_size=list(k), stride=list(stride),
+                  padding=list(padding), dilation=list(dilation), groups=groups, padding_mode=mode, bias=bias)
+    return make("nn.Conv1d", params, attrs), w, b
+
+
+def assert_into_equals_forward(layer, inputs):
+    """forward_into a NaN-filled buffer gives forward's bits, and leaves the inputs alone."""
+    before = [np.array(v, copy=True) for v in inputs]
+    (want,) = layer.forward(inputs)
+    out = np.full(want.shape, np.nan, dtype=want.dtype)
+    layer.forward_into(inputs, [out])
+    np.testing.assert_array_equal(out, want)
+    for value, old in zip(inputs, before):
+        np.testing.assert_array_equal(value, old)
+    return want
+
+
+# One case per kernel path: (cin, cout, kernel, options, input shape, path).
+PATHS = [
+    (16, 24, (1, 1), {}, (1, 16, 9, 11), "1x1"),
+    (16, 24, (1, 1), {}, (2, 16, 9, 11), "1x1"),
+    (16, 24, (1, 1), dict(stride=(2, 2)), (1, 16, 9, 11), "im2col"),
+    (48, 64, (3, 3), dict(padding=(1, 1)), (1, 48, 24, 26), "winograd"),
+    (48, 64, (3, 3), dict(padding=(1, 1)), (2, 48, 17, 15), "winograd"),
+    (48, 64, (3, 3), dict(padding=(0, 0)), (1, 48, 30, 23), "winograd"),
+    (8, 12, (3, 3), dict(padding=(1, 1)), (1, 8, 20, 18), "im2col"),
+    (6, 10, (5, 3), dict(padding=(2, 1)), (2, 6, 11, 9), "im2col"),
+    (6, 10, (3, 3), dict(stride=(2, 2), padding=(1, 1)), (1, 6, 11, 9), "im2col"),
+    (6, 10, (3, 3), dict(dilation=(2, 2), padding=(2, 2)), (1, 6, 11, 9), "im2col"),
+    (6, 10, (3, 3), dict(padding=(1, 1), mode="reflect"), (1, 6, 11, 9), "im2col"),
+    (8, 12, (3, 3), dict(padding=(1, 1), groups=4), (2, 8, 10, 9), "im2col"),
+    (8, 8, (3, 3), dict(padding=(1, 1), groups=8), (1, 8, 12, 10), "depthwise"),
+    (8, 16, (3, 3), dict(padding=(1, 1), groups=8), (2, 8, 12, 10), "depthwise"),
+    (96, 96, (5, 5), dict(padding=(2, 2), stride=(2, 2), groups=96), (1, 96, 9, 9), "depthwise"),
+    (96, 96, (3, 3), dict(padding=(1, 1), groups=96), (1, 96, 7, 7), "depthwise"),
+    (8, 8, (3, 3), dict(padding=(2, 2), dilation=(2, 2), groups=8, mode="replicate"), (1, 8, 9, 9), "depthwise"),
+]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("cin, cout, k, options, shape, path", PATHS)
+def test_forward_into_equals_forward_on_every_path(cin, cout, k, options, shape, path, bias):
+    rng = np.random.default_rng(sum(shape) + cin * cout)
+    layer, w, b = conv_layer(rng, cin, cout, k, bias=bias, **options)
+    x = rng.standard_normal(shape).astype(np.float32)
+    assert layer.kernel.path(x.shape, x.dtype) == path
+    got = assert_into_equals_forward(layer, [x])
+    pads = tuple((p, p) for p in options.get("padding", (0, 0)))
+    want = reference_conv2d(x, w, b, options.get("stride", (1, 1)), pads, options.get("dilation", (1, 1)),
+                            options.get("groups", 1), options.get("mode", "zeros"))
+    close(got, want, rel=2e-5 if path == "winograd" else 1e-5)
+
+
+def test_forward_into_1d_and_unbatched():
+    rng = np.random.default_rng(3)
+    layer, w, b = conv_layer(rng, 4, 6, (3,), stride=(2,), padding=(1,), spatial=1)
+    x = rng.standard_normal((2, 4, 17)).astype(np.float32)
+    got = assert_into_equals_forward(layer, [x])
+    want = reference_conv2d(x[:, :, None], w[:, :, None], b, (1, 2), ((0, 0), (1, 1)), (1, 1), 1, "zeros")
+    close(got, want[:, :, 0])
+    single = assert_into_equals_forward(layer, [x[0]])
+    np.testing.assert_array_equal(single, got[0])
+    pointwise, _, _ = conv_layer(rng, 4, 6, (1,), spatial=1)
+    assert pointwise.kernel.path((2, 4, 1, 17)) == "1x1"
+    assert_into_equals_forward(pointwise, [x])
+    grouped, _, _ = conv_layer(rng, 4, 4, (3,), padding=(1,), groups=4, spatial=1)
+    assert grouped.kernel.path((2, 4, 1, 17)) == "depthwise"
+    assert_into_equals_forward(grouped, [x])
+
+
+def test_forward_into_functional_transposed_and_other_dtypes():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    fconv = make("F.conv2d", dict(stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=2), inputs=3)
+    assert_into_equals_forward(fconv, [x, w, b])
+    assert_into_equals_forward(fconv, [x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)])
+    params = dict(in_channels=4, out_channels=6, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1],
+                  output_padding=[1, 0], dilation=[1, 1], groups=2, bias=True)
+    transposed = make("nn.ConvTranspose2d", params, {"weight": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+                                                     "bias": b})
+    assert_into_equals_forward(transposed, [x])
+    ftransposed = make("F.conv_transpose2d", dict(stride=[2, 2], padding=[0, 0], output_padding=[0, 0],
+                                                  dilation=[1, 1], groups=1), inputs=2)
+    assert_into_equals_forward(ftransposed, [x, rng.standard_normal((4, 3, 2, 2)).astype(np.float32)])
+    # float16 in, float32 weights: computed in float32, rounded once into the float16 output.
+    layer, _, _ = conv_layer(rng, 4, 6, (3, 3), padding=(1, 1))
+    half = assert_into_equals_forward(layer, [x.astype(np.float16)])
+    assert half.dtype == np.float16
+
+
+def test_kernel_refuses_a_wrong_out():
+    rng = np.random.default_rng(5)
+    kernel = Conv2dKernel(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), None,
+                          Geometry((1, 1), (1, 1), ((1, 1), (1, 1)), 1))
+    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    assert kernel(x).shape == (1, 4, 5, 5)
+    for bad in (np.empty((1, 4, 5, 4), np.float32), np.empty((1, 4, 5, 5), np.float64),
+                np.empty((1, 4, 5, 10), np.float32)[..., ::2]):
+        with pytest.raises(ValueError, match="out should be"):
+            kernel(x, out=bad)
+
+
+@st.composite
+def small_convs(draw):
+    spatial = draw(st.sampled_from([1, 2]))
+    groups = draw(st.sampled_from([1, 1, 2, 4]))
+    depthwise = groups > 1 and draw(st.booleans())
+    cin = groups * (1 if depthwise else draw(st.integers(1, 3)))
+    cout = groups * draw(st.integers(1, 3))
+    k = tuple(draw(st.integers(1, 3)) for _ in range(spatial))
+    stride = tuple(draw(st.integers(1, 2)) for _ in range(spatial))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(spatial))
+    padding = tuple(draw(st.integers(0, 2)) for _ in range(spatial))
+    size = tuple(draw(st.integers(d * (kk - 1) + 1, 9)) for d, kk in zip(dilation, k))
+    batch = draw(st.sampled_from([(), (1,), (2,)]))
+    return dict(spatial=spatial, cin=cin, cout=cout, k=k, stride=stride, dilation=dilation, padding=padding,
+                groups=groups, bias=draw(st.booleans()), shape=batch + (cin,) + size,
+                seed=draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_convs())
+def test_forward_into_equals_forward_on_random_shapes(cfg):
+    rng = np.random.default_rng(cfg["seed"])
+    layer, _, _ = conv_layer(rng, cfg["cin"], cfg["cout"], cfg["k"], stride=cfg["stride"], padding=cfg["padding"],
+                             dilation=cfg["dilation"], groups=cfg["groups"], bias=cfg["bias"], spatial=cfg["spatial"])
+    x = rng.standard_normal(cfg["shape"]).astype(np.float32)
+    got = assert_into_equals_forward(layer, [x])
+    assert got.shape == layer.infer_shapes([x.shape])[0]
+
+
+def test_winograd_choice_follows_the_channel_ratio_and_tile_count():
+    same = ((1, 1), (1, 1))
+    # 32 -> 32 has c*cout/(c+cout) = 16: im2col, at any size.
+    assert winograd_tile((1, 32, 32, 32), same, 32) is None
+    assert winograd_tile((1, 32, 147, 147), same, 32) is None
+    # 32 -> 64 (ratio 21.3) pays on a large image, not on 14 x 14 (16 tiles).
+    assert winograd_tile((1, 32, 147, 147), same, 64) == 4
+    assert winograd_tile((1, 32, 14, 14), same, 64) is None
+    assert winograd_tile((1, 128, 14, 14), same, 256) == 4
+    # 7 x 7 (4 tiles): never, however many channels; a batch of 4 makes 16 tiles.
+    assert winograd_tile((1, 512, 7, 7), same, 512) is None
+    assert winograd_tile((4, 512, 7, 7), same, 512) == 4

@@ -36,6 +36,7 @@ from graphexec import dtypes, pnnx
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.blas import blas_threads
 from graphexec.executor import RunOptions, run_sequential
+from graphexec.fusion import fuse_activations
 from graphexec.ir import Dim, Graph
 from graphexec.memory import ArenaPool, MemoryPlan
 from graphexec.placement import Placement, cpu_placement, placed_plan
@@ -278,6 +279,8 @@ class Engine:
         wanted = self._extractable(extract)
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
         plan = self._plan_for(given, given_by_user=True)
+        if plan.fused_away.intersection(wanted):  # an operand fusion removed: run unfused
+            plan = self._plan_for(given, given_by_user=True, fuse=False)
         if plan.peak_bytes > self.memory_limit:
             shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
             raise InputShapeError(
@@ -417,8 +420,8 @@ class Engine:
             specs[operand.name] = TensorSpec(operand.shape, _dtype_of(operand.dtype))  # type: ignore[arg-type]
         return specs
 
-    def _plan_for(self, given: dict[str, Spec], *, given_by_user: bool) -> Plan:
-        key = tuple((n, str(s)) for n, s in given.items())
+    def _plan_for(self, given: dict[str, Spec], *, given_by_user: bool, fuse: bool = True) -> Plan:
+        key = (*((n, str(s)) for n, s in given.items()), fuse)
         with self._cache_lock:
             cached = self._plans.get(key)
             if cached is not None:
@@ -443,7 +446,9 @@ class Engine:
                 f"{exc.step_name} ({exc.step_type}) refuses [{shown}]: {exc.reason}"
             ) from exc
         if self.device is None:
-            plan = Plan(self.program, specs)
+            program, fused_away = fuse_activations(self.program, specs) if fuse else (self.program, frozenset())
+            plan = Plan(program, specs)
+            plan.fused_away = fused_away
         else:
             plan = placed_plan(self.program, specs, self.device, cpu_types=self.cpu_types,
                                fallback=self.fallback, failed=self._device_failures)

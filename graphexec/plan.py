@@ -66,6 +66,9 @@ class Plan:
     #: Where each node runs (a :class:`graphexec.placement.Placement`) when the program
     #: was placed on a device; None when everything runs on the CPU.
     placement = None
+    #: Operands that fusion removed (see :mod:`graphexec.fusion`): a run extracting one
+    #: needs the unfused plan.
+    fused_away: frozenset[str] = frozenset()
 
     def __init__(self, program: Program, specs: dict[str, Spec]):
         self.program = program

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphexec import cli, draw
+from graphexec import Engine, cli, draw
 from graphexec.cli import main
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
@@ -31,7 +31,7 @@ def test_info_lists_inputs_operators_and_the_plan(capsys):
     out = capsys.readouterr().out
     assert "input  in0: (1, 3, 64, 64)" in out and "output out0: (1, 10)" in out
     assert "nn.Conv2d" in out and "parameters: 93,902" in out and "FLOPs:" in out
-    assert "width 4" in out and "critical path: 22 nodes" in out and "ideal speedup" in out
+    assert "width 4" in out and "critical path: 15 nodes" in out and "ideal speedup" in out
 
 
 def test_info_lists_unsupported_operators_instead_of_failing(capsys):
@@ -154,9 +154,11 @@ def test_graph_svg_draws_every_node_and_the_critical_path(tmp_path, capsys):
     root = ET.fromstring(path.read_text())
     ns = {"svg": "http://www.w3.org/2000/svg"}
     boxes = root.findall(".//svg:g/svg:rect", ns)
-    assert len(boxes) == 55 + 2  # the plan's nodes, the input and the output
+    plan = Engine.load(MODEL).plan()
+    assert len(plan.nodes) == 33  # 55 operators, 22 activations fused into their producers
+    assert len(boxes) == len(plan.nodes) + 2  # the plan's nodes, the input and the output
     critical = [b for b in boxes if b.get("stroke") == draw.CRITICAL_COLOUR]
-    assert len(critical) == 22
+    assert len(critical) == len(plan.critical_path) == 15
     assert {b.get("fill") for b in boxes} == {draw.device_colour("cpu"), draw.BOUNDARY_COLOUR}
 
 
@@ -165,8 +167,8 @@ def test_graph_dot_has_every_node_and_edge(tmp_path, capsys):
     assert main(["graph", str(MODEL), "-o", str(path)]) == 0
     text = path.read_text()
     assert text.startswith('digraph "inception_mini" {') and text.rstrip().endswith("}")
-    assert sum(" [label=" in line for line in text.splitlines()) == 57
-    assert text.count("penwidth=2.5];") == 22 + 21 + 2  # critical nodes, edges between them, in and out
+    assert sum(" [label=" in line for line in text.splitlines()) == 33 + 2
+    assert text.count("penwidth=2.5];") == 15 + 14 + 2  # critical nodes, edges between them, in and out
     assert "dot -Tsvg" in capsys.readouterr().out
 
 

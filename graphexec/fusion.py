@@ -1,0 +1,112 @@
+"""Fusing an elementwise activation into the node that produces its input.
+
+A convolution followed by a ReLU is two pipeline nodes: two trips through the scheduler
+and the GIL, and a second pass over the output after it has left the cache. When the
+producer writes a fresh tensor that nothing else reads, and the activation can run in
+place on a tensor of the same shape and dtype, the pair becomes one node that applies the
+activation to the output while it is still hot (``conv -> relu -> ...``, also a chain of
+several activations). The result is the same bits: the same numpy calls on the same values.
+
+Fusion is decided per input shape (the dtypes must match), on the CPU program. The
+operand between the two nodes disappears, so a run that extracts it uses the unfused plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphexec.program import Program, Step
+from layers.base import Layer
+from layers.specs import Spec, TensorSpec
+
+
+class Fused(Layer):
+    """A producer and the in-place activations applied to its output, as one node."""
+
+    fresh_outputs = True
+
+    def __init__(self, head: Layer, tail: tuple[Layer, ...]):  # no Operator: built from layers
+        self.head = head
+        self.tail = tail
+        self.name = head.name
+        self.type = "+".join([head.type, *(layer.type for layer in tail)])
+        self.num_inputs = head.num_inputs
+        self.num_outputs = 1
+        self.input_names = list(head.input_names)
+        self.writes_into = head.writes_into
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        out = self.head.infer(specs)
+        for layer in self.tail:
+            out = layer.infer(out)
+        return out
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        (out,) = self.head.forward(inputs)
+        self._finish(out)
+        return [out]
+
+    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
+        self.head.forward_into(inputs, outputs)
+        self._finish(outputs[0])
+
+    def _finish(self, out: np.ndarray) -> None:
+        for layer in self.tail:
+            layer.forward_into([out], [out])
+
+    def flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        return self.head.flops(inputs, outputs) + sum(layer.flops(outputs, outputs) for layer in self.tail)
+
+
+def _fusable_tail(layer: Layer) -> bool:
+    return layer.in_place and layer.writes_into and layer.num_inputs == 1 and layer.num_outputs == 1
+
+
+def fuse_activations(program: Program, specs: dict[str, Spec]) -> tuple[Program, frozenset[str]]:
+    """``program`` with each producer -> in-place activation pair merged into one step, and
+    the operand names that no longer exist (the producers' outputs that were fused away)."""
+    readers: dict[str, list[int]] = {}
+    for k, step in enumerate(program.steps):
+        for name in step.inputs:
+            readers.setdefault(name, []).append(k)
+    outputs = set(program.outputs)
+
+    def follower(k: int) -> int | None:
+        """The activation step that may be fused after step ``k``, if any."""
+        step = program.steps[k]
+        if (len(step.outputs) != 1 or not step.layer.fresh_outputs or isinstance(step.layer, Fused)
+                or step.outputs[0] in outputs):
+            return None
+        name = step.outputs[0]
+        after = readers.get(name, [])
+        if len(after) != 1:
+            return None
+        nxt = program.steps[after[0]]
+        spec, out = specs.get(name), specs.get(nxt.outputs[0]) if nxt.outputs else None
+        if not (_fusable_tail(nxt.layer) and nxt.inputs == (name,) and isinstance(spec, TensorSpec)
+                and spec == out and spec.dtype.kind == "f"):
+            return None
+        return after[0]
+
+    absorbed: set[int] = set()
+    fused_away: set[str] = set()
+    steps: list[Step] = []
+    for k, step in enumerate(program.steps):
+        if k in absorbed:
+            continue
+        chain, last = [], k
+        while (nxt := follower(last)) is not None:
+            chain.append(nxt)
+            last = nxt
+        if not chain:
+            steps.append(step)
+            continue
+        absorbed.update(chain)
+        fused_away.update(program.steps[j].inputs[0] for j in chain)
+        layer = Fused(step.layer, tuple(program.steps[j].layer for j in chain))
+        steps.append(Step(layer, step.inputs, program.steps[chain[-1]].outputs))
+    if not fused_away:
+        return program, frozenset()
+    return Program(program.graph, tuple(steps), program.inputs, program.outputs), frozenset(fused_away)

@@ -62,6 +62,11 @@ class OnDevice(DeviceStep):
         super().__init__(layer.name, layer.type, device, layer.num_inputs, layer.num_outputs)
         self.layer = layer
         self.is_view = layer.is_view
+        # A kernel writes new tensors, into given ones as well (``device.run(out=...)``);
+        # a view shares its input's buffer.
+        self.fresh_outputs = self.writes_into = not layer.is_view
+        #: Where the outputs live, for the memory plan's arenas.
+        self.output_home = self.placed_on
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         return self.layer.infer(specs)
@@ -74,6 +79,17 @@ class OnDevice(DeviceStep):
             return self.device.run(self.layer, inputs, self.queue_index)
         except Exception as exc:  # a DeviceError names the kernel; this adds the node
             raise self._failed(exc) from exc
+
+    def forward_into(self, inputs: list[Any], outputs: list[Any]) -> None:
+        try:
+            made = self.device.run(self.layer, inputs, self.queue_index, out=outputs)
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        for given, result in zip(outputs, made):  # the consumers wait on these events
+            if result.buffer is not given.buffer or result.offset != given.offset:
+                raise DeviceError(f"node {self.name} ({self.type}) on {_describe(self.device)} did not write "
+                                  "into the memory it was given")
+            given.event, given.started = result.event, result.started
 
     def warm_up(self, specs: list[TensorSpec]) -> None:
         """Build this node's programs and upload its weights (runs it once and waits)."""
@@ -94,9 +110,12 @@ class OnDevice(DeviceStep):
 class Upload(DeviceStep):
     """A host array copied to the device (not waited for: consumers wait on its event)."""
 
+    fresh_outputs = writes_into = True
+
     def __init__(self, operand: str, device: Any):
         super().__init__(f"upload:{operand}", UPLOAD_TYPE, device, 1, 1)
         self.operand = operand
+        self.output_home = self.placed_on
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         return list(specs)
@@ -110,6 +129,12 @@ class Upload(DeviceStep):
         except Exception as exc:
             raise self._failed(exc, f" copying {self.operand} to the device") from exc
 
+    def forward_into(self, inputs: list[Any], outputs: list[Any]) -> None:
+        try:
+            self.device.upload(inputs[0], self.queue_index, out=outputs[0])
+        except Exception as exc:
+            raise self._failed(exc, f" copying {self.operand} to the device") from exc
+
     def device_span(self, node: int, outputs: list[Any], start_ns: int, end_ns: int) -> Any:
         tensor = outputs[0]
         if getattr(tensor, "started", None) is None:
@@ -120,6 +145,8 @@ class Upload(DeviceStep):
 
 class Download(DeviceStep):
     """A device tensor brought to the host: the one place the host waits for the device."""
+
+    fresh_outputs = writes_into = True
 
     def __init__(self, operand: str, producer: str, device: Any):
         super().__init__(f"download:{operand}", DOWNLOAD_TYPE, device, 1, 1)
@@ -136,4 +163,10 @@ class Download(DeviceStep):
         try:
             return [self.device.download(inputs[0], self.queue_index)]
         except Exception as exc:  # a kernel that failed late shows up at this wait
+            raise self._failed(exc, f" waiting for {self.operand} from {self.producer}") from exc
+
+    def forward_into(self, inputs: list[Any], outputs: list[Any]) -> None:
+        try:
+            self.device.download(inputs[0], self.queue_index, out=outputs[0])
+        except Exception as exc:
             raise self._failed(exc, f" waiting for {self.operand} from {self.producer}") from exc

@@ -23,7 +23,7 @@ BOUNDARY_COLOUR = "#eeeeee"
 
 
 def node_device(node: object) -> str:
-    """The device a plan node is placed on (every node is on the cpu in this version)."""
+    """The device a plan node is placed on (``cpu`` unless the plan was placed on a device)."""
     return str(getattr(node, "device", None) or "cpu")
 
 

@@ -14,8 +14,12 @@ of them is handed to the caller; everything else is allocated by numpy as before
 marked ``in_place`` writes over its first input when it is that input's only reader, so
 the two tensors form one *block*. Outputs handed to the user never live in the arena.
 
-The arena is one aligned byte buffer; :class:`ArenaPool` keeps a few so that concurrent
-``forward`` calls each lease their own, and a later call with the same shapes reuses one.
+The arena is one aligned byte buffer per place tensors live (the host, and a device's
+memory when nodes run there: one OpenCL buffer, tensors at offsets in it). On a device the
+"happens before" above holds too: a kernel waits for the events of its inputs, so it
+starts only after every node on a path to it has finished. :class:`ArenaPool` keeps a few
+arenas so that concurrent ``forward`` calls each lease their own, and a later call with
+the same shapes reuses one.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +59,8 @@ class Block:
     writer: int
     #: Every node that writes or reads any of the operands or a view of one.
     users: frozenset[int]
+    #: Where the tensors live: ``"cpu"`` or a device's kind (each has its own arena).
+    home: str = "cpu"
 
 
 class MemoryPlan:
@@ -70,13 +76,21 @@ class MemoryPlan:
             _intersection(descendants[u] for u in block.users) for block in self.blocks
         )
         self.offsets: tuple[int, ...] = self._place()
-        #: Bytes of the arena.
-        self.arena_bytes: int = max((o + _aligned(b.nbytes) for o, b in zip(self.offsets, self.blocks)), default=0)
+        #: Bytes of the arena in each place tensors live (``"cpu"``, a device's kind).
+        self.bytes_on: dict[str, int] = {}
+        for offset, block in zip(self.offsets, self.blocks):
+            self.bytes_on[block.home] = max(self.bytes_on.get(block.home, 0), offset + _aligned(block.nbytes))
+        #: Bytes of the host's arena.
+        self.arena_bytes: int = self.bytes_on.get("cpu", 0)
+        #: The device whose arena holds the blocks not on the host (None: all on the host).
+        self.device = getattr(plan.placement, "device", None)
         block_of = {name: b.index for b in self.blocks for name in b.operands}
-        #: operand name -> (byte offset, spec) for every tensor that lives in the arena.
+        #: operand name -> (byte offset, spec) for every tensor that lives in an arena.
         self.regions: dict[str, tuple[int, TensorSpec]] = {
             name: (self.offsets[block_of[name]], self.specs[name]) for name in block_of
         }
+        #: operand name -> where it lives.
+        self.homes: dict[str, str] = {name: self.blocks[block_of[name]].home for name in block_of}
         #: Operands written over their producer's input (in place).
         self.in_place: frozenset[str] = frozenset(n for b in self.blocks for n in b.operands[1:])
 
@@ -113,8 +127,10 @@ class MemoryPlan:
                 spec = plan.specs[name]
                 self.specs[name] = spec
                 source = node.step.inputs[0] if node.step.inputs else None
+                home = getattr(layer, "output_home", "cpu")
                 if (
                     k == 0 and layer.in_place and source in owner
+                    and blocks[owner[source]]["home"] == home
                     and node.step.inputs.count(source) == 1
                     and plan.specs[source] == spec
                     and users_of(source) == {i}
@@ -128,17 +144,19 @@ class MemoryPlan:
                 owner[name] = len(blocks)
                 blocks.append({
                     "operands": [name], "writer": i, "users": users_of(name) | {i},
-                    "nbytes": math.prod(spec.shape) * spec.dtype.itemsize,
+                    "nbytes": math.prod(spec.shape) * spec.dtype.itemsize, "home": home,
                 })
         return tuple(
-            Block(k, tuple(b["operands"]), b["nbytes"], b["writer"], frozenset(b["users"]))
+            Block(k, tuple(b["operands"]), b["nbytes"], b["writer"], frozenset(b["users"]), b["home"])
             for k, b in enumerate(blocks)
         )
 
     # -- where each block goes ---------------------------------------------------------------
     def may_share(self, a: int, b: int) -> bool:
         """Whether blocks ``a`` and ``b`` may use the same bytes: one's users all happen
-        before the other's writer."""
+        before the other's writer (blocks in different places never meet)."""
+        if self.blocks[a].home != self.blocks[b].home:
+            return True
         return bool(self._after[a] >> self.blocks[b].writer & 1 or self._after[b] >> self.blocks[a].writer & 1)
 
     def _place(self) -> tuple[int, ...]:
@@ -164,8 +182,8 @@ class MemoryPlan:
     # -- figures ---------------------------------------------------------------------------
     @cached_property
     def unshared_bytes(self) -> int:
-        """Bytes the arena tensors would take with no reuse at all."""
-        return sum(_aligned(b.nbytes) for b in self.blocks)
+        """Bytes the host's arena tensors would take with no reuse at all."""
+        return sum(_aligned(b.nbytes) for b in self.blocks if b.home == "cpu")
 
     @cached_property
     def sequential_bytes(self) -> int:
@@ -178,16 +196,20 @@ class MemoryPlan:
     def floor_bytes(self) -> int:
         """A true lower bound for any order: the blocks one node touches must coexist."""
         touching: dict[int, int] = {}
-        for b in self.blocks:
+        for b in self._host_blocks:
             for u in b.users:
                 touching[u] = touching.get(u, 0) + _aligned(b.nbytes)
         return max(touching.values(), default=0)
 
+    @cached_property
+    def _host_blocks(self) -> tuple[Block, ...]:
+        return tuple(b for b in self.blocks if b.home == "cpu")
+
     def live_peak(self, order: tuple[int, ...] | list[int]) -> int:
-        """Most bytes of blocks alive at once when nodes run one at a time in ``order``."""
+        """Most bytes of host blocks alive at once when nodes run one at a time in ``order``."""
         position = {node: k for k, node in enumerate(order)}
         delta = [0] * (len(order) + 1)
-        for b in self.blocks:
+        for b in self._host_blocks:
             delta[position[b.writer]] += _aligned(b.nbytes)
             delta[max(position[u] for u in b.users) + 1] -= _aligned(b.nbytes)
         peak = live = 0
@@ -201,11 +223,11 @@ class MemoryPlan:
         fewest bytes alive (frees the most, allocates the least)."""
         plan = self.plan
         allocates = [0] * len(plan.nodes)
-        for b in self.blocks:
+        for b in self._host_blocks:
             allocates[b.writer] += _aligned(b.nbytes)
         pending_users = [len(b.users) for b in self.blocks]
         blocks_of: dict[int, list[int]] = {}
-        for b in self.blocks:
+        for b in self._host_blocks:
             for u in b.users:
                 blocks_of.setdefault(u, []).append(b.index)
         waiting = [len(p) for p in plan.predecessors]
@@ -228,19 +250,27 @@ class MemoryPlan:
         return order
 
     # -- arenas ------------------------------------------------------------------------------
-    def views(self, arena: np.ndarray) -> dict[str, np.ndarray]:
-        """Each arena tensor as an array over ``arena`` (a uint8 buffer of ``arena_bytes``)."""
-        return {
-            name: arena[offset:offset + spec.nbytes].view(spec.dtype).reshape(spec.shape)
-            for name, (offset, spec) in self.regions.items()
-        }
+    def views(self, arena: np.ndarray, device_arena: Any = None) -> dict[str, Any]:
+        """Each arena tensor over its arena: an array over ``arena`` (a uint8 buffer of
+        ``arena_bytes``), or a device tensor over ``device_arena`` (a device buffer)."""
+        views: dict[str, Any] = {}
+        for name, (offset, spec) in self.regions.items():
+            if self.homes[name] == "cpu":
+                views[name] = arena[offset:offset + spec.nbytes].view(spec.dtype).reshape(spec.shape)
+            else:
+                views[name] = type(device_arena)(device_arena.buffer, spec.shape, spec.dtype, None,
+                                                 offset // spec.dtype.itemsize, self.device)
+        return views
 
-    def new_arena(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """A fresh arena (aligned to :data:`ALIGN`) and its tensor views."""
+    def new_arena(self) -> tuple[np.ndarray, dict[str, Any]]:
+        """A fresh host arena (aligned to :data:`ALIGN`), a device arena where blocks live
+        on a device, and the tensor views over them."""
         raw = np.empty(self.arena_bytes + ALIGN, dtype=np.uint8)
         start = (-raw.ctypes.data) % ALIGN
         arena = raw[start:start + self.arena_bytes]
-        return arena, self.views(arena)
+        device_bytes = sum(n for home, n in self.bytes_on.items() if home != "cpu")
+        device_arena = self.device.alloc((device_bytes,), np.uint8) if device_bytes else None
+        return arena, self.views(arena, device_arena)
 
 
 class ArenaPool:
@@ -266,6 +296,10 @@ class ArenaPool:
             arena = self.memory.new_arena()
         try:
             yield arena[1]
+        except BaseException:
+            if self.memory.device is not None:  # kernels of the failed run may still use it
+                self.memory.device.finish()
+            raise
         finally:
             with self._lock:
                 if len(self._free) < self.keep:

@@ -193,23 +193,34 @@ class OpenCLDevice:
             buffer = self._cl.Buffer(self.context, self._cl.mem_flags.READ_WRITE, max(size * dtype.itemsize, 4))
         return DeviceTensor(buffer, shape, dtype, None, 0, self)
 
-    def upload(self, array: Any, queue: int | Any | None = None) -> DeviceTensor:
+    def upload(self, array: Any, queue: int | Any | None = None, out: DeviceTensor | None = None) -> DeviceTensor:
         """Copy ``array`` to the device without waiting; the tensor's event is the copy.
-        The values are taken now (a private host copy is kept until the transfer ends)."""
+        The values are taken now (a private host copy is kept until the transfer ends).
+        ``out`` (e.g. a region of an arena) receives the copy instead of a new buffer."""
         host = np.array(array, order="C", copy=True)
         if host.dtype.kind not in "biufc":
             raise DeviceError(f"cannot upload an array of dtype {host.dtype}")
-        tensor = self.alloc(host.shape, host.dtype)
+        if out is None:
+            tensor = self.alloc(host.shape, host.dtype)
+        elif out.size != host.size or out.dtype != host.dtype:
+            raise DeviceError(f"cannot upload {host.shape} {host.dtype} into a tensor of {out.shape} {out.dtype}")
+        else:
+            tensor = out
         if host.nbytes:
             q = self.queue(queue)
             with translated(f"uploading {host.shape} {host.dtype} to {self.name}"):
-                tensor.event = tensor.started = self._cl.enqueue_copy(q, tensor.buffer, host, is_blocking=False)
+                tensor.event = tensor.started = self._cl.enqueue_copy(
+                    q, tensor.buffer, host, dst_offset=tensor.byte_offset, is_blocking=False)
                 q.flush()  # another queue may wait on this copy at once
         return tensor
 
-    def download(self, tensor: DeviceTensor, queue: int | Any | None = None) -> np.ndarray:
-        """The tensor's values on the host, once its event has completed."""
-        out = np.empty(tensor.shape, dtype=tensor.dtype)
+    def download(self, tensor: DeviceTensor, queue: int | Any | None = None, out: np.ndarray | None = None,
+                 ) -> np.ndarray:
+        """The tensor's values on the host (in ``out`` if given), once its event has completed."""
+        if out is None:
+            out = np.empty(tensor.shape, dtype=tensor.dtype)
+        elif out.size != tensor.size or out.dtype != tensor.dtype or not out.flags.c_contiguous:
+            raise DeviceError(f"cannot download {tensor.shape} {tensor.dtype} into an array of {out.shape} {out.dtype}")
         if out.nbytes:
             wait = [tensor.event] if tensor.event is not None else None
             with translated(f"downloading {tensor.shape} {tensor.dtype} from {self.name}"):

@@ -11,7 +11,8 @@
 Threads: ``Engine.load(..., threads=N, intra_op_threads=M)`` runs up to N independent nodes
 at once (N=1 is the sequential reference executor) with numpy's BLAS limited to M threads
 during a run. By default N is the plan's ideal speedup (total estimated cost over the
-critical path's, rounded, capped at the cores) and M = cores // N, so N x M never exceeds
+critical path's, rounded, capped at the cores; 1 when its chains average under 200 us of
+estimated work) and M = cores // N, so N x M never exceeds
 the cores: a branchy net gets several workers with single-threaded BLAS, a chain gets one
 worker whose matrix products use every core.
 """
@@ -67,8 +68,18 @@ def physical_memory() -> int:
         return 1 << 40
 
 
+#: Below this estimated work per chain (on average), running chains side by side loses more
+#: to thread wake-ups and the GIL passing between workers than it gains. Measured on two
+#: cores (benchmarks/concurrency.py): inception_mini, 63 us per chain, ran 0.7x as fast
+#: with two workers; the wide net, 740 us, 1.3x; Inception v3, 3.7 ms, 1.2x.
+MIN_PARALLEL_CHAIN_SECONDS = 200e-6
+
+
 def default_threads(plan: Plan, cores: int) -> int:
-    """Inter-op workers worth having: the plan's ideal speedup, rounded, within the cores."""
+    """Inter-op workers worth having: the plan's ideal speedup, rounded, within the cores;
+    one when its chains are too small to pay for running them side by side."""
+    if plan.units and plan.total_seconds / len(plan.units) < MIN_PARALLEL_CHAIN_SECONDS:
+        return 1
     return max(1, min(cores, int(plan.ideal_speedup(cores) + 0.5)))
 
 

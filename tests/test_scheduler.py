@@ -203,3 +203,18 @@ def test_one_thread_with_a_trace_stays_on_the_calling_thread():
     engine.forward(*inputs_for(engine), trace=trace)
     assert {e.thread for e in trace.events} == {threading.current_thread().name}
     assert engine._owned_executor is None  # no pool was started
+
+
+@pytest.mark.parametrize(("name", "workers"), [("inception_mini", 1), ("wide", 2)])
+def test_default_workers_follow_the_plans_width_and_grain(name, workers):
+    """The wide net's chains (about 0.7 ms each) get two workers on two cores;
+    inception_mini's (about 60 us) run on one, where hand-overs would cost more."""
+    from pathlib import Path
+
+    from graphexec.engine import MIN_PARALLEL_CHAIN_SECONDS, default_threads
+
+    param = Path(__file__).resolve().parent.parent / "examples" / "models" / f"{name}.pnnx.param"
+    plan = Engine.load(param).plan()
+    assert default_threads(plan, 2) == workers
+    assert (plan.total_seconds / len(plan.units) >= MIN_PARALLEL_CHAIN_SECONDS) == (workers > 1)
+    assert default_threads(plan, 1) == 1

@@ -64,6 +64,23 @@ class _BlasLimiter:
                 self._active.remove(threads)
                 self._apply()
 
+    @contextmanager
+    def boost(self, threads: int) -> Iterator[bool]:
+        """Raise the limit to ``threads`` for the block when exactly one run is active (the
+        caller's): a node that runs alone may use every core. Yields whether it did; a run
+        that starts meanwhile lowers the limit again at once."""
+        with self._lock:
+            raised = len(self._active) == 1 and threads > self._active[0]
+            if raised:
+                self._set(threads)
+                self._applied = threads
+        try:
+            yield raised
+        finally:
+            if raised:
+                with self._lock:
+                    self._apply()
+
     def _apply(self) -> None:
         want = min(self._active) if self._active else None
         if want == self._applied:
@@ -82,3 +99,9 @@ _LIMITER = _BlasLimiter()
 def blas_threads(threads: int | None):
     """Context manager: BLAS uses at most ``threads`` threads inside it."""
     return _LIMITER.limit(threads)
+
+
+def blas_boost(threads: int):
+    """Context manager, inside a ``blas_threads`` block: up to ``threads`` BLAS threads for
+    a node that runs alone, when no other run is active (yields whether it applied)."""
+    return _LIMITER.boost(threads)

@@ -14,7 +14,9 @@ during a run. By default N is the plan's ideal speedup (total estimated cost ove
 critical path's, rounded, capped at the cores; 1 when its chains average under 200 us of
 estimated work) and M = cores // N, so N x M never exceeds
 the cores: a branchy net gets several workers with single-threaded BLAS, a chain gets one
-worker whose matrix products use every core.
+worker whose matrix products use every core. The choice is also made per region: with
+the default M, a large node that runs alone in a concurrent run (a serial stretch between
+branchy blocks) gets every core for its BLAS calls; traces record it.
 """
 
 from __future__ import annotations
@@ -137,6 +139,10 @@ class Engine:
         self.threads = threads
         #: BLAS threads inside one node during a run (None: leave numpy's setting alone).
         self.intra_op_threads = intra_op_threads if intra_op_threads is not None else max(1, cores // threads)
+        #: BLAS threads for a large node that runs alone in a concurrent run (None: never
+        #: raised). Only by default: an explicit ``intra_op_threads`` is kept for every node,
+        #: so that runs stay bit-identical (OpenBLAS rounds differently with more threads).
+        self._boost = cores if intra_op_threads is None and threads > 1 and cores > self.intra_op_threads else None
         self._executor = executor
         self._owned_executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
@@ -333,7 +339,7 @@ class Engine:
         # each pool worker gets a second unit queued so it never waits for the caller.
         workers = max(1, self.threads - 1)
         return run_concurrent(plan, feeds, keep, self._pool(), 2 * workers, trace, options, caller_works=True,
-                              buffers=buffers)
+                              buffers=buffers, boost=self._boost)
 
     def memory_plan(self, *shapes: Sequence[int]) -> MemoryPlan:
         """The arena layout for the given input shapes (default: the exported ones)."""

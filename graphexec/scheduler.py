@@ -22,6 +22,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphexec.blas import blas_boost
 from graphexec.errors import ExecutionError, GraphexecError, RunTimeoutError
 from graphexec.executor import NO_OPTIONS, RunOptions, run_step
 from graphexec.plan import Plan, Unit
@@ -56,9 +57,10 @@ class SynchronousExecutor(Executor):
 
 def run_unit(
     plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str], record: bool, options: RunOptions,
-    buffers: dict[str, Any] | None = None,
+    buffers: dict[str, Any] | None = None, blas: int = 0,
 ) -> tuple[dict[str, Any], list[NodeEvent]]:
-    """Worker side: run the unit's nodes back to back; return what others need, and timings."""
+    """Worker side: run the unit's nodes back to back; return what others need, and timings
+    (``blas``: the BLAS threads it was given, when raised for it, for the trace)."""
     values = dict(inputs)
     events: list[NodeEvent] = []
     thread = threading.current_thread().name
@@ -69,7 +71,7 @@ def run_unit(
         run_step(node.step, values, options.check_finite, buffers)
         if record:
             end = time.perf_counter_ns()
-            events.append(NodeEvent(index, node.name, node.type, thread, start, end))
+            events.append(NodeEvent(index, node.name, node.type, thread, start, end, blas))
             device_span = getattr(node.step.layer, "device_span", None)  # the node's commands on a device queue
             if device_span is not None:
                 span = device_span(index, [values[n] for n in node.step.outputs], start, end)
@@ -97,6 +99,11 @@ def _next_done(done: queue.SimpleQueue, options: RunOptions) -> tuple[int, Futur
 #: Units estimated below this run on the calling thread: handing them to a worker would
 #: cost more (two thread wake-ups, tens of microseconds) than running them.
 INLINE_SECONDS = 30e-6
+#: A unit that runs alone (nothing else running or ready) and is estimated above this gets
+#: every core for its BLAS calls (``boost``): a serial stretch of a branchy plan, such as
+#: Inception's stem, then uses the cores that its branches use elsewhere. Smaller units
+#: would pay more for waking BLAS threads than they gain.
+BOOST_SECONDS = 1e-3
 
 
 def run_concurrent(
@@ -109,6 +116,7 @@ def run_concurrent(
     options: RunOptions = NO_OPTIONS,
     caller_works: bool = False,
     buffers: dict[str, Any] | None = None,
+    boost: int | None = None,
 ) -> dict[str, Any]:
     """Run ``plan`` on ``executor`` with at most ``max_in_flight`` units at once there.
 
@@ -120,16 +128,18 @@ def run_concurrent(
 
     A timeout or a KeyboardInterrupt returns at once: the run is marked cancelled, so the
     units still on workers stop before their next node, and their results are dropped.
-    ``buffers`` are the run's arena tensors (see :mod:`graphexec.memory`).
+    ``buffers`` are the run's arena tensors (see :mod:`graphexec.memory`). With ``boost``,
+    a large unit that runs alone gets that many BLAS threads (see :data:`BOOST_SECONDS`).
     """
     try:
-        return _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers)
+        return _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers, boost)
     except BaseException:
         options.cancelled.set()
         raise
 
 
-def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers) -> dict[str, Any]:
+def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers, boost,
+         ) -> dict[str, Any]:
     keep = frozenset(keep)
     state = RunState(
         waiting=list(plan.unit_predecessor_counts),
@@ -180,7 +190,12 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_work
                     heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], u))
                     break  # every worker is busy: wait for one
                 try:
-                    outputs, events = run_unit(plan, unit, inputs, keep, record, options, buffers)
+                    if alone and boost and plan.unit_seconds[u] >= BOOST_SECONDS:
+                        with blas_boost(boost) as raised:
+                            outputs, events = run_unit(plan, unit, inputs, keep, record, options, buffers,
+                                                       boost if raised else 0)
+                    else:
+                        outputs, events = run_unit(plan, unit, inputs, keep, record, options, buffers)
                 except Exception as exc:  # a KeyboardInterrupt is not the unit's failure
                     state.failure = exc
                     break

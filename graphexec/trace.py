@@ -40,6 +40,8 @@ class NodeEvent:
     thread: str
     start_ns: int
     end_ns: int
+    #: BLAS threads the node ran with when the scheduler raised them for it (0: the run's).
+    blas_threads: int = 0
 
     @property
     def seconds(self) -> float:
@@ -137,7 +139,8 @@ class Trace:
                 events.append({
                     "name": e.name, "cat": e.type, "ph": "X", "pid": pid, "tid": lanes[e.thread],
                     "ts": (e.start_ns - self.start_ns) / 1e3, "dur": (e.end_ns - e.start_ns) / 1e3,
-                    "args": {"type": e.type, "node": e.node},
+                    "args": {"type": e.type, "node": e.node, **({"blas_threads": e.blas_threads}
+                                                                 if getattr(e, "blas_threads", 0) else {})},
                 })
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 

@@ -491,7 +491,7 @@ class Sigmoid(_Unary):
 class SiLU(_Unary):
     """x * sigmoid(x)."""
 
-    writes_into = True  # not in place: x is read again after out is written
+    writes_into = in_place = True
 
     def apply(self, x):
         out = np.empty_like(x)
@@ -503,11 +503,12 @@ class SiLU(_Unary):
             np.multiply(_sigmoid(x), x, out=out)
             return
         # x / (1 + exp(-x)): where exp overflows the result is -0 (and NaN at -inf, as in PyTorch).
+        # The denominator is a temporary, so that out may be x itself.
         with np.errstate(over="ignore", invalid="ignore"):
-            np.negative(x, out=out)
-            np.exp(out, out=out)
-            out += x.dtype.type(1)
-            np.divide(x, out, out=out)
+            denominator = np.negative(x)
+            np.exp(denominator, out=denominator)
+            denominator += x.dtype.type(1)
+            np.divide(x, denominator, out=out)
 
 
 @register("nn.Tanh", "F.tanh")
@@ -573,7 +574,7 @@ class LogSigmoid(_Unary):
 class Hardswish(_Unary):
     """x * relu6(x + 3) / 6."""
 
-    writes_into = True  # not in place: x is read again after out is written
+    writes_into = in_place = True
 
     def apply(self, x):
         out = np.empty_like(x)
@@ -582,9 +583,9 @@ class Hardswish(_Unary):
 
     def apply_into(self, x, out):
         cast = x.dtype.type
-        np.add(x, cast(3), out=out)
-        _clamped(out, 0, 6, out=out)
-        out *= x
+        gate = np.add(x, cast(3))  # a temporary, so that out may be x itself
+        _clamped(gate, 0, 6, out=gate)
+        np.multiply(gate, x, out=out)
         out *= cast(1.0 / 6.0)
 
 

@@ -218,3 +218,32 @@ def test_default_workers_follow_the_plans_width_and_grain(name, workers):
     assert default_threads(plan, 2) == workers
     assert (plan.total_seconds / len(plan.units) >= MIN_PARALLEL_CHAIN_SECONDS) == (workers > 1)
     assert default_threads(plan, 1) == 1
+
+
+def test_a_large_unit_that_runs_alone_gets_every_core_for_blas(monkeypatch):
+    """The per-region choice: with the default intra_op_threads, a unit that runs alone
+    in a concurrent run is given every core; side-by-side units and an explicit
+    intra_op_threads are not. The trace says which nodes were raised."""
+    from pathlib import Path
+
+    from graphexec import scheduler
+    from graphexec.engine import cpu_count
+
+    if cpu_count() < 2:
+        pytest.skip("needs two cores")
+    monkeypatch.setattr(scheduler, "BOOST_SECONDS", 0.0)  # every alone unit counts as large
+    param = Path(__file__).resolve().parent.parent / "examples" / "models" / "inception_mini.pnnx.param"
+    x = np.random.default_rng(0).random((1, 3, 64, 64), dtype=np.float32)
+    with Engine.load(param, threads=2) as engine:
+        trace = Trace()
+        engine.forward(x, trace=trace)
+    raised = [e for e in trace.events if e.blas_threads]
+    assert raised and all(e.blas_threads == cpu_count() for e in raised)
+    first = min(trace.events, key=lambda e: e.start_ns)
+    assert first.blas_threads == cpu_count()  # the stem runs alone
+    assert len(raised) < len(trace.events)  # the branches ran side by side, not raised
+    assert any("blas_threads" in e.get("args", {}) for e in trace.to_chrome()["traceEvents"])
+    with Engine.load(param, threads=2, intra_op_threads=1) as fixed:
+        trace = Trace()
+        fixed.forward(x, trace=trace)
+    assert not any(e.blas_threads for e in trace.events)

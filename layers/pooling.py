@@ -22,13 +22,14 @@ Indices (``return_indices``) need whole windows and take the slower
 from __future__ import annotations
 
 import math
-from typing import Any
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from layers._scratch import SCRATCH
 from layers.base import Layer, Params, SequenceSpec, Shape, ShapeMismatch, Spec, TensorSpec
 from layers.registry import register
 
@@ -188,7 +189,7 @@ def _pool_windows(x: np.ndarray, window: _Window, outs: tuple[int, ...], ufunc: 
     out = np.empty((batch, ho, wo), dtype=x.dtype) if out is None else out.reshape(batch, ho, wo)
     hp, wp = h + before[0] + after[0], w + before[1] + after[1]
     block = max(1, POOL_BLOCK // (hp * wp))
-    work = [np.empty((min(block, batch), hp, wp), dtype=x.dtype) for _ in range(3)]
+    work = [SCRATCH.take(f"pool{k}", (min(block, batch), hp, wp), x.dtype) for k in range(3)]
     for start in range(0, batch, block):
         stop = min(batch, start + block)
         _pool_block(planes[start:stop], out[start:stop], [a[: stop - start] for a in work],

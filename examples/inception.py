@@ -1,5 +1,6 @@
 """An Inception-style network: load the bundled pnnx export, run it sequentially and with
-branches in parallel, compare both with PyTorch's output, and time them.
+branches in parallel, compare both with PyTorch's output, and time them, beside the
+engine's own choice of workers for this plan.
 
     python examples/inception.py
 """
@@ -10,6 +11,7 @@ import numpy as np
 
 from common import bundled, check, enable_logging, median_ms
 from graphexec import Engine, Trace
+from graphexec.engine import MIN_PARALLEL_CHAIN_SECONDS
 
 
 def main() -> None:
@@ -33,6 +35,11 @@ def main() -> None:
     t_seq = median_ms(lambda: sequential.forward(*inputs))
     t_par = median_ms(lambda: concurrent.forward(*inputs))
     print(f"median latency: sequential {t_seq:.2f} ms, 2 workers {t_par:.2f} ms, speedup {t_seq / t_par:.2f}x")
+    chain_us = plan.total_seconds / len(plan.units) * 1e6
+    default = Engine.load(param)
+    print(f"engine default here: {default.threads} worker(s) x {default.intra_op_threads} BLAS thread(s) "
+          f"(chains average {chain_us:.0f} us of estimated work; below "
+          f"{MIN_PARALLEL_CHAIN_SECONDS * 1e6:.0f} us a second worker costs more than it gains)")
 
     trace = Trace()
     concurrent.forward(*inputs, trace=trace)

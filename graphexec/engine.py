@@ -11,7 +11,7 @@
 Threads: ``Engine.load(..., threads=N, intra_op_threads=M)`` runs up to N independent nodes
 at once (N=1 is the sequential reference executor) with numpy's BLAS limited to M threads
 during a run. By default N is the plan's ideal speedup (total estimated cost over the
-critical path's, rounded, capped at the cores; 1 when its chains average under 200 us of
+critical path's, rounded, capped at the cores; 1 when its chains average under 500 us of
 estimated work) and M = cores // N, so N x M never exceeds
 the cores: a branchy net gets several workers with single-threaded BLAS, a chain gets one
 worker whose matrix products use every core. The choice is also made per region: with
@@ -72,9 +72,10 @@ def physical_memory() -> int:
 
 #: Below this estimated work per chain (on average), running chains side by side loses more
 #: to thread wake-ups and the GIL passing between workers than it gains. Measured on two
-#: cores (benchmarks/concurrency.py): inception_mini, 63 us per chain, ran 0.7x as fast
-#: with two workers; the wide net, 740 us, 1.3x; Inception v3, 3.7 ms, 1.2x.
-MIN_PARALLEL_CHAIN_SECONDS = 200e-6
+#: cores with one BLAS thread each: inception_mini at 64x64 (63 us per chain) ran 0.77x as
+#: fast with two workers, at 128x128 (220 us) 0.98x, at 160x160 (340 us) 1.01x; the wide
+#: net (740 us) 1.3x; Inception v3 (3.7 ms) 1.2x.
+MIN_PARALLEL_CHAIN_SECONDS = 500e-6
 
 
 def default_threads(plan: Plan, cores: int) -> int:

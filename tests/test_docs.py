@@ -46,5 +46,5 @@ def test_readme_shows_every_command_and_the_export_helper():
 def test_the_pictures_are_real_files():
     root = ET.parse(ROOT / "docs" / "googlenet_graph.svg").getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
-    assert len(root.findall(".//{http://www.w3.org/2000/svg}g")) > 100  # GoogLeNet's 139 nodes and more
+    assert len(root.findall(".//{http://www.w3.org/2000/svg}g")) >= 82  # GoogLeNet: 82 nodes once ReLUs are fused
     assert (ROOT / "docs" / "googlenet_schedule.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -225,8 +225,11 @@ class _Unary(Layer):
         return [self.apply(x)]
 
     def apply(self, x: np.ndarray) -> np.ndarray:
-        """The result for a floating ``x`` of rank >= 1, as a new array."""
-        raise NotImplementedError
+        """The result for a floating ``x`` of rank >= 1, as a new array (by default
+        :meth:`apply_into` a new array, for layers that define only that)."""
+        out = np.empty_like(x)
+        self.apply_into(x, out)
+        return out
 
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
         x, out = np.asarray(inputs[0]), outputs[0]
@@ -493,11 +496,6 @@ class SiLU(_Unary):
 
     writes_into = in_place = True
 
-    def apply(self, x):
-        out = np.empty_like(x)
-        self.apply_into(x, out)
-        return out
-
     def apply_into(self, x, out):
         if x.dtype not in (np.float32, np.float64):
             np.multiply(_sigmoid(x), x, out=out)
@@ -576,11 +574,6 @@ class Hardswish(_Unary):
 
     writes_into = in_place = True
 
-    def apply(self, x):
-        out = np.empty_like(x)
-        self.apply_into(x, out)
-        return out
-
     def apply_into(self, x, out):
         cast = x.dtype.type
         gate = np.add(x, cast(3))  # a temporary, so that out may be x itself
@@ -594,11 +587,6 @@ class Hardsigmoid(_Unary):
     """relu6(x + 3) / 6."""
 
     writes_into = in_place = True
-
-    def apply(self, x):
-        out = np.empty_like(x)
-        self.apply_into(x, out)
-        return out
 
     def apply_into(self, x, out):
         cast = x.dtype.type

@@ -107,15 +107,13 @@ class OnDevice(DeviceStep):
                                         made[0].event, start_ns, end_ns)
 
 
-class Upload(DeviceStep):
-    """A host array copied to the device (not waited for: consumers wait on its event)."""
+class _Transfer(DeviceStep):
+    """A copy between the host and the device: same spec out as in, no arithmetic.
+
+    Subclasses define :meth:`move`; ``forward`` and ``forward_into`` (a region of an arena)
+    both go through it."""
 
     fresh_outputs = writes_into = True
-
-    def __init__(self, operand: str, device: Any):
-        super().__init__(f"upload:{operand}", UPLOAD_TYPE, device, 1, 1)
-        self.operand = operand
-        self.output_home = self.placed_on
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         return list(specs)
@@ -124,16 +122,36 @@ class Upload(DeviceStep):
         return 0
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        try:
-            return [self.device.upload(inputs[0], self.queue_index)]
-        except Exception as exc:
-            raise self._failed(exc, f" copying {self.operand} to the device") from exc
+        return [self._moved(inputs[0])]
 
     def forward_into(self, inputs: list[Any], outputs: list[Any]) -> None:
+        self._moved(inputs[0], outputs[0])
+
+    def _moved(self, value: Any, out: Any = None) -> Any:
         try:
-            self.device.upload(inputs[0], self.queue_index, out=outputs[0])
-        except Exception as exc:
-            raise self._failed(exc, f" copying {self.operand} to the device") from exc
+            return self.move(value, out)
+        except Exception as exc:  # a kernel that failed late shows up at a download's wait
+            raise self._failed(exc, self.doing) from exc
+
+    #: What the copy was, for an error message (set by each subclass).
+    doing = ""
+
+    def move(self, value: Any, out: Any) -> Any:
+        """Copy ``value`` across (into ``out`` when given) and return the copy."""
+        raise NotImplementedError
+
+
+class Upload(_Transfer):
+    """A host array copied to the device (not waited for: consumers wait on its event)."""
+
+    def __init__(self, operand: str, device: Any):
+        super().__init__(f"upload:{operand}", UPLOAD_TYPE, device, 1, 1)
+        self.operand = operand
+        self.output_home = self.placed_on
+        self.doing = f" copying {operand} to the device"
+
+    def move(self, value: Any, out: Any) -> Any:
+        return self.device.upload(value, self.queue_index, out=out)
 
     def device_span(self, node: int, outputs: list[Any], start_ns: int, end_ns: int) -> Any:
         tensor = outputs[0]
@@ -143,30 +161,14 @@ class Upload(DeviceStep):
                                         tensor.event, start_ns, end_ns)
 
 
-class Download(DeviceStep):
+class Download(_Transfer):
     """A device tensor brought to the host: the one place the host waits for the device."""
-
-    fresh_outputs = writes_into = True
 
     def __init__(self, operand: str, producer: str, device: Any):
         super().__init__(f"download:{operand}", DOWNLOAD_TYPE, device, 1, 1)
         self.operand = operand
         self.producer = producer
+        self.doing = f" waiting for {operand} from {producer}"
 
-    def infer(self, specs: list[Spec]) -> list[Spec]:
-        return list(specs)
-
-    def flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
-        return 0
-
-    def forward(self, inputs: list[Any]) -> list[Any]:
-        try:
-            return [self.device.download(inputs[0], self.queue_index)]
-        except Exception as exc:  # a kernel that failed late shows up at this wait
-            raise self._failed(exc, f" waiting for {self.operand} from {self.producer}") from exc
-
-    def forward_into(self, inputs: list[Any], outputs: list[Any]) -> None:
-        try:
-            self.device.download(inputs[0], self.queue_index, out=outputs[0])
-        except Exception as exc:
-            raise self._failed(exc, f" waiting for {self.operand} from {self.producer}") from exc
+    def move(self, value: Any, out: Any) -> Any:
+        return self.device.download(value, self.queue_index, out=out)

@@ -22,13 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
 from graphexec import Engine  # noqa: E402
 from graphexec.engine import cpu_count  # noqa: E402
+import numpy as np
 
 
 def models() -> dict[str, tuple[Path, list[np.ndarray]]]:

@@ -39,13 +39,13 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
 from graphexec import Engine
 from graphexec.engine import cpu_count
+import numpy as np
 
 NETWORKS = ["googlenet", "inception_v3", "resnet50", "densenet121", "squeezenet1_1", "mobilenet_v3_small",
             "shufflenet_v2", "efficientnet_b0", "wide"]

@@ -13,14 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
 from graphexec import Engine  # noqa: E402
 from graphexec.ir import Graph  # noqa: E402
 from layers.base import Layer  # noqa: E402
 from layers.registry import lookup, register  # noqa: E402
+import numpy as np
 
 
 class Nop(Layer):

@@ -24,12 +24,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
 from graphexec import Engine
+import numpy as np
 
 MODELS = ROOT / "examples" / "models"
 

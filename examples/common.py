@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import graphexec  # noqa: F401  graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
 import numpy as np
 from loguru import logger
 

@@ -7,11 +7,11 @@ type; one class and one ``@register`` line later it runs and matches PyTorch.
 
 from __future__ import annotations
 
-import numpy as np
 from common import bundled, check, enable_logging
 
 from graphexec import Engine, UnsupportedOperatorError
 from layers import Layer, lookup, register
+import numpy as np
 
 
 def main() -> None:

@@ -7,11 +7,10 @@ engine's own choice of workers for this plan.
 
 from __future__ import annotations
 
-import numpy as np
-
 from common import bundled, check, enable_logging, median_ms
 from graphexec import Engine, Trace
-from graphexec.engine import MIN_PARALLEL_CHAIN_SECONDS
+from graphexec.regions import regions
+import numpy as np
 
 
 def main() -> None:
@@ -35,11 +34,12 @@ def main() -> None:
     t_seq = median_ms(lambda: sequential.forward(*inputs))
     t_par = median_ms(lambda: concurrent.forward(*inputs))
     print(f"median latency: sequential {t_seq:.2f} ms, 2 workers {t_par:.2f} ms, speedup {t_seq / t_par:.2f}x")
-    chain_us = plan.total_seconds / len(plan.units) * 1e6
     default = Engine.load(param)
-    print(f"engine default here: {default.threads} worker(s) x {default.intra_op_threads} BLAS thread(s) "
-          f"(chains average {chain_us:.0f} us of estimated work; below "
-          f"{MIN_PARALLEL_CHAIN_SECONDS * 1e6:.0f} us a second worker costs more than it gains)")
+    found = regions(plan, 2, 2)
+    side_by_side = [r for r in found if not r.serial]
+    print(f"engine default here: {default.threads} worker(s) x {default.intra_op_threads} BLAS thread(s): "
+          f"{len(side_by_side)} of {len(found)} regions of the plan are estimated faster with their branches "
+          "side by side than one node at a time with every core for BLAS")
 
     trace = Trace()
     concurrent.forward(*inputs, trace=trace)

@@ -7,10 +7,9 @@ and an intermediate tensor extracted by its operand name.
 
 from __future__ import annotations
 
-import numpy as np
-
 from common import bundled, check, enable_logging
 from graphexec import Engine
+import numpy as np
 
 
 def main() -> None:

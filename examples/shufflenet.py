@@ -7,10 +7,9 @@ channels (nn.ChannelShuffle). Shows the plan's two paths per unit and checks the
 
 from __future__ import annotations
 
-import numpy as np
-
 from common import bundled, check, enable_logging, median_ms
 from graphexec import Engine
+import numpy as np
 
 
 def main() -> None:

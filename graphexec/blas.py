@@ -10,6 +10,7 @@ change it, and silently ignore the others).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,6 +95,24 @@ class _BlasLimiter:
 
 
 _LIMITER = _BlasLimiter()
+
+#: OPENBLAS_THREAD_TIMEOUT (log2 of the cycles an idle BLAS thread spins) up to which its
+#: threads are asleep within about a millisecond of a call (2^20 cycles).
+SHORT_SPIN = 20
+
+
+def idle_threads_sleep() -> bool:
+    """Whether BLAS threads sleep soon after a call, so that giving one node every core
+    costs nothing to the branches that run side by side after it. True for OpenBLAS loaded
+    with a short OPENBLAS_THREAD_TIMEOUT (importing graphexec before numpy sets one); by
+    default OpenBLAS spins ~0.1 s, and other BLAS libraries are not assumed to do better."""
+    libraries = _LIMITER._blas()
+    if not libraries or any(getattr(library, "internal_api", None) != "openblas" for library in libraries):
+        return False
+    try:
+        return int(os.environ.get("OPENBLAS_THREAD_TIMEOUT", "")) <= SHORT_SPIN
+    except ValueError:
+        return False
 
 
 def blas_threads(threads: int | None):

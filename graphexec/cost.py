@@ -23,10 +23,16 @@ class Cost:
 
     flops: int
     bytes: int
+    #: The part of ``flops`` done inside BLAS calls (the part more BLAS threads speed up).
+    blas_flops: int = 0
 
     @property
     def seconds(self) -> float:
         return NODE_OVERHEAD_SECONDS + self.flops / FLOPS_PER_SECOND + self.bytes / BYTES_PER_SECOND
+
+    @property
+    def blas_seconds(self) -> float:
+        return self.blas_flops / FLOPS_PER_SECOND
 
 
 def nbytes(spec: Spec) -> int:
@@ -39,6 +45,9 @@ def nbytes(spec: Spec) -> int:
 
 
 def estimate(layer: Layer, inputs: list[Spec], outputs: list[Spec]) -> Cost:
-    """The cost of ``layer`` on these specs: its own ``flops`` hook plus the bytes it touches."""
+    """The cost of ``layer`` on these specs: its ``flops`` and ``blas_flops`` hooks, and the
+    bytes it touches (its inputs, outputs and ``work_bytes``)."""
     moved = 0 if layer.is_view else sum(nbytes(s) for s in inputs) + sum(nbytes(s) for s in outputs)
-    return Cost(int(layer.flops(inputs, outputs)), moved)
+    moved += int(layer.work_bytes(inputs, outputs))
+    flops = int(layer.flops(inputs, outputs))
+    return Cost(flops, moved, min(flops, int(layer.blas_flops(inputs, outputs))))

@@ -37,7 +37,7 @@ from loguru import logger
 from devices import resolve as resolve_device
 from graphexec import dtypes, pnnx
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
-from graphexec.blas import blas_threads
+from graphexec.blas import blas_threads, idle_threads_sleep
 from graphexec.executor import RunOptions, run_sequential
 from graphexec.fusion import fuse_activations
 from graphexec.ir import Dim, Graph
@@ -45,6 +45,7 @@ from graphexec.memory import ArenaPool, MemoryPlan
 from graphexec.placement import Placement, cpu_placement, placed_plan
 from graphexec.plan import Plan
 from graphexec.program import Program
+from graphexec.regions import RegionChoice, choose, worth_workers
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
 from graphexec.trace import Trace
@@ -70,20 +71,16 @@ def physical_memory() -> int:
         return 1 << 40
 
 
-#: Below this estimated work per chain (on average), running chains side by side loses more
-#: to thread wake-ups and the GIL passing between workers than it gains. Measured on two
-#: cores with one BLAS thread each: inception_mini at 64x64 (63 us per chain) ran 0.77x as
-#: fast with two workers, at 128x128 (220 us) 0.98x, at 160x160 (340 us) 1.01x; the wide
-#: net (740 us) 1.3x; Inception v3 (3.7 ms) 1.2x.
-MIN_PARALLEL_CHAIN_SECONDS = 500e-6
-
-
-def default_threads(plan: Plan, cores: int) -> int:
-    """Inter-op workers worth having: the plan's ideal speedup, rounded, within the cores;
-    one when its chains are too small to pay for running them side by side."""
-    if plan.units and plan.total_seconds / len(plan.units) < MIN_PARALLEL_CHAIN_SECONDS:
+def default_threads(plan: Plan, cores: int, mixing: bool | None = None) -> int:
+    """Inter-op workers by default: every core when some region of the plan runs faster
+    with its branches side by side than one unit at a time with every core for BLAS (see
+    :mod:`graphexec.regions`), else one. ``mixing``: whether a run may switch between the
+    two (default: :func:`graphexec.blas.idle_threads_sleep`)."""
+    if cores < 2:
         return 1
-    return max(1, min(cores, int(plan.ideal_speedup(cores) + 0.5)))
+    if mixing is None:
+        mixing = idle_threads_sleep()
+    return cores if worth_workers(plan, cores, mixing) else 1
 
 
 class Engine:
@@ -143,7 +140,12 @@ class Engine:
         #: BLAS threads for a large node that runs alone in a concurrent run (None: never
         #: raised). Only by default: an explicit ``intra_op_threads`` is kept for every node,
         #: so that runs stay bit-identical (OpenBLAS rounds differently with more threads).
-        self._boost = cores if intra_op_threads is None and threads > 1 and cores > self.intra_op_threads else None
+        #: Only where BLAS threads sleep soon after a call: else they would spin on the cores
+        #: the branches after the node need (see :func:`graphexec.blas.idle_threads_sleep`).
+        self._boost = (cores if intra_op_threads is None and threads > 1 and cores > self.intra_op_threads
+                       and idle_threads_sleep() else None)
+        #: Serial and boosted units per cached plan (see :mod:`graphexec.regions`).
+        self._choices: weakref.WeakKeyDictionary[Plan, RegionChoice] = weakref.WeakKeyDictionary()
         self._executor = executor
         self._owned_executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
@@ -339,8 +341,21 @@ class Engine:
         # The engine's own pool has threads - 1 workers and the caller is the last one;
         # each pool worker gets a second unit queued so it never waits for the caller.
         workers = max(1, self.threads - 1)
+        choice = self._choice(plan) if self._boost else None
         return run_concurrent(plan, feeds, keep, self._pool(), 2 * workers, trace, options, caller_works=True,
-                              buffers=buffers, boost=self._boost)
+                              buffers=buffers, boost=self._boost, regions=choice)
+
+    def _choice(self, plan: Plan) -> RegionChoice:
+        with self._cache_lock:
+            choice = self._choices.get(plan)
+        if choice is None:
+            choice = choose(plan, self.threads, cpu_count())
+            serial = len(choice.serial)
+            logger.debug("regions: {} of {} units run alone, {} may get every core for BLAS",
+                         serial, len(plan.units), len(choice.boosted))
+            with self._cache_lock:
+                choice = self._choices.setdefault(plan, choice)
+        return choice
 
     def memory_plan(self, *shapes: Sequence[int]) -> MemoryPlan:
         """The arena layout for the given input shapes (default: the exported ones)."""

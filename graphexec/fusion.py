@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.cost import nbytes
 from graphexec.program import Program, Step
 from layers.base import Layer
 from layers.specs import Spec, TensorSpec
@@ -58,6 +59,12 @@ class Fused(Layer):
 
     def flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
         return self.head.flops(inputs, outputs) + sum(layer.flops(outputs, outputs) for layer in self.tail)
+
+    def blas_flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        return self.head.blas_flops(inputs, outputs)
+
+    def work_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        return self.head.work_bytes(inputs, outputs) + sum(2 * nbytes(s) for s in outputs) * len(self.tail)
 
 
 def _fusable_tail(layer: Layer) -> bool:

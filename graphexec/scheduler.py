@@ -26,6 +26,7 @@ from graphexec.blas import blas_boost
 from graphexec.errors import ExecutionError, GraphexecError, RunTimeoutError
 from graphexec.executor import NO_OPTIONS, RunOptions, run_step
 from graphexec.plan import Plan, Unit
+from graphexec.regions import RegionChoice
 from graphexec.trace import NodeEvent, Trace
 
 
@@ -99,10 +100,9 @@ def _next_done(done: queue.SimpleQueue, options: RunOptions) -> tuple[int, Futur
 #: Units estimated below this run on the calling thread: handing them to a worker would
 #: cost more (two thread wake-ups, tens of microseconds) than running them.
 INLINE_SECONDS = 30e-6
-#: A unit that runs alone (nothing else running or ready) and is estimated above this gets
-#: every core for its BLAS calls (``boost``): a serial stretch of a branchy plan, such as
-#: Inception's stem, then uses the cores that its branches use elsewhere. Smaller units
-#: would pay more for waking BLAS threads than they gain.
+#: Without a region choice, a unit that runs alone (nothing else running or ready) and is
+#: estimated above this gets every core for its BLAS calls (``boost``). Smaller units would
+#: pay more for waking BLAS threads than they gain.
 BOOST_SECONDS = 1e-3
 
 
@@ -117,6 +117,7 @@ def run_concurrent(
     caller_works: bool = False,
     buffers: dict[str, Any] | None = None,
     boost: int | None = None,
+    regions: RegionChoice | None = None,
 ) -> dict[str, Any]:
     """Run ``plan`` on ``executor`` with at most ``max_in_flight`` units at once there.
 
@@ -129,17 +130,20 @@ def run_concurrent(
     A timeout or a KeyboardInterrupt returns at once: the run is marked cancelled, so the
     units still on workers stop before their next node, and their results are dropped.
     ``buffers`` are the run's arena tensors (see :mod:`graphexec.memory`). With ``boost``,
-    a large unit that runs alone gets that many BLAS threads (see :data:`BOOST_SECONDS`).
+    a unit that runs alone gets that many BLAS threads when ``regions`` counts it among the
+    boosted (without ``regions``: when it is estimated above :data:`BOOST_SECONDS`); the
+    serial units of ``regions`` wait until nothing else runs (see :mod:`graphexec.regions`).
     """
     try:
-        return _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers, boost)
+        return _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers, boost,
+                    regions)
     except BaseException:
         options.cancelled.set()
         raise
 
 
 def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers, boost,
-         ) -> dict[str, Any]:
+         regions) -> dict[str, Any]:
     keep = frozenset(keep)
     state = RunState(
         waiting=list(plan.unit_predecessor_counts),
@@ -151,6 +155,7 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_work
     record = trace is not None
     if trace is not None:
         trace.begin(plan)
+    serial_units = regions.serial if regions is not None else frozenset()
     for unit in plan.units:
         if state.waiting[unit.index] == 0:
             heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], unit.index))
@@ -183,14 +188,18 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_work
         while state.ready and state.failure is None:
             _, u = heapq.heappop(state.ready)
             unit = plan.units[u]
+            serial = u in serial_units
+            if serial and state.in_flight:
+                heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], u))
+                break  # it runs once what is running has finished
             inputs = {n: state.values[n] for n in unit.inputs}
-            alone = state.in_flight == 0 and not state.ready
+            alone = state.in_flight == 0 and (serial or not state.ready)
             if alone or plan.unit_seconds[u] < INLINE_SECONDS or state.in_flight >= max_in_flight:
                 if not alone and plan.unit_seconds[u] >= INLINE_SECONDS and not caller_works:
                     heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], u))
                     break  # every worker is busy: wait for one
                 try:
-                    if alone and boost and plan.unit_seconds[u] >= BOOST_SECONDS:
+                    if alone and boost and (u in regions.boosted if regions else plan.unit_seconds[u] >= BOOST_SECONDS):
                         with blas_boost(boost) as raised:
                             outputs, events = run_unit(plan, unit, inputs, keep, record, options, buffers,
                                                        boost if raised else 0)

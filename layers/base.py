@@ -8,7 +8,9 @@
     │   ├── infer_shapes(shapes)    pure: input shapes -> output shapes   (override)
     │   └── infer_dtypes(dtypes)    defaults to "same as the first input"
     ├── forward(inputs)         pure numpy: input values -> output values  (override)
-    └── flops(in, out)          estimated work, for the scheduler's priorities
+    ├── flops(in, out)          estimated work, for the scheduler's priorities
+    ├── blas_flops(in, out)     the part of it that BLAS threads speed up
+    └── work_bytes(in, out)     scratch memory it streams through
 
 A new operator is one subclass and one ``@register("pnnx.Type")`` line.
 """
@@ -207,6 +209,16 @@ class Layer:
     def flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
         """Arithmetic work, for the scheduler's priorities; by default one per output element."""
         return sum(numel(s.shape) for s in outputs if isinstance(s, TensorSpec))
+
+    def blas_flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        """The part of :meth:`flops` done by BLAS (matrix products), which more BLAS threads
+        speed up; elementwise numpy code runs on one thread whatever the setting."""
+        return 0
+
+    def work_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        """Bytes of scratch memory the layer streams through beyond its inputs and outputs
+        (a convolution's im2col columns), for the cost estimate."""
+        return 0
 
     # -- helpers for subclasses ----------------------------------------------------------
     def expect_inputs(self, shapes: Sequence[Any], *counts: int) -> None:

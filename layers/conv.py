@@ -60,6 +60,28 @@ class _Conv(Layer):
             return 2 * math.prod(x) * (y[-(self.spatial + 1)] // self.groups) * taps
         return 2 * math.prod(y) * (x[-(self.spatial + 1)] // self.groups) * taps
 
+    def blas_flops(self, inputs, outputs) -> int:
+        """All of it goes through matmul, but for depthwise convolutions (a tap loop)."""
+        return 0 if self._depthwise(inputs) else self.flops(inputs, outputs)
+
+    def work_bytes(self, inputs, outputs) -> int:
+        """Depthwise: a multiply and an add over the output per tap. Others: the im2col
+        columns (taps x input channels per output position), written and read once."""
+        x, y = inputs[0], outputs[0]
+        kernel = inputs[1].shape[2:] if len(inputs) > 1 else self.kernel_size
+        taps = math.prod(kernel)
+        if self._depthwise(inputs):
+            return 2 * taps * y.nbytes
+        if taps == 1 and all(s == 1 for s in self.stride):
+            return 0
+        channels = -(self.spatial + 1)
+        if self.transposed:
+            return 2 * taps * y.shape[channels] * x.nbytes // max(1, x.shape[channels])
+        return 2 * taps * x.shape[channels] * y.nbytes // max(1, y.shape[channels])
+
+    def _depthwise(self, inputs) -> bool:
+        return not self.transposed and self.groups > 1 and inputs[0].shape[-(self.spatial + 1)] == self.groups
+
     # -- params ----------------------------------------------------------------------------
     def _read_geometry(self, params: Params) -> None:
         n = self.spatial

@@ -79,6 +79,9 @@ class _Product(Layer):
         contracted = inputs[0].shape[-1] if inputs[0].shape else 1
         return 2 * math.prod(outputs[0].shape) * contracted
 
+    def blas_flops(self, inputs, outputs) -> int:
+        return self.flops(inputs, outputs)
+
 
 @register("nn.Linear")
 class Linear(_Product):

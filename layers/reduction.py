@@ -85,9 +85,22 @@ class _Reduction(Layer):
         raise NotImplementedError
 
 
-def _accumulator(dtype: np.dtype) -> np.dtype:
-    """Where to sum: float64 for floats, complex128 for complex, int64 for integers and bools."""
+#: Sums of at most this many terms per output stay in float32 (or float64): within a few
+#: ulp, as PyTorch's own float32 sum is, and the wide net's sum over its 8 branches ran
+#: 2x as fast as through float64.
+SHORT_SUM = 16
+
+
+def _accumulator(dtype: np.dtype, terms: int | None = None) -> np.dtype:
+    """Where to sum: float64 for floats (the input's float32 or float64 for a sum of at most
+    :data:`SHORT_SUM` terms), complex128 for complex, int64 for integers and bools."""
+    if terms is not None and terms <= SHORT_SUM and dtype in (np.float32, np.float64):
+        return dtype
     return {"f": np.dtype(np.float64), "c": np.dtype(np.complex128)}.get(dtype.kind, _INT64)
+
+
+def _terms(x: np.ndarray, axes: tuple[int, ...]) -> int:
+    return math.prod(x.shape[a] for a in axes)
 
 
 @register("torch.sum")
@@ -109,7 +122,7 @@ class Sum(_Reduction):
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         source = x if self.dtype is None else x.astype(self.dtype, copy=False)
-        return np.sum(source, axis=axes, keepdims=True, dtype=_accumulator(source.dtype))
+        return np.sum(source, axis=axes, keepdims=True, dtype=_accumulator(source.dtype, _terms(source, axes)))
 
 
 @register("torch.mean")
@@ -117,7 +130,7 @@ class Mean(_Reduction):
     needs_float = True
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-        return np.mean(x, axis=axes, keepdims=True, dtype=_accumulator(x.dtype))
+        return np.mean(x, axis=axes, keepdims=True, dtype=_accumulator(x.dtype, _terms(x, axes)))
 
 
 @register("torch.prod")

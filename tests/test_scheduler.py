@@ -206,44 +206,68 @@ def test_one_thread_with_a_trace_stays_on_the_calling_thread():
 
 
 @pytest.mark.parametrize(("name", "workers"), [("inception_mini", 1), ("wide", 2)])
-def test_default_workers_follow_the_plans_width_and_grain(name, workers):
-    """The wide net's chains (about 0.7 ms each) get two workers on two cores;
-    inception_mini's (about 60 us) run on one, where hand-overs would cost more."""
+@pytest.mark.parametrize("mixing", [True, False])
+def test_default_workers_follow_the_regions(name, workers, mixing):
+    """The wide net's eight equal branches gain from two workers; inception_mini's small
+    chains would lose more to hand-overs than they gain, so they run on one."""
     from pathlib import Path
 
-    from graphexec.engine import MIN_PARALLEL_CHAIN_SECONDS, default_threads
+    from graphexec.engine import default_threads
+    from graphexec.regions import regions
 
     param = Path(__file__).resolve().parent.parent / "examples" / "models" / f"{name}.pnnx.param"
-    plan = Engine.load(param).plan()
-    assert default_threads(plan, 2) == workers
-    assert (plan.total_seconds / len(plan.units) >= MIN_PARALLEL_CHAIN_SECONDS) == (workers > 1)
-    assert default_threads(plan, 1) == 1
+    plan = Engine.load(param, threads=1).plan()
+    assert default_threads(plan, 2, mixing) == workers
+    assert any(not r.serial for r in regions(plan, 2, 2)) == (workers > 1)
+    assert default_threads(plan, 1, mixing) == 1
 
 
-def test_a_large_unit_that_runs_alone_gets_every_core_for_blas(monkeypatch):
-    """The per-region choice: with the default intra_op_threads, a unit that runs alone
-    in a concurrent run is given every core; side-by-side units and an explicit
-    intra_op_threads are not. The trace says which nodes were raised."""
+def _overlaps(a, b) -> bool:
+    return a.start_ns < b.end_ns and b.start_ns < a.end_ns
+
+
+def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monkeypatch):
+    """The per-region choice, seen in the trace: the units of serial regions run with
+    nothing beside them, those with large products get every core for BLAS, and the
+    branches of the wide net's blocks run side by side on one BLAS thread each. An
+    explicit intra_op_threads is kept for every node, and without short BLAS spins
+    nothing is raised (a raised node would slow the branches after it)."""
     from pathlib import Path
 
-    from graphexec import scheduler
+    from graphexec import engine as engine_module
+    from graphexec import regions
     from graphexec.engine import cpu_count
 
     if cpu_count() < 2:
         pytest.skip("needs two cores")
-    monkeypatch.setattr(scheduler, "BOOST_SECONDS", 0.0)  # every alone unit counts as large
-    param = Path(__file__).resolve().parent.parent / "examples" / "models" / "inception_mini.pnnx.param"
-    x = np.random.default_rng(0).random((1, 3, 64, 64), dtype=np.float32)
-    with Engine.load(param, threads=2) as engine:
+    monkeypatch.setattr(engine_module, "idle_threads_sleep", lambda: True)
+    monkeypatch.setattr(regions, "MIN_SCALING_FLOPS", 0)  # the small stem conv counts as large
+    param = Path(__file__).resolve().parent.parent / "examples" / "models" / "wide.pnnx.param"
+    x = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
+    with Engine.load(param) as engine:
+        assert engine.threads == 2 and engine.intra_op_threads == 1
+        plan = engine.plan()
+        choice = engine._choice(plan)
         trace = Trace()
         engine.forward(x, trace=trace)
+    assert choice.serial and len(choice.serial) < len(plan.units)
+    serial_nodes = {i for u in choice.serial for i in plan.units[u].nodes}
+    for event in trace.events:
+        if event.node in serial_nodes:
+            assert not any(_overlaps(event, other) for other in trace.events if other is not event)
     raised = [e for e in trace.events if e.blas_threads]
     assert raised and all(e.blas_threads == cpu_count() for e in raised)
-    first = min(trace.events, key=lambda e: e.start_ns)
-    assert first.blas_threads == cpu_count()  # the stem runs alone
-    assert len(raised) < len(trace.events)  # the branches ran side by side, not raised
+    assert {e.node for e in trace.events if e.node in serial_nodes and plan.unit_of[e.node] in choice.boosted} \
+        <= {e.node for e in raised}
+    side = [e for e in trace.events if e.node not in serial_nodes]
+    assert any(_overlaps(a, b) for a in side for b in side if a is not b)
     assert any("blas_threads" in e.get("args", {}) for e in trace.to_chrome()["traceEvents"])
     with Engine.load(param, threads=2, intra_op_threads=1) as fixed:
         trace = Trace()
         fixed.forward(x, trace=trace)
+    assert not any(e.blas_threads for e in trace.events)
+    monkeypatch.setattr(engine_module, "idle_threads_sleep", lambda: False)
+    with Engine.load(param, threads=2) as spinning:
+        trace = Trace()
+        spinning.forward(x, trace=trace)
     assert not any(e.blas_threads for e in trace.events)

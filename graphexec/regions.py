@@ -1,0 +1,147 @@
+"""Which stretches of a plan run their branches side by side, and which run one unit at a
+time with every core inside BLAS.
+
+Two kinds of parallelism compete for the same cores. Branches on several workers (one BLAS
+thread each) speed up everything, numpy's single-threaded elementwise code included, but
+pay for each hand-over to a worker and lose some speed to running side by side. More BLAS
+threads for one unit speed up only its matrix products, with no hand-over. Which wins
+depends on the stretch of the plan: an Inception block of large convolutions is faster
+one convolution at a time on every core; eight small equal branches are faster side by
+side; a chain has nothing to run beside it.
+
+A *region* is a stretch of units between two cuts: points in the topological order of
+units that only the unit just before them reaches across (an Inception block between its
+input and its concatenation; each node of a chain alone). Both ways of running a region
+are estimated from the plan's costs and the faster one is kept.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import pairwise
+
+from graphexec.plan import Plan
+
+#: Throughput each BLAS thread beyond the first adds to a large matrix product, relative to
+#: the first. Measured on 2 cores (OpenBLAS 0.3.31, AMD EPYC): Inception v3, ~65% of its
+#: time in sgemm, ran 1.43x as fast with 2 BLAS threads, which puts sgemm at ~1.85x.
+BLAS_SCALING = 0.85
+#: Products below this many FLOPs gain nothing from more threads (OpenBLAS keeps them on
+#: one thread, and waking another costs about what it saves).
+MIN_SCALING_FLOPS = 2e6
+#: The speed of branches run side by side relative to the same branches alone. Measured:
+#: the wide net (8 equal 3x3 convolution branches) ran 1.47x as fast on 2 workers.
+SIDE_BY_SIDE_EFFICIENCY = 0.75
+#: What handing a unit to a worker costs on top of its work (a thread wake-up each way,
+#: the GIL passing): the chains of inception_mini at 64 x 64 (63 us each) ran 0.77x as
+#: fast on two workers as on one.
+HANDOFF_SECONDS = 40e-6
+#: Workers are started only for an estimated gain of at least this fraction of the run: a
+#: run through the scheduler costs a little more per unit than a plain loop, and the
+#: estimates are rough (ShuffleNet v2, estimated 3% faster with workers, ran 7% slower).
+MIN_WORKERS_GAIN = 0.05
+
+
+@dataclass(frozen=True)
+class Region:
+    """A stretch of units (indices, in topological order) and both estimates of its time."""
+
+    units: tuple[int, ...]
+    #: One unit at a time, its BLAS calls on every core.
+    serial_seconds: float
+    #: Its units on the workers, one BLAS thread each.
+    parallel_seconds: float
+
+    @property
+    def serial(self) -> bool:
+        return self.serial_seconds <= self.parallel_seconds
+
+
+def boosted_seconds(plan: Plan, unit: int, cores: int) -> float:
+    """A unit's estimated time when its large matrix products use ``cores`` BLAS threads."""
+    total = 0.0
+    for i in plan.units[unit].nodes:
+        cost = plan.nodes[i].cost
+        seconds = cost.seconds
+        if cost.blas_flops >= MIN_SCALING_FLOPS:
+            seconds -= cost.blas_seconds * (1 - 1 / (1 + BLAS_SCALING * (cores - 1)))
+        total += seconds
+    return total
+
+
+def regions(plan: Plan, workers: int, cores: int) -> tuple[Region, ...]:
+    """The plan's regions with both estimates, for ``workers`` inter-op workers and
+    ``cores`` BLAS threads for a unit that runs alone."""
+    bounds = [0, *_cuts(plan), len(plan.units)]
+    found = []
+    for start, stop in pairwise(bounds):
+        units = tuple(range(start, stop))
+        seconds = [plan.unit_seconds[u] for u in units]
+        serial = sum(boosted_seconds(plan, u, cores) for u in units)
+        if workers < 2:
+            parallel = math.inf
+        elif len(units) == 1:  # nothing beside it: it runs on the calling thread
+            parallel = seconds[0]
+        else:
+            longest = _longest_path(plan, start, stop)
+            parallel = max(longest, sum(s + HANDOFF_SECONDS for s in seconds) / (workers * SIDE_BY_SIDE_EFFICIENCY))
+        found.append(Region(units, serial, parallel))
+    return tuple(found)
+
+
+def _cuts(plan: Plan) -> list[int]:
+    """Region boundaries: positions ``k`` in the unit order (units are numbered
+    topologically) such that no unit before ``k - 1`` feeds a unit at ``k`` or later."""
+    found = []
+    reach = -1  # the furthest unit fed by a unit before k - 1
+    for k in range(1, len(plan.units)):
+        if reach < k:
+            found.append(k)
+        reach = max(reach, *plan.unit_successors[k - 1], -1)
+    return found
+
+
+def _longest_path(plan: Plan, start: int, stop: int) -> float:
+    """The costliest chain of units inside ``[start, stop)``."""
+    longest: dict[int, float] = {}
+    for u in reversed(range(start, stop)):
+        tail = max((longest[s] for s in plan.unit_successors[u] if s < stop), default=0.0)
+        longest[u] = plan.unit_seconds[u] + tail
+    return max(longest.values(), default=0.0)
+
+
+@dataclass(frozen=True)
+class RegionChoice:
+    """What the scheduler needs from the regions of one plan."""
+
+    #: Units of serial regions: each runs once nothing else does, on the calling thread.
+    serial: frozenset[int]
+    #: Units whose matrix products are large enough to gain from every core: they get every
+    #: core for BLAS whenever they run alone.
+    boosted: frozenset[int]
+
+
+def choose(plan: Plan, workers: int, cores: int) -> RegionChoice:
+    """Serial and boosted units of ``plan`` for ``workers`` workers on ``cores`` cores."""
+    serial = frozenset(u for r in regions(plan, workers, cores) if r.serial for u in r.units)
+    boosted = frozenset(
+        u.index for u in plan.units if any(plan.nodes[i].cost.blas_flops >= MIN_SCALING_FLOPS for i in u.nodes)
+    )
+    return RegionChoice(serial, boosted)
+
+
+def worth_workers(plan: Plan, cores: int, mixing: bool) -> bool:
+    """Whether running branches on ``cores`` workers is estimated at least
+    :data:`MIN_WORKERS_GAIN` faster than one worker with every core for BLAS. With
+    ``mixing`` (BLAS threads sleep soon after a call, see
+    :func:`graphexec.blas.idle_threads_sleep`) only the regions that gain run side by side;
+    without it a run is one or the other throughout."""
+    found = regions(plan, cores, cores)
+    one_worker = sum(r.serial_seconds for r in found)
+    if mixing:
+        workers = sum(min(r.serial_seconds, r.parallel_seconds) for r in found)
+    else:
+        workers = sum(r.parallel_seconds if not r.serial else sum(plan.unit_seconds[u] for u in r.units)
+                      for r in found)
+    return workers < (1 - MIN_WORKERS_GAIN) * one_worker

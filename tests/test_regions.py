@@ -1,0 +1,92 @@
+"""Regions of a plan (graphexec.regions) and how the scheduler honours them."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphexec import Engine, Trace
+from graphexec.regions import RegionChoice, _cuts, regions
+from graphexec.scheduler import run_concurrent
+from tests.graphs import SHAPE, random_dag
+
+MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
+
+dags = st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 30), st.integers(1, 3), st.integers(1, 4))
+
+
+def plan_of(dag, sleep: float = 0.0):
+    seed, n, k, fan = dag
+    engine = Engine(random_dag(np.random.default_rng(seed), n, k, fan, sleep=sleep), threads=1)
+    return engine, engine.plan()
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags)
+def test_regions_are_exactly_the_stretches_between_cuts(dag):
+    """Units are numbered topologically; a boundary k is where nothing before k - 1 feeds
+    k or later, every such k is a boundary, and the regions cover each unit once."""
+    _, plan = plan_of(dag)
+    succ = plan.unit_successors
+    assert all(s > u for u, ss in enumerate(succ) for s in ss)
+    boundaries = set(_cuts(plan))
+    for k in range(1, len(plan.units)):
+        crossing = any(s >= k for u in range(k - 1) for s in succ[u])
+        assert (k in boundaries) == (not crossing)
+    found = regions(plan, 2, 2)
+    assert [u for r in found for u in r.units] == list(range(len(plan.units)))
+
+
+def test_a_chain_is_one_region_per_unit_and_a_block_is_one_region():
+    """inception_mini: its stem and tail are chains; each Inception block (branches and
+    their concatenation) is one region."""
+    plan = Engine.load(MODELS / "inception_mini.pnnx.param", threads=1).plan()
+    found = regions(plan, 2, 2)
+    cats = [i for i, node in enumerate(plan.nodes) if node.type == "torch.cat"]
+    blocks = [r for r in found if len(r.units) > 1]
+    assert len(blocks) == len(cats)
+    for block, cat in zip(blocks, cats):
+        assert plan.unit_of[cat] == block.units[-1]
+
+
+def test_estimates_prefer_side_by_side_for_equal_branches_and_one_at_a_time_with_one_worker():
+    plan = Engine.load(MODELS / "wide.pnnx.param", threads=1).plan()
+    wide_blocks = [r for r in regions(plan, 2, 2) if len(r.units) > 1]
+    assert wide_blocks and all(not r.serial for r in wide_blocks)
+    assert all(r.parallel_seconds < r.serial_seconds for r in wide_blocks)
+    assert all(r.serial for r in regions(plan, 1, 2))
+
+
+@settings(max_examples=20, deadline=None)
+@given(dags, st.data())
+def test_serial_units_run_with_nothing_beside_them(dag, data):
+    """Whatever units are marked serial, each runs while no other node runs, every node
+    runs once, and the result equals the sequential one."""
+    from graphexec import scheduler
+
+    engine, plan = plan_of(dag, sleep=0.0005)
+    inline, scheduler.INLINE_SECONDS = scheduler.INLINE_SECONDS, 0.0  # every unit may go to a worker
+    serial = frozenset(data.draw(st.sets(st.sampled_from(range(len(plan.units)))), label="serial"))
+    rng = np.random.default_rng(dag[0])
+    feeds = {n: rng.standard_normal(SHAPE).astype(np.float32) for n in plan.program.inputs}
+    want = engine.forward(*feeds.values())
+    trace = Trace()
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            got = run_concurrent(plan, feeds, plan.program.outputs, pool, 3, trace,
+                                 regions=RegionChoice(serial, frozenset()))
+    finally:
+        scheduler.INLINE_SECONDS = inline
+    outputs = [got[n] for n in plan.program.outputs]
+    want = want if isinstance(want, tuple) else (want,)
+    assert all(np.array_equal(g, w) for g, w in zip(outputs, want))
+    assert sorted(e.node for e in trace.events) == list(range(len(plan.nodes)))
+    alone = {i for u in serial for i in plan.units[u].nodes}
+    for event in trace.events:
+        if event.node in alone:
+            for other in trace.events:
+                assert other is event or not (event.start_ns < other.end_ns and other.start_ns < event.end_ns)

@@ -39,6 +39,7 @@ from graphexec.exporting import ExportToolsMissing, pnnx_from_torchscript
 from graphexec.ir import Graph
 from graphexec.placement import Placement
 from graphexec.plan import Plan
+from graphexec.regions import regions
 from graphexec.trace import Trace
 
 #: What ``--device`` accepts.
@@ -234,6 +235,11 @@ def cmd_info(args: argparse.Namespace) -> None:
               f"of the estimated work: {_describe_path(plan, plan.critical_path)}")
         print(f"ideal speedup: {plan.ideal_speedup(engine.threads):.2f}x on {engine.threads} worker(s), "
               f"{plan.ideal_speedup(cpu_count()):.2f}x on {cpu_count()} cores")
+        found = regions(plan, cpu_count(), cpu_count())
+        side = [r for r in found if not r.serial]
+        print(f"regions: {len(found)}, {len(side)} estimated faster with their branches side by side "
+              f"({sum(len(r.units) for r in side)} of {len(plan.units)} chains), the others one node at a time "
+              f"with every core for BLAS")
     chosen = args.threads is None and args.intra_op_threads is None
     print(f"threads: {engine.threads} worker(s) x {engine.intra_op_threads} BLAS thread(s)"
           + (" (the defaults for this plan on this machine)" if chosen else ""))

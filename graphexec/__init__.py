@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 # OpenBLAS threads spin for 2^28 cycles (~0.1 s) after each call before they sleep, taking
 # a core from whatever runs next: two branches side by side right after a multi-threaded
-# product ran 1.6x slower here. Graphexec gives a lone large node every core and then runs
+# product ran 1.6x slower here. graphexec gives a lone large node every core and then runs
 # branches on single-threaded BLAS, so it asks for short spins, while it still can (the
 # variable is read when OpenBLAS loads, with numpy). A value the user set is kept.
 if "numpy" not in sys.modules:

@@ -350,9 +350,8 @@ class Engine:
             choice = self._choices.get(plan)
         if choice is None:
             choice = choose(plan, self.threads, cpu_count())
-            serial = len(choice.serial)
             logger.debug("regions: {} of {} units run alone, {} may get every core for BLAS",
-                         serial, len(plan.units), len(choice.boosted))
+                         len(choice.serial), len(plan.units), len(choice.boosted))
             with self._cache_lock:
                 choice = self._choices.setdefault(plan, choice)
         return choice

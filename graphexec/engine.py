@@ -10,13 +10,11 @@
 
 Threads: ``Engine.load(..., threads=N, intra_op_threads=M)`` runs up to N independent nodes
 at once (N=1 is the sequential reference executor) with numpy's BLAS limited to M threads
-during a run. By default N is the plan's ideal speedup (total estimated cost over the
-critical path's, rounded, capped at the cores; 1 when its chains average under 500 us of
-estimated work) and M = cores // N, so N x M never exceeds
-the cores: a branchy net gets several workers with single-threaded BLAS, a chain gets one
-worker whose matrix products use every core. The choice is also made per region: with
-the default M, a large node that runs alone in a concurrent run (a serial stretch between
-branchy blocks) gets every core for its BLAS calls; traces record it.
+during a run. By default both come from the plan's regions (:mod:`graphexec.regions`): N is
+the cores when some stretch of the plan is estimated faster with its branches side by side
+than one node at a time with every core for BLAS, else 1; M = cores // N, so N x M never
+exceeds the cores. With several workers, the other stretches run one node at a time and
+their large products get every core for BLAS; traces record it.
 """
 
 from __future__ import annotations

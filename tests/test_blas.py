@@ -37,3 +37,43 @@ def test_nested_runs_share_the_smallest_limit():
         with blas_threads(1):
             assert blas_count() == 1
         assert blas_count() <= 2
+
+
+def _env_after_import(first: str, env: dict[str, str]) -> str:
+    import os
+    import subprocess
+    import sys
+
+    code = f"import {first}; import graphexec, os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
+                          check=True, cwd=root)
+    return done.stdout.strip()
+
+
+def test_graphexec_asks_for_short_blas_spins_only_while_numpy_is_not_loaded():
+    """Imported first it sets OPENBLAS_THREAD_TIMEOUT (read when numpy loads OpenBLAS);
+    after numpy it changes nothing; a value the user set is kept."""
+    assert _env_after_import("sys", {}) == "4"
+    assert _env_after_import("numpy", {}) == "None"
+    assert _env_after_import("sys", {"OPENBLAS_THREAD_TIMEOUT": "12"}) == "12"
+
+
+def test_idle_threads_sleep_needs_openblas_with_a_short_timeout(monkeypatch):
+    from graphexec import blas
+
+    class Library:
+        def __init__(self, api):
+            self.internal_api = api
+
+    monkeypatch.setattr(blas._LIMITER, "_libraries", [Library("openblas")])
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "4")
+    assert blas.idle_threads_sleep()
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "28")
+    assert not blas.idle_threads_sleep()
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT")
+    assert not blas.idle_threads_sleep()
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "4")
+    monkeypatch.setattr(blas._LIMITER, "_libraries", [Library("mkl")])
+    assert not blas.idle_threads_sleep()

@@ -156,6 +156,8 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_work
     if trace is not None:
         trace.begin(plan)
     serial_units = regions.serial if regions is not None else frozenset()
+    if trace is not None:
+        trace.alone = frozenset(i for u in serial_units for i in plan.units[u].nodes)
     for unit in plan.units:
         if state.waiting[unit.index] == 0:
             heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], unit.index))

@@ -63,6 +63,9 @@ class Summary:
     device_seconds: dict[str, float] = field(default_factory=dict)
     #: How the device spans were timed (None: no device).
     device_timing: str | None = None
+    #: Nodes of the regions that ran one node at a time, and nodes given every BLAS thread.
+    alone_nodes: int = 0
+    raised_nodes: int = 0
 
     def __str__(self) -> str:
         lines = [
@@ -74,6 +77,9 @@ class Summary:
         for op_type, (count, seconds) in sorted(self.per_type.items(), key=lambda kv: -kv[1][1]):
             share = seconds / self.busy_seconds if self.busy_seconds else 0.0
             lines.append(f"  {op_type:<28} {count:>5} x  {seconds * 1e3:8.3f} ms  {share:6.1%}")
+        if self.alone_nodes or self.raised_nodes:
+            lines.append(f"regions: {self.alone_nodes} nodes ran alone (their regions one node at a time), "
+                         f"{self.raised_nodes} with every core for BLAS")
         lines.append("idle time per worker:")
         for thread, idle in sorted(self.idle_seconds.items()):
             lines.append(f"  {thread:<28} {idle * 1e3:8.3f} ms")
@@ -98,12 +104,15 @@ class Trace:
     device_timing: str | None = None
     #: Whether the device spans are the commands' own timestamps (not enqueue times).
     device_profiled: bool = False
+    #: Plan nodes whose region ran one node at a time (see :mod:`graphexec.regions`).
+    alone: frozenset[int] = frozenset()
 
     def begin(self, plan: Plan) -> None:
         self.events = []
         self.device_events = []
         self.device_timing = None
         self.device_profiled = False
+        self.alone = frozenset()
         self.plan = plan
         self.start_ns = time.perf_counter_ns()
 
@@ -139,8 +148,9 @@ class Trace:
                 events.append({
                     "name": e.name, "cat": e.type, "ph": "X", "pid": pid, "tid": lanes[e.thread],
                     "ts": (e.start_ns - self.start_ns) / 1e3, "dur": (e.end_ns - e.start_ns) / 1e3,
-                    "args": {"type": e.type, "node": e.node, **({"blas_threads": e.blas_threads}
-                                                                 if getattr(e, "blas_threads", 0) else {})},
+                    "args": {"type": e.type, "node": e.node,
+                             **({"blas_threads": e.blas_threads} if getattr(e, "blas_threads", 0) else {}),
+                             **({"region": "alone"} if pid == 0 and e.node in self.alone else {})},
                 })
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 
@@ -185,6 +195,8 @@ class Trace:
             idle_seconds=idle,
             device_seconds=dict(device),
             device_timing=self.device_timing,
+            alone_nodes=sum(e.node in self.alone for e in self.events),
+            raised_nodes=sum(bool(e.blas_threads) for e in self.events),
         )
 
     def _measured_critical_path(self) -> list[NodeEvent]:

@@ -261,7 +261,10 @@ def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monk
         <= {e.node for e in raised}
     side = [e for e in trace.events if e.node not in serial_nodes]
     assert any(_overlaps(a, b) for a in side for b in side if a is not b)
-    assert any("blas_threads" in e.get("args", {}) for e in trace.to_chrome()["traceEvents"])
+    chrome = trace.to_chrome()["traceEvents"]
+    assert any("blas_threads" in e.get("args", {}) for e in chrome)
+    assert {e["args"]["node"] for e in chrome if e.get("args", {}).get("region") == "alone"} == serial_nodes
+    assert f"{len(serial_nodes)} nodes ran alone" in str(trace.summary())
     with Engine.load(param, threads=2, intra_op_threads=1) as fixed:
         trace = Trace()
         fixed.forward(x, trace=trace)

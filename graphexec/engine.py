@@ -129,19 +129,20 @@ class Engine:
         count = len(self._output_specs) if self._output_specs is not None else len(self.program.outputs)
         self.output_names = [f"out{i}" for i in range(count)]
         cores = cpu_count()
+        mixing = idle_threads_sleep()
         if threads is None:
-            threads = default_threads(first_plan, cores) if first_plan is not None else min(2, cores)
+            threads = default_threads(first_plan, cores, mixing) if first_plan is not None else min(2, cores)
         #: Inter-op workers: how many independent nodes may run at once (1: sequential).
         self.threads = threads
         #: BLAS threads inside one node during a run (None: leave numpy's setting alone).
         self.intra_op_threads = intra_op_threads if intra_op_threads is not None else max(1, cores // threads)
         #: BLAS threads for a large node that runs alone in a concurrent run (None: never
-        #: raised). Only by default: an explicit ``intra_op_threads`` is kept for every node,
-        #: so that runs stay bit-identical (OpenBLAS rounds differently with more threads).
-        #: Only where BLAS threads sleep soon after a call: else they would spin on the cores
-        #: the branches after the node need (see :func:`graphexec.blas.idle_threads_sleep`).
+        #: raised). Only by default, since an explicit ``intra_op_threads`` is kept for every
+        #: node so that runs stay bit-identical (OpenBLAS rounds differently with more
+        #: threads); and only where BLAS threads sleep soon after a call, else they would spin
+        #: on the cores the branches after the node need (see graphexec.blas.idle_threads_sleep).
         self._boost = (cores if intra_op_threads is None and threads > 1 and cores > self.intra_op_threads
-                       and idle_threads_sleep() else None)
+                       and mixing else None)
         #: Serial and boosted units per cached plan (see :mod:`graphexec.regions`).
         self._choices: weakref.WeakKeyDictionary[Plan, RegionChoice] = weakref.WeakKeyDictionary()
         self._executor = executor
@@ -344,14 +345,12 @@ class Engine:
                               buffers=buffers, boost=self._boost, regions=choice)
 
     def _choice(self, plan: Plan) -> RegionChoice:
-        with self._cache_lock:
-            choice = self._choices.get(plan)
-        if choice is None:
-            choice = choose(plan, self.threads, cpu_count())
-            logger.debug("regions: {} of {} units run alone, {} may get every core for BLAS",
-                         len(choice.serial), len(plan.units), len(choice.boosted))
-            with self._cache_lock:
-                choice = self._choices.setdefault(plan, choice)
+        return self._per_plan(self._choices, plan, self._new_choice)
+
+    def _new_choice(self, plan: Plan) -> RegionChoice:
+        choice = choose(plan, self.threads, cpu_count())
+        logger.debug("regions: {} of {} units run alone, {} may get every core for BLAS",
+                     len(choice.serial), len(plan.units), len(choice.boosted))
         return choice
 
     def memory_plan(self, *shapes: Sequence[int]) -> MemoryPlan:
@@ -359,17 +358,26 @@ class Engine:
         return self._arenas(self.plan(*shapes)).memory
 
     def _arenas(self, plan: Plan) -> ArenaPool:
+        return self._per_plan(self._arena_pools, plan, self._new_arenas)
+
+    @staticmethod
+    def _new_arenas(plan: Plan) -> ArenaPool:
+        memory = MemoryPlan(plan)
+        logger.debug(
+            "memory plan: {} tensors in a {:.2f} MiB arena ({:.2f} MiB without reuse)",
+            len(memory.regions), memory.arena_bytes / 2**20, memory.unshared_bytes / 2**20,
+        )
+        return ArenaPool(memory)
+
+    def _per_plan(self, cache: weakref.WeakKeyDictionary, plan: Plan, make: Any) -> Any:
+        """What ``make(plan)`` gives, made once per cached plan (it goes with the plan)."""
         with self._cache_lock:
-            pool = self._arena_pools.get(plan)
-        if pool is None:
-            memory = MemoryPlan(plan)
-            logger.debug(
-                "memory plan: {} tensors in a {:.2f} MiB arena ({:.2f} MiB without reuse)",
-                len(memory.regions), memory.arena_bytes / 2**20, memory.unshared_bytes / 2**20,
-            )
+            value = cache.get(plan)
+        if value is None:
+            value = make(plan)  # outside the lock: concurrent callers may both make it, one wins
             with self._cache_lock:
-                pool = self._arena_pools.setdefault(plan, ArenaPool(memory))
-        return pool
+                value = cache.setdefault(plan, value)
+        return value
 
     def _options(self, timeout: float | None, check_finite: bool, feeds: dict[str, np.ndarray]) -> RunOptions:
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):

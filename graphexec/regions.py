@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from itertools import pairwise
 
+from graphexec.cost import Cost
 from graphexec.plan import Plan
 
 #: Throughput each BLAS thread beyond the first adds to a large matrix product, relative to
@@ -58,16 +59,16 @@ class Region:
         return self.serial_seconds <= self.parallel_seconds
 
 
+def _scales(cost: Cost) -> bool:
+    """Whether a node's matrix products are large enough to gain from more BLAS threads."""
+    return cost.blas_flops >= MIN_SCALING_FLOPS
+
+
 def boosted_seconds(plan: Plan, unit: int, cores: int) -> float:
     """A unit's estimated time when its large matrix products use ``cores`` BLAS threads."""
-    total = 0.0
-    for i in plan.units[unit].nodes:
-        cost = plan.nodes[i].cost
-        seconds = cost.seconds
-        if cost.blas_flops >= MIN_SCALING_FLOPS:
-            seconds -= cost.blas_seconds * (1 - 1 / (1 + BLAS_SCALING * (cores - 1)))
-        total += seconds
-    return total
+    saved = 1 - 1 / (1 + BLAS_SCALING * (cores - 1))
+    costs = [plan.nodes[i].cost for i in plan.units[unit].nodes]
+    return sum(c.seconds - (c.blas_seconds * saved if _scales(c) else 0.0) for c in costs)
 
 
 def regions(plan: Plan, workers: int, cores: int) -> tuple[Region, ...]:
@@ -125,9 +126,7 @@ class RegionChoice:
 def choose(plan: Plan, workers: int, cores: int) -> RegionChoice:
     """Serial and boosted units of ``plan`` for ``workers`` workers on ``cores`` cores."""
     serial = frozenset(u for r in regions(plan, workers, cores) if r.serial for u in r.units)
-    boosted = frozenset(
-        u.index for u in plan.units if any(plan.nodes[i].cost.blas_flops >= MIN_SCALING_FLOPS for i in u.nodes)
-    )
+    boosted = frozenset(u.index for u in plan.units if any(_scales(plan.nodes[i].cost) for i in u.nodes))
     return RegionChoice(serial, boosted)
 
 

@@ -100,12 +100,6 @@ def _next_done(done: queue.SimpleQueue, options: RunOptions) -> tuple[int, Futur
 #: Units estimated below this run on the calling thread: handing them to a worker would
 #: cost more (two thread wake-ups, tens of microseconds) than running them.
 INLINE_SECONDS = 30e-6
-#: Without a region choice, a unit that runs alone (nothing else running or ready) and is
-#: estimated above this gets every core for its BLAS calls (``boost``). Smaller units would
-#: pay more for waking BLAS threads than they gain.
-BOOST_SECONDS = 1e-3
-
-
 def run_concurrent(
     plan: Plan,
     feeds: dict[str, Any],
@@ -129,10 +123,9 @@ def run_concurrent(
 
     A timeout or a KeyboardInterrupt returns at once: the run is marked cancelled, so the
     units still on workers stop before their next node, and their results are dropped.
-    ``buffers`` are the run's arena tensors (see :mod:`graphexec.memory`). With ``boost``,
-    a unit that runs alone gets that many BLAS threads when ``regions`` counts it among the
-    boosted (without ``regions``: when it is estimated above :data:`BOOST_SECONDS`); the
-    serial units of ``regions`` wait until nothing else runs (see :mod:`graphexec.regions`).
+    ``buffers`` are the run's arena tensors (see :mod:`graphexec.memory`). The serial units
+    of ``regions`` wait until nothing else runs, and with ``boost`` its boosted units get
+    that many BLAS threads when they run alone (see :mod:`graphexec.regions`).
     """
     try:
         return _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers, boost,
@@ -152,15 +145,19 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_work
         keep=keep,
     )
     done: queue.SimpleQueue[tuple[int, Future]] = queue.SimpleQueue()
+    serial_units = regions.serial if regions is not None else frozenset()
+    boosted = regions.boosted if regions is not None and boost else frozenset()
     record = trace is not None
     if trace is not None:
         trace.begin(plan)
-    serial_units = regions.serial if regions is not None else frozenset()
-    if trace is not None:
         trace.alone = frozenset(i for u in serial_units for i in plan.units[u].nodes)
+
+    def make_ready(u: int) -> None:  # the longest remaining chain first
+        heapq.heappush(state.ready, (-plan.priority[plan.units[u].nodes[0]], u))
+
     for unit in plan.units:
         if state.waiting[unit.index] == 0:
-            heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], unit.index))
+            make_ready(unit.index)
 
     def finish(u: int, outputs: dict[str, Any], events: list[NodeEvent]) -> None:
         if trace is not None:
@@ -174,7 +171,7 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_work
         for s in plan.unit_successors[u]:
             state.waiting[s] -= 1
             if state.waiting[s] == 0:
-                heapq.heappush(state.ready, (-plan.priority[plan.units[s].nodes[0]], s))
+                make_ready(s)
 
     def collect(u: int, future: Future) -> None:
         state.in_flight -= 1
@@ -192,16 +189,16 @@ def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_work
             unit = plan.units[u]
             serial = u in serial_units
             if serial and state.in_flight:
-                heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], u))
+                make_ready(u)
                 break  # it runs once what is running has finished
             inputs = {n: state.values[n] for n in unit.inputs}
             alone = state.in_flight == 0 and (serial or not state.ready)
             if alone or plan.unit_seconds[u] < INLINE_SECONDS or state.in_flight >= max_in_flight:
                 if not alone and plan.unit_seconds[u] >= INLINE_SECONDS and not caller_works:
-                    heapq.heappush(state.ready, (-plan.priority[unit.nodes[0]], u))
+                    make_ready(u)
                     break  # every worker is busy: wait for one
                 try:
-                    if alone and boost and (u in regions.boosted if regions else plan.unit_seconds[u] >= BOOST_SECONDS):
+                    if alone and u in boosted:
                         with blas_boost(boost) as raised:
                             outputs, events = run_unit(plan, unit, inputs, keep, record, options, buffers,
                                                        boost if raised else 0)

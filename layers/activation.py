@@ -148,14 +148,18 @@ def _clamped(x: np.ndarray, low: float, high: float, out: np.ndarray | None = No
     return _against(np.minimum, out, high, out)
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)). In float32/64, exp(-x) overflowing to inf (x below about -88 in
-    float32) gives exactly 0 where the true value is below the smallest normal number;
-    other dtypes take the overflow-free :func:`_sigmoid_blended`."""
+def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """1 / (1 + exp(-x)), into ``out`` when given (it may be ``x``). In float32/64, exp(-x)
+    overflowing to inf (x below about -88 in float32) gives exactly 0 where the true value
+    is below the smallest normal number; other dtypes take the overflow-free
+    :func:`_sigmoid_blended`."""
     if x.dtype not in (np.float32, np.float64):
-        return _sigmoid_blended(x)
+        if out is None:
+            return _sigmoid_blended(x)
+        np.copyto(out, _sigmoid_blended(x))
+        return out
     with np.errstate(over="ignore"):
-        e = np.negative(x)
+        e = np.negative(x, out=out)
         np.exp(e, out=e)
     e += x.dtype.type(1)
     return np.reciprocal(e, out=e)
@@ -476,18 +480,8 @@ class Sigmoid(_Unary):
 
     writes_into = in_place = True
 
-    def apply(self, x):
-        return _sigmoid(x)
-
     def apply_into(self, x, out):
-        if x.dtype not in (np.float32, np.float64):
-            np.copyto(out, _sigmoid_blended(x))
-            return
-        with np.errstate(over="ignore"):
-            np.negative(x, out=out)
-            np.exp(out, out=out)
-        out += x.dtype.type(1)
-        np.reciprocal(out, out=out)
+        _sigmoid(x, out)
 
 
 @register("nn.SiLU", "F.silu")
@@ -514,9 +508,6 @@ class Tanh(_Unary):
     """tanh(x)."""
 
     writes_into = in_place = True
-
-    def apply(self, x):
-        return np.tanh(x)
 
     def apply_into(self, x, out):
         np.tanh(x, out=out)

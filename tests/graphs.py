@@ -88,3 +88,8 @@ def random_dag(rng: np.random.Generator, n_nodes: int, n_inputs: int, max_fan_in
         graph.add_operator("pnnx.Output", f"pnnx_output_{j}", [name], [])
     graph.validate()
     return graph
+
+
+def overlaps(a, b) -> bool:
+    """Whether two trace events (start_ns, end_ns) ran at the same time for a while."""
+    return a.start_ns < b.end_ns and b.start_ns < a.end_ns

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from graphexec import Engine, Trace
 from graphexec.regions import RegionChoice, _cuts, regions
 from graphexec.scheduler import run_concurrent
-from tests.graphs import SHAPE, random_dag
+from tests.graphs import SHAPE, overlaps, random_dag
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
 
@@ -89,4 +89,4 @@ def test_serial_units_run_with_nothing_beside_them(dag, data):
     for event in trace.events:
         if event.node in alone:
             for other in trace.events:
-                assert other is event or not (event.start_ns < other.end_ns and other.start_ns < event.end_ns)
+                assert other is event or not overlaps(event, other)

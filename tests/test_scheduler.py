@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from graphexec import Engine, ExecutionError, Trace
 from graphexec.scheduler import SynchronousExecutor
-from tests.graphs import SHAPE, random_dag
+from tests.graphs import SHAPE, overlaps, random_dag
 
 
 def as_tuple(result):
@@ -222,10 +222,6 @@ def test_default_workers_follow_the_regions(name, workers, mixing):
     assert default_threads(plan, 1, mixing) == 1
 
 
-def _overlaps(a, b) -> bool:
-    return a.start_ns < b.end_ns and b.start_ns < a.end_ns
-
-
 def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monkeypatch):
     """The per-region choice, seen in the trace: the units of serial regions run with
     nothing beside them, those with large products get every core for BLAS, and the
@@ -254,13 +250,13 @@ def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monk
     serial_nodes = {i for u in choice.serial for i in plan.units[u].nodes}
     for event in trace.events:
         if event.node in serial_nodes:
-            assert not any(_overlaps(event, other) for other in trace.events if other is not event)
+            assert not any(overlaps(event, other) for other in trace.events if other is not event)
     raised = [e for e in trace.events if e.blas_threads]
     assert raised and all(e.blas_threads == cpu_count() for e in raised)
     assert {e.node for e in trace.events if e.node in serial_nodes and plan.unit_of[e.node] in choice.boosted} \
         <= {e.node for e in raised}
     side = [e for e in trace.events if e.node not in serial_nodes]
-    assert any(_overlaps(a, b) for a in side for b in side if a is not b)
+    assert any(overlaps(a, b) for a in side for b in side if a is not b)
     chrome = trace.to_chrome()["traceEvents"]
     assert any("blas_threads" in e.get("args", {}) for e in chrome)
     assert {e["args"]["node"] for e in chrome if e.get("args", {}).get("region") == "alone"} == serial_nodes

@@ -133,15 +133,16 @@ def strided(a: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) -> 
     return view
 
 
-def place(dst: np.ndarray, src: np.ndarray, top: int, left: int) -> np.ndarray:
-    """Copy ``src`` (..., h, w) into ``dst`` (..., H, W) at (top, left) and zero the rest."""
-    h, w = src.shape[-2:]
-    dst[..., :top, :] = 0
-    dst[..., top + h:, :] = 0
-    dst[..., top:top + h, :left] = 0
-    dst[..., top:top + h, left + w:] = 0
-    dst[..., top:top + h, left:left + w] = src
-    return dst
+def framed(slot: str, x: np.ndarray, shape: tuple[int, ...], top: int, left: int) -> np.ndarray:
+    """``x`` (..., h, w) at (top, left) in this thread's scratch ``slot`` of ``shape``, zero
+    elsewhere. The zero frame is kept between calls of the same layout, so a call usually
+    copies ``x`` in and nothing else."""
+    buffer, fresh = _SCRATCH.kept(slot, shape, x.dtype, ("frame", x.shape, top, left))
+    if fresh:
+        buffer.fill(0)
+    h, w = x.shape[-2:]
+    buffer[..., top:top + h, left:left + w] = x
+    return buffer
 
 
 def pad_input(x: np.ndarray, pads: tuple[Pair, Pair], mode: str) -> np.ndarray:
@@ -305,16 +306,20 @@ def im2col_conv(x: np.ndarray, matrix: np.ndarray, bias: np.ndarray | None, kern
     elif geo.padding_mode != "zeros":
         xp = pad_input(x, pads, geo.padding_mode)
     else:
-        xp = place(_SCRATCH.take("pad", (n, c, h + top + bottom, w + left + right), x.dtype), x, top, left)
+        xp = framed("pad", x, (n, c, h + top + bottom, w + left + right), top, left)
     fold = biased is not None and biased.dtype == np.result_type(x.dtype, biased.dtype)
     rows = depth + 1 if fold else depth
     s_n, s_c, s_h, s_w = xp.strides
     window = strided(xp, (n, groups, c // groups, kh, kw, ho, wo),
                      (s_n, s_c * (c // groups), s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw))
-    cols = _SCRATCH.take("cols", (n, groups, rows, ho * wo), x.dtype)
+    if fold:  # the row of ones after the columns is kept between calls
+        cols, fresh = _SCRATCH.kept("cols", (n, groups, rows, ho * wo), x.dtype, "ones")
+        if fresh:
+            cols[:, :, depth] = 1
+    else:
+        cols = _SCRATCH.take("cols", (n, groups, rows, ho * wo), x.dtype)
     np.copyto(cols[:, :, :depth].reshape(n, groups, c // groups, kh, kw, ho, wo), window)
     if fold:
-        cols[:, :, depth] = 1
         _matmul_into(biased, cols, out, groups)  # type: ignore[arg-type]
     else:
         _matmul_into(matrix, cols, out, groups)
@@ -404,9 +409,8 @@ def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: t
     (top, bottom), (left, right) = pads
     ho, wo = h + top + bottom - 2, w + left + right - 2
     th, tw = -(-ho // m), -(-wo // m)
-    xp = _SCRATCH.take("pad", (n, c, m * th + 2, m * tw + 2))
     rows, cols = min(h, m * th + 2 - top), min(w, m * tw + 2 - left)
-    place(xp, x[:, :, :rows, :cols], top, left)
+    xp = framed("pad", x[:, :, :rows, :cols], (n, c, m * th + 2, m * tw + 2), top, left)
     s_n, s_c, s_h, s_w = xp.strides
     tiles = strided(xp, (a, a, c, n, th, tw), (s_h, s_w, s_c, s_n, m * s_h, m * s_w))
     t = n * th * tw
@@ -474,7 +478,10 @@ def _phases(x: np.ndarray, offset: Pair, stride: Pair, size: Pair, dtype: np.dty
     n, c, h, w = x.shape
     (top, left), (sh, sw), (hq, wq) = offset, stride, size
     shape = (sh, sw, n, hq, wq, c) if channels_last else (sh, sw, n, c, hq, wq)
-    phases = _SCRATCH.take("phases", shape, dtype)
+    # Only the input is copied in: the zero padding around it is kept between calls.
+    phases, fresh = _SCRATCH.kept("phases", shape, dtype, ("phases", x.shape, offset, stride, channels_last))
+    if fresh:
+        phases.fill(0)
     for a in range(sh):
         y0 = max(0, -(-(top - a) // sh))                 # first phase row holding an input row
         y1 = min(hq, -(-(top + h - a) // sh))
@@ -483,12 +490,10 @@ def _phases(x: np.ndarray, offset: Pair, stride: Pair, size: Pair, dtype: np.dty
             x1 = min(wq, -(-(left + w - b) // sw))
             y1, x1 = max(y0, y1), max(x0, x1)
             src = x[:, :, y0 * sh + a - top::sh, x0 * sw + b - left::sw][:, :, :y1 - y0, :x1 - x0]
-            if channels_last:  # zero the phase around the input, then copy it in, channels last
-                dst = phases[a, b]
-                dst[:, :y0], dst[:, y1:], dst[:, y0:y1, :x0], dst[:, y0:y1, x1:] = 0, 0, 0, 0
-                dst[:, y0:y1, x0:x1, :] = src.transpose(0, 2, 3, 1)
+            if channels_last:
+                phases[a, b, :, y0:y1, x0:x1, :] = src.transpose(0, 2, 3, 1)
             else:
-                place(phases[a, b], src, y0, x0)
+                phases[a, b, :, :, y0:y1, x0:x1] = src
     return phases
 
 
@@ -504,8 +509,8 @@ def _depthwise_first(phases, kernel: Conv2dKernel, taps, size, out: np.ndarray) 
     flat_out = out.reshape(n * c, mult, ho, wo)
     bias = None if kernel.bias is None else kernel.bias.reshape(c, mult, 1, 1).astype(dtype, copy=False)
     block = max(1, DEPTHWISE_BLOCK // (span * mult))
-    acc = np.empty((min(block, n * c), mult, span), dtype=dtype)
-    tmp = np.empty_like(acc)
+    acc = _SCRATCH.take("acc", (min(block, n * c), mult, span), dtype)
+    tmp = _SCRATCH.take("tmp", acc.shape, dtype)
     for start in range(0, n * c, block):
         stop = min(n * c, start + block)
         rows = stop - start
@@ -537,8 +542,8 @@ def _depthwise_last(phases, kernel: Conv2dKernel, taps, size, out: np.ndarray) -
     planes = phases.reshape(sh, sw, n, hq * row)
     bias = None if kernel.bias is None else kernel.bias.reshape(c, 1, 1).astype(dtype, copy=False)
     block = max(1, DEPTHWISE_BLOCK // row)
-    acc = np.empty((min(block, ho), row), dtype=dtype)
-    tmp = np.empty_like(acc)
+    acc = _SCRATCH.take("acc", (min(block, ho), row), dtype)
+    tmp = _SCRATCH.take("tmp", acc.shape, dtype)
     for image in range(n):
         for y0 in range(0, ho, block):
             y1 = min(ho, y0 + block)

@@ -189,26 +189,29 @@ def _pool_windows(x: np.ndarray, window: _Window, outs: tuple[int, ...], ufunc: 
     out = np.empty((batch, ho, wo), dtype=x.dtype) if out is None else out.reshape(batch, ho, wo)
     hp, wp = h + before[0] + after[0], w + before[1] + after[1]
     block = max(1, POOL_BLOCK // (hp * wp))
-    work = [SCRATCH.take(f"pool{k}", (min(block, batch), hp, wp), x.dtype) for k in range(3)]
+    shape = (min(block, batch), hp, wp)
+    # The padded input's frame of ``fill`` is kept between calls: a call copies the input in.
+    padded, fresh = SCRATCH.kept("pool0", shape, x.dtype, ("frame", h, w, before, after, fill))
+    if fresh:
+        padded.fill(fill)
+    work = [padded] + [SCRATCH.take(f"pool{k}", shape, x.dtype) for k in (1, 2)]
     for start in range(0, batch, block):
         stop = min(batch, start + block)
         _pool_block(planes[start:stop], out[start:stop], [a[: stop - start] for a in work],
-                    kernel, stride, dilation, (before, after), ufunc, fill, divisor)
+                    kernel, stride, dilation, (before, after), ufunc, divisor)
     return out.reshape(lead + outs)
 
 
-def _pool_block(x, out, work, kernel, stride, dilation, pads, ufunc, fill, divisor) -> None:
+def _pool_block(x, out, work, kernel, stride, dilation, pads, ufunc, divisor) -> None:
     """:func:`_pool_windows` on the planes ``x`` (B, H, W) into ``out`` (B, Ho, Wo); ``work``
     holds three (B, Hp, Wp) arrays for the padded input and the two passes; ``pads`` is
-    ((top, left), (bottom, right))."""
+    ((top, left), (bottom, right)); the padded one's frame already holds ``fill``."""
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     (top, left), (bottom, right) = pads
     _, h, w = x.shape
     _, ho, wo = out.shape
     xp = work[0]
     if top or bottom or left or right:
-        xp[:, :top], xp[:, top + h:] = fill, fill
-        xp[:, top:top + h, :left], xp[:, top:top + h, left + w:] = fill, fill
         xp[:, top:top + h, left:left + w] = x
     else:
         xp = np.ascontiguousarray(x)

@@ -167,3 +167,51 @@ def test_winograd_choice_follows_the_channel_ratio_and_tile_count():
     # 7 x 7 (4 tiles): never, however many channels; a batch of 4 makes 16 tiles.
     assert winograd_tile((1, 512, 7, 7), same, 512) is None
     assert winograd_tile((4, 512, 7, 7), same, 512) == 4
+
+
+# Pairs whose padded inputs have one shape but the input sits elsewhere in it.
+SHARED_LAYOUTS = [
+    (4, 6, (3, 3), dict(padding=(2, 2)), (1, 4, 5, 5)),
+    (4, 6, (3, 3), dict(padding=(1, 1)), (1, 4, 7, 7)),
+    (48, 64, (3, 3), dict(padding=(1, 1)), (1, 48, 24, 26)),
+    (48, 64, (3, 3), dict(padding=(0, 0)), (1, 48, 26, 28)),
+    (8, 8, (3, 3), dict(padding=(2, 2), groups=8), (1, 8, 5, 5)),
+    (8, 8, (3, 3), dict(padding=(1, 1), groups=8), (1, 8, 7, 7)),
+]
+
+
+def test_convolutions_sharing_scratch_stay_right_in_any_order():
+    """Kernels keep zero frames and rows of ones in their thread's scratch between calls; a
+    convolution of another layout run in between must never leave a stale frame behind."""
+    rng = np.random.default_rng(6)
+    cases = []
+    for cin, cout, k, options, shape in SHARED_LAYOUTS:
+        layer, w, b = conv_layer(rng, cin, cout, k, **options)
+        x = rng.standard_normal(shape).astype(np.float32)
+        pads = tuple((p, p) for p in options["padding"])
+        cases.append((layer, x, reference_conv2d(x, w, b, (1, 1), pads, (1, 1), options.get("groups", 1), "zeros")))
+    for layer, x, want in cases + cases[::-1] + cases:
+        (got,) = layer.forward([x])
+        close(got, want, rel=2e-5)
+
+
+def test_scratch_keeps_content_only_for_the_same_layout():
+    from layers._scratch import Scratch
+
+    scratch = Scratch()
+    frame, fresh = scratch.kept("pad", (2, 3), np.float32, "zeros")
+    assert fresh
+    frame.fill(0)
+    again, fresh = scratch.kept("pad", (2, 3), np.float32, "zeros")
+    assert not fresh and again is frame
+    assert scratch.kept("pad", (2, 3), np.float32, "ones")[1]            # other content
+    assert scratch.kept("pad", (3, 2), np.float32, "ones")[1]            # other shape
+    assert scratch.kept("pad", (3, 2), np.float64, "ones")[1]            # other dtype
+    assert not scratch.kept("pad", (3, 2), np.float64, "ones")[1]
+    scratch.take("pad", (3, 2), np.float64)                              # written anywhere
+    assert scratch.kept("pad", (3, 2), np.float64, "ones")[1]
+    scratch.kept("pad", (3, 2), np.float64, "ones")
+    scratch.take("pad", (1000,), np.float64)                             # a bigger buffer
+    assert scratch.kept("pad", (3, 2), np.float64, "ones")[1]
+    view = scratch.take("cols", (5, 7), np.float32)
+    assert view.ctypes.data % 64 == 0 and view.flags.c_contiguous and view.shape == (5, 7)

@@ -306,3 +306,24 @@ def test_bad_shapes_say_why(op_type, params, shape, words):
     with pytest.raises(ShapeMismatch, match=None) as info:
         layer.infer_shapes([shape])
     assert words in str(info.value)
+
+
+def test_pools_sharing_scratch_stay_right_in_any_order():
+    """Pooling keeps its padded input's frame between calls; pools of another layout (the
+    frame elsewhere, or of another fill) run in between must never leave a stale one."""
+    rng = np.random.default_rng(7)
+    cases = [  # one padded shape (1, 4, 9, 9), the input at another place, or another fill
+        ("max", (5, 5), (1, 1), (2, 2), rng.standard_normal((1, 4, 5, 5)).astype(np.float32)),
+        ("max", (3, 3), (1, 1), (1, 1), rng.standard_normal((1, 4, 7, 7)).astype(np.float32)),
+        ("avg", (3, 3), (1, 1), (1, 1), rng.standard_normal((1, 4, 7, 7)).astype(np.float32)),
+    ]
+    runs = []
+    for kind, k, s, p, x in cases:
+        if kind == "max":
+            layer = make("nn.MaxPool2d", window_params(k, s, p, (1, 1), False))
+        else:
+            layer = make("nn.AvgPool2d", dict(kernel_size=list(k), stride=list(s), padding=list(p)))
+        want, _ = naive_window_pool(x, k, s, p, (1, 1), False, kind)
+        runs.append((layer, x, want.astype(np.float32)))
+    for layer, x, want in runs + runs[::-1] + runs:
+        np.testing.assert_allclose(layer.forward([x])[0], want, rtol=1e-5, atol=1e-6)

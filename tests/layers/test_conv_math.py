@@ -57,6 +57,7 @@ PATHS = [
     (8, 16, (3, 3), dict(padding=(1, 1), groups=8), (2, 8, 12, 10), "depthwise"),
     (96, 96, (5, 5), dict(padding=(2, 2), stride=(2, 2), groups=96), (1, 96, 9, 9), "depthwise"),
     (96, 96, (3, 3), dict(padding=(1, 1), groups=96), (1, 96, 7, 7), "depthwise"),
+    (64, 64, (3, 5), dict(padding=(2, 1), stride=(2, 3), dilation=(2, 1), groups=64), (2, 64, 11, 13), "depthwise"),
     (8, 8, (3, 3), dict(padding=(2, 2), dilation=(2, 2), groups=8, mode="replicate"), (1, 8, 9, 9), "depthwise"),
 ]
 

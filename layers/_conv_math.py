@@ -577,10 +577,12 @@ def _depthwise_last(phases, kernel: Conv2dKernel, size, out: np.ndarray) -> None
                 start = ((r0 + y0) * wq + s0) * c
                 view = strided(plane[start:], weights.shape[:2] + a.shape,
                                (dr * wq * c * item, ds * c * item, c * item, item))
-                if k == 0:
-                    np.einsum("ijpc,ijc->pc", view, weights, out=a)
+                into = a if k == 0 else t
+                if weights.shape[:2] == (1, 1):  # one tap: numpy's multiply is the faster loop
+                    np.multiply(view[0, 0], weights[0, 0], out=into)
                 else:
-                    np.einsum("ijpc,ijc->pc", view, weights, out=t)
+                    np.einsum("ijpc,ijc->pc", view, weights, out=into)
+                if k:
                     a += t
             grid = a.reshape(y1 - y0, wq, c)[:, :wo, :].transpose(2, 0, 1)
             if bias is None:

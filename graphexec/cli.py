@@ -241,8 +241,10 @@ def cmd_info(args: argparse.Namespace) -> None:
               f"({sum(len(r.units) for r in side)} of {len(plan.units)} chains), the others one node at a time "
               f"with every core for BLAS")
     chosen = args.threads is None and args.intra_op_threads is None
+    pinned = engine.worker_cores
     print(f"threads: {engine.threads} worker(s) x {engine.intra_op_threads} BLAS thread(s)"
-          + (" (the defaults for this plan on this machine)" if chosen else ""))
+          + (" (the defaults for this plan on this machine)" if chosen else "")
+          + (f", workers pinned to cores {', '.join(map(str, pinned))}" if pinned else ""))
     if engine.device is not None and engine.plan().placement is not None:
         print_placement(engine.plan().placement, args.placement)
 

@@ -34,6 +34,7 @@ from loguru import logger
 
 from devices import resolve as resolve_device
 from graphexec import dtypes, pnnx
+from graphexec.affinity import Pinner, cores_for
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.blas import blas_threads, idle_threads_sleep
 from graphexec.executor import RunOptions, run_sequential
@@ -96,6 +97,7 @@ class Engine:
         device: Any = "cpu",
         cpu_types: Collection[str] = (),
         fallback: bool = False,
+        pin_workers: bool = True,
     ):
         for label, value in (("threads", threads), ("intra_op_threads", intra_op_threads),
                              ("memory_limit", memory_limit)):
@@ -146,6 +148,10 @@ class Engine:
         #: Serial and boosted units per cached plan (see :mod:`graphexec.regions`).
         self._choices: weakref.WeakKeyDictionary[Plan, RegionChoice] = weakref.WeakKeyDictionary()
         self._executor = executor
+        #: The cores the engine's own workers are pinned to, one each (None: not pinned; see
+        #: :mod:`graphexec.affinity`). Pinned, every worker is a pool thread and the calling
+        #: thread only schedules; unpinned, the caller is the last of the workers.
+        self.worker_cores = cores_for(threads) if pin_workers and executor is None else None
         self._owned_executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
@@ -163,6 +169,7 @@ class Engine:
         device: Any = "cpu",
         cpu_types: Collection[str] = (),
         fallback: bool = False,
+        pin_workers: bool = True,
     ) -> Engine:
         """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
 
@@ -171,7 +178,9 @@ class Engine:
         the engine's own thread pool; ``memory_limit``: bytes of tensors a run may need at
         once (default: the machine's RAM), so a hostile shape fails before allocating;
         ``reuse_memory``: give intermediate tensors regions of a preallocated arena, shared
-        between tensors whose lives never overlap (see :mod:`graphexec.memory`).
+        between tensors whose lives never overlap (see :mod:`graphexec.memory`);
+        ``pin_workers``: pin the engine's own worker threads to a core each, where the
+        platform allows (see :mod:`graphexec.affinity` and ``engine.worker_cores``).
 
         ``device``: ``"cpu"`` (default), ``"opencl"``, ``"opencl:1"``, ``"opencl:gpu"``,
         ``"opencl:<name filter>"`` or an opened ``OpenCLDevice``: nodes the device runs go
@@ -184,7 +193,7 @@ class Engine:
         graph = pnnx.load(param_path, bin_path)
         engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor,
                      memory_limit=memory_limit, reuse_memory=reuse_memory, device=device, cpu_types=cpu_types,
-                     fallback=fallback)
+                     fallback=fallback, pin_workers=pin_workers)
         logger.debug(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
@@ -212,8 +221,11 @@ class Engine:
             return self._executor
         with self._executor_lock:
             if self._owned_executor is None:
-                # the calling thread is one of the ``threads`` workers (see run_concurrent)
-                pool = ThreadPoolExecutor(max_workers=max(1, self.threads - 1), thread_name_prefix="graphexec")
+                if self.worker_cores is not None:
+                    pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="graphexec",
+                                              initializer=Pinner(self.worker_cores))
+                else:  # the calling thread is the last of the ``threads`` workers (see run_concurrent)
+                    pool = ThreadPoolExecutor(max_workers=max(1, self.threads - 1), thread_name_prefix="graphexec")
                 self._owned_executor = pool
                 weakref.finalize(self, pool.shutdown, wait=False)
             return self._owned_executor
@@ -337,11 +349,13 @@ class Engine:
             return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options, buffers=buffers)
         if self.threads == 1:  # sequential, through the scheduler only to record a trace
             return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers)
-        # The engine's own pool has threads - 1 workers and the caller is the last one;
-        # each pool worker gets a second unit queued so it never waits for the caller.
-        workers = max(1, self.threads - 1)
+        # Each pool worker gets a second unit queued so it never waits for the caller. The
+        # pool has a pinned worker per core and the caller only schedules, or threads - 1
+        # workers and the caller is the last one.
+        pinned = self.worker_cores is not None
+        workers = self.threads if pinned else max(1, self.threads - 1)
         choice = self._choice(plan) if self._boost else None
-        return run_concurrent(plan, feeds, keep, self._pool(), 2 * workers, trace, options, caller_works=True,
+        return run_concurrent(plan, feeds, keep, self._pool(), 2 * workers, trace, options, caller_works=not pinned,
                               buffers=buffers, boost=self._boost, regions=choice)
 
     def _choice(self, plan: Plan) -> RegionChoice:

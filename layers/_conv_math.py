@@ -556,7 +556,9 @@ def _phase_groups(taps_last: np.ndarray, kernel: Pair, geo: Geometry) -> tuple[_
 def _depthwise_last(phases, kernel: Conv2dKernel, size, out: np.ndarray) -> None:
     """Channels-last: per stride phase, one ``einsum`` multiplies a strided view holding all the
     phase's taps (no copy) by their weights and sums over the taps, whole wide rows (wq * C) at
-    a time: one pass in C with no temporary, 1.3-1.9x as fast as a multiply and an add per tap."""
+    a time: one pass in C with no temporary. Against a multiply and an add per tap, measured on
+    the depthwise layers of MobileNet v2/v3 and EfficientNet-B0: stride 1 runs 1.2-1.5x as fast,
+    stride 2 (four phases, whose sums are added) from 0.85x to 1.2x."""
     sh, sw, n, hq, wq, c = phases.shape
     ho, wo, _ = size
     dtype = out.dtype

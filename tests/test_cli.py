@@ -265,3 +265,15 @@ def test_one_line_joins_multi_line_messages():
     text = cli.one_line(UnsupportedOperatorError({"a::x": ["p"], "b::y": ["q", "r"]}))
     assert "\n" not in text
     assert text.startswith("2 unsupported operator type(s): a::x: used by p; b::y: used by q, r")
+
+
+def test_info_says_where_workers_are_pinned(capsys):
+    assert main(["info", str(MODEL), "--threads", "2"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("threads:")][0]
+    engine = Engine.load(MODEL, threads=2)
+    if engine.worker_cores:
+        assert line.endswith(f"workers pinned to cores {', '.join(map(str, engine.worker_cores))}")
+    else:
+        assert "pinned" not in line
+    assert main(["info", str(MODEL), "--threads", "1"]) == 0
+    assert "pinned" not in capsys.readouterr().out

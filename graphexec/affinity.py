@@ -4,9 +4,13 @@ Unpinned, a worker woken after the engine sat idle (calls that come now and then
 than back to back) was often put by the kernel on the core of the thread that woke it,
 and the two shared that core until the kernel moved one of them. Measured on this
 project's 2-core VM, the wide net (two workers): 15 ms a forward back to back either way,
-but 23-27 ms after 50 ms idle unpinned against 16-18 ms pinned. Pinning needs
-``os.sched_setaffinity`` (Linux) and no more workers than the cores this process may use;
-otherwise workers are left where the kernel puts them.
+but 23-27 ms after 50 ms idle unpinned against 16-18 ms pinned.
+
+Workers are pinned only when there is one for every core this process may use: then no
+choice of cores is made that another engine or process could make too (eight processes
+each pinning two workers to "the first two cores" would share two cores of sixteen).
+Pinning also needs ``os.sched_setaffinity`` (Linux); otherwise workers are left where the
+kernel puts them.
 """
 
 from __future__ import annotations
@@ -18,14 +22,12 @@ from loguru import logger
 
 
 def cores_for(workers: int) -> tuple[int, ...] | None:
-    """The cores to pin ``workers`` threads to, one each, or None where pinning is not
-    possible or cannot help (one worker, no ``sched_setaffinity``, more workers than cores)."""
+    """The cores to pin ``workers`` threads to, one each: every core this process may use,
+    when there are exactly ``workers`` of them (and at least two), else None."""
     if workers < 2 or not hasattr(os, "sched_setaffinity"):
         return None
-    allowed = sorted(os.sched_getaffinity(0))
-    if workers > len(allowed):
-        return None
-    return tuple(allowed[:workers])
+    allowed = tuple(sorted(os.sched_getaffinity(0)))
+    return allowed if len(allowed) == workers else None
 
 
 class Pinner:

@@ -179,8 +179,8 @@ class Engine:
         once (default: the machine's RAM), so a hostile shape fails before allocating;
         ``reuse_memory``: give intermediate tensors regions of a preallocated arena, shared
         between tensors whose lives never overlap (see :mod:`graphexec.memory`);
-        ``pin_workers``: pin the engine's own worker threads to a core each, where the
-        platform allows (see :mod:`graphexec.affinity` and ``engine.worker_cores``).
+        ``pin_workers``: pin the engine's own worker threads to a core each when there is one
+        for every usable core, on Linux (see :mod:`graphexec.affinity`, ``engine.worker_cores``).
 
         ``device``: ``"cpu"`` (default), ``"opencl"``, ``"opencl:1"``, ``"opencl:gpu"``,
         ``"opencl:<name filter>"`` or an opened ``OpenCLDevice``: nodes the device runs go

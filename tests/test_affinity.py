@@ -72,6 +72,7 @@ def test_no_pinning_where_it_cannot_help_or_work(monkeypatch):
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else 1
     assert cores_for(1) is None
     assert cores_for(usable + 1) is None
+    assert usable < 3 or cores_for(usable - 1) is None  # fewer workers than cores: no choice made
     engine, _ = wide(threads=usable + 1, intra_op_threads=1)
     assert engine.worker_cores is None
     injected, _ = wide(threads=2, intra_op_threads=1, executor=engine._pool())

@@ -525,7 +525,7 @@ def _depthwise_first(phases, kernel: Conv2dKernel, taps, size, out: np.ndarray) 
             np.add(view, bias[channel], out=flat_out[start:stop])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq=False: an array field has no plain ==
 class _PhaseGroup:
     """The taps of a depthwise kernel that read one stride phase ``(pa, pb)``: rows
     ``i0 + k * di`` by columns ``j0 + l * dj`` of the phase, as a grid of shifts."""

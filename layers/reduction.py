@@ -103,10 +103,7 @@ class _Summing(_Reduction):
             return
         kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
         with np.errstate(all="ignore"):
-            self.reduce(x, axes, out=out.reshape(kept))
-
-    def reduce(self, x: np.ndarray, axes: tuple[int, ...], out: np.ndarray | None = None) -> np.ndarray:
-        raise NotImplementedError
+            self.reduce(x, axes, out=out.reshape(kept))  # Sum's and Mean's reduce take ``out``
 
 
 #: Sums of at most this many terms per output stay in float32 (or float64): within a few

@@ -149,8 +149,7 @@ class Engine:
         self._choices: weakref.WeakKeyDictionary[Plan, RegionChoice] = weakref.WeakKeyDictionary()
         self._executor = executor
         #: The cores the engine's own workers are pinned to, one each (None: not pinned; see
-        #: :mod:`graphexec.affinity`). Pinned, every worker is a pool thread and the calling
-        #: thread only schedules; unpinned, the caller is the last of the workers.
+        #: :mod:`graphexec.affinity`).
         self.worker_cores = cores_for(threads) if pin_workers and executor is None else None
         self._owned_executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
@@ -221,11 +220,8 @@ class Engine:
             return self._executor
         with self._executor_lock:
             if self._owned_executor is None:
-                if self.worker_cores is not None:
-                    pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="graphexec",
-                                              initializer=Pinner(self.worker_cores))
-                else:  # the calling thread is the last of the ``threads`` workers (see run_concurrent)
-                    pool = ThreadPoolExecutor(max_workers=max(1, self.threads - 1), thread_name_prefix="graphexec")
+                pinner = Pinner(self.worker_cores) if self.worker_cores is not None else None
+                pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="graphexec", initializer=pinner)
                 self._owned_executor = pool
                 weakref.finalize(self, pool.shutdown, wait=False)
             return self._owned_executor
@@ -349,14 +345,9 @@ class Engine:
             return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options, buffers=buffers)
         if self.threads == 1:  # sequential, through the scheduler only to record a trace
             return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers)
-        # Each pool worker gets a second unit queued so it never waits for the caller. The
-        # pool has a pinned worker per core and the caller only schedules, or threads - 1
-        # workers and the caller is the last one.
-        pinned = self.worker_cores is not None
-        workers = self.threads if pinned else max(1, self.threads - 1)
         choice = self._choice(plan) if self._boost else None
-        return run_concurrent(plan, feeds, keep, self._pool(), 2 * workers, trace, options, caller_works=not pinned,
-                              buffers=buffers, boost=self._boost, regions=choice)
+        return run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace, options, buffers=buffers,
+                              boost=self._boost, regions=choice)
 
     def _choice(self, plan: Plan) -> RegionChoice:
         return self._per_plan(self._choices, plan, self._new_choice)

@@ -1,10 +1,18 @@
 """Run a plan's ready units on a ``concurrent.futures`` executor, longest chain first.
 
-The calling thread owns the run's state (:class:`RunState`): how many producer units each
-unit still waits for, the ready heap ordered by priority, and how many readers each tensor
-still has. Workers only compute: each runs one unit (a chain of nodes) on the inputs it was
-handed and reports back through a queue (``future.add_done_callback``), so the state needs
-no locks and no worker ever waits on work queued to the same pool (no deadlock).
+The workers drive the run. A worker that finishes a unit (a chain of nodes) records it in
+the run's state (:class:`RunState`, under the run's one lock), makes its successors ready
+and goes straight on with the ready unit of highest priority; it hands a unit to another
+worker through the executor only when more units are ready than workers are busy. The
+calling thread runs the units that have nothing beside them and otherwise sleeps until
+the last worker is done. No worker ever waits on work queued to the same pool, so no
+deadlock is possible.
+
+Why not one thread that owns the state and hands out every unit: it must wake for each
+finished unit and wake a worker for each new one, and on a machine whose cores the
+workers keep busy those wake-ups and its turns with the GIL slow the branches down. On
+the wide net (2 cores) such a thread was awake 1.3 ms of a 13 ms run; with the workers
+driving, the run went from 1.55x to 1.74x as fast as the sequential one.
 
 On the first failure nothing new starts, what is running finishes, and the failure is
 raised to the caller; every tensor of the run is dropped with the state.
@@ -13,7 +21,6 @@ raised to the caller; every tensor of the run is dropped with the state.
 from __future__ import annotations
 
 import heapq
-import queue
 import threading
 import time
 from collections import Counter
@@ -29,19 +36,25 @@ from graphexec.plan import Plan, Unit
 from graphexec.regions import RegionChoice
 from graphexec.trace import NodeEvent, Trace
 
+#: Units estimated below this are never handed to an idle worker: the hand-over (a thread
+#: wake-up, tens of microseconds) would cost more than running them after the current one.
+INLINE_SECONDS = 30e-6
+
 
 @dataclass
 class RunState:
-    """Everything one run knows; touched only by the thread that called :func:`run_concurrent`."""
+    """Everything one run knows; read and written only under the run's lock."""
 
     waiting: list[int]
     remaining_readers: Counter[str]
     values: dict[str, Any]
     keep: frozenset[str]
     ready: list[tuple[float, int]] = field(default_factory=list)
-    in_flight: int = 0
+    #: Units started and not yet recorded as finished.
+    running: int = 0
     failure: BaseException | None = None
     units_done: int = 0
+    events: list[NodeEvent] = field(default_factory=list)
 
 
 class SynchronousExecutor(Executor):
@@ -60,8 +73,8 @@ def run_unit(
     plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str], record: bool, options: RunOptions,
     buffers: dict[str, Any] | None = None, blas: int = 0,
 ) -> tuple[dict[str, Any], list[NodeEvent]]:
-    """Worker side: run the unit's nodes back to back; return what others need, and timings
-    (``blas``: the BLAS threads it was given, when raised for it, for the trace)."""
+    """Run the unit's nodes back to back; return what others need, and timings (``blas``:
+    the BLAS threads it was given, when raised for it, for the trace)."""
     values = dict(inputs)
     events: list[NodeEvent] = []
     thread = threading.current_thread().name
@@ -82,44 +95,23 @@ def run_unit(
     return {n: values[n] for n in values.keys() & wanted if n not in inputs}, events
 
 
-def _next_done(done: queue.SimpleQueue, options: RunOptions) -> tuple[int, Future]:
-    """The next finished unit; wakes up regularly so a deadline or Ctrl-C is noticed."""
-    while True:
-        wait = 0.1
-        if options.deadline is not None:
-            wait = min(wait, max(0.0, options.deadline - time.monotonic()))
-        try:
-            return done.get(timeout=wait)
-        except queue.Empty:
-            if options.deadline is not None and time.monotonic() > options.deadline:
-                raise RunTimeoutError(
-                    f"forward ran past its timeout of {options.timeout:g} s with work still running"
-                ) from None
-
-
-#: Units estimated below this run on the calling thread: handing them to a worker would
-#: cost more (two thread wake-ups, tens of microseconds) than running them.
-INLINE_SECONDS = 30e-6
 def run_concurrent(
     plan: Plan,
     feeds: dict[str, Any],
     keep: Iterable[str],
     executor: Executor,
-    max_in_flight: int,
+    workers: int,
     trace: Trace | None = None,
     options: RunOptions = NO_OPTIONS,
-    caller_works: bool = False,
     buffers: dict[str, Any] | None = None,
     boost: int | None = None,
     regions: RegionChoice | None = None,
 ) -> dict[str, Any]:
-    """Run ``plan`` on ``executor`` with at most ``max_in_flight`` units at once there.
+    """Run ``plan`` with at most ``workers`` units at once on ``executor``.
 
-    The calling thread owns the state and also runs a ready unit itself when handing it
-    over cannot gain anything: when it is the only work there is (nothing in flight, one
-    unit ready) or when it is cheaper than the hand-over. With ``caller_works`` it is one
-    of the workers: when the executor has ``max_in_flight`` units already, it runs the
-    next ready unit itself instead of waiting.
+    The calling thread runs a unit itself when nothing can run beside it (nothing running,
+    one unit ready); otherwise units go to the executor, whose workers go on from unit to
+    unit (see the module docstring) while the caller waits.
 
     A timeout or a KeyboardInterrupt returns at once: the run is marked cancelled, so the
     units still on workers stop before their next node, and their results are dropped.
@@ -127,105 +119,175 @@ def run_concurrent(
     of ``regions`` wait until nothing else runs, and with ``boost`` its boosted units get
     that many BLAS threads when they run alone (see :mod:`graphexec.regions`).
     """
+    run = _Run(plan, feeds, frozenset(keep), executor, max(1, workers), trace, options, buffers, boost, regions)
     try:
-        return _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers, boost,
-                    regions)
+        return run.drive()
     except BaseException:
         options.cancelled.set()
         raise
 
 
-def _run(plan, feeds, keep, executor, max_in_flight, trace, options, caller_works, buffers, boost,
-         regions) -> dict[str, Any]:
-    keep = frozenset(keep)
-    state = RunState(
-        waiting=list(plan.unit_predecessor_counts),
-        remaining_readers=Counter(plan.readers),
-        values=dict(feeds),
-        keep=keep,
-    )
-    done: queue.SimpleQueue[tuple[int, Future]] = queue.SimpleQueue()
-    serial_units = regions.serial if regions is not None else frozenset()
-    boosted = regions.boosted if regions is not None and boost else frozenset()
-    record = trace is not None
-    if trace is not None:
-        trace.begin(plan)
-        trace.alone = frozenset(i for u in serial_units for i in plan.units[u].nodes)
+class _Run:
+    """One call of :func:`run_concurrent`: the state, its lock and the loop each worker runs."""
 
-    def make_ready(u: int) -> None:  # the longest remaining chain first
-        heapq.heappush(state.ready, (-plan.priority[plan.units[u].nodes[0]], u))
+    def __init__(self, plan, feeds, keep, executor, workers, trace, options, buffers, boost, regions):
+        self.plan = plan
+        self.keep = keep
+        self.executor = executor
+        self.workers = workers
+        self.trace = trace
+        self.options = options
+        self.buffers = buffers
+        self.serial_units = regions.serial if regions is not None else frozenset()
+        self.boosted = regions.boosted if regions is not None and boost else frozenset()
+        self.boost = boost
+        self.lock = threading.Lock()
+        #: Set by the worker that leaves nothing running behind it.
+        self.over = threading.Event()
+        self.state = RunState(
+            waiting=list(plan.unit_predecessor_counts),
+            remaining_readers=Counter(plan.readers),
+            values=dict(feeds),
+            keep=keep,
+        )
+        for unit in plan.units:
+            if self.state.waiting[unit.index] == 0:
+                self._make_ready(unit.index)
 
-    for unit in plan.units:
-        if state.waiting[unit.index] == 0:
-            make_ready(unit.index)
+    # -- the caller ---------------------------------------------------------------------
+    def drive(self) -> dict[str, Any]:
+        if self.trace is not None:
+            self.trace.begin(self.plan)
+            self.trace.alone = frozenset(i for u in self.serial_units for i in self.plan.units[u].nodes)
+        state = self.state
+        with self.lock:
+            mine, handed = self._start(caller=True)
+        self._hand_over(handed)
+        while mine is not None:  # nothing beside it: the caller runs it, no hand-over
+            done = self._run_unit(mine)
+            if done[2] is not None and not isinstance(done[2], Exception):
+                raise done[2]  # Ctrl-C in the caller is not the unit's failure
+            with self.lock:
+                self._record(mine, *done)
+                mine, handed = self._start(caller=True)
+            self._hand_over(handed)
+        self._wait()
+        if self.trace is not None:
+            self.trace.events.extend(state.events)
+            self.trace.end()
+        if state.failure is not None:
+            if isinstance(state.failure, GraphexecError):
+                raise state.failure
+            raise ExecutionError("<scheduler>", "<worker>", [], state.failure) from state.failure
+        if state.units_done != len(self.plan.units):
+            raise ExecutionError("<scheduler>", "<plan>", [],
+                                 f"{len(self.plan.units) - state.units_done} units never became ready")
+        return {n: state.values[n] for n in self.keep}
 
-    def finish(u: int, outputs: dict[str, Any], events: list[NodeEvent]) -> None:
-        if trace is not None:
-            trace.events.extend(events)
-        state.values.update(outputs)
+    def _wait(self) -> None:
+        """Until no unit runs; wakes up regularly so a deadline or Ctrl-C is noticed."""
+        options = self.options
+        with self.lock:
+            if self.state.running == 0:
+                return
+        while True:
+            wait = 0.1
+            if options.deadline is not None:
+                wait = min(wait, max(0.0, options.deadline - time.monotonic()))
+            if self.over.wait(wait):
+                return
+            if options.deadline is not None and time.monotonic() > options.deadline:
+                raise RunTimeoutError(f"forward ran past its timeout of {options.timeout:g} s with work still running")
+
+    # -- workers ------------------------------------------------------------------------
+    def _worker(self, u: int | None) -> None:
+        """A worker's loop: run ``u``, then whatever ready unit is next for this worker."""
+        while u is not None:
+            done = self._run_unit(u)
+            with self.lock:
+                self._record(u, *done)
+                u, handed = self._start(caller=False)
+                if u is None and self.state.running == 0:
+                    self.over.set()
+            self._hand_over(handed)
+
+    def _run_unit(self, u: int) -> tuple[dict[str, Any] | None, list[NodeEvent], BaseException | None]:
+        plan = self.plan
+        unit = plan.units[u]
+        try:
+            with self.lock:
+                inputs = {n: self.state.values[n] for n in unit.inputs}
+                alone = self.state.running == 1 and (u in self.serial_units or not self.state.ready)
+            if alone and u in self.boosted:
+                with blas_boost(self.boost) as raised:  # type: ignore[arg-type]
+                    outputs, events = run_unit(plan, unit, inputs, self.keep, self.trace is not None, self.options,
+                                               self.buffers, self.boost if raised else 0)
+            else:
+                outputs, events = run_unit(plan, unit, inputs, self.keep, self.trace is not None, self.options,
+                                           self.buffers)
+        except BaseException as exc:  # recorded: the first failure wins, the rest only finish
+            return None, [], exc
+        return outputs, events, None
+
+    # -- under the lock -----------------------------------------------------------------
+    def _make_ready(self, u: int) -> None:  # the longest remaining chain first
+        heapq.heappush(self.state.ready, (-self.plan.priority[self.plan.units[u].nodes[0]], u))
+
+    def _record(self, u: int, outputs: dict[str, Any] | None, events: list[NodeEvent],
+                failure: BaseException | None) -> None:
+        state, plan = self.state, self.plan
+        state.running -= 1
+        if failure is not None:
+            if state.failure is None:
+                state.failure = failure
+            return
+        state.events.extend(events)
+        state.values.update(outputs)  # type: ignore[arg-type]
         state.units_done += 1
         for name, count in plan.unit_reads[u].items():
             state.remaining_readers[name] -= count
-            if state.remaining_readers[name] <= 0 and name not in keep:
+            if state.remaining_readers[name] <= 0 and name not in self.keep:
                 state.values.pop(name, None)
         for s in plan.unit_successors[u]:
             state.waiting[s] -= 1
             if state.waiting[s] == 0:
-                make_ready(s)
+                self._make_ready(s)
 
-    def collect(u: int, future: Future) -> None:
-        state.in_flight -= 1
-        try:
-            outputs, events = future.result()
-        except BaseException as exc:  # the first failure wins; the rest only finish
-            if state.failure is None:
-                state.failure = exc
-            return
-        finish(u, outputs, events)
+    def _start(self, caller: bool) -> tuple[int | None, list[int]]:
+        """The unit this thread runs next (or None) and the units to hand to idle workers.
 
-    while True:
-        while state.ready and state.failure is None:
-            _, u = heapq.heappop(state.ready)
-            unit = plan.units[u]
-            serial = u in serial_units
-            if serial and state.in_flight:
-                make_ready(u)
-                break  # it runs once what is running has finished
-            inputs = {n: state.values[n] for n in unit.inputs}
-            alone = state.in_flight == 0 and (serial or not state.ready)
-            if alone or plan.unit_seconds[u] < INLINE_SECONDS or state.in_flight >= max_in_flight:
-                if not alone and plan.unit_seconds[u] >= INLINE_SECONDS and not caller_works:
-                    make_ready(u)
-                    break  # every worker is busy: wait for one
-                try:
-                    if alone and u in boosted:
-                        with blas_boost(boost) as raised:
-                            outputs, events = run_unit(plan, unit, inputs, keep, record, options, buffers,
-                                                       boost if raised else 0)
-                    else:
-                        outputs, events = run_unit(plan, unit, inputs, keep, record, options, buffers)
-                except Exception as exc:  # a KeyboardInterrupt is not the unit's failure
-                    state.failure = exc
-                    break
-                finish(u, outputs, events)
-                while True:  # take in what finished meanwhile, so priorities stay current
-                    try:
-                        collect(*done.get_nowait())
-                    except queue.Empty:
-                        break
-                continue
-            future = executor.submit(run_unit, plan, unit, inputs, keep, record, options, buffers)
-            state.in_flight += 1
-            future.add_done_callback(lambda f, u=u: done.put((u, f)))
-        if state.in_flight == 0:
-            break
-        collect(*_next_done(done, options))
-    if trace is not None:
-        trace.end()
-    if state.failure is not None:
-        if isinstance(state.failure, GraphexecError):
-            raise state.failure
-        raise ExecutionError("<scheduler>", "<worker>", [], state.failure) from state.failure
-    if state.units_done != len(plan.units):
-        raise ExecutionError("<scheduler>", "<plan>", [], f"{len(plan.units) - state.units_done} units never became ready")
-    return {n: state.values[n] for n in keep}
+        A worker takes the ready unit of highest priority; the caller only one that has
+        nothing beside it. A serial unit waits until nothing else runs."""
+        state = self.state
+        if state.failure is not None or not state.ready:
+            return None, []
+        serial = state.ready[0][1] in self.serial_units
+        if serial and state.running:
+            return None, []  # it starts once what runs now has finished
+        mine = None
+        if not caller or (state.running == 0 and (serial or len(state.ready) == 1)):
+            mine = heapq.heappop(state.ready)[1]
+            state.running += 1
+            if serial:
+                return mine, []
+        handed = []
+        while state.ready and state.running < self.workers:
+            u = state.ready[0][1]
+            if u in self.serial_units or (mine is not None and self.plan.unit_seconds[u] < INLINE_SECONDS):
+                break
+            heapq.heappop(state.ready)
+            state.running += 1
+            handed.append(u)
+        return mine, handed
+
+    def _hand_over(self, units: list[int]) -> None:
+        for k, u in enumerate(units):
+            try:
+                self.executor.submit(self._worker, u)
+            except BaseException as exc:  # a shut-down executor: this unit and the rest never run
+                with self.lock:
+                    for never_run in units[k:]:
+                        self._record(never_run, None, [], exc)
+                    if self.state.running == 0:
+                        self.over.set()
+                return

@@ -270,3 +270,43 @@ def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monk
         trace = Trace()
         spinning.forward(x, trace=trace)
     assert not any(e.blas_threads for e in trace.events)
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """A thread pool that counts the tasks handed to it."""
+
+    def __init__(self, workers: int):
+        super().__init__(workers)
+        self._lock = threading.Lock()
+        self.handed = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self._lock:
+            self.handed += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_workers_go_on_from_unit_to_unit_rather_than_each_being_handed_over():
+    """A worker that finishes a unit takes the next ready one itself: on the wide net a
+    task goes to the executor only where a block's branches fan out, not per unit."""
+    from pathlib import Path
+
+    param = Path(__file__).resolve().parent.parent / "examples" / "models" / "wide.pnnx.param"
+    x = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
+    want = Engine.load(param, threads=1, intra_op_threads=1).forward(x)
+    with CountingExecutor(2) as pool:
+        engine = Engine.load(param, threads=2, intra_op_threads=1, executor=pool)
+        got = engine.forward(x)
+    units = len(engine.plan().units)
+    assert np.array_equal(got, want)
+    assert 0 < pool.handed <= units // 4, f"{pool.handed} hand-overs for {units} units"
+
+
+def test_an_executor_that_refuses_work_gives_one_error_and_no_hang():
+    graph = random_dag(np.random.default_rng(5), 20, 3, 2)
+    pool = ThreadPoolExecutor(2)
+    pool.shutdown()
+    engine = Engine(graph, threads=2, executor=pool)
+    with pytest.raises(ExecutionError) as info:
+        engine.forward(*inputs_for(engine), timeout=10)
+    assert isinstance(info.value.__cause__, RuntimeError)

@@ -109,9 +109,10 @@ def run_concurrent(
 ) -> dict[str, Any]:
     """Run ``plan`` with at most ``workers`` units at once on ``executor``.
 
-    The calling thread runs a unit itself when nothing can run beside it (nothing running,
-    one unit ready); otherwise units go to the executor, whose workers go on from unit to
-    unit (see the module docstring) while the caller waits.
+    While no worker runs, the calling thread runs a unit itself when nothing can run beside
+    it (one unit ready) or when the unit costs less than handing it over; otherwise units go
+    to the executor, whose workers go on from unit to unit (see the module docstring) while
+    the caller waits.
 
     A timeout or a KeyboardInterrupt returns at once: the run is marked cancelled, so the
     units still on workers stop before their next node, and their results are dropped.
@@ -257,15 +258,18 @@ class _Run:
         """The unit this thread runs next (or None) and the units to hand to idle workers.
 
         A worker takes the ready unit of highest priority; the caller only one that has
-        nothing beside it. A serial unit waits until nothing else runs."""
+        nothing beside it, or one cheaper than handing it over, while no worker runs. A
+        serial unit waits until nothing else runs."""
         state = self.state
         if state.failure is not None or not state.ready:
             return None, []
-        serial = state.ready[0][1] in self.serial_units
+        top = state.ready[0][1]
+        serial = top in self.serial_units
         if serial and state.running:
             return None, []  # it starts once what runs now has finished
         mine = None
-        if not caller or (state.running == 0 and (serial or len(state.ready) == 1)):
+        cheap = self.plan.unit_seconds[top] < INLINE_SECONDS
+        if not caller or (state.running == 0 and (serial or cheap or len(state.ready) == 1)):
             mine = heapq.heappop(state.ready)[1]
             state.running += 1
             if serial:

@@ -68,6 +68,17 @@ class ShuffledExecutor(Executor):
             self._thread.join()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def every_unit_may_go_to_a_worker():
+    """The random graphs' layers are estimated far below the cost of a hand-over, so the
+    calling thread would run them all itself: here they must go to the workers."""
+    from graphexec import scheduler
+
+    saved, scheduler.INLINE_SECONDS = scheduler.INLINE_SECONDS, 0.0
+    yield
+    scheduler.INLINE_SECONDS = saved
+
+
 dags = st.builds(
     lambda seed, n, k, fan: (seed, n, k, fan),
     st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 3), st.integers(1, 4),
@@ -303,10 +314,12 @@ def test_workers_go_on_from_unit_to_unit_rather_than_each_being_handed_over():
 
 
 def test_an_executor_that_refuses_work_gives_one_error_and_no_hang():
-    graph = random_dag(np.random.default_rng(5), 20, 3, 2)
+    from pathlib import Path
+
+    param = Path(__file__).resolve().parent.parent / "examples" / "models" / "wide.pnnx.param"
     pool = ThreadPoolExecutor(2)
     pool.shutdown()
-    engine = Engine(graph, threads=2, executor=pool)
+    engine = Engine.load(param, threads=2, intra_op_threads=1, executor=pool)
     with pytest.raises(ExecutionError) as info:
-        engine.forward(*inputs_for(engine), timeout=10)
+        engine.forward(np.zeros((1, 3, 32, 32), np.float32), timeout=10)
     assert isinstance(info.value.__cause__, RuntimeError)

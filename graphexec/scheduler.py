@@ -131,7 +131,9 @@ def run_concurrent(
 class _Run:
     """One call of :func:`run_concurrent`: the state, its lock and the loop each worker runs."""
 
-    def __init__(self, plan, feeds, keep, executor, workers, trace, options, buffers, boost, regions):
+    def __init__(self, plan: Plan, feeds: dict[str, Any], keep: frozenset[str], executor: Executor, workers: int,
+                 trace: Trace | None, options: RunOptions, buffers: dict[str, Any] | None, boost: int | None,
+                 regions: RegionChoice | None):
         self.plan = plan
         self.keep = keep
         self.executor = executor
@@ -203,14 +205,19 @@ class _Run:
     # -- workers ------------------------------------------------------------------------
     def _worker(self, u: int | None) -> None:
         """A worker's loop: run ``u``, then whatever ready unit is next for this worker."""
-        while u is not None:
-            done = self._run_unit(u)
+        try:
+            while u is not None:
+                done = self._run_unit(u)
+                with self.lock:
+                    self._record(u, *done)
+                    u, handed = self._start(caller=False)
+                    if u is None and self.state.running == 0:
+                        self.over.set()
+                self._hand_over(handed)
+        except BaseException as exc:  # a fault of the scheduler itself: end the run, never hang it
             with self.lock:
-                self._record(u, *done)
-                u, handed = self._start(caller=False)
-                if u is None and self.state.running == 0:
-                    self.over.set()
-            self._hand_over(handed)
+                self.state.failure = self.state.failure or exc
+            self.over.set()
 
     def _run_unit(self, u: int) -> tuple[dict[str, Any] | None, list[NodeEvent], BaseException | None]:
         plan = self.plan

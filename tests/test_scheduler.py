@@ -323,3 +323,21 @@ def test_an_executor_that_refuses_work_gives_one_error_and_no_hang():
     with pytest.raises(ExecutionError) as info:
         engine.forward(np.zeros((1, 3, 32, 32), np.float32), timeout=10)
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_a_fault_in_a_workers_own_bookkeeping_ends_the_run_instead_of_hanging_it(monkeypatch):
+    from graphexec import scheduler
+
+    start = scheduler._Run._start
+
+    def faulty(self, caller):
+        if not caller:
+            raise RuntimeError("bookkeeping fault")
+        return start(self, caller)
+
+    monkeypatch.setattr(scheduler._Run, "_start", faulty)
+    graph = random_dag(np.random.default_rng(2), 30, 3, 3)
+    with Engine(graph, threads=2) as engine:
+        with pytest.raises(ExecutionError) as info:
+            engine.forward(*inputs_for(engine), timeout=10)
+    assert "bookkeeping fault" in str(info.value.__cause__)

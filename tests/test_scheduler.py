@@ -6,6 +6,7 @@ import gc
 import threading
 import weakref
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from graphexec import Engine, ExecutionError, Trace
 from graphexec.scheduler import SynchronousExecutor
 from tests.graphs import SHAPE, overlaps, random_dag
+
+MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
 
 
 def as_tuple(result):
@@ -221,12 +224,10 @@ def test_one_thread_with_a_trace_stays_on_the_calling_thread():
 def test_default_workers_follow_the_regions(name, workers, mixing):
     """The wide net's eight equal branches gain from two workers; inception_mini's small
     chains would lose more to hand-overs than they gain, so they run on one."""
-    from pathlib import Path
-
     from graphexec.engine import default_threads
     from graphexec.regions import regions
 
-    param = Path(__file__).resolve().parent.parent / "examples" / "models" / f"{name}.pnnx.param"
+    param = MODELS / f"{name}.pnnx.param"
     plan = Engine.load(param, threads=1).plan()
     assert default_threads(plan, 2, mixing) == workers
     assert any(not r.serial for r in regions(plan, 2, 2)) == (workers > 1)
@@ -239,8 +240,6 @@ def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monk
     branches of the wide net's blocks run side by side on one BLAS thread each. An
     explicit intra_op_threads is kept for every node, and without short BLAS spins
     nothing is raised (a raised node would slow the branches after it)."""
-    from pathlib import Path
-
     from graphexec import engine as engine_module
     from graphexec import regions
     from graphexec.engine import cpu_count
@@ -249,7 +248,7 @@ def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monk
         pytest.skip("needs two cores")
     monkeypatch.setattr(engine_module, "idle_threads_sleep", lambda: True)
     monkeypatch.setattr(regions, "MIN_SCALING_FLOPS", 0)  # the small stem conv counts as large
-    param = Path(__file__).resolve().parent.parent / "examples" / "models" / "wide.pnnx.param"
+    param = MODELS / "wide.pnnx.param"
     x = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
     with Engine.load(param) as engine:
         assert engine.threads == 2 and engine.intra_op_threads == 1
@@ -300,9 +299,7 @@ class CountingExecutor(ThreadPoolExecutor):
 def test_workers_go_on_from_unit_to_unit_rather_than_each_being_handed_over():
     """A worker that finishes a unit takes the next ready one itself: on the wide net a
     task goes to the executor only where a block's branches fan out, not per unit."""
-    from pathlib import Path
-
-    param = Path(__file__).resolve().parent.parent / "examples" / "models" / "wide.pnnx.param"
+    param = MODELS / "wide.pnnx.param"
     x = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
     want = Engine.load(param, threads=1, intra_op_threads=1).forward(x)
     with CountingExecutor(2) as pool:
@@ -314,9 +311,7 @@ def test_workers_go_on_from_unit_to_unit_rather_than_each_being_handed_over():
 
 
 def test_an_executor_that_refuses_work_gives_one_error_and_no_hang():
-    from pathlib import Path
-
-    param = Path(__file__).resolve().parent.parent / "examples" / "models" / "wide.pnnx.param"
+    param = MODELS / "wide.pnnx.param"
     pool = ThreadPoolExecutor(2)
     pool.shutdown()
     engine = Engine.load(param, threads=2, intra_op_threads=1, executor=pool)

@@ -221,7 +221,8 @@ class Engine:
         with self._executor_lock:
             if self._owned_executor is None:
                 pinner = Pinner(self.worker_cores) if self.worker_cores is not None else None
-                pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="graphexec", initializer=pinner)
+                pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="graphexec",
+                                          initializer=pinner)
                 self._owned_executor = pool
                 weakref.finalize(self, pool.shutdown, wait=False)
             return self._owned_executor

@@ -120,7 +120,8 @@ def run_concurrent(
     of ``regions`` wait until nothing else runs, and with ``boost`` its boosted units get
     that many BLAS threads when they run alone (see :mod:`graphexec.regions`).
     """
-    run = _Run(plan, feeds, frozenset(keep), executor, max(1, workers), trace, options, buffers, boost, regions)
+    run = _Run(plan, feeds, frozenset(keep), executor, max(1, workers), trace, options, buffers, boost,
+               regions)
     try:
         return run.drive()
     except BaseException:
@@ -131,9 +132,9 @@ def run_concurrent(
 class _Run:
     """One call of :func:`run_concurrent`: the state, its lock and the loop each worker runs."""
 
-    def __init__(self, plan: Plan, feeds: dict[str, Any], keep: frozenset[str], executor: Executor, workers: int,
-                 trace: Trace | None, options: RunOptions, buffers: dict[str, Any] | None, boost: int | None,
-                 regions: RegionChoice | None):
+    def __init__(self, plan: Plan, feeds: dict[str, Any], keep: frozenset[str], executor: Executor,
+                 workers: int, trace: Trace | None, options: RunOptions, buffers: dict[str, Any] | None,
+                 boost: int | None, regions: RegionChoice | None):
         self.plan = plan
         self.keep = keep
         self.executor = executor
@@ -200,7 +201,8 @@ class _Run:
             if self.over.wait(wait):
                 return
             if options.deadline is not None and time.monotonic() > options.deadline:
-                raise RunTimeoutError(f"forward ran past its timeout of {options.timeout:g} s with work still running")
+                raise RunTimeoutError(
+                    f"forward ran past its timeout of {options.timeout:g} s with work still running")
 
     # -- workers ------------------------------------------------------------------------
     def _worker(self, u: int | None) -> None:
@@ -222,17 +224,17 @@ class _Run:
     def _run_unit(self, u: int) -> tuple[dict[str, Any] | None, list[NodeEvent], BaseException | None]:
         plan = self.plan
         unit = plan.units[u]
+        record = self.trace is not None
         try:
             with self.lock:
                 inputs = {n: self.state.values[n] for n in unit.inputs}
                 alone = self.state.running == 1 and (u in self.serial_units or not self.state.ready)
             if alone and u in self.boosted:
                 with blas_boost(self.boost) as raised:  # type: ignore[arg-type]
-                    outputs, events = run_unit(plan, unit, inputs, self.keep, self.trace is not None, self.options,
+                    outputs, events = run_unit(plan, unit, inputs, self.keep, record, self.options,
                                                self.buffers, self.boost if raised else 0)
             else:
-                outputs, events = run_unit(plan, unit, inputs, self.keep, self.trace is not None, self.options,
-                                           self.buffers)
+                outputs, events = run_unit(plan, unit, inputs, self.keep, record, self.options, self.buffers)
         except BaseException as exc:  # recorded: the first failure wins, the rest only finish
             return None, [], exc
         return outputs, events, None

@@ -3,10 +3,10 @@
 The workers drive the run. A worker that finishes a unit (a chain of nodes) records it in
 the run's state (:class:`RunState`, under the run's one lock), makes its successors ready
 and goes straight on with the ready unit of highest priority; it hands a unit to another
-worker through the executor only when more units are ready than workers are busy. The
-calling thread runs the units that have nothing beside them and otherwise sleeps until
-the last worker is done. No worker ever waits on work queued to the same pool, so no
-deadlock is possible.
+worker through the executor only when more units are ready than workers are busy. While
+no worker runs, the calling thread runs the units that have nothing beside them or cost
+less than a hand-over; otherwise it sleeps until the last worker is done. No worker ever
+waits on work queued to the same pool, so no deadlock is possible.
 
 Why not one thread that owns the state and hands out every unit: it must wake for each
 finished unit and wake a worker for each new one, and on a machine whose cores the

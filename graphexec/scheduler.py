@@ -48,7 +48,6 @@ class RunState:
     waiting: list[int]
     remaining_readers: Counter[str]
     values: dict[str, Any]
-    keep: frozenset[str]
     ready: list[tuple[float, int]] = field(default_factory=list)
     #: Units started and not yet recorded as finished.
     running: int = 0
@@ -152,7 +151,6 @@ class _Run:
             waiting=list(plan.unit_predecessor_counts),
             remaining_readers=Counter(plan.readers),
             values=dict(feeds),
-            keep=keep,
         )
         for unit in plan.units:
             if self.state.waiting[unit.index] == 0:

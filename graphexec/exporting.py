@@ -83,6 +83,7 @@ def export(
     check: bool = True,
     tolerance: float = TOLERANCE,
     dynamic_inputs: Any = None,
+    check_trace: bool = True,
 ) -> Path:
     """Export ``module`` with pnnx and store PyTorch's answer beside it; return the param path.
 
@@ -101,6 +102,10 @@ def export(
 
     ``dynamic_inputs``, example inputs of other shapes, makes pnnx export the sizes that
     differ as symbolic (``?``), so the model runs at any of them.
+
+    ``check_trace=False`` skips TorchScript's check that tracing twice gives the same
+    graph: modules whose eval-mode fast paths differ between calls (``nn.MultiheadAttention``,
+    ``nn.TransformerEncoderLayer``) fail it although their trace is right.
     """
     torch, pnnx = _export_tools()
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
@@ -115,14 +120,18 @@ def export(
     with tempfile.TemporaryDirectory(prefix="graphexec-export-") as tmp:
         written = Path(tmp) / "model.pnnx.param"
         try:
-            if dynamic_inputs is None:
-                pnnx.export(module, str(Path(tmp) / "model.pt"), inputs)
-            else:
-                others = tuple(dynamic_inputs) if isinstance(dynamic_inputs, (tuple, list)) else (dynamic_inputs,)
-                pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others)
+            others = None
+            if isinstance(dynamic_inputs, (tuple, list)):
+                others = tuple(dynamic_inputs)
+            elif dynamic_inputs is not None:
+                others = (dynamic_inputs,)
+            pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not written.exists():
-                raise GraphexecError(f"pnnx could not export the model: {type(exc).__name__}: {exc}") from exc
+                hint = " (pass check_trace=False if the trace is right)" if "sanity" in str(exc) else ""
+                raise GraphexecError(
+                    f"pnnx could not export the model: {type(exc).__name__}: {exc}{hint}"
+                ) from exc
         if not written.exists():
             raise GraphexecError("pnnx wrote no model (see its messages above)")
         param = base.with_name(base.name + ".pnnx.param")

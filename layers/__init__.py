@@ -6,6 +6,7 @@ operator. A user adds an operator with one class and one ``@register("type")`` l
 
 from layers import (  # noqa: F401  (imported for their registrations)
     activation,
+    attention,
     conv,
     elementwise,
     expression,
@@ -14,6 +15,7 @@ from layers import (  # noqa: F401  (imported for their registrations)
     norm,
     plumbing,
     pooling,
+    recurrent,
     reduction,
     resize,
     shape,

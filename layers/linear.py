@@ -1,4 +1,5 @@
-"""Products: ``nn.Linear``, ``F.linear``, ``torch.matmul/mm/mv/bmm``, ``torch.addmm/baddbmm``.
+"""Products: ``nn.Linear``, ``F.linear``, ``torch.matmul/mm/mv/bmm``, ``torch.addmm/baddbmm``,
+``torch.einsum``.
 
 ::
 
@@ -10,11 +11,13 @@
     └── BMM             torch.bmm: 3-D x 3-D, equal batches
     AddMM           torch.addmm: beta * input + alpha * (mat1 @ mat2)
     └── BAddBMM         torch.baddbmm: the same over a batch of 3-D matrices
+    Einsum          torch.einsum: any equation, by np.einsum
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -246,3 +249,84 @@ class BAddBMM(AddMM):
     """``beta * input + alpha * bmm(batch1, batch2)``."""
 
     rank = 3
+
+
+class EinsumEquation:
+    """A parsed ``torch.einsum`` equation: each operand's labels, the output's, and the
+    ellipsis (``...``) standing for broadcast dims."""
+
+    def __init__(self, equation: str):
+        lhs, arrow, rhs = equation.replace(" ", "").partition("->")
+        self.terms = lhs.split(",")
+        for term in self.terms + ([rhs] if arrow else []):
+            letters = term.replace("...", "")
+            if "." in letters or not all(c.isalpha() for c in letters):
+                raise ValueError(f"bad einsum term {term!r} in {equation!r}")
+        if arrow:
+            self.output = rhs
+        else:  # implicit: the labels seen once, in alphabetical order, after the ellipsis
+            counts = Counter(c for term in self.terms for c in term.replace("...", ""))
+            once = "".join(sorted(c for c, n in counts.items() if n == 1))
+            self.output = ("..." if "..." in lhs else "") + once
+        self.equation = f"{lhs}->{self.output}"
+
+    def sizes(self, shapes: list[Shape]) -> tuple[dict[str, int], Shape]:
+        """Each label's size and the broadcast shape of the ``...`` dims, for operands of ``shapes``."""
+        if len(shapes) != len(self.terms):
+            raise ShapeMismatch(
+                f"einsum {self.equation!r} takes {len(self.terms)} operands, given {len(shapes)}"
+            )
+        sizes: dict[str, int] = {}
+        ellipsis: Shape = ()
+        for term, shape in zip(self.terms, shapes):
+            head, dots, tail = term.partition("...")
+            spread = len(shape) - len(head) - len(tail)
+            if spread < 0 or (spread and not dots):
+                raise ShapeMismatch(f"einsum term {term!r} does not fit an operand of shape {shape}")
+            if dots:
+                ellipsis = broadcast(ellipsis, shape[len(head):len(head) + spread], "einsum '...' dims")
+            for label, size in zip(head + tail, shape[:len(head)] + shape[len(head) + spread:]):
+                known = sizes.setdefault(label, size)
+                if size != known and 1 not in (size, known):
+                    raise ShapeMismatch(f"einsum label {label!r} stands for sizes {known} and {size}")
+                sizes[label] = max(size, known)
+        return sizes, ellipsis
+
+    def output_shape(self, shapes: list[Shape]) -> Shape:
+        sizes, ellipsis = self.sizes(shapes)
+        head, dots, tail = self.output.partition("...")
+        missing = [c for c in head + tail if c not in sizes]
+        if missing:
+            raise ShapeMismatch(f"einsum output labels {missing} are on no operand")
+        return tuple(sizes[c] for c in head) + (ellipsis if dots else ()) + tuple(sizes[c] for c in tail)
+
+
+@register("torch.einsum")
+class Einsum(Layer):
+    """``torch.einsum(equation, *operands)``, by ``np.einsum`` (which hands pairwise
+    contractions to BLAS)."""
+
+    def build(self, params: Params) -> None:
+        try:
+            self.parsed = EinsumEquation(params.str("equation"))
+        except ValueError as exc:
+            raise params.error(str(exc)) from None
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        return [self.parsed.output_shape(shapes)]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [np.result_type(*dtypes)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        dtype = np.result_type(*inputs)
+        out = np.einsum(self.parsed.equation, *inputs, optimize=len(inputs) > 1)
+        return [np.ascontiguousarray(out, dtype=dtype)]
+
+    def flops(self, inputs, outputs) -> int:
+        """One multiply-add per combination of every label (and ``...`` dim) value."""
+        sizes, ellipsis = self.parsed.sizes([spec.shape for spec in inputs])
+        return 2 * math.prod(sizes.values()) * math.prod(ellipsis)
+
+    def blas_flops(self, inputs, outputs) -> int:
+        return self.flops(inputs, outputs) if len(inputs) > 1 else 0

@@ -127,3 +127,19 @@ def test_export_is_the_function_even_after_importing_its_module():
 
     assert graphexec.export is module.export
     assert "export" in graphexec.__all__
+
+
+@needs_export_tools
+def test_a_transformer_exports_with_the_trace_check_off_and_matches(tmp_path):
+    """nn.TransformerEncoderLayer's eval fast path fails TorchScript's trace check: the error
+    says what to pass, and with it the export runs and matches PyTorch (checked inside)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
+    x = torch.rand(2, 5, 16)
+    with pytest.raises(GraphexecError, match="check_trace=False"):
+        graphexec.export(layer, x, tmp_path / "strict")
+    param = graphexec.export(layer, x, tmp_path / "layer", check_trace=False)
+    assert "nn.MultiheadAttention" in param.read_text()

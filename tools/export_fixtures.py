@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "ops"
 sys.path.insert(0, str(ROOT))
 
-import graphexec  # noqa: E402
-from tools.cases import Case  # noqa: E402
+import graphexec
+from tools.cases import Case
 
 
 def export_case(family: str, case: Case) -> Path:
@@ -39,7 +39,8 @@ def export_case(family: str, case: Case) -> Path:
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    graphexec.export(case.module, tuple(case.inputs), target / "model", check=False, dynamic_inputs=case.inputs2)
+    graphexec.export(case.module, tuple(case.inputs), target / "model", check=False, dynamic_inputs=case.inputs2,
+                     check_trace=case.check_trace)
     (target / "model.io.npz").rename(target / "io.npz")
     return target
 

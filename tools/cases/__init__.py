@@ -21,6 +21,8 @@ class Case:
     inputs: tuple[Any, ...]
     #: Inputs of other shapes: pnnx then exports the dims that differ as dynamic (``?``).
     inputs2: tuple[Any, ...] | None = None
+    #: False for modules whose trace differs between calls (see graphexec.export).
+    check_trace: bool = True
 
 
 class Fn(nn.Module):

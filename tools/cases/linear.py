@@ -1,4 +1,5 @@
-"""Golden cases for layers/linear.py: nn.Linear, F.linear, torch.matmul/mm/mv/bmm/addmm/baddbmm."""
+"""Golden cases for layers/linear.py: nn.Linear, F.linear, torch.matmul/mm/mv/bmm/addmm/baddbmm,
+torch.einsum."""
 
 from __future__ import annotations
 
@@ -46,4 +47,14 @@ CASES = [
          (x(2, 3, 5), x(2, 3, 4), x(2, 4, 5))),
     Case("baddbmm_broadcast", Fn(lambda c, a, b: torch.baddbmm(c, a, b)),
          (x(1, 3, 5), x(2, 3, 4), x(2, 4, 5))),
+    Case("einsum_batched_matmul", Fn(lambda a, b: torch.einsum("bij,bjk->bik", a, b)),
+         (x(2, 3, 4), x(2, 4, 5))),
+    Case("einsum_attention_scores", Fn(lambda a, b: torch.einsum("ijkln,ijkmn->ijklm", a, b)),
+         (x(1, 2, 2, 5, 4), x(1, 2, 2, 6, 4))),
+    Case("einsum_outer", Fn(lambda a, b: torch.einsum("i,j->ij", a, b)), (x(3), x(4))),
+    Case("einsum_trace_diagonal", Fn(lambda a: torch.einsum("ii->i", a)), (x(4, 4),)),
+    Case("einsum_sum_transpose", Fn(lambda a: torch.einsum("abc->ca", a)), (x(2, 3, 4),)),
+    Case("einsum_implicit", Fn(lambda a, b: torch.einsum("ij,jk", a, b)), (x(3, 4), x(4, 2))),
+    Case("einsum_three_operands", Fn(lambda a, b, c: torch.einsum("ij,jk,kl->il", a, b, c)),
+         (x(2, 3), x(3, 4), x(4, 5))),
 ]

@@ -1,0 +1,115 @@
+"""Golden cases for layers/attention.py: nn.MultiheadAttention and F.scaled_dot_product_attention.
+
+nn.MultiheadAttention's eval-mode fast path makes two traces differ, so its cases are
+exported with ``check_trace=False``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tools.cases import Case, Fn
+
+torch.manual_seed(0)
+
+
+def x(*shape):
+    return torch.randn(*shape)
+
+
+class Attention(nn.Module):
+    """One nn.MultiheadAttention called as ``how`` says: self, cross (key = value) or q/k/v,
+    with a mask or the attention weights as a second output."""
+
+    def __init__(self, how: str, embed: int = 16, heads: int = 2, **kwargs):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(embed, heads, **kwargs)
+        self.how = how
+        with torch.no_grad():  # non-zero biases, as after training
+            for name, p in self.attn.named_parameters():
+                if "bias" in name:
+                    p.uniform_(-0.5, 0.5)
+
+    def forward(self, q, *rest):
+        if self.how == "self":
+            return self.attn(q, q, q, need_weights=False)[0]
+        if self.how == "cross":
+            return self.attn(q, rest[0], rest[0], need_weights=False)[0]
+        if self.how == "qkv":
+            return self.attn(q, rest[0], rest[1], need_weights=False)[0]
+        if self.how == "mask":
+            return self.attn(q, q, q, attn_mask=rest[0], need_weights=False)[0]
+        if self.how == "causal":
+            mask = nn.Transformer.generate_square_subsequent_mask(q.shape[1])
+            return self.attn(q, q, q, attn_mask=mask, need_weights=False)[0]
+        if self.how == "weights":
+            return self.attn(q, q, q, need_weights=True)
+        if self.how == "head_weights":
+            return self.attn(q, q, q, need_weights=True, average_attn_weights=False)
+        raise ValueError(self.how)
+
+
+def unchecked(name, module, inputs):
+    """A case exported without TorchScript's trace check."""
+    return Case(name, module, inputs, check_trace=False)
+
+
+def tiny_vit() -> nn.Module:
+    """torchvision's VisionTransformer, small, with a trained-looking (non-zero) head."""
+    from torchvision.models import VisionTransformer
+
+    model = VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=32, mlp_dim=64, num_classes=10
+    )
+    with torch.no_grad():
+        model.heads.head.weight.normal_(0, 0.2)
+        model.heads.head.bias.uniform_(-0.5, 0.5)
+    return model
+
+
+def sdpa(**kwargs):
+    return Fn(lambda q, k, v, *mask: F.scaled_dot_product_attention(q, k, v, *mask, **kwargs))
+
+
+CASES = [
+    unchecked("mha_self", Attention("self", batch_first=True), (x(2, 5, 16),)),
+    unchecked("mha_seq_first", Attention("self"), (x(5, 2, 16),)),
+    unchecked("mha_cross", Attention("cross", batch_first=True), (x(2, 5, 16), x(2, 7, 16))),
+    unchecked("mha_qkv", Attention("qkv", batch_first=True), (x(1, 5, 16), x(1, 7, 16), x(1, 7, 16))),
+    unchecked(
+        "mha_kdim_vdim",
+        Attention("qkv", batch_first=True, kdim=8, vdim=12),
+        (x(1, 5, 16), x(1, 7, 8), x(1, 7, 12)),
+    ),
+    unchecked("mha_float_mask", Attention("mask", batch_first=True), (x(1, 5, 16), x(5, 5))),
+    unchecked("mha_causal", Attention("causal", batch_first=True), (x(1, 6, 16),)),
+    unchecked("mha_no_bias", Attention("self", batch_first=True, bias=False), (x(1, 5, 16),)),
+    unchecked("mha_bias_kv", Attention("self", batch_first=True, add_bias_kv=True), (x(1, 5, 16),)),
+    unchecked("mha_zero_attn", Attention("self", batch_first=True, add_zero_attn=True), (x(1, 5, 16),)),
+    unchecked("mha_weights", Attention("weights", batch_first=True), (x(2, 5, 16),)),
+    unchecked(
+        "mha_head_weights", Attention("head_weights", embed=12, heads=3, batch_first=True), (x(1, 4, 12),)
+    ),
+    unchecked("vit_tiny", tiny_vit(), (x(1, 3, 32, 32),)),
+    unchecked(
+        "mha_encoder_layer",
+        nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True),
+        (x(1, 6, 16),),
+    ),
+    Case("sdpa", sdpa(), (x(1, 2, 5, 8), x(1, 2, 7, 8), x(1, 2, 7, 6))),
+    Case("sdpa_causal", sdpa(is_causal=True), (x(2, 5, 8), x(2, 5, 8), x(2, 5, 8))),
+    Case("sdpa_scale", sdpa(scale=0.5), (x(1, 3, 4, 8), x(1, 3, 4, 8), x(1, 3, 4, 8))),
+    Case("sdpa_float_mask", sdpa(), (x(1, 2, 5, 8), x(1, 2, 7, 8), x(1, 2, 7, 8), x(5, 7))),
+    # a boolean mask made in the graph (pnnx exports no boolean inputs): keys whose values sum > 0
+    Case(
+        "sdpa_bool_mask",
+        Fn(
+            lambda q, k, v: F.scaled_dot_product_attention(
+                q, k, v, attn_mask=v.sum(-1, keepdim=True).transpose(-1, -2) > 0
+            )
+        ),
+        (x(1, 2, 5, 8), x(1, 2, 7, 8), x(1, 2, 7, 8)),
+    ),
+]

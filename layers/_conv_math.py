@@ -636,18 +636,18 @@ def conv_transpose2d(
     else:
         np.copyto(out, bias.reshape(out_channels, 1, 1).astype(cols.dtype, copy=False))
     for i in range(kh):
-        rows = _tap_span(h, stride[0], i * dilation[0] - padding[0], output_size[0])
+        rows = tap_span(h, stride[0], i * dilation[0] - padding[0], output_size[0])
         if rows is None:
             continue
         for j in range(kw):
-            columns = _tap_span(w, stride[1], j * dilation[1] - padding[1], output_size[1])
+            columns = tap_span(w, stride[1], j * dilation[1] - padding[1], output_size[1])
             if columns is None:
                 continue
             out[:, :, rows[0], columns[0]] += cols[:, :, i, j, rows[1], columns[1]]
     return out
 
 
-def _tap_span(size: int, stride: int, offset: int, limit: int) -> tuple[slice, slice] | None:
+def tap_span(size: int, stride: int, offset: int, limit: int) -> tuple[slice, slice] | None:
     """Output and input slices of one tap: input ``k`` lands at ``k * stride + offset``.
 
     Only the positions inside ``[0, limit)`` are kept; ``None`` when none is.

@@ -1,4 +1,5 @@
-"""Convolutions: ``nn.Conv1d/2d``, ``nn.ConvTranspose1d/2d`` and their functional forms.
+"""Convolutions: ``nn.Conv1d/2d``, ``nn.ConvTranspose1d/2d`` and their functional forms
+(3-D ones: :mod:`layers.conv3d`).
 
 ::
 
@@ -43,7 +44,7 @@ PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 class _Conv(Layer):
     """What every convolution shares: geometry params and the 1-D/unbatched plumbing."""
 
-    #: Spatial dims: 1 for Conv1d, 2 for Conv2d.
+    #: Spatial dims: 1 for Conv1d, 2 for Conv2d (3 in :mod:`layers.conv3d`).
     spatial = 2
     #: Whether this is a transposed convolution.
     transposed = False
@@ -119,6 +120,30 @@ class _Conv(Layer):
                 raise params.error(
                     f"padding_mode={self.padding_mode!r}: transposed convolutions only pad with zeros"
                 )
+
+    def _read_module(self, params: Params, *, transposed: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """An nn.Conv*'s geometry, channels and kernel size; returns its (weight, bias)."""
+        n = self.spatial
+        self._read_geometry(params)
+        self.in_channels = params.int("in_channels")
+        self.out_channels = params.int("out_channels")
+        self.kernel_size = params.ints("kernel_size", n)
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise params.error(
+                f"in_channels={self.in_channels} and out_channels={self.out_channels} "
+                f"must be divisible by groups={self.groups}"
+            )
+        if any(k < 1 for k in self.kernel_size):
+            raise params.error(f"kernel_size={self.kernel_size} must be positive")
+        if transposed:
+            shape = (self.in_channels, self.out_channels // self.groups) + self.kernel_size
+        else:
+            shape = (self.out_channels, self.in_channels // self.groups) + self.kernel_size
+        weight = params.attr("weight", shape=shape, dtype=np.float32)
+        bias = None
+        if params.bool("bias", params.has_attr("bias")):
+            bias = params.attr("bias", shape=(self.out_channels,), dtype=np.float32)
+        return weight, bias
 
     def _pads(self, kernel: tuple[int, ...]) -> list[tuple[int, int]]:
         """(before, after) padding per spatial dim."""
@@ -233,22 +258,8 @@ class _Conv(Layer):
 class _ConvModule(_Conv):
     def build(self, params: Params) -> None:
         n = self.spatial
-        self._read_geometry(params)
-        self.in_channels = params.int("in_channels")
-        self.out_channels = params.int("out_channels")
-        self.kernel_size = params.ints("kernel_size", n)
-        if self.in_channels % self.groups or self.out_channels % self.groups:
-            raise params.error(
-                f"in_channels={self.in_channels} and out_channels={self.out_channels} "
-                f"must be divisible by groups={self.groups}"
-            )
-        if any(k < 1 for k in self.kernel_size):
-            raise params.error(f"kernel_size={self.kernel_size} must be positive")
-        shape = (self.out_channels, self.in_channels // self.groups) + self.kernel_size
-        self.weight = self._lift_weight(params.attr("weight", shape=shape, dtype=np.float32))
-        self.bias = None
-        if params.bool("bias", params.has_attr("bias")):
-            self.bias = params.attr("bias", shape=(self.out_channels,), dtype=np.float32)
+        weight, self.bias = self._read_module(params, transposed=False)
+        self.weight = self._lift_weight(weight)
         self.geometry = self._geometry()
         # The weight copied once into aligned memory in the layout its path wants.
         self.kernel = Conv2dKernel(self.weight, self.bias, self.geometry)
@@ -377,24 +388,9 @@ class _ConvTransposeMixin(_Conv):
 
 class _ConvTransposeModule(_ConvTransposeMixin):
     def build(self, params: Params) -> None:
-        n = self.spatial
-        self._read_geometry(params)
-        self.in_channels = params.int("in_channels")
-        self.out_channels = params.int("out_channels")
-        self.kernel_size = params.ints("kernel_size", n)
-        if self.in_channels % self.groups or self.out_channels % self.groups:
-            raise params.error(
-                f"in_channels={self.in_channels} and out_channels={self.out_channels} "
-                f"must be divisible by groups={self.groups}"
-            )
-        if any(k < 1 for k in self.kernel_size):
-            raise params.error(f"kernel_size={self.kernel_size} must be positive")
-        shape = (self.in_channels, self.out_channels // self.groups) + self.kernel_size
-        weight = params.attr("weight", shape=shape, dtype=np.float32)
+        weight, bias = self._read_module(params, transposed=True)
         self.kernel = aligned(transposed_kernel(weight, self.groups))
-        self.bias = None
-        if params.bool("bias", params.has_attr("bias")):
-            self.bias = aligned(params.attr("bias", shape=(self.out_channels,), dtype=np.float32))
+        self.bias = None if bias is None else aligned(bias)
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)

@@ -6,6 +6,7 @@
     IndexSelect   torch.index_select    whole slices at 1-D indices along dim
     Index         Tensor.index          x[idx] with index tensors (numpy's advanced indexing)
     Embedding     nn.Embedding          weight rows at integer indices
+    FEmbedding    F.embedding           the same with the weight as an input
     MaskedFill    Tensor.masked_fill    value where a bool mask is set
     TopK          torch.topk            k largest/smallest values and their int64 indices
 
@@ -142,6 +143,35 @@ class Embedding(Layer):
         index = inputs[0]
         check_range(index, self.weight.shape[0], "embedding")
         return [np.take(self.weight, index, axis=0)]
+
+
+@register("F.embedding")
+class FEmbedding(Layer):
+    """``F.embedding(input, weight)``: rows of the ``weight`` input at integer indices."""
+
+    def build(self, params: Params) -> None:
+        if params.raw("max_norm", None) is not None:
+            raise params.error("max_norm renormalizes the weight as it runs; it is not supported")
+        names = self.input_names if any(self.input_names) else ["input", "weight"]
+        if "input" not in names or "weight" not in names:
+            raise params.error(f"expected the inputs input and weight, given {names}")
+        self.index_at, self.weight_at = names.index("input"), names.index("weight")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 2)
+        weight = shapes[self.weight_at]
+        if len(weight) != 2:
+            raise ShapeMismatch(f"the embedding weight should be 2-D, given shape {weight}")
+        return [shapes[self.index_at] + weight[1:]]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        _check_index_dtype(dtypes[self.index_at], "the input of an embedding")
+        return [dtypes[self.weight_at]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        index, weight = inputs[self.index_at], np.asarray(inputs[self.weight_at])
+        check_range(index, weight.shape[0], "embedding")
+        return [np.take(weight, index, axis=0)]
 
 
 # ------------------------------------------------------------------------------------------

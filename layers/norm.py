@@ -2,14 +2,15 @@
 
 ::
 
-    BatchNorm1d/2d          nn.BatchNorm*: running stats folded once into scale + shift
+    BatchNorm1d/2d/3d       nn.BatchNorm*: running stats folded once into scale + shift
     FBatchNorm              F.batch_norm: stats/affine as inputs; no stats -> batch stats
     LayerNorm, FLayerNorm   over the trailing ``normalized_shape`` dims
+    RMSNorm, FRMSNorm       x / root mean square over the trailing dims (no centring)
     GroupNorm, FGroupNorm   over each group of channels (and all spatial dims)
-    InstanceNorm1d/2d       over the spatial dims of each (sample, channel)
+    InstanceNorm1d/2d/3d    over the spatial dims of each (sample, channel)
     FInstanceNorm           F.instance_norm
     Normalize               F.normalize: x / max(||x||_p, eps) along ``dim``
-    LocalResponseNorm       F.local_response_norm: across neighbouring channels
+    LocalResponseNorm       nn.LocalResponseNorm, F.local_response_norm: across channels
 
 pnnx turns an ``nn.*Norm`` without affine weights into the ``F.*`` form, and a BatchNorm
 that follows a convolution into the convolution. Statistics are computed in float32 (or
@@ -155,6 +156,13 @@ class BatchNorm2d(_BatchNormModule):
     ranks = (4,)
 
 
+@register("nn.BatchNorm3d")
+class BatchNorm3d(_BatchNormModule):
+    """Inference batch norm of (N, C, D, H, W) inputs with stored running stats."""
+
+    ranks = (5,)
+
+
 @register("F.batch_norm")
 class FBatchNorm(Layer):
     """``F.batch_norm``: running stats given -> inference; ``running_mean=None`` -> batch stats."""
@@ -268,6 +276,60 @@ class FLayerNorm(_LayerNormBase):
         return [self._normalize(inputs[0], args.get("weight"), args.get("bias"))]
 
 
+class _RMSNormBase(_LayerNormBase):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape`` dims;
+    with ``eps=None`` the input dtype's machine epsilon, as PyTorch does."""
+
+    def _read_shape(self, params: Params) -> None:
+        self.normalized_shape = params.ints("normalized_shape")
+        if not self.normalized_shape or any(d < 1 for d in self.normalized_shape):
+            raise params.error(f"normalized_shape={self.normalized_shape} must be non-empty and positive")
+        self.eps = None if params.raw("eps", None) in (None, "None") else read_eps(params)
+
+    def _rms_normalize(self, x: np.ndarray, weight: np.ndarray | None) -> np.ndarray:
+        size = numel(self.normalized_shape)
+        rows = x.astype(_compute_dtype(x.dtype), copy=False).reshape(-1, size)
+        eps = np.finfo(x.dtype if x.dtype.kind == "f" else np.float32).eps if self.eps is None else self.eps
+        out = rows / np.sqrt(np.mean(np.square(rows), axis=-1, keepdims=True) + eps)
+        if weight is not None:
+            out *= weight.reshape(size)
+        return out.reshape(x.shape).astype(x.dtype, copy=False)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, self.num_inputs)
+        self._check_input(shapes[0])
+        if self.num_inputs > 1 and tuple(shapes[1]) != self.normalized_shape:
+            raise ShapeMismatch(f"weight should have shape {self.normalized_shape}, given {shapes[1]}")
+        return [shapes[0]]
+
+
+@register("nn.RMSNorm")
+class RMSNorm(_RMSNormBase):
+    """Root-mean-square norm with a stored weight (``elementwise_affine``)."""
+
+    def build(self, params: Params) -> None:
+        self._read_shape(params)
+        affine = params.bool("elementwise_affine", params.has_attr("weight"))
+        self.weight = params.attr("weight", shape=self.normalized_shape, dtype=np.float32) if affine else None
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [self._rms_normalize(inputs[0], self.weight)]
+
+
+@register("F.rms_norm")
+class FRMSNorm(_RMSNormBase):
+    """``F.rms_norm`` with the weight as an input, or ``None``."""
+
+    def build(self, params: Params) -> None:
+        self._read_shape(params)
+        self.at = _named_inputs(self, ("weight",))
+        _no_param_value(params, ("weight",), self.at)
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        weight = np.asarray(inputs[self.at["weight"]]) if "weight" in self.at else None
+        return [self._rms_normalize(inputs[0], weight)]
+
+
 # ----------------------------------------------------------------------------------------
 # Group norm and instance norm
 # ----------------------------------------------------------------------------------------
@@ -340,7 +402,7 @@ class FGroupNorm(Layer):
 
 
 class _InstanceNormModule(Layer):
-    #: Spatial dims: 1 for InstanceNorm1d, 2 for InstanceNorm2d.
+    #: Spatial dims: 1, 2 or 3 for InstanceNorm1d/2d/3d.
     spatial = 2
 
     def build(self, params: Params) -> None:
@@ -394,6 +456,13 @@ class InstanceNorm2d(_InstanceNormModule):
     """Normalises each channel of each sample over its height and width."""
 
     spatial = 2
+
+
+@register("nn.InstanceNorm3d")
+class InstanceNorm3d(_InstanceNormModule):
+    """Normalises each channel of each sample over its depth, height and width."""
+
+    spatial = 3
 
 
 @register("F.instance_norm")
@@ -470,7 +539,7 @@ class Normalize(Layer):
         return [(x / np.maximum(norm, self.eps)).astype(x.dtype, copy=False)]
 
 
-@register("F.local_response_norm")
+@register("nn.LocalResponseNorm", "F.local_response_norm")
 class LocalResponseNorm(Layer):
     """``x / (k + alpha * mean of x^2 over `size` neighbouring channels) ** beta``.
 

@@ -1,20 +1,21 @@
-"""Pooling over the trailing 1 or 2 dims: max, average, power-average (LP) and adaptive.
+"""Pooling over the trailing 1, 2 or 3 dims: max, average, power-average (LP) and adaptive.
 
 ::
 
     _Pool                       input (N,C,*spatial) or unbatched (C,*spatial)
     ├── _WindowPool             kernel/stride/padding/dilation/ceil_mode (a _Window)
-    │   ├── MaxPool1d/2d        -inf padding; indices on request
-    │   ├── AvgPool1d/2d        count_include_pad, divisor_override
+    │   ├── MaxPool1d/2d/3d     -inf padding; indices on request
+    │   ├── AvgPool1d/2d/3d     count_include_pad, divisor_override
     │   └── LPPool1d/2d         (avg of x**p * kernel area) ** (1/p)
     └── _AdaptivePool           output_size bins start=floor(i*in/out), end=ceil((i+1)*in/out)
-        ├── AdaptiveAvgPool1d/2d
-        └── AdaptiveMaxPool1d/2d
+        ├── AdaptiveAvgPool1d/2d/3d
+        └── AdaptiveMaxPool1d/2d/3d
 
 Window pooling is separable: the max (or sum) over a kh x kw window is the max over kh
 row taps of the max over kw column taps, so a 3x3 pool costs 2+2 vectorised numpy calls,
 not 8. On floats each tap is one shifted slice of a whole block of flattened padded
-channels (:func:`_pool_windows`), so numpy's inner loops run long and contiguous.
+channels (:func:`_pool_windows`), so numpy's inner loops run long and contiguous; 3-D
+pools reduce one axis at a time over strided views (:func:`_reduce_windows`).
 Indices (``return_indices``) need whole windows and take the slower
 :func:`~numpy.lib.stride_tricks.sliding_window_view` path.
 """
@@ -33,7 +34,7 @@ from layers._scratch import SCRATCH
 from layers.base import Layer, Params, SequenceSpec, Shape, ShapeMismatch, Spec, TensorSpec
 from layers.registry import register
 
-_DIM_NAMES = {1: ("L",), 2: ("H", "W")}
+_DIM_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
 
 
 # --------------------------------------------------------------------------------------
@@ -345,7 +346,7 @@ class _MaxPool(_IndexedMax, _WindowPool):
         sizes = x.shape[-nd:]
         outs = w.out_sizes(sizes)
         fill = _lowest(x.dtype)
-        if not self.return_indices and x.dtype.kind == "f" and x.size:
+        if not self.return_indices and x.dtype.kind == "f" and x.size and nd <= 2:
             return [_pool_windows(x, w, outs, np.maximum, fill)]
         xp = _padded(x, nd, w.padding, w.pads_after(sizes, outs), fill)
         if not self.return_indices:
@@ -354,7 +355,8 @@ class _MaxPool(_IndexedMax, _WindowPool):
 
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
         x = inputs[0]
-        if self.return_indices or x.dtype.kind != "f" or not x.size or outputs[0].dtype != x.dtype:
+        if (self.return_indices or x.dtype.kind != "f" or not x.size or outputs[0].dtype != x.dtype
+                or self.spatial > 2):
             super().forward_into(inputs, outputs)
             return
         sizes = x.shape[-self.spatial:]
@@ -382,6 +384,11 @@ class _MaxPool(_IndexedMax, _WindowPool):
         return values, indices
 
 
+@register("nn.MaxPool3d", "F.max_pool3d")
+class MaxPool3d(_MaxPool):
+    spatial = 3
+
+
 @register("nn.MaxPool1d", "F.max_pool1d")
 class MaxPool1d(_MaxPool):
     spatial = 1
@@ -403,7 +410,7 @@ def _avg_pool(
             _window_counts(size, o, k, s, p, include_pad)
             for size, o, k, s, p in zip(sizes, outs, window.kernel, window.stride, window.padding)
         ])
-    if x.dtype.kind == "f" and x.size:
+    if x.dtype.kind == "f" and x.size and spatial <= 2:  # the flat-slice path pools 1-D and 2-D
         if divisor is not None:
             by: float | np.ndarray = x.dtype.type(divisor)
         elif counts.min() == counts.max():  # every window is whole: one scalar divisor
@@ -442,6 +449,11 @@ class _AvgPool(_WindowPool):
             super().forward_into(inputs, outputs)
             return
         _avg_pool(inputs[0], self.window, self.spatial, self.count_include_pad, self.divisor, outputs[0])
+
+
+@register("nn.AvgPool3d", "F.avg_pool3d")
+class AvgPool3d(_AvgPool):
+    spatial = 3
 
 
 @register("nn.AvgPool1d", "F.avg_pool1d")
@@ -560,8 +572,19 @@ class _AdaptiveAvgPool(_AdaptivePool):
             cols = np.arange(size)
             inside = (cols >= start[:, None]) & (cols < end[:, None])
             weights = (inside / (end - start)[:, None]).astype(dtype)  # (out, in)
-            y = np.matmul(y, weights.T) if last else np.matmul(weights, y)
+            if last:
+                y = np.matmul(y, weights.T)
+            elif j == nd - 2:
+                y = np.matmul(weights, y)
+            else:  # depth: contract that axis and put the bins back in its place
+                axis = y.ndim - nd + j
+                y = np.moveaxis(np.tensordot(weights, y, axes=([1], [axis])), 0, axis)
         return [_fresh(y, x)]
+
+
+@register("nn.AdaptiveAvgPool3d", "F.adaptive_avg_pool3d")
+class AdaptiveAvgPool3d(_AdaptiveAvgPool):
+    spatial = 3
 
 
 @register("nn.AdaptiveAvgPool1d", "F.adaptive_avg_pool1d")
@@ -616,6 +639,11 @@ class _AdaptiveMaxPool(_IndexedMax, _AdaptivePool):
             rows = taps[j][np.arange(outs[j]).reshape((-1,) + (1,) * (nd - 1 - j)), pos]
             flat = flat * sizes[j] + rows
         return self.pack(values, flat)
+
+
+@register("nn.AdaptiveMaxPool3d", "F.adaptive_max_pool3d")
+class AdaptiveMaxPool3d(_AdaptiveMaxPool):
+    spatial = 3
 
 
 @register("nn.AdaptiveMaxPool1d", "F.adaptive_max_pool1d")

@@ -1,5 +1,5 @@
 """Reductions over some dims (or all): sum, mean, prod, max/min, amax/amin, argmax/argmin,
-norm, std/var, logsumexp.
+norm, std/var, logsumexp; and ``F.pairwise_distance``, a norm over the last dim.
 
 pnnx writes ``dim`` as a list (``dim=(0,2)``), a single int (``torch.prod``, ``torch.max``,
 ``torch.argmax``), ``None`` or nothing (every dim), and ``keepdim``. Floating sums are
@@ -194,6 +194,24 @@ class LogSumExp(_Reduction):
         return np.log(total) + shift
 
 
+def vector_norm(x: np.ndarray, p: float, axes: tuple[int, ...]) -> np.ndarray:
+    """The p-norm over ``axes`` (kept, as size 1): max/min of magnitudes for +-inf, a count
+    of non-zeros for 0; sums in float64."""
+    magnitude = np.abs(x)
+    if p == math.inf:
+        return np.amax(magnitude, axis=axes, keepdims=True)
+    if p == -math.inf:
+        return np.amin(magnitude, axis=axes, keepdims=True)
+    if p == 0:
+        return np.sum(magnitude != 0, axis=axes, keepdims=True)
+    wide = magnitude.astype(np.float64)
+    if p == 1:
+        return np.sum(wide, axis=axes, keepdims=True)
+    if p == 2:
+        return np.sqrt(np.sum(wide * wide, axis=axes, keepdims=True))
+    return np.sum(wide**p, axis=axes, keepdims=True) ** (1.0 / p)
+
+
 @register("torch.norm")
 class Norm(_Reduction):
     """The vector p-norm over ``dim``: p = 2, 1, inf, -inf, 0 (a count), any other number;
@@ -211,20 +229,7 @@ class Norm(_Reduction):
         self.p = float(p)
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-        magnitude = np.abs(x)
-        p = self.p
-        if p == math.inf:
-            return np.amax(magnitude, axis=axes, keepdims=True)
-        if p == -math.inf:
-            return np.amin(magnitude, axis=axes, keepdims=True)
-        if p == 0:
-            return np.sum(magnitude != 0, axis=axes, keepdims=True)
-        wide = magnitude.astype(np.float64)
-        if p == 1:
-            return np.sum(wide, axis=axes, keepdims=True)
-        if p == 2:
-            return np.sqrt(np.sum(wide * wide, axis=axes, keepdims=True))
-        return np.sum(wide**p, axis=axes, keepdims=True) ** (1.0 / p)
+        return vector_norm(x, self.p, axes)
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         (dtype,) = super().infer_dtypes(dtypes)
@@ -346,3 +351,33 @@ class Max(_Extreme):
 @register("torch.min")
 class Min(_Extreme):
     pick = np.argmin
+
+
+@register("F.pairwise_distance")
+class PairwiseDistance(Layer):
+    """``||x1 - x2 + eps||_p`` over the last dim, the two inputs broadcast together."""
+
+    def build(self, params: Params) -> None:
+        self.p = params.float("p", 2.0)
+        self.eps = params.float("eps", 1e-6)
+        self.keepdim = params.bool("keepdim", False)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 2)
+        try:
+            both = np.broadcast_shapes(tuple(shapes[0]), tuple(shapes[1]))
+        except ValueError:
+            raise ShapeMismatch(f"shapes {shapes[0]} and {shapes[1]} do not broadcast") from None
+        if not both:
+            raise ShapeMismatch("pairwise_distance needs inputs of rank >= 1")
+        return [both[:-1] + ((1,) if self.keepdim else ())]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [np.result_type(*dtypes, np.float32)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        a, b = (np.asarray(v) for v in inputs)
+        dtype = np.result_type(a.dtype, b.dtype, np.float32)
+        difference = a.astype(dtype) - b.astype(dtype) + dtype.type(self.eps)
+        distance = vector_norm(difference, self.p, (difference.ndim - 1,))
+        return [(distance if self.keepdim else distance[..., 0]).astype(dtype, copy=False)]

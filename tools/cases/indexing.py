@@ -4,6 +4,7 @@ Tensor.masked_fill and torch.topk."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tools.cases import Case, Fn
@@ -58,6 +59,7 @@ CASES = [
     Case("index_tensor_separated", Fn(lambda x, i, j: x[i, :, j]), (r(2, 4, 3), i64([1, 0]), i64([2, 1]))),
     Case("embedding", Embed(), (i64([[1, 9, 0], [3, 3, 2]]),)),
     Case("embedding_padding_idx", Embed(padding_idx=0), (i64([[0, 5], [7, 0]]),)),
+    Case("fembedding", Fn(lambda i, w: F.embedding(i, w)), (i64([[1, 2, 0], [3, 3, 1]]), torch.randn(4, 3))),
     Case("masked_fill", Fn(lambda x: x.masked_fill(x > 0, 0.25)), (r(2, 3),)),
     Case("masked_fill_int", Fn(lambda x: torch.masked_fill(x, x > 2, 7)), (torch.arange(6).reshape(2, 3),)),
     Case("masked_fill_tensor_value", Fn(lambda x, v: x.masked_fill(x < 0, v[0])),

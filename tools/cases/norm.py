@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tools.cases import Case, Fn
+from tools.cases import Case, Fn, Wrap
 
 torch.manual_seed(0)
 
@@ -67,4 +67,13 @@ CASES = [
     Case("lrn_3d_even", nn.LocalResponseNorm(4, alpha=1e-2, beta=0.5, k=2.0), (x(2, 6, 7),)),
     Case("lrn_5d", Fn(lambda a: F.local_response_norm(a, 2, alpha=0.1, beta=1.0, k=1.0)),
          (x(1, 4, 3, 3, 2),)),
+    Case("lrn_module", Wrap(nn.LocalResponseNorm(3, alpha=1e-2)), (x(1, 5, 4, 4),)),
+    Case("batchnorm3d", Wrap(trained(nn.BatchNorm3d(3))), (x(2, 3, 3, 4, 4),)),
+    Case("instancenorm3d_affine", Wrap(trained(nn.InstanceNorm3d(3, affine=True))), (x(2, 3, 3, 4, 4),)),
+    Case("instancenorm3d", Wrap(nn.InstanceNorm3d(2)), (x(1, 2, 3, 4, 5),)),
+    Case("rmsnorm", Wrap(trained(nn.RMSNorm(6))), (x(2, 4, 6),)),
+    Case("rmsnorm_2d_eps", Wrap(trained(nn.RMSNorm((3, 4), eps=1e-3))), (x(2, 3, 4),)),
+    Case("rmsnorm_no_affine", Wrap(nn.RMSNorm(5, elementwise_affine=False)), (x(3, 5),)),
+    Case("frms_norm_weight", Fn(lambda a, w: F.rms_norm(a, (4,), w, eps=1e-4)), (x(2, 3, 4), x(4))),
 ]
+

@@ -69,4 +69,21 @@ CASES = [
          (_x(43, 1, 2, 5, 7),)),
     Case("adaptivemaxpool1d", Wrap(nn.AdaptiveMaxPool1d(4)), (_x(44, 1, 3, 10),)),
     Case("adaptive_max_pool1d", Fn(lambda x: F.adaptive_max_pool1d(x, 3)), (_x(45, 2, 3, 7),)),
+    # -- 3-D ------------------------------------------------------------------------
+    Case("maxpool3d", Wrap(nn.MaxPool3d(2)), (_x(50, 1, 2, 4, 6, 6),)),
+    Case("maxpool3d_stride_pad_ceil", Wrap(nn.MaxPool3d(3, stride=2, padding=1, ceil_mode=True)),
+         (_x(51, 2, 3, 5, 7, 6),)),
+    Case("maxpool3d_indices", Fn(lambda x: F.max_pool3d(x, 2, return_indices=True)[1]),
+         (_x(52, 1, 2, 4, 4, 4),)),
+    Case("avgpool3d_no_pad_count",
+         Wrap(nn.AvgPool3d((2, 3, 3), stride=1, padding=(0, 1, 1), count_include_pad=False)),
+         (_x(53, 1, 2, 4, 5, 5),)),
+    Case("avg_pool3d_divisor", Fn(lambda x: F.avg_pool3d(x, 2, divisor_override=3)),
+         (_x(54, 1, 2, 4, 4, 6),)),
+    Case("adaptiveavgpool3d", Wrap(nn.AdaptiveAvgPool3d((2, 3, 1))), (_x(55, 1, 3, 5, 7, 4),)),
+    Case("adaptive_avg_pool3d_global", Fn(lambda x: F.adaptive_avg_pool3d(x, 1)), (_x(56, 2, 3, 4, 5, 6),)),
+    Case("adaptivemaxpool3d", Wrap(nn.AdaptiveMaxPool3d((2, 2, 3))), (_x(57, 1, 2, 5, 4, 7),)),
+    Case("adaptive_max_pool3d_indices", Fn(lambda x: F.adaptive_max_pool3d(x, 2, return_indices=True)[1]),
+         (_x(58, 1, 2, 5, 4, 6),)),
 ]
+

@@ -1,4 +1,4 @@
-"""Golden cases for reductions, fed straight from the inputs.
+"""Golden cases for reductions (and F.pairwise_distance), fed straight from the inputs.
 
 Not here: a global ``prod``/``std``/``var``/``all``/``any``, which pnnx exports as ``aten::``
 operators it has no converter for.
@@ -7,6 +7,7 @@ operators it has no converter for.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from tools.cases import Case
 from tools.cases.expression import Fn, _ints, _rand
@@ -54,4 +55,10 @@ CASES = [
     Case("std_var", Fn(_moments), (_X,)),
     Case("logsumexp", Fn(lambda a: (torch.logsumexp(a * 10, 1), torch.logsumexp(a, (0, 2), keepdim=True))),
          (_X,)),
+    Case("pairwise_distance", Fn(lambda a, b: F.pairwise_distance(a, b)),
+         (_rand(3, 5, seed=60, low=-1), _rand(3, 5, seed=61, low=-1))),
+    Case("pairwise_distance_p1_keepdim_broadcast",
+         Fn(lambda a, b: F.pairwise_distance(a, b, p=1.0, keepdim=True)),
+         (_rand(2, 3, 4, seed=62, low=-1), _rand(3, 4, seed=63, low=-1))),
 ]
+

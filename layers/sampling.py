@@ -1,0 +1,148 @@
+"""Sampling at coordinates: ``F.affine_grid`` and ``F.grid_sample`` (spatial transformers).
+
+::
+
+    AffineGrid      theta (N, 2, 3) or (N, 3, 4) -> a grid of (x, y[, z]) in [-1, 1]
+    GridSample      input (N, C, H, W) read at a grid (N, Ho, Wo, 2): bilinear or nearest,
+                    zeros / border / reflection outside
+
+Coordinates follow PyTorch: -1 and 1 are the centres of the corner pixels with
+``align_corners=True``, their outer edges otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from layers.base import Layer, Params, Shape, ShapeMismatch
+from layers.registry import register
+
+
+def base_coordinates(size: int, align_corners: bool, dtype: np.dtype) -> np.ndarray:
+    """The normalised coordinate of each of ``size`` pixel centres along one axis."""
+    if align_corners:
+        return np.linspace(-1, 1, size, dtype=np.float64).astype(dtype) if size > 1 else np.zeros(1, dtype)
+    return ((np.arange(size, dtype=np.float64) * 2 + 1) / size - 1).astype(dtype)
+
+
+@register("F.affine_grid")
+class AffineGrid(Layer):
+    """``F.affine_grid(theta, size)``: each output pixel's (x, y[, z]) = theta @ (x, y[, z], 1)."""
+
+    def build(self, params: Params) -> None:
+        self.size = params.ints("size")
+        self.align_corners = params.bool("align_corners", False)
+        if len(self.size) not in (4, 5) or min(self.size) < 1:
+            raise params.error(f"size={self.size} should be (N, C, H, W) or (N, C, D, H, W), all positive")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        spatial = len(self.size) - 2
+        wanted = (self.size[0], spatial, spatial + 1)
+        if tuple(shapes[0]) != wanted:
+            raise ShapeMismatch(f"theta should have shape {wanted} for size {self.size}, given {shapes[0]}")
+        return [(self.size[0], *self.size[2:], spatial)]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [np.result_type(dtypes[0], np.float32)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        theta = np.asarray(inputs[0])
+        dtype = np.result_type(theta.dtype, np.float32)
+        sizes = self.size[2:]
+        # (x, y[, z]) runs along (W, H[, D]): the last size first
+        axes = [base_coordinates(s, self.align_corners, dtype) for s in reversed(sizes)]
+        mesh = np.meshgrid(*axes[::-1], indexing="ij")[::-1]  # each of shape sizes
+        base = np.stack([*mesh, np.ones(sizes, dtype)], axis=-1).reshape(-1, len(sizes) + 1)
+        grid = np.matmul(base, np.swapaxes(theta.astype(dtype, copy=False), 1, 2))
+        return [grid.reshape((theta.shape[0], *sizes, len(sizes)))]
+
+
+def _unnormalize(coord: np.ndarray, size: int, align_corners: bool) -> np.ndarray:
+    """Normalised [-1, 1] coordinates -> pixel positions."""
+    if align_corners:
+        return (coord + 1) / 2 * (size - 1)
+    return ((coord + 1) * size - 1) / 2
+
+
+def _reflect(position: np.ndarray, size: int, align_corners: bool) -> np.ndarray:
+    """Positions folded back into the image, as padding_mode='reflection' does."""
+    low, span = (0.0, size - 1.0) if align_corners else (-0.5, float(size))
+    if span <= 0:
+        return np.zeros_like(position)
+    distance = np.abs(position - low)
+    flips, extra = np.divmod(distance, span)
+    folded = np.where(flips % 2 == 0, low + extra, low + span - extra)
+    return folded if align_corners else np.clip(folded, 0, size - 1)
+
+
+@register("F.grid_sample")
+class GridSample(Layer):
+    """``F.grid_sample(input, grid)`` over 2-D images with bilinear or nearest sampling."""
+
+    MODES = ("bilinear", "nearest")
+    PADDING = ("zeros", "border", "reflection")
+
+    def build(self, params: Params) -> None:
+        self.mode = params.str("mode", "bilinear")
+        if self.mode not in self.MODES:
+            raise params.error(f"mode={self.mode!r} is not supported (only {', '.join(self.MODES)})")
+        self.padding_mode = params.str("padding_mode", "zeros", choices=self.PADDING)
+        self.align_corners = params.bool("align_corners", False)
+        names = self.input_names if any(self.input_names) else ["input", "grid"]
+        if "input" not in names or "grid" not in names:
+            raise params.error(f"expected the inputs input and grid, given {names}")
+        self.image_at, self.grid_at = names.index("input"), names.index("grid")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 2)
+        image, grid = shapes[self.image_at], shapes[self.grid_at]
+        if len(image) != 4:
+            raise ShapeMismatch(f"only 4-D inputs (N, C, H, W) are sampled, given shape {image}")
+        if len(grid) != 4 or grid[-1] != 2 or grid[0] != image[0]:
+            raise ShapeMismatch(f"the grid should be ({image[0]}, Ho, Wo, 2), given {grid}")
+        return [(image[0], image[1], grid[1], grid[2])]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [np.result_type(dtypes[self.image_at], dtypes[self.grid_at])]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        image, grid = np.asarray(inputs[self.image_at]), np.asarray(inputs[self.grid_at])
+        dtype = np.result_type(image.dtype, grid.dtype)
+        n, _, h, w = image.shape
+        x = self._source(grid[..., 0].astype(dtype, copy=False), w)
+        y = self._source(grid[..., 1].astype(dtype, copy=False), h)
+        batch = np.arange(n).reshape(n, 1, 1)
+        if self.mode == "nearest":
+            # round half to even, as PyTorch's nearbyint does
+            return [self._gather(image, batch, np.rint(y), np.rint(x)).astype(dtype, copy=False)]
+        x0, y0 = np.floor(x), np.floor(y)
+        fx, fy = (x - x0)[:, None], (y - y0)[:, None]
+        out = (
+            self._gather(image, batch, y0, x0) * (1 - fx) * (1 - fy)
+            + self._gather(image, batch, y0, x0 + 1) * fx * (1 - fy)
+            + self._gather(image, batch, y0 + 1, x0) * (1 - fx) * fy
+            + self._gather(image, batch, y0 + 1, x0 + 1) * fx * fy
+        )
+        return [out.astype(dtype, copy=False)]
+
+    def _source(self, coord: np.ndarray, size: int) -> np.ndarray:
+        """Pixel positions to read along one axis, after the padding mode's folding."""
+        position = _unnormalize(coord, size, self.align_corners)
+        if self.padding_mode == "border":
+            return np.clip(position, 0, size - 1)
+        if self.padding_mode == "reflection":
+            return _reflect(position, size, self.align_corners)
+        return position
+
+    def _gather(self, image: np.ndarray, batch: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """``image`` at integer (rows, cols) per sample, (N, C, Ho, Wo); zero outside."""
+        h, w = image.shape[2:]
+        inside = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
+        r = np.clip(rows, 0, h - 1).astype(np.intp)
+        c = np.clip(cols, 0, w - 1).astype(np.intp)
+        values = image[batch, :, r, c]  # (N, Ho, Wo, C)
+        values = np.where(inside[..., None], values, 0)
+        return np.moveaxis(values, -1, 1)

@@ -1,0 +1,96 @@
+"""Unfold/Fold and grid sampling: properties that hold whatever the geometry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import graphexec  # noqa: F401  (import order: graphexec before layers)
+from graphexec.errors import LayerConfigError
+from graphexec.ir import Operand, Operator
+from layers.base import ShapeMismatch
+from layers.registry import lookup
+
+
+def make(op_type, params, n_in=1, names=None):
+    op = Operator(
+        op_type,
+        "op",
+        inputs=[Operand(f"in{i}") for i in range(n_in)],
+        outputs=[Operand("out")],
+        params=params,
+        input_names=names or [""] * n_in,
+    )
+    return lookup(op_type)(op)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    padding=st.tuples(st.integers(0, 1), st.integers(0, 1)),
+    stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    seed=st.integers(0, 2**16),
+)
+def test_fold_of_unfold_counts_each_pixel_once_per_window(kernel, dilation, padding, stride, seed):
+    """fold(unfold(x)) == x * (how many windows cover each pixel), the count being
+    fold(unfold(ones)): Fold is Unfold's adjoint, summing overlaps."""
+    params = {
+        "kernel_size": list(kernel),
+        "dilation": list(dilation),
+        "padding": list(padding),
+        "stride": list(stride),
+    }
+    size = (7, 8)
+    unfold = make("nn.Unfold", params)
+    fold = make("nn.Fold", {**params, "output_size": list(size)})
+    x = np.random.default_rng(seed).standard_normal((2, 3, *size)).astype(np.float32)
+    try:
+        (cols,) = unfold.forward([x])
+    except ShapeMismatch:
+        return  # the kernel does not fit
+    assert cols.shape == unfold.infer_shapes([x.shape])[0]
+    (back,) = fold.forward([cols])
+    (count,) = fold.forward(unfold.forward([np.ones_like(x)]))
+    np.testing.assert_allclose(back, x * count, rtol=1e-6, atol=1e-6)
+
+
+def test_fold_refuses_columns_that_do_not_match_its_output_size():
+    fold = make("nn.Fold", {"kernel_size": [2, 2], "output_size": [4, 4]})
+    with pytest.raises(ShapeMismatch, match=r"\(N, C\*4, 9\)"):
+        fold.infer_shapes([(1, 8, 10)])
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_the_identity_transform_samples_the_image_back(align_corners, mode):
+    image = np.random.default_rng(0).standard_normal((2, 3, 5, 7)).astype(np.float32)
+    theta = np.tile(np.float32([[1, 0, 0], [0, 1, 0]]), (2, 1, 1))
+    affine = make("F.affine_grid", {"size": [2, 3, 5, 7], "align_corners": align_corners})
+    sample = make(
+        "F.grid_sample",
+        {"mode": mode, "padding_mode": "zeros", "align_corners": align_corners},
+        2,
+        ["input", "grid"],
+    )
+    (grid,) = affine.forward([theta])
+    (back,) = sample.forward([image, grid])
+    np.testing.assert_allclose(back, image, rtol=1e-5, atol=1e-5)
+
+
+def test_points_outside_read_zeros_border_or_reflection():
+    image = np.arange(1, 5, dtype=np.float32).reshape(1, 1, 1, 4)  # 1 2 3 4 along x
+    far_left = np.float32([[[[-3.0, 0.0]]]])  # x = -3: far left of the image
+    got = {}
+    for padding in ("zeros", "border", "reflection"):
+        sample = make("F.grid_sample", {"padding_mode": padding, "align_corners": True}, 2, ["input", "grid"])
+        got[padding] = float(sample.forward([image, far_left])[0].ravel()[0])
+    # x = -3 is 3 widths (of 3 pixel steps) left of x = -1: 0, the left edge, and folded back to the right edge
+    assert got == {"zeros": 0.0, "border": 1.0, "reflection": 4.0}
+
+
+def test_bicubic_sampling_is_refused_by_name():
+    with pytest.raises(LayerConfigError, match="bicubic"):
+        make("F.grid_sample", {"mode": "bicubic"}, 2, ["input", "grid"])

@@ -1,0 +1,73 @@
+"""Golden cases for layers/sampling.py: F.affine_grid and F.grid_sample (a spatial transformer)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tools.cases import Case, Fn
+
+torch.manual_seed(0)
+
+
+def x(*shape):
+    return torch.randn(*shape)
+
+
+def grid(*shape):
+    """Sample points mostly inside [-1, 1], some outside (the padding mode's business)."""
+    return torch.rand(*shape) * 2.6 - 1.3
+
+
+def sample(**kwargs):
+    return Fn(lambda a, g: F.grid_sample(a, g, **kwargs))
+
+
+class Transformer(nn.Module):
+    """A spatial transformer: a small net predicts theta, the image is resampled by it."""
+
+    def __init__(self):
+        super().__init__()
+        self.locate = nn.Linear(3 * 6 * 6, 6)
+        with torch.no_grad():
+            self.locate.weight.mul_(0.05)
+            self.locate.bias.copy_(torch.tensor([0.9, 0.1, 0.05, -0.1, 1.1, 0.0]))
+
+    def forward(self, image):
+        theta = self.locate(image.flatten(1)).view(-1, 2, 3)
+        field = F.affine_grid(theta, list(image.shape), align_corners=False)
+        return F.grid_sample(image, field, align_corners=False)
+
+
+CASES = [
+    Case("grid_sample_bilinear_zeros", sample(align_corners=False), (x(2, 3, 5, 6), grid(2, 4, 7, 2))),
+    Case(
+        "grid_sample_bilinear_border_aligned",
+        sample(padding_mode="border", align_corners=True),
+        (x(1, 2, 6, 5), grid(1, 5, 5, 2)),
+    ),
+    Case(
+        "grid_sample_bilinear_reflection",
+        sample(padding_mode="reflection", align_corners=False),
+        (x(1, 2, 5, 5), grid(1, 6, 4, 2)),
+    ),
+    Case(
+        "grid_sample_reflection_aligned",
+        sample(padding_mode="reflection", align_corners=True),
+        (x(1, 2, 5, 5), grid(1, 6, 4, 2)),
+    ),
+    Case(
+        "grid_sample_nearest", sample(mode="nearest", align_corners=False), (x(1, 3, 6, 6), grid(1, 5, 5, 2))
+    ),
+    Case("affine_grid_2d", Fn(lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=False)), (x(2, 2, 3),)),
+    Case(
+        "affine_grid_2d_aligned",
+        Fn(lambda t: F.affine_grid(t, [1, 1, 3, 6], align_corners=True)),
+        (x(1, 2, 3),),
+    ),
+    Case(
+        "affine_grid_3d", Fn(lambda t: F.affine_grid(t, [1, 2, 3, 4, 5], align_corners=False)), (x(1, 3, 4),)
+    ),
+    Case("spatial_transformer", Transformer(), (torch.rand(2, 3, 6, 6),)),
+]

@@ -1,4 +1,5 @@
-"""Elementwise operators pnnx keeps as calls: comparisons, logical and bitwise ops, clamp, where.
+"""Elementwise operators pnnx keeps as calls: comparisons, logical and bitwise ops, clamp, where
+(and the ``aten::clamp_min/clamp_max/zero`` it leaves unconverted).
 
 Plain arithmetic (``+``, ``torch.maximum``, ``abs``, ``exp``, ``>>`` ...) never reaches
 here: pnnx folds it into ``pnnx.Expression``. What stays a call binds each argument either
@@ -154,6 +155,29 @@ class Clamp(Layer):
                 limit = cast(bound, dtype)
                 result = np.maximum(result, limit) if name == "min" else np.minimum(result, limit)
         return [np.asarray(result)]
+
+
+@register("aten::clamp_min", "aten::clamp_max")
+class AtenClamp(Clamp):
+    """TorchScript's ``clamp_min(x, bound)`` / ``clamp_max(x, bound)``, which pnnx leaves
+    unconverted (Swin V2's cosine attention clamps a norm this way)."""
+
+    def build(self, params: Params) -> None:
+        bound = "min" if self.type.endswith("min") else "max"
+        self.args = _Arguments(self, params, ("input", bound))
+        self.bounds = (bound,)
+
+
+@register("aten::zero")
+class AtenZero(Layer):
+    """TorchScript's ``zero_`` (pnnx leaves it unconverted): zeros shaped and typed as the input."""
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        return [shapes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.zeros_like(np.asarray(inputs[0]))]
 
 
 @register("torch.where")

@@ -384,11 +384,6 @@ class _MaxPool(_IndexedMax, _WindowPool):
         return values, indices
 
 
-@register("nn.MaxPool3d", "F.max_pool3d")
-class MaxPool3d(_MaxPool):
-    spatial = 3
-
-
 @register("nn.MaxPool1d", "F.max_pool1d")
 class MaxPool1d(_MaxPool):
     spatial = 1
@@ -397,6 +392,11 @@ class MaxPool1d(_MaxPool):
 @register("nn.MaxPool2d", "F.max_pool2d")
 class MaxPool2d(_MaxPool):
     spatial = 2
+
+
+@register("nn.MaxPool3d", "F.max_pool3d")
+class MaxPool3d(_MaxPool):
+    spatial = 3
 
 
 def _avg_pool(
@@ -451,11 +451,6 @@ class _AvgPool(_WindowPool):
         _avg_pool(inputs[0], self.window, self.spatial, self.count_include_pad, self.divisor, outputs[0])
 
 
-@register("nn.AvgPool3d", "F.avg_pool3d")
-class AvgPool3d(_AvgPool):
-    spatial = 3
-
-
 @register("nn.AvgPool1d", "F.avg_pool1d")
 class AvgPool1d(_AvgPool):
     spatial = 1
@@ -464,6 +459,11 @@ class AvgPool1d(_AvgPool):
 @register("nn.AvgPool2d", "F.avg_pool2d")
 class AvgPool2d(_AvgPool):
     spatial = 2
+
+
+@register("nn.AvgPool3d", "F.avg_pool3d")
+class AvgPool3d(_AvgPool):
+    spatial = 3
 
 
 class _LPPool(_WindowPool):
@@ -582,11 +582,6 @@ class _AdaptiveAvgPool(_AdaptivePool):
         return [_fresh(y, x)]
 
 
-@register("nn.AdaptiveAvgPool3d", "F.adaptive_avg_pool3d")
-class AdaptiveAvgPool3d(_AdaptiveAvgPool):
-    spatial = 3
-
-
 @register("nn.AdaptiveAvgPool1d", "F.adaptive_avg_pool1d")
 class AdaptiveAvgPool1d(_AdaptiveAvgPool):
     spatial = 1
@@ -595,6 +590,11 @@ class AdaptiveAvgPool1d(_AdaptiveAvgPool):
 @register("nn.AdaptiveAvgPool2d", "F.adaptive_avg_pool2d")
 class AdaptiveAvgPool2d(_AdaptiveAvgPool):
     spatial = 2
+
+
+@register("nn.AdaptiveAvgPool3d", "F.adaptive_avg_pool3d")
+class AdaptiveAvgPool3d(_AdaptiveAvgPool):
+    spatial = 3
 
 
 def _bin_taps(size: int, out: int) -> np.ndarray:
@@ -641,11 +641,6 @@ class _AdaptiveMaxPool(_IndexedMax, _AdaptivePool):
         return self.pack(values, flat)
 
 
-@register("nn.AdaptiveMaxPool3d", "F.adaptive_max_pool3d")
-class AdaptiveMaxPool3d(_AdaptiveMaxPool):
-    spatial = 3
-
-
 @register("nn.AdaptiveMaxPool1d", "F.adaptive_max_pool1d")
 class AdaptiveMaxPool1d(_AdaptiveMaxPool):
     spatial = 1
@@ -654,3 +649,8 @@ class AdaptiveMaxPool1d(_AdaptiveMaxPool):
 @register("nn.AdaptiveMaxPool2d", "F.adaptive_max_pool2d")
 class AdaptiveMaxPool2d(_AdaptiveMaxPool):
     spatial = 2
+
+
+@register("nn.AdaptiveMaxPool3d", "F.adaptive_max_pool3d")
+class AdaptiveMaxPool3d(_AdaptiveMaxPool):
+    spatial = 3

@@ -48,4 +48,10 @@ CASES = [
          (_A, _B * 0.3, _B * 0.3 + 0.5)),
     Case("clamp_int", Fn(lambda i: (i.clamp(-2, 2), i.clamp(min=0.5))), (_I,)),
     Case("where", Fn(_where), (_A, _B)),
+    # calls pnnx leaves as aten:: operators
+    Case("aten_clamp_min_max", Fn(lambda a: (torch.clamp_min(a, 0.1) * 2, a.clamp_max(0.3) + 1)), (_A,)),
+    Case("aten_clamp_min_tensor", Fn(lambda a, b: torch.clamp_min(a, b)), (_A, _B)),
+    Case("aten_clamp_min_of_a_norm", Fn(lambda a: a / torch.norm(a, dim=-1, keepdim=True).clamp_min(1e-6)),
+         (_A,)),
+    Case("aten_zero", Fn(lambda a: a + a.clone().zero_()), (_A,)),
 ]

@@ -12,8 +12,9 @@ The exports are large, so they go to ``artifacts/networks/<name>/`` (not committ
 
 Each folder holds ``model.pnnx.param``, ``model.pnnx.bin``, ``io.npz`` (``in0`` and
 PyTorch's ``out0``) and ``shapes.npz``: PyTorch's outputs for the other input shapes of
-:data:`OTHER_SHAPES` (batches 4 and 16, two other image sizes), as ``<tag>_in0`` and
-``<tag>_out0``, for the tests that run one export at many shapes. BatchNorm statistics are randomised so that folding them is tested.
+:data:`OTHER_SHAPES` (batches 4 and 16, two other image sizes; for a video network
+:data:`OTHER_VIDEO_SHAPES`), as ``<tag>_in0`` and ``<tag>_out0``, for the tests that run one
+export at many shapes. Networks in :data:`FIXED_SHAPE` get none. BatchNorm statistics are randomised so that folding them is tested.
 For benchmarks/peers.py the same model also goes out in the formats of the engines it is
 compared with: ``model.ncnn.param``/``.bin`` (written by the same pnnx run, fp32 weights)
 and ``model.onnx`` (``torch.onnx.export``). ``--peers-only`` writes just those and leaves
@@ -43,8 +44,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TARGET = ROOT / "artifacts" / "networks"
 
-#: name -> (torchvision constructor name, constructor kwargs, input size)
-NETWORKS: dict[str, tuple[str, dict, int]] = {
+#: name -> (torchvision constructor, under torchvision.models, constructor kwargs, input
+#: size: an image side, or a whole input shape)
+NETWORKS: dict[str, tuple[str, dict, int | tuple[int, ...]]] = {
     "googlenet": ("googlenet", {"aux_logits": False, "init_weights": True}, 224),
     "inception_v3": ("inception_v3", {"aux_logits": False, "init_weights": True}, 299),
     "resnet50": ("resnet50", {}, 224),
@@ -61,7 +63,14 @@ NETWORKS: dict[str, tuple[str, dict, int]] = {
     "convnext_tiny": ("convnext_tiny", {}, 224),
     "vgg11": ("vgg11", {}, 224),
     "alexnet": ("alexnet", {}, 224),
+    "swin_t": ("swin_t", {}, 224),
+    "maxvit_t": ("maxvit_t", {}, 224),
+    "r3d_18": ("video.r3d_18", {}, (1, 3, 4, 112, 112)),
 }
+
+#: Networks whose export fixes its input shape (window partitions and reshapes to constant
+#: sizes in the graph): no other shapes are exported or tested for them.
+FIXED_SHAPE = {"swin_t", "maxvit_t"}
 
 #: tag -> input shape (channels first; ``size`` is the network's own image size).
 OTHER_SHAPES: dict[str, tuple[int, int, int | str, int | str]] = {
@@ -71,19 +80,32 @@ OTHER_SHAPES: dict[str, tuple[int, int, int | str, int | str]] = {
     "b2h256w288": (2, 3, 256, 288),
 }
 
+#: tag -> input shape for the video networks (whole shapes: batch, channels, frames, H, W).
+OTHER_VIDEO_SHAPES: dict[str, tuple[int, ...]] = {
+    "b2": (2, 3, 4, 112, 112),
+    "t8h96w80": (1, 3, 8, 96, 80),
+}
+
 #: The networks the foundation's acceptance names; the others are extra coverage.
 CORE = ["googlenet", "inception_v3", "resnet50", "densenet121", "mobilenet_v3_small", "shufflenet_v2", "efficientnet_b0"]
 
 
+def input_shape(name: str) -> tuple[int, ...]:
+    size = NETWORKS[name][2]
+    return size if isinstance(size, tuple) else (1, 3, size, size)
+
+
 def build(name: str) -> torch.nn.Module:
-    import torchvision.models as tvm
+    import importlib
 
     ctor, kwargs, _ = NETWORKS[name]
+    where, _, function = ctor.rpartition(".")
+    module = importlib.import_module("torchvision.models" + (f".{where}" if where else ""))
     torch.manual_seed(0)
-    model = getattr(tvm, ctor)(weights=None, **kwargs).eval()
+    model = getattr(module, function)(weights=None, **kwargs).eval()
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.BatchNorm1d)):
+            if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)):
                 m.running_mean.uniform_(-0.1, 0.1)
                 m.running_var.uniform_(0.5, 1.5)
     return model
@@ -135,8 +157,8 @@ def export(name: str, peers_only: bool = False, peers: bool = True) -> Path:
 
     if name in NETWORKS:
         model = build(name)
-        size = NETWORKS[name][2]
-        inputs: tuple[torch.Tensor, ...] = (torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(1)),)
+        generator = torch.Generator().manual_seed(1)
+        inputs: tuple[torch.Tensor, ...] = (torch.rand(*input_shape(name), generator=generator),)
         target = TARGET / name
     else:  # a bundled example: its pnnx files live in examples/models already
         model, inputs = build_example(name)
@@ -169,18 +191,26 @@ def export(name: str, peers_only: bool = False, peers: bool = True) -> Path:
         print("  (no ONNX export: pip install onnx for the onnxruntime peer)")
     if not peers_only:
         np.savez(target / "io.npz", in0=inputs[0].numpy(), out0=y.numpy())
-        export_shapes(name, model)
+        if name not in FIXED_SHAPE:
+            export_shapes(name, model)
     return target
 
 
-def export_shapes(name: str, model: torch.nn.Module | None = None) -> Path:
-    """PyTorch's outputs of network ``name`` for each of :data:`OTHER_SHAPES`."""
-    model = build(name) if model is None else model
+def other_shapes(name: str) -> dict[str, tuple[int, ...]]:
+    """The input shapes besides its own that network ``name`` is checked at, by tag."""
     size = NETWORKS[name][2]
+    if isinstance(size, tuple):
+        return OTHER_VIDEO_SHAPES
+    return {tag: tuple(size if d == "size" else d for d in shape) for tag, shape in OTHER_SHAPES.items()}
+
+
+def export_shapes(name: str, model: torch.nn.Module | None = None) -> Path:
+    """PyTorch's outputs of network ``name`` for each of :func:`other_shapes`."""
+    model = build(name) if model is None else model
     arrays = {}
     generator = torch.Generator().manual_seed(2)
-    for tag, shape in OTHER_SHAPES.items():
-        x = torch.rand(*(size if d == "size" else d for d in shape), generator=generator)
+    for tag, shape in other_shapes(name).items():
+        x = torch.rand(*shape, generator=generator)
         with torch.no_grad():
             arrays[f"{tag}_in0"], arrays[f"{tag}_out0"] = x.numpy(), model(x).numpy()
     path = TARGET / name / "shapes.npz"
@@ -207,6 +237,9 @@ if __name__ == "__main__":
     skipped = []
     for network in names:
         start = time.perf_counter()
+        if only_shapes and network in FIXED_SHAPE:
+            print(f"{network}: its export fixes its input shape, so it has no other shapes")
+            continue
         try:
             folder = export_shapes(network) if only_shapes else export(network, only_peers, with_peers)
         except NoRoom as exc:

@@ -329,7 +329,7 @@ def test_operator_fixture_on_the_device(device, case):
 
 # -- whole torchvision networks (exported by tools/export_networks.py) ----------------------------
 NETWORKS = ROOT / "artifacts" / "networks"
-#: Every network the CPU is checked on; all sixteen take about 3 minutes on PoCL with 2 cores.
+#: The convolutional networks the CPU is checked on; all sixteen take about 3 minutes on PoCL with 2 cores.
 NETWORK_NAMES = ["googlenet", "squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2", "mnasnet", "inception_v3",
                  "resnet50", "densenet121", "efficientnet_b0", "resnext50", "mobilenet_v2", "mobilenet_v3_large",
                  "regnet_y_400mf", "convnext_tiny", "vgg11", "alexnet"]

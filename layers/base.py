@@ -221,6 +221,15 @@ class Layer:
         return 0
 
     # -- helpers for subclasses ----------------------------------------------------------
+    def bind_inputs(self, params: Params, names: Sequence[str]) -> list[int]:
+        """The input index of each argument in ``names``: by its ``$name=`` binding, or by
+        position in a graph written without them; a LayerConfigError if one is missing."""
+        given = list(self.input_names) if any(self.input_names) else list(names)[: self.num_inputs]
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise params.error(f"expected the inputs {', '.join(names)}, given {given}")
+        return [given.index(n) for n in names]
+
     def expect_inputs(self, shapes: Sequence[Any], *counts: int) -> None:
         """Raise ShapeMismatch unless the number of inputs is one of ``counts``."""
         if len(shapes) not in counts:

@@ -123,11 +123,8 @@ class Conv3d(_Conv3dBase):
 
 
 @register("F.conv3d")
-class FConv3d(_Conv3dBase, _ConvFunctional):
+class FConv3d(_ConvFunctional, _Conv3dBase):
     """``F.conv3d(input, weight, bias)`` with the weight as a graph value."""
-
-    def _compute_dtype(self, inputs: list[Any], x: np.ndarray) -> np.dtype:
-        return np.result_type(x.dtype, np.asarray(inputs[self._weight_at]).dtype)  # type: ignore[index]
 
     def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
         _, w, b = self._operands(inputs)
@@ -193,11 +190,8 @@ class ConvTranspose3d(_ConvTranspose3dBase):
 
 
 @register("F.conv_transpose3d")
-class FConvTranspose3d(_ConvTranspose3dBase, _ConvFunctional):
+class FConvTranspose3d(_ConvFunctional, _ConvTranspose3dBase):
     """``F.conv_transpose3d(input, weight, bias)`` with the weight as a graph value."""
-
-    def _compute_dtype(self, inputs: list[Any], x: np.ndarray) -> np.dtype:
-        return np.result_type(x.dtype, np.asarray(inputs[self._weight_at]).dtype)  # type: ignore[index]
 
     def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
         _, w, b = self._operands(inputs)

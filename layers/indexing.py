@@ -152,10 +152,7 @@ class FEmbedding(Layer):
     def build(self, params: Params) -> None:
         if params.raw("max_norm", None) is not None:
             raise params.error("max_norm renormalizes the weight as it runs; it is not supported")
-        names = self.input_names if any(self.input_names) else ["input", "weight"]
-        if "input" not in names or "weight" not in names:
-            raise params.error(f"expected the inputs input and weight, given {names}")
-        self.index_at, self.weight_at = names.index("input"), names.index("weight")
+        self.index_at, self.weight_at = self.bind_inputs(params, ("input", "weight"))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 2)

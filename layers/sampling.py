@@ -91,10 +91,7 @@ class GridSample(Layer):
             raise params.error(f"mode={self.mode!r} is not supported (only {', '.join(self.MODES)})")
         self.padding_mode = params.str("padding_mode", "zeros", choices=self.PADDING)
         self.align_corners = params.bool("align_corners", False)
-        names = self.input_names if any(self.input_names) else ["input", "grid"]
-        if "input" not in names or "grid" not in names:
-            raise params.error(f"expected the inputs input and grid, given {names}")
-        self.image_at, self.grid_at = names.index("input"), names.index("grid")
+        self.image_at, self.grid_at = self.bind_inputs(params, ("input", "grid"))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 2)

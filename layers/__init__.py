@@ -6,6 +6,7 @@ operator. A user adds an operator with one class and one ``@register("type")`` l
 
 from layers import (  # noqa: F401  (imported for their registrations)
     activation,
+    aten,
     attention,
     conv,
     conv3d,

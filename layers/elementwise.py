@@ -180,6 +180,25 @@ class AtenZero(Layer):
         return [np.zeros_like(np.asarray(inputs[0]))]
 
 
+@register("Tensor.fill")
+class Fill(Layer):
+    """``x.fill_(value)``: the input's shape and dtype, every element ``value`` (a number or
+    a 0-d tensor input)."""
+
+    def build(self, params: Params) -> None:
+        self.args = _Arguments(self, params, ("input", "value"))
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x, value = self.args.specs(specs, ("input", "value"))
+        if isinstance(value, TensorSpec) and value.shape:
+            raise ShapeMismatch(f"the fill value must be a single number, given shape {value.shape}")
+        return [TensorSpec(x.shape, x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, value = self.args.values(inputs, ("input", "value"))
+        return [np.full(np.shape(x), np.asarray(value), dtype=np.asarray(x).dtype)]
+
+
 @register("torch.where")
 class Where(Layer):
     """``condition ? input : other``, either branch a tensor or a number, promoted together."""

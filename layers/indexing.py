@@ -12,8 +12,8 @@
 
 Index inputs must hold integers. An index out of range raises IndexError; like torch,
 gather, index_select and embedding refuse negative indices, Tensor.index accepts them.
-torch.sort/argsort are not here: pnnx leaves them as aten::sort/aten::argsort, whose
-Python export crashes, so no model with them can be exported.
+torch.sort/argsort are not here: pnnx leaves them as aten::sort/aten::argsort, computed
+in :mod:`layers.aten`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Products: ``nn.Linear``, ``F.linear``, ``torch.matmul/mm/mv/bmm``, ``torch.addmm/baddbmm``,
-``torch.einsum``.
+``torch.einsum``, ``torch.cross``.
 
 ::
 
@@ -12,6 +12,7 @@
     AddMM           torch.addmm: beta * input + alpha * (mat1 @ mat2)
     └── BAddBMM         torch.baddbmm: the same over a batch of 3-D matrices
     Einsum          torch.einsum: any equation, by np.einsum
+    Cross           torch.cross: 3-vector cross products
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from layers._conv_math import aligned
-from layers.base import Layer, Params, Shape, ShapeMismatch
+from layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis
 from layers.registry import register
 
 
@@ -330,3 +331,37 @@ class Einsum(Layer):
 
     def blas_flops(self, inputs, outputs) -> int:
         return self.flops(inputs, outputs) if len(inputs) > 1 else 0
+
+
+@register("torch.cross")
+class Cross(Layer):
+    """The cross product of 3-vectors along ``dim`` (None: the first dim of size 3), the
+    inputs broadcast together."""
+
+    def build(self, params: Params) -> None:
+        names = self.bind_inputs(params, ("input", "other"))
+        self.input_at, self.other_at = names
+        self.dim = None if params.raw("dim", None) is None else params.int("dim")
+
+    def axis(self, shape: Shape) -> int:
+        if self.dim is None:
+            if 3 not in shape:
+                raise ShapeMismatch(f"no dim of size 3 for a cross product in shape {shape}")
+            return shape.index(3)
+        axis = normalize_axis(self.dim, len(shape))
+        if shape[axis] != 3:
+            raise ShapeMismatch(f"dim {self.dim} of shape {shape} should have size 3 for a cross product")
+        return axis
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 2)
+        both = broadcast(shapes[self.input_at], shapes[self.other_at], "cross")
+        self.axis(both)
+        return [both]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [np.result_type(dtypes[self.input_at], dtypes[self.other_at])]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        a, b = np.broadcast_arrays(np.asarray(inputs[self.input_at]), np.asarray(inputs[self.other_at]))
+        return [np.ascontiguousarray(np.cross(a, b, axis=self.axis(a.shape)))]

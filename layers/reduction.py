@@ -1,5 +1,6 @@
 """Reductions over some dims (or all): sum, mean, prod, max/min, amax/amin, argmax/argmin,
-norm, std/var, logsumexp; and ``F.pairwise_distance``, a norm over the last dim.
+norm, std/var, logsumexp; the running ``cumsum``/``cumprod``; and ``F.pairwise_distance``, a
+norm over the last dim.
 
 pnnx writes ``dim`` as a list (``dim=(0,2)``), a single int (``torch.prod``, ``torch.max``,
 ``torch.argmax``), ``None`` or nothing (every dim), and ``keepdim``. Floating sums are
@@ -381,3 +382,43 @@ class PairwiseDistance(Layer):
         difference = a.astype(dtype) - b.astype(dtype) + dtype.type(self.eps)
         distance = vector_norm(difference, self.p, (difference.ndim - 1,))
         return [(distance if self.keepdim else distance[..., 0]).astype(dtype, copy=False)]
+
+
+class _Cumulative(Layer):
+    """A running reduction along ``dim``; integer and bool inputs accumulate as int64."""
+
+    #: The numpy accumulation (np.cumsum, np.cumprod).
+    accumulate: Any = None
+
+    def build(self, params: Params) -> None:
+        self.dim = params.int("dim")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self.expect_inputs(shapes, 1)
+        if shapes[0]:
+            normalize_axis(self.dim, len(shapes[0]))
+        return [shapes[0]]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [_INT64 if dtypes[0].kind in "biu" else dtypes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        dtype = _INT64 if x.dtype.kind in "biu" else x.dtype
+        if x.ndim == 0:
+            return [x.astype(dtype)]
+        return [self.accumulate(x, axis=normalize_axis(self.dim, x.ndim), dtype=dtype)]
+
+
+@register("torch.cumsum")
+class CumSum(_Cumulative):
+    """Running sums along ``dim``."""
+
+    accumulate = staticmethod(np.cumsum)
+
+
+@register("torch.cumprod")
+class CumProd(_Cumulative):
+    """Running products along ``dim``."""
+
+    accumulate = staticmethod(np.cumprod)

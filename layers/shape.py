@@ -1,4 +1,5 @@
-"""Shape operators: reshape, flatten, permute, squeeze, expand, repeat, roll, flip, casts.
+"""Shape operators: reshape, flatten, permute, squeeze, expand, repeat, repeat_interleave,
+roll, flip, casts.
 
 No layer here ever writes into an input. Most return a numpy *view* of their input (a
 reshape of contiguous data, a transpose, an expand, which is even read-only), so a value
@@ -535,6 +536,45 @@ class Repeat(_Targeted):
 
     def compute(self, x, target, shape):
         return np.tile(x, target)
+
+
+@register("torch.repeat_interleave")
+class RepeatInterleave(Layer):
+    """Each element repeated ``repeats`` times along ``dim`` (one count for all, or one per
+    element); with no ``dim`` the input is flattened first."""
+
+    is_view = False
+
+    def build(self, params: Params) -> None:
+        if params.raw("repeats", None) is None:
+            raise params.error("repeats must be a number or a list of numbers (not a tensor input)")
+        raw = params.raw("repeats")
+        self.repeats: int | tuple[int, ...] = (
+            params.int("repeats") if isinstance(raw, int) else params.ints("repeats")
+        )
+        if min(np.atleast_1d(self.repeats), default=0) < 0:
+            raise params.error(f"repeats={self.repeats} must not be negative")
+        self.dim = None if params.raw("dim", None) is None else params.int("dim")
+
+    def infer_shapes(self, shapes):
+        self.expect_inputs(shapes, 1)
+        shape = (numel(shapes[0]),) if self.dim is None else tuple(shapes[0])
+        axis = normalize_axis(0 if self.dim is None else self.dim, len(shape))
+        if isinstance(self.repeats, int):
+            size = shape[axis] * self.repeats
+        elif len(self.repeats) in (1, shape[axis]):
+            size = sum(self.repeats) if len(self.repeats) == shape[axis] else shape[axis] * self.repeats[0]
+        else:
+            raise ShapeMismatch(
+                f"{len(self.repeats)} repeats for {shape[axis]} elements along dim {self.dim}"
+            )
+        return [shape[:axis] + (size,) + shape[axis + 1:]]
+
+    def forward(self, inputs):
+        x = np.asarray(inputs[0])
+        if self.dim is None:
+            return [np.repeat(x.reshape(-1), self.repeats)]
+        return [np.repeat(x, self.repeats, axis=normalize_axis(self.dim, x.ndim))]
 
 
 @register("torch.tile")

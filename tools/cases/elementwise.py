@@ -54,4 +54,5 @@ CASES = [
     Case("aten_clamp_min_of_a_norm", Fn(lambda a: a / torch.norm(a, dim=-1, keepdim=True).clamp_min(1e-6)),
          (_A,)),
     Case("aten_zero", Fn(lambda a: a + a.clone().zero_()), (_A,)),
+    Case("fill", Fn(lambda a: a + a.clone().fill_(2.5)), (_A,)),
 ]

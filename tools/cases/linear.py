@@ -57,4 +57,7 @@ CASES = [
     Case("einsum_implicit", Fn(lambda a, b: torch.einsum("ij,jk", a, b)), (x(3, 4), x(4, 2))),
     Case("einsum_three_operands", Fn(lambda a, b, c: torch.einsum("ij,jk,kl->il", a, b, c)),
          (x(2, 3), x(3, 4), x(4, 5))),
+    Case("cross", Fn(lambda a, b: torch.cross(a, b, dim=-1)), (x(2, 4, 3), x(1, 4, 3))),
+    Case("cross_dim0", Fn(lambda a, b: torch.cross(a, b, dim=0)), (x(3, 5), x(3, 5))),
 ]
+

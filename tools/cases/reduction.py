@@ -60,5 +60,7 @@ CASES = [
     Case("pairwise_distance_p1_keepdim_broadcast",
          Fn(lambda a, b: F.pairwise_distance(a, b, p=1.0, keepdim=True)),
          (_rand(2, 3, 4, seed=62, low=-1), _rand(3, 4, seed=63, low=-1))),
+    Case("cumsum_cumprod", Fn(lambda a: (torch.cumsum(a, 1), torch.cumprod(a, -1))), (_X,)),
+    Case("cumsum_int", Fn(lambda i: torch.cumsum(i, 0)), (_ints(3, 4, seed=64),)),
 ]
 

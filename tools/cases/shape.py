@@ -69,4 +69,8 @@ CASES = [
     Case("dynamic_view_and_slice",
          Fn(lambda x: (x.view(x.size(0), -1) * 2, x[:, :, : x.size(2) // 2])),
          (_x(40, 2, 3, 6, 4),), inputs2=(_x(41, 3, 3, 8, 6),)),
+    Case("repeat_interleave",
+         Fn(lambda a: (torch.repeat_interleave(a, 2, dim=1), a.repeat_interleave(3, dim=-1))),
+         (_x(50, 2, 3, 4),)),
+    Case("repeat_interleave_flat", Fn(lambda a: torch.repeat_interleave(a, 2)), (_x(51, 2, 3),)),
 ]

@@ -1,0 +1,43 @@
+"""Golden cases for layers/aten.py: calls pnnx leaves as ``aten::`` operators."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tools.cases import Case, Fn
+
+torch.manual_seed(0)
+
+
+def x(*shape):
+    return torch.randn(*shape)
+
+
+CASES = [
+    Case("tril_triu", Fn(lambda a: (torch.tril(a), torch.triu(a, 1), torch.tril(a, -1))), (x(2, 4, 5),)),
+    Case(
+        "lerp_scalar_and_tensor",
+        Fn(lambda a, b, w: (torch.lerp(a, b, 0.3), torch.lerp(a, b, w))),
+        (x(2, 3), x(2, 3), torch.rand(2, 3)),
+    ),
+    Case("outer_dot", Fn(lambda u, v: (torch.outer(u, v), torch.dot(u, v))), (x(4), x(4))),
+    Case("isnan", Fn(lambda a: torch.isnan(torch.log(a))), (x(3, 4),)),
+    Case("one_hot", Fn(lambda i: F.one_hot(i, 6)), (torch.tensor([[1, 0, 5], [3, 3, 2]]),)),
+    Case("cosine_similarity", Fn(lambda a, b: F.cosine_similarity(a, b, dim=-1)), (x(2, 3, 5), x(3, 5))),
+    Case(
+        "cosine_similarity_dim1_eps",
+        Fn(lambda a, b: F.cosine_similarity(a, b, dim=1, eps=1e-3)),
+        (x(2, 4, 3), x(2, 4, 3)),
+    ),
+    Case(
+        "sort_ascending_descending",
+        Fn(lambda a: (*torch.sort(a, dim=-1), *torch.sort(a, dim=1, descending=True))),
+        (x(2, 5, 4),),
+    ),
+    Case(
+        "argsort",
+        Fn(lambda a: (torch.argsort(a, dim=0), torch.argsort(a, dim=-1, descending=True))),
+        (x(4, 6),),
+    ),
+]

@@ -9,6 +9,8 @@
     OneHot              aten::one_hot (indices, num_classes)
     CosineSimilarity    aten::cosine_similarity (x1, x2, dim, eps)
     Sort, ArgSort       aten::sort / aten::argsort (x, dim, descending)
+    MomentsAndMean      aten::var_mean / aten::std_mean (x, dim, unbiased, keepdim)
+    AllAny              aten::all / aten::any (x[, dim, keepdim])
 
 (``aten::clamp_min/clamp_max/zero`` live beside clamp in :mod:`layers.elementwise`.)
 Their arguments are all inputs, in TorchScript's order; numbers and flags come from
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis
+from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from layers.linear import broadcast
 from layers.registry import register
 
@@ -30,15 +32,19 @@ _NOT_CONSTANT: Any = object()
 
 
 def constant_input(params: Params, index: int) -> Any:
-    """The value of input ``index`` when a ``pnnx.Expression`` without inputs makes it,
-    else :data:`_NOT_CONSTANT`."""
+    """The value of input ``index`` (a number, a flag, None or a list of ints) when a
+    ``pnnx.Expression`` without inputs makes it, else :data:`_NOT_CONSTANT`."""
     if index >= len(params.op.inputs):
         return _NOT_CONSTANT
     producer = params.op.inputs[index].producer
     if producer is None or producer.type != "pnnx.Expression" or producer.inputs:
         return _NOT_CONSTANT
     value = producer.params.get("expr", _NOT_CONSTANT)
-    return value if isinstance(value, (bool, int, float)) else _NOT_CONSTANT
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return _NOT_CONSTANT
 
 
 def required_constant(params: Params, index: int, name: str, kind: type) -> Any:
@@ -201,6 +207,95 @@ class CosineSimilarity(_Aten):
             np.sum(np.square(a, dtype=wide), axis=axis) * np.sum(np.square(b, dtype=wide), axis=axis)
         )
         return [(dot / np.maximum(norms, self.eps)).astype(dtype)]
+
+
+def reduced_axes(dims: Any, rank: int) -> tuple[int, ...]:
+    """The axes a ``dim`` argument (an int, a list of ints, or None: all) names."""
+    if dims is None or dims == ():
+        return tuple(range(rank))
+    dims = (dims,) if isinstance(dims, int) else dims
+    return tuple(sorted({normalize_axis(d, rank) for d in dims}))
+
+
+def reduced_shape(shape: Shape, axes: tuple[int, ...], keepdim: bool) -> Shape:
+    if keepdim:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+class _Reducing(_Aten):
+    """An aten reduction ``(x, dim, ..., keepdim)`` whose dims and keepdim are constants."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (1, self.arity):
+            raise params.error(f"takes 1 or {self.arity} inputs, given {self.num_inputs}")
+        self.dims = None if self.num_inputs == 1 else constant_input(params, 1)
+        self.keepdim = False if self.num_inputs == 1 else constant_input(params, self.arity - 1)
+        if self.dims is _NOT_CONSTANT or not isinstance(self.keepdim, bool):
+            raise params.error("dim and keepdim must be constants")
+
+    def axes(self, rank: int) -> tuple[int, ...]:
+        return reduced_axes(self.dims, rank)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]  # the others are the constant dims and flags (a list comes as a sequence)
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
+        shape = reduced_shape(x.shape, self.axes(len(x.shape)), self.keepdim)
+        return [TensorSpec(shape, dtype) for dtype in self.infer_dtypes([x.dtype])]
+
+
+@register("aten::var_mean", "aten::std_mean")
+class MomentsAndMean(_Reducing):
+    """``torch.var_mean`` / ``torch.std_mean``: (variance or deviation, mean) over ``dim``,
+    with ``unbiased`` (a flag) or ``correction`` (a number) subtracted from the count."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        correction = 1 if self.num_inputs == 1 else constant_input(params, 2)
+        if correction is None:
+            correction = 1
+        if correction is _NOT_CONSTANT:
+            raise params.error("unbiased (or correction) must be a constant")
+        self.correction = float(correction)
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        if dtypes[0].kind != "f":
+            raise ShapeMismatch(f"needs a floating point input, got {dtypes[0]}")
+        return [dtypes[0]] * self.num_outputs
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        axes = self.axes(x.ndim)
+        wide = x.astype(np.float64)
+        mean = np.mean(wide, axis=axes, keepdims=True)
+        count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = np.sum(np.square(wide - mean), axis=axes, keepdims=True) / max(
+                count - self.correction, 0
+            )
+        if self.type == "aten::std_mean":
+            spread = np.sqrt(spread)
+        if not self.keepdim:
+            spread, mean = np.squeeze(spread, axis=axes), np.squeeze(mean, axis=axes)
+        return [spread.astype(x.dtype), mean.astype(x.dtype)][: self.num_outputs]
+
+
+@register("aten::all", "aten::any")
+class AllAny(_Reducing):
+    """Whether every (``all``) or some (``any``) element along ``dim`` is non-zero (bool)."""
+
+    arity = 3
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [np.dtype(np.bool_)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        reduce = np.all if self.type == "aten::all" else np.any
+        return [np.asarray(reduce(x, axis=self.axes(x.ndim), keepdims=self.keepdim))]
 
 
 class _Sorting(_Aten):

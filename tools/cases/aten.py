@@ -40,4 +40,10 @@ CASES = [
         Fn(lambda a: (torch.argsort(a, dim=0), torch.argsort(a, dim=-1, descending=True))),
         (x(4, 6),),
     ),
+    Case("var_mean_std_mean",
+         Fn(lambda a: (*torch.var_mean(a, 1), *torch.std_mean(a, (0, 2), unbiased=False, keepdim=True))),
+         (x(3, 4, 5),)),
+    Case("all_any", Fn(lambda a: (torch.all(a > -1.5, dim=1), torch.any(a > 1.0, dim=-1, keepdim=True))),
+         (x(3, 4, 5),)),
 ]
+

@@ -11,6 +11,10 @@
     Sort, ArgSort       aten::sort / aten::argsort (x, dim, descending)
     MomentsAndMean      aten::var_mean / aten::std_mean (x, dim, unbiased, keepdim)
     AllAny              aten::all / aten::any (x[, dim, keepdim])
+    NanToNum            aten::nan_to_num (x, nan, posinf, neginf)
+    Diff                aten::diff (x, n, dim, prepend, append)
+    Kron                aten::kron (a, b)
+    Scatter             aten::scatter (x, dim, index, src or value)
 
 (``aten::clamp_min/clamp_max/zero`` live beside clamp in :mod:`layers.elementwise`.)
 Their arguments are all inputs, in TorchScript's order; numbers and flags come from
@@ -296,6 +300,115 @@ class AllAny(_Reducing):
         x = np.asarray(inputs[0])
         reduce = np.all if self.type == "aten::all" else np.any
         return [np.asarray(reduce(x, axis=self.axes(x.ndim), keepdims=self.keepdim))]
+
+
+@register("aten::nan_to_num")
+class NanToNum(_Aten):
+    """NaN, +inf and -inf replaced: by the given numbers, else by 0 and the dtype's largest
+    and lowest finite values."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        values = [constant_input(params, i) for i in (1, 2, 3)]
+        if any(v is _NOT_CONSTANT or isinstance(v, bool) for v in values):
+            raise params.error("nan, posinf and neginf must be constant numbers or None")
+        self.nan, self.posinf, self.neginf = values
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        return [shapes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        if x.dtype.kind not in "fc":
+            return [x.copy()]
+        return [
+            np.nan_to_num(
+                x, nan=0.0 if self.nan is None else self.nan, posinf=self.posinf, neginf=self.neginf
+            )
+        ]
+
+
+@register("aten::diff")
+class Diff(_Aten):
+    """``torch.diff``: ``n``-th differences along ``dim``, after the optional ``prepend`` and
+    ``append`` tensors."""
+
+    arity = 5
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.n = required_constant(params, 1, "n", int)
+        self.dim = required_constant(params, 2, "dim", int)
+        self.ends = [constant_input(params, i) is not None for i in (3, 4)]  # given as tensors
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or not x.shape:
+            raise ShapeMismatch(f"diff needs a tensor of rank >= 1, given {x}")
+        axis = normalize_axis(self.dim, len(x.shape))
+        size = x.shape[axis] + sum(specs[i].shape[axis] for i, given in zip((3, 4), self.ends) if given)
+        shape = x.shape[:axis] + (max(size - self.n, 0),) + x.shape[axis + 1 :]
+        return [TensorSpec(shape, x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        ends = {
+            k: np.asarray(inputs[i]) for k, i, given in zip(("prepend", "append"), (3, 4), self.ends) if given
+        }
+        return [np.diff(x, n=self.n, axis=normalize_axis(self.dim, x.ndim), **ends)]
+
+
+@register("aten::kron")
+class Kron(_Aten):
+    """The Kronecker product: every element of ``a`` times the whole of ``b``."""
+
+    arity = 2
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        a, b = shapes
+        rank = max(len(a), len(b))
+        a, b = (1,) * (rank - len(a)) + tuple(a), (1,) * (rank - len(b)) + tuple(b)
+        return [tuple(x * y for x, y in zip(a, b))]
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [np.result_type(*dtypes)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.kron(inputs[0], inputs[1])]
+
+
+@register("aten::scatter")
+class Scatter(_Aten):
+    """``x.scatter(dim, index, src)``: a copy of ``x`` with ``src`` (a tensor or one number)
+    written where ``index`` points along ``dim``."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.dim = required_constant(params, 1, "dim", int)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        x, index = shapes[0], shapes[2]
+        if len(index) != len(x) or any(i > d for i, d in zip(index, x)):
+            raise ShapeMismatch(f"the index {index} must have the rank of the input {x} and fit inside it")
+        normalize_axis(self.dim, len(x))
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, index, src = np.array(inputs[0]), np.asarray(inputs[2]), np.asarray(inputs[3])
+        axis = normalize_axis(self.dim, x.ndim)
+        if index.size and (index.min() < 0 or index.max() >= x.shape[axis]):
+            raise IndexError(f"scatter: indices must lie in [0, {x.shape[axis]}) along dim {self.dim}")
+        if src.ndim:
+            src = src[tuple(slice(0, n) for n in index.shape)]
+        # the index may be smaller than x along every dim: address x through an open grid
+        where = list(np.indices(index.shape, sparse=True))
+        where[axis] = index
+        x[tuple(where)] = src.astype(x.dtype)
+        return [x]
 
 
 class _Sorting(_Aten):

@@ -1,5 +1,5 @@
 """Shape operators: reshape, flatten, permute, squeeze, expand, repeat, repeat_interleave,
-roll, flip, casts.
+diag, roll, flip, casts.
 
 No layer here ever writes into an input. Most return a numpy *view* of their input (a
 reshape of contiguous data, a transpose, an expand, which is even read-only), so a value
@@ -575,6 +575,31 @@ class RepeatInterleave(Layer):
         if self.dim is None:
             return [np.repeat(x.reshape(-1), self.repeats)]
         return [np.repeat(x, self.repeats, axis=normalize_axis(self.dim, x.ndim))]
+
+
+@register("torch.diag")
+class Diag(Layer):
+    """A vector becomes a square matrix with it on the ``diagonal``-th diagonal; a matrix
+    gives that diagonal as a vector."""
+
+    is_view = False
+
+    def build(self, params: Params) -> None:
+        self.diagonal = params.int("diagonal", 0)
+
+    def infer_shapes(self, shapes):
+        self.expect_inputs(shapes, 1)
+        x, k = shapes[0], self.diagonal
+        if len(x) == 1:
+            side = x[0] + abs(k)
+            return [(side, side)]
+        if len(x) == 2:
+            rows, cols = x
+            return [(max(0, min(rows + min(k, 0), cols - max(k, 0))),)]
+        raise ShapeMismatch(f"diag takes a vector or a matrix, given shape {x}")
+
+    def forward(self, inputs):
+        return [np.ascontiguousarray(np.diag(np.asarray(inputs[0]), self.diagonal))]
 
 
 @register("torch.tile")

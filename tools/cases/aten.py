@@ -45,5 +45,11 @@ CASES = [
          (x(3, 4, 5),)),
     Case("all_any", Fn(lambda a: (torch.all(a > -1.5, dim=1), torch.any(a > 1.0, dim=-1, keepdim=True))),
          (x(3, 4, 5),)),
+    Case("nan_to_num", Fn(lambda a: (torch.nan_to_num(torch.log(a)), torch.nan_to_num(a / 0, 1.0, 2.0, -3.0))),
+         (x(3, 4),)),
+    Case("diff", Fn(lambda a, b: (torch.diff(a), torch.diff(a, n=2, dim=0, prepend=b))), (x(3, 5), x(2, 5))),
+    Case("kron", Fn(lambda a, b: torch.kron(a, b)), (x(2, 3), x(3, 2))),
+    Case("scatter_src_and_value",
+         Fn(lambda a, i, s: (a.scatter(1, i, s), a.scatter(0, i[:1], 9.0))),
+         (x(3, 4), torch.tensor([[0, 2], [3, 1], [1, 1]]), x(3, 3))),
 ]
-

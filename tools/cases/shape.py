@@ -73,4 +73,6 @@ CASES = [
          Fn(lambda a: (torch.repeat_interleave(a, 2, dim=1), a.repeat_interleave(3, dim=-1))),
          (_x(50, 2, 3, 4),)),
     Case("repeat_interleave_flat", Fn(lambda a: torch.repeat_interleave(a, 2)), (_x(51, 2, 3),)),
+    Case("diag", Fn(lambda v, m: (torch.diag(v), torch.diag(v, -2), torch.diag(m, 1), torch.diag(m, -1))),
+         (_x(52, 4), _x(53, 3, 5))),
 ]

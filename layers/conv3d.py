@@ -89,6 +89,11 @@ class _Conv3dBase(_Conv):
             self.stride[1:], self.dilation[1:], (pads[1], pads[2]), self.groups, self.padding_mode
         )
 
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        """The nn.* forms' shapes (the F.* forms take theirs from :class:`_ConvFunctional`)."""
+        self.expect_inputs(shapes, 1)
+        return [self._output_shape(shapes[0], self.in_channels, self.out_channels, self.kernel_size)]
+
     def _depth(self, kernel: tuple[int, ...]) -> tuple[int, int, tuple[int, int]]:
         return self.stride[0], self.dilation[0], self._pads(kernel)[0]
 
@@ -107,10 +112,6 @@ class Conv3d(_Conv3dBase):
             Conv2dKernel(np.ascontiguousarray(weight[:, :, k]), self.bias if k == 0 else None, geometry)
             for k in range(self.kernel_size[0])
         ]
-
-    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, 1)
-        return [self._output_shape(shapes[0], self.in_channels, self.out_channels, self.kernel_size)]
 
     def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
         conv3d_by_planes(
@@ -168,15 +169,11 @@ class ConvTranspose3d(_ConvTranspose3dBase):
     """3-D transposed convolution with a stored kernel (I, O/groups, kd, kh, kw)."""
 
     def build(self, params: Params) -> None:
-        self.weight, self.bias = self._read_module(params, transposed=True)
+        weight, self.bias = self._read_module(params, transposed=True)
         self.kernels = [
-            transposed_kernel(np.ascontiguousarray(self.weight[:, :, k]), self.groups)
+            transposed_kernel(np.ascontiguousarray(weight[:, :, k]), self.groups)
             for k in range(self.kernel_size[0])
         ]
-
-    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, 1)
-        return [self._output_shape(shapes[0], self.in_channels, self.out_channels, self.kernel_size)]
 
     def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
         conv_transpose3d_by_planes(

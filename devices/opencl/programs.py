@@ -69,6 +69,8 @@ class ProgramCache:
         self.cache_dir = cache_dir
         self.stats: Counter[str] = Counter()
         self._programs: dict[str, Built] = {}
+        #: (source, options) -> key: hashing a kernel file again per launch took ~10 us.
+        self._keys: dict[tuple[str, tuple[str, ...]], str] = {}
         self._lock = threading.Lock()
         platform = device.platform
         self._identity = (f"{platform.name}\0{platform.version}\0{device.name}\0{device.driver_version}\0"
@@ -84,7 +86,9 @@ class ProgramCache:
     def get(self, source: str, options: Sequence[str] = (), what: str = "program") -> Built:
         """The program for ``source`` built with ``options`` (built at most once here)."""
         options = tuple(options)
-        key = self.key(source, options)
+        key = self._keys.get((source, options))
+        if key is None:
+            key = self._keys.setdefault((source, options), self.key(source, options))
         with self._lock:
             built = self._programs.get(key)
             if built is not None:

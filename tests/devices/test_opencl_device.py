@@ -217,6 +217,29 @@ def test_kernels_are_per_thread_and_work_groups_per_device(device):
     assert 1 <= size <= info.max_work_group and (size % info.multiple == 0 or size < info.multiple)
 
 
+SCALARS = """
+__kernel void scalars(__global float* out, int n, float f) { out[0] = n; out[1] = f; }
+"""
+
+
+def test_kernel_scalars_are_declared_on_first_use_and_packed_from_any_python_number(device):
+    """The first launch declares each scalar's type (int32, float32) from its value, so that
+    pyopencl packs plain numbers itself; later launches pass whatever number they have."""
+    from devices.opencl.ops import Launch
+
+    built = device.source_program(SCALARS, "the scalars test")
+    out = device.alloc((2,), np.float32)
+    for n, f in [(3, 0.5), (np.int64(-4), np.float64(0.25)), (True, 2), (np.bool_(True), np.float32(-1.5)),
+                 (np.int32(7), 3), (2**31 - 1, 1e30)]:
+        launch = Launch(device, device.queue(0), [], None)
+        launch.enqueue(built, "scalars", (1,), None, out.buffer, n, f)
+        launch.last_event.wait()
+        np.testing.assert_array_equal(device.download(out), np.float32([n, f]))
+    launch = Launch(device, device.queue(0), [], None)
+    with pytest.raises(DeviceError, match="kernel argument 2147483648 does not fit in 32 bits"):
+        launch.enqueue(built, "scalars", (1,), None, out.buffer, 2**31, 0.0)
+
+
 def test_threads_running_one_layer_at_once(device):
     """Each thread has its own kernel objects, so concurrent runs do not mix arguments."""
     layer = make_layer("nn.LeakyReLU", {"negative_slope": 0.5})

@@ -142,6 +142,15 @@ def test_an_operator_without_kernel_runs_on_the_cpu_between_transfers(device):
         unregister("aten::i0")
 
 
+def test_an_engine_with_a_device_runs_one_worker_unless_asked(device):
+    """Device nodes only enqueue, so more host workers would only contend for the GIL."""
+    param, _, _ = bundled("wide")  # eight equal branches: on the CPU, one worker per core
+    with Engine.load(param, device=device) as engine:
+        assert engine.threads == 1
+    with Engine.load(param, device=device, threads=2) as asked:
+        assert asked.threads == 2
+
+
 @pytest.mark.parametrize("threads", [2, 4])
 def test_concurrent_scheduler_equals_sequential_on_the_device(device, threads):
     param, ins, _ = bundled("inception_mini")

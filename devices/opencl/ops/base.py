@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from devices.opencl.device import MAX_ELEMENTS, DeviceTensor
+from devices.opencl.device import MAX_ELEMENTS, DeviceTensor, kernel_scalar
 from graphexec.errors import DeviceError
 from layers.specs import TensorSpec
 
@@ -87,18 +87,6 @@ class Op:
         raise NotImplementedError(f"{type(self).__name__} must implement run")
 
 
-def _arg(value: Any) -> Any:
-    if isinstance(value, (bool, np.bool_)):
-        return np.int32(value)
-    if isinstance(value, (int, np.integer)):
-        if not -(2**31) <= int(value) < 2**31:
-            raise DeviceError(f"kernel argument {value} does not fit in 32 bits")
-        return np.int32(value)
-    if isinstance(value, (float, np.floating)):
-        return np.float32(value)
-    return value
-
-
 class Launch:
     """One ``run`` call: enqueues on ``queue``, every kernel after ``wait_for``.
 
@@ -145,10 +133,14 @@ class Launch:
 
     def enqueue(self, built: Built, name: str, global_size: Sequence[int], local_size: Sequence[int] | None,
                 *args: Any) -> Any:
-        """Enqueue kernel ``name`` with ``args`` (ints as int32, floats as float32)."""
+        """Enqueue kernel ``name`` with ``args`` (ints as int32, floats as float32: see
+        :meth:`OpenCLDevice.kernel`)."""
         self.kernel_name = name
-        kernel = self.device.kernel(built, name)
-        kernel.set_args(*(_arg(a) for a in args))
+        kernel = self.device.kernel(built, name, args)
+        try:
+            kernel.set_args(*args)
+        except (RuntimeError, TypeError, ValueError, OverflowError):  # numpy bools; ints past 32 bits (DeviceError)
+            kernel.set_args(*(kernel_scalar(value) for value in args))
         event = self.cl.enqueue_nd_range_kernel(
             self.queue, kernel, tuple(global_size), None if local_size is None else tuple(local_size),
             wait_for=self.wait_for or None,

@@ -75,6 +75,12 @@ def relative_error(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> flo
     return worst
 
 
+def _as_numpy(tensor: Any) -> np.ndarray:
+    """A tensor's values; a lazily conjugated or negated view (``torch.fft.ihfft``'s result,
+    ``x.conj()``) is materialised first, which ``Tensor.numpy`` refuses to do."""
+    return tensor.detach().cpu().resolve_conj().resolve_neg().numpy()
+
+
 def export(
     module: Any,
     example_inputs: Any,
@@ -138,8 +144,8 @@ def export(
         shutil.copyfile(written, param)
         if (Path(tmp) / "model.pnnx.bin").exists():
             shutil.copyfile(Path(tmp) / "model.pnnx.bin", base.with_name(base.name + ".pnnx.bin"))
-    arrays = {f"in{i}": t.detach().cpu().numpy() for i, t in enumerate(inputs)}
-    arrays.update({f"out{i}": t.detach().cpu().numpy() for i, t in enumerate(outputs)})
+    arrays = {f"in{i}": _as_numpy(t) for i, t in enumerate(inputs)}
+    arrays.update({f"out{i}": _as_numpy(t) for i, t in enumerate(outputs)})
     np.savez_compressed(base.with_name(base.name + ".io.npz"), **arrays)
     if check:
         check_export(param, tolerance=tolerance)

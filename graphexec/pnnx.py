@@ -459,7 +459,9 @@ def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<para
     names: set[str] = set()
     for number, line in body:
         _parse_operator(graph, line, archive, path, number, names)
-    if len(graph.operands) != operand_count:
+    # pnnx counts operands that its passes left unconnected (a folded nn.EmbeddingBag
+    # declares 8 and uses 5), so only a header that declares fewer than are used is wrong.
+    if len(graph.operands) > operand_count:
         raise ModelFormatError(
             f"the header declares {operand_count} operands but the operators use {len(graph.operands)}",
             path=path,

@@ -10,6 +10,7 @@ from layers import (  # noqa: F401  (imported for their registrations)
     attention,
     conv,
     conv3d,
+    creation,
     elementwise,
     expression,
     indexing,
@@ -24,6 +25,7 @@ from layers import (  # noqa: F401  (imported for their registrations)
     sampling,
     shape,
     slicing,
+    spectral,
 )
 from layers.base import Layer, Params, ShapeMismatch
 from layers.registry import lookup, register, registered_types

@@ -15,6 +15,11 @@
     Diff                aten::diff (x, n, dim, prepend, append)
     Kron                aten::kron (a, b)
     Scatter             aten::scatter (x, dim, index, src or value)
+    Median, KthValue    aten::median (x[, dim, keepdim]), aten::kthvalue (x, k, dim, keepdim)
+    CumulativeExtreme   aten::cummax / aten::cummin (x, dim)
+    CDist               aten::cdist (x1, x2, p, compute_mode)
+    TensorDot           aten::tensordot (a, b, dims_a, dims_b)
+    Bilinear            aten::bilinear (x1, x2, weight, bias)
 
 (``aten::clamp_min/clamp_max/zero`` live beside clamp in :mod:`layers.elementwise`.)
 Their arguments are all inputs, in TorchScript's order; numbers and flags come from
@@ -457,3 +462,229 @@ class ArgSort(_Sorting):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [self.order(np.asarray(inputs[0]))]
+
+
+# ------------------------------------------------------------------------------------------
+# order statistics: median, kthvalue, cummax, cummin
+# ------------------------------------------------------------------------------------------
+class _Picking(_Aten):
+    """Values picked from ``x`` along a constant ``dim`` and their int64 indices."""
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [dtypes[0], np.dtype(np.int64)][: self.num_outputs]
+
+
+class _Selecting(_Picking):
+    """The value of rank ``position(n)`` (0-based, ascending) along ``dim``, and where it is."""
+
+    def position(self, n: int) -> int:
+        raise NotImplementedError
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        x = shapes[0]
+        if self.dim is None:
+            return [()] * self.num_outputs
+        axis = normalize_axis(self.dim, len(x)) if x else 0
+        n = x[axis] if x else 1
+        if not 0 <= self.position(n) < n:
+            raise ShapeMismatch(f"{self.describe()} is out of range for {n} values along dim {self.dim}")
+        return [reduced_shape(x, (axis,), self.keepdim) if x else ()] * self.num_outputs
+
+    def describe(self) -> str:
+        return self.type
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        if self.dim is None:
+            flat = x.reshape(-1)
+            order = np.argsort(flat, kind="stable")
+            at = order[self.position(flat.size)]
+            return [np.asarray(flat[at]), np.asarray(at, np.int64)][: self.num_outputs]
+        axis = normalize_axis(self.dim, x.ndim) if x.ndim else 0
+        y = x if x.ndim else x.reshape(1)
+        order = np.argsort(y, axis=axis, kind="stable")  # NaN sorts last, as the largest value
+        at = np.take(order, [self.position(y.shape[axis])], axis=axis)
+        values = np.take_along_axis(y, at, axis=axis)
+        if not self.keepdim or not x.ndim:
+            values, at = np.squeeze(values, axis=axis), np.squeeze(at, axis=axis)
+        return [values.copy(), at.astype(np.int64)][: self.num_outputs]  # copies: 0-d stays 0-d
+
+
+@register("aten::median")
+class Median(_Selecting):
+    """``torch.median``: the lower median (of an even count, the smaller middle value), over
+    everything (one input) or along ``dim`` with its index."""
+
+    arity = 3
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (1, 3):
+            raise params.error(f"takes 1 or 3 inputs, given {self.num_inputs}")
+        self.dim = None if self.num_inputs == 1 else required_constant(params, 1, "dim", int)
+        self.keepdim = False if self.num_inputs == 1 else required_constant(params, 2, "keepdim", bool)
+
+    def position(self, n: int) -> int:
+        return (n - 1) // 2
+
+
+@register("aten::kthvalue")
+class KthValue(_Selecting):
+    """``torch.kthvalue(x, k, dim, keepdim)``: the k-th smallest value (k from 1) and its index."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.k = required_constant(params, 1, "k", int)
+        self.dim = required_constant(params, 2, "dim", int)
+        self.keepdim = required_constant(params, 3, "keepdim", bool)
+
+    def position(self, n: int) -> int:
+        return self.k - 1
+
+    def describe(self) -> str:
+        return f"k={self.k}"
+
+
+@register("aten::cummax", "aten::cummin")
+class CumulativeExtreme(_Picking):
+    """``torch.cummax`` / ``torch.cummin`` along ``dim``: the running extreme and the index
+    where it was last reached (ties move the index on, as in PyTorch; a NaN stays)."""
+
+    arity = 2
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.dim = required_constant(params, 1, "dim", int)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if shapes[0]:
+            normalize_axis(self.dim, len(shapes[0]))
+        return [shapes[0]] * self.num_outputs
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        if x.ndim == 0:
+            return [x.copy(), np.zeros((), np.int64)][: self.num_outputs]
+        along = np.moveaxis(x, normalize_axis(self.dim, x.ndim), 0)
+        reached = np.greater_equal if self.type == "aten::cummax" else np.less_equal
+        values, where = np.empty_like(along), np.zeros(along.shape, np.int64)
+        best, index = along[0].copy(), np.zeros(along.shape[1:], np.int64)
+        floating = x.dtype.kind in "fc"
+        for i in range(along.shape[0]):
+            take = reached(along[i], best)
+            if floating:
+                take |= np.isnan(along[i])
+            best, index = np.where(take, along[i], best), np.where(take, i, index)
+            values[i], where[i] = best, index
+        axis = normalize_axis(self.dim, x.ndim)
+        return [np.moveaxis(values, 0, axis).copy(), np.moveaxis(where, 0, axis).copy()][: self.num_outputs]
+
+
+# ------------------------------------------------------------------------------------------
+# distances and products: cdist, tensordot, bilinear
+# ------------------------------------------------------------------------------------------
+#: cdist works through blocks of rows whose differences hold at most this many elements.
+CDIST_BLOCK = 1 << 22
+
+
+@register("aten::cdist")
+class CDist(_Aten):
+    """``torch.cdist(x1, x2, p)``: the p-norm distance between each row of ``x1`` (..., P, M)
+    and each row of ``x2`` (..., R, M), batch dims broadcast; computed in float64 from the
+    differences (exact where PyTorch's matrix-product shortcut for p=2 rounds)."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        p = constant_input(params, 2)
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or p < 0:
+            raise params.error("p (input 2) must be a constant number >= 0")
+        self.p = float(p)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        a, b = specs[0], specs[1]
+        if not isinstance(a, TensorSpec) or not isinstance(b, TensorSpec) or len(a.shape) < 2 or len(b.shape) < 2:
+            raise ShapeMismatch(f"needs two tensors of rank >= 2, given {a} and {b}")
+        if a.shape[-1] != b.shape[-1]:
+            raise ShapeMismatch(f"rows of {a.shape[-1]} and {b.shape[-1]} values cannot be compared")
+        if a.dtype.kind != "f" or b.dtype != a.dtype:
+            raise ShapeMismatch(f"needs two floating point tensors of one dtype, given {a.dtype} and {b.dtype}")
+        batch = broadcast(a.shape[:-2], b.shape[:-2], "the batch dims")
+        return [TensorSpec(batch + (a.shape[-2], b.shape[-2]), a.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a = np.broadcast_to(a, batch + a.shape[-2:]).astype(np.float64)
+        b = np.broadcast_to(b, batch + b.shape[-2:]).astype(np.float64)
+        rows, cols, width = a.shape[-2], b.shape[-2], a.shape[-1]
+        out = np.empty(batch + (rows, cols), np.float64)
+        step = max(1, CDIST_BLOCK // max(1, int(np.prod(batch, dtype=np.int64)) * cols * width))
+        for start in range(0, rows, step):
+            diff = np.abs(a[..., start:start + step, None, :] - b[..., None, :, :])
+            out[..., start:start + step, :] = self._norm(diff)
+        return [out.astype(inputs[0].dtype)]
+
+    def _norm(self, diff: np.ndarray) -> np.ndarray:
+        p = self.p
+        if p == 0:
+            return np.count_nonzero(diff, axis=-1).astype(np.float64)
+        if p == 1:
+            return diff.sum(axis=-1)
+        if p == 2:
+            return np.sqrt(np.square(diff).sum(axis=-1))
+        if np.isinf(p):
+            return diff.max(axis=-1, initial=0.0)
+        return np.power(np.power(diff, p).sum(axis=-1), 1 / p)
+
+
+@register("aten::tensordot")
+class TensorDot(_Aten):
+    """``torch.tensordot(a, b, dims=(dims_a, dims_b))``: sums over the paired dims."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        dims_a, dims_b = constant_input(params, 2), constant_input(params, 3)
+        if not isinstance(dims_a, tuple) or not isinstance(dims_b, tuple) or len(dims_a) != len(dims_b):
+            raise params.error("dims (inputs 2 and 3) must be two constant lists of one length")
+        self.dims = (dims_a, dims_b)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        a, b = specs[0], specs[1]
+        dims_a = [normalize_axis(d, len(a.shape)) for d in self.dims[0]]
+        dims_b = [normalize_axis(d, len(b.shape)) for d in self.dims[1]]
+        for i, j in zip(dims_a, dims_b):
+            if a.shape[i] != b.shape[j]:
+                raise ShapeMismatch(f"dim {i} of {a.shape} and dim {j} of {b.shape} differ")
+        shape = tuple(n for i, n in enumerate(a.shape) if i not in dims_a) + tuple(
+            n for j, n in enumerate(b.shape) if j not in dims_b)
+        return [TensorSpec(shape, np.result_type(a.dtype, b.dtype))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.asarray(np.tensordot(inputs[0], inputs[1], axes=self.dims))]
+
+
+@register("aten::bilinear")
+class Bilinear(_Aten):
+    """``nn.Bilinear``: ``y[..., o] = x1[..., i] W[o, i, j] x2[..., j] + b[o]``."""
+
+    arity = 4
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x1, x2, weight = specs[0], specs[1], specs[2]
+        if len(weight.shape) != 3 or x1.shape[-1:] != weight.shape[1:2] or x2.shape[-1:] != weight.shape[2:]:
+            raise ShapeMismatch(f"inputs {x1.shape} and {x2.shape} do not fit the weight {weight.shape}")
+        if x1.shape[:-1] != x2.shape[:-1]:
+            raise ShapeMismatch(f"inputs {x1.shape} and {x2.shape} need the same leading dims")
+        return [TensorSpec(x1.shape[:-1] + weight.shape[:1], x1.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x1, x2, weight, bias = inputs
+        y = np.einsum("...i,oij,...j->...o", x1, weight, x2, optimize=True)
+        if bias is not None:
+            y = y + bias
+        return [np.ascontiguousarray(y, dtype=np.asarray(x1).dtype)]

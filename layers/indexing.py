@@ -7,6 +7,8 @@
     Index         Tensor.index          x[idx] with index tensors (numpy's advanced indexing)
     Embedding     nn.Embedding          weight rows at integer indices
     FEmbedding    F.embedding           the same with the weight as an input
+    IndexPut      Tensor.index_put      x[idx] = v (or += v) on a copy
+    ScatterAdd    torch.scatter_add     src added into a copy of x at index along dim
     MaskedFill    Tensor.masked_fill    value where a bool mask is set
     TopK          torch.topk            k largest/smallest values and their int64 indices
 
@@ -215,6 +217,20 @@ def _template(params: Params, position: int) -> list[int | None] | None:
     return template
 
 
+def place_indices(template: list[int | None] | None, items: list[Any], is_none: Callable[[Any], bool]) -> list[Any]:
+    """A runtime index list's ``items`` with None at the full-slice places (the template's,
+    when it is known: pnnx may leave the Nones out of the list it passes)."""
+    if template is None:
+        return [None if is_none(item) else item for item in items]
+    if len(items) == len(template):
+        return [None if t is None else item for t, item in zip(template, items)]
+    wanted = sum(t is not None for t in template)
+    if len(items) != wanted:
+        raise ShapeMismatch(f"got {len(items)} indices, the index list {template} holds {wanted}")
+    found = iter(items)
+    return [None if t is None else next(found) for t in template]
+
+
 class Mask(NamedTuple):
     """A bool mask index: it covers ``len(shape)`` dims and picks ``count`` positions."""
 
@@ -295,19 +311,6 @@ class Index(Layer):
         else:
             raise params.error("needs a constant expr param or the index list as a second input")
 
-    # -- placing the runtime indices ----------------------------------------------------
-    def _place(self, items: list[Any], is_none: Callable[[Any], bool]) -> list[Any]:
-        """``items`` with None at the full-slice places (the template's, when it is known)."""
-        if self.template is None:
-            return [None if is_none(item) else item for item in items]
-        if len(items) == len(self.template):
-            return [None if t is None else item for t, item in zip(self.template, items)]
-        wanted = sum(t is not None for t in self.template)
-        if len(items) != wanted:
-            raise ShapeMismatch(f"got {len(items)} indices, the index list {self.template} holds {wanted}")
-        found = iter(items)
-        return [None if t is None else next(found) for t in self.template]
-
     def infer(self, specs: list[Spec]) -> list[Spec]:
         self.expect_inputs(specs, self.num_inputs)
         x = specs[0]
@@ -335,7 +338,7 @@ class Index(Layer):
         else:
             given = specs[1]
             items = list(given.items) if isinstance(given, SequenceSpec) else [given]
-            placed = self._place(items, _is_none_spec)
+            placed = place_indices(self.template, items, _is_none_spec)
             entries = []
             for item in placed:
                 if item is None:
@@ -354,9 +357,104 @@ class Index(Layer):
         else:
             given = inputs[1]
             items = list(given) if isinstance(given, (list, tuple)) else [given]
-            entries = self._place(items, lambda item: item is None)
+            entries = place_indices(self.template, items, lambda item: item is None)
         index = tuple(slice(None) if e is None else np.asarray(e) for e in entries)
         return [np.asarray(x[index])]
+
+
+def _broadcasts_to(shape: Shape, target: Shape) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
+
+
+@register("Tensor.index_put")
+class IndexPut(Layer):
+    """``x.index_put(indices, values, accumulate)``, what ``x[idx] = v`` and ``x[idx] += v``
+    export as: a copy of ``x`` with ``values`` (broadcast) written at, or with ``accumulate``
+    added to (repeated indices add up), the places ``indices`` pick. The index list is a
+    runtime input built as for :class:`Index`; bool masks are allowed (the shape stays)."""
+
+    def build(self, params: Params) -> None:
+        self.accumulate = params.bool("accumulate", False)
+        #: A number pnnx wrote as the ``values`` param (``y[:, i] = -1.0``), else None.
+        self.value: float | None = None
+        if params.has("values"):
+            self.value = params.float("values")
+            self.x_at, self.indices_at = self.bind_inputs(params, ["input", "indices"])
+            self.values_at = None
+        else:
+            self.x_at, self.indices_at, self.values_at = self.bind_inputs(params, ["input", "indices", "values"])
+        self.template = _template(params, self.indices_at)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, 2 if self.values_at is None else 3)
+        x, given = specs[self.x_at], specs[self.indices_at]
+        values = TensorSpec((), x.dtype) if self.values_at is None else specs[self.values_at]
+        if not isinstance(x, TensorSpec) or not isinstance(values, TensorSpec):
+            raise ShapeMismatch("the input and the values must be tensors")
+        items = list(given.items) if isinstance(given, SequenceSpec) else [given]
+        entries: list[Any] = []
+        for item in place_indices(self.template, items, _is_none_spec):
+            if item is None:
+                entries.append(None)
+            elif item.dtype == bool:
+                entries.append(Mask(item.shape, 1))  # how many it picks is known only at run time
+            else:
+                _check_index_dtype(item.dtype)
+                entries.append(item.shape)
+        target = advanced_index_shape(x.shape, entries)
+        if not any(isinstance(e, Mask) for e in entries) and not _broadcasts_to(values.shape, target):
+            raise ShapeMismatch(f"values of shape {values.shape} do not broadcast to the {target} places indexed")
+        return [TensorSpec(x.shape, x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        out = np.array(inputs[self.x_at], copy=True)
+        given = inputs[self.indices_at]
+        items = list(given) if isinstance(given, (list, tuple)) else [given]
+        index = tuple(slice(None) if e is None else np.asarray(e)
+                      for e in place_indices(self.template, items, lambda item: item is None))
+        values = np.asarray(self.value if self.values_at is None else inputs[self.values_at]).astype(out.dtype, copy=False)
+        if self.accumulate:
+            np.add.at(out, index, values)
+        else:
+            out[index] = values
+        return [out]
+
+
+@register("torch.scatter_add")
+class ScatterAdd(Layer):
+    """``torch.scatter_add(x, dim, index, src)``: a copy of ``x`` to which each ``src[i][j]``
+    is added at ``[index[i][j]][j]`` (dim=0); repeated indices add up. ``index`` may be
+    shorter than ``x`` and ``src`` along every dim (its first entries are used)."""
+
+    def build(self, params: Params) -> None:
+        self.dim = params.int("dim")
+        self.x_at, self.index_at, self.src_at = self.bind_inputs(params, ["input", "index", "src"])
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, 3)
+        x, index, src = specs[self.x_at], specs[self.index_at], specs[self.src_at]
+        _check_index_dtype(index.dtype)
+        axis = _axis(self.dim, len(x.shape))
+        if len(index.shape) != len(x.shape) or len(src.shape) != len(x.shape):
+            raise ShapeMismatch(f"input {x.shape}, index {index.shape} and src {src.shape} need the same rank")
+        if any(i > s for i, s in zip(index.shape, src.shape)) or any(
+                i > d for k, (i, d) in enumerate(zip(index.shape, x.shape)) if k != axis):
+            raise ShapeMismatch(f"index {index.shape} must fit inside src {src.shape} and, but along dim "
+                                f"{self.dim}, inside the input {x.shape}")
+        return [TensorSpec(x.shape, x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        out = np.array(inputs[self.x_at], copy=True)
+        index, src = np.asarray(inputs[self.index_at]), np.asarray(inputs[self.src_at])
+        axis = _axis(self.dim, out.ndim)
+        check_range(index, out.shape[axis], "scatter_add index")
+        where = list(np.indices(index.shape, sparse=True))
+        where[axis] = index
+        np.add.at(out, tuple(where), src[tuple(slice(0, n) for n in index.shape)].astype(out.dtype, copy=False))
+        return [out]
 
 
 # ------------------------------------------------------------------------------------------

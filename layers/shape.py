@@ -71,7 +71,7 @@ def _fill(target: Sequence[int], total: int, source: Shape) -> Shape:
     return tuple(target)
 
 
-def _runtime_ints(value: Any, what: str) -> tuple[int, ...]:
+def runtime_ints(value: Any, what: str) -> tuple[int, ...]:
     """The integers of a shape operand's value: a list of scalars, or a 1-d array."""
     items = list(value) if isinstance(value, (list, tuple)) else np.asarray(value).reshape(-1).tolist()
     out = []
@@ -84,13 +84,13 @@ def _runtime_ints(value: Any, what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _known_ints(spec: Spec) -> tuple[int, ...] | None:
+def known_ints(spec: Spec) -> tuple[int, ...] | None:
     """The value of a shape operand if its spec carries one (``spec.value``), else None."""
     value = getattr(spec, "value", None)
     if value is not None:
-        return _runtime_ints(value, "the shape")
+        return runtime_ints(value, "the shape")
     if isinstance(spec, SequenceSpec):
-        parts = [_known_ints(item) for item in spec.items]
+        parts = [known_ints(item) for item in spec.items]
         if all(p is not None and len(p) == 1 for p in parts):
             return tuple(p[0] for p in parts)  # type: ignore[index]
     return None
@@ -175,7 +175,7 @@ class _Targeted(Layer):
         return [self.out_shape(shapes[0], self.target)]
 
     def _inferred_target(self, spec: Spec, shape: Shape) -> tuple[int, ...]:
-        known = _known_ints(spec)
+        known = known_ints(spec)
         if known is not None:
             return known
         if self.recipe is not None:
@@ -189,7 +189,7 @@ class _Targeted(Layer):
 
     def forward(self, inputs):
         x = np.asarray(inputs[0])
-        target = self.target if self.target is not None else _runtime_ints(inputs[1], self.key)
+        target = self.target if self.target is not None else runtime_ints(inputs[1], self.key)
         shape = self.out_shape(x.shape, target)
         return [self.compute(x, target, shape)]
 

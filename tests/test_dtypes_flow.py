@@ -51,7 +51,7 @@ def _arrays(value, spec):
         items = spec.items if isinstance(spec, SequenceSpec) and len(spec.items) == len(value) else [None] * len(value)
         for v, s in zip(value, items):
             yield from _arrays(v, s)
-    else:
+    elif value is not None and not isinstance(value, str):  # not a constant argument like device=cpu
         yield np.asarray(value), spec if isinstance(spec, TensorSpec) else None
 
 

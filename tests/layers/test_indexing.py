@@ -62,6 +62,78 @@ def test_gather_matches_its_definition(rank, data):
     assert layer.infer([spec(x.shape), spec(index.shape, np.int64)]) == [spec(index.shape)]
 
 
+# -- scatter_add / index_put ------------------------------------------------------------------
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 3), st.data())
+def test_scatter_add_matches_its_definition(rank, data):
+    """out = x; for every position p of index: out[p with p[dim] = index[p]] += src[p]."""
+    shape = data.draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank))
+    dim = data.draw(st.integers(-rank, rank - 1))
+    index_shape = [data.draw(st.integers(0, 5)) if d == dim % rank else data.draw(st.integers(0, n))
+                   for d, n in enumerate(shape)]
+    rng = np.random.default_rng(sum(shape) + rank)
+    x = rng.standard_normal(shape).astype(np.float32)
+    index = rng.integers(0, shape[dim], size=index_shape)  # repeats are likely: they must add up
+    src = rng.standard_normal([n + 1 for n in index_shape]).astype(np.float32)
+    want = x.astype(np.float64)
+    for p in np.ndindex(*index.shape):
+        target = list(p)
+        target[dim % rank] = index[p]
+        want[tuple(target)] += src[p]
+    layer = make("torch.scatter_add", {"dim": dim}, inputs=3, names=["input", "index", "src"])
+    (got,) = layer.forward([x, index, src])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert got.dtype == np.float32 and not np.shares_memory(got, x)
+    assert layer.infer([spec(x.shape), spec(index.shape, np.int64), spec(src.shape)]) == [spec(x.shape)]
+
+
+def test_scatter_add_refusals():
+    layer = make("torch.scatter_add", {"dim": 0}, inputs=3, names=["input", "index", "src"])
+    with pytest.raises(ShapeMismatch, match="same rank"):
+        layer.infer([spec((3, 4)), spec((2,), np.int64), spec((2,))])
+    with pytest.raises(ShapeMismatch, match="must fit inside src"):
+        layer.infer([spec((3, 4)), spec((2, 5), np.int64), spec((2, 5))])
+    with pytest.raises(ShapeMismatch, match="integers"):
+        layer.infer([spec((3, 4)), spec((2, 4), np.float32), spec((2, 4))])
+    with pytest.raises(IndexError, match="index 3 is out of range"):
+        layer.forward([np.zeros((3, 4), np.float32), np.full((1, 4), 3), np.ones((1, 4), np.float32)])
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_writes_or_adds_at_the_indexed_places(accumulate):
+    x = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    rows, cols = np.array([3, 1, 3]), np.array([0, 2, 0])
+    values = np.array([10.0, 20.0], np.float32)  # broadcast along the last dim
+    layer = make("Tensor.index_put", {"accumulate": accumulate}, inputs=3, names=["input", "indices", "values"],
+                 producers={1: expression("[@0,@1]")})
+    (got,) = layer.forward([x, [rows, cols], values])
+    want = x.copy()
+    if accumulate:
+        for r, c in zip(rows, cols):
+            want[r, c] += values
+    else:
+        want[rows, cols] = values
+    np.testing.assert_array_equal(got, want)
+    assert not np.shares_memory(got, x) and np.array_equal(x, np.arange(24, dtype=np.float32).reshape(4, 3, 2))
+    index_specs = SequenceSpec((spec((3,), np.int64), spec((3,), np.int64)))
+    assert layer.infer([spec(x.shape), index_specs, spec((2,))]) == [spec(x.shape)]
+    with pytest.raises(ShapeMismatch, match="do not broadcast"):
+        layer.infer([spec(x.shape), index_specs, spec((4,))])
+
+
+def test_index_put_with_a_mask_a_full_slice_and_a_constant_value():
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    masked = make("Tensor.index_put", {}, inputs=3, names=["input", "indices", "values"],
+                  producers={1: expression("[@0]")})
+    np.testing.assert_array_equal(masked.forward([x, [x > 0], np.float32(5)])[0], np.where(x > 0, 5, x))
+    assert masked.infer([spec(x.shape), SequenceSpec((spec(x.shape, np.bool_),)), spec(())]) == [spec(x.shape)]
+    columns = make("Tensor.index_put", {"values": -1.0}, inputs=2, names=["input", "indices"],
+                   producers={1: expression("[None,@0]")})
+    want = x.copy()
+    want[:, [3, 0]] = -1
+    np.testing.assert_array_equal(columns.forward([x, [np.array([3, 0])]])[0], want)
+
+
 @pytest.mark.parametrize("bad", [-1, 4])
 def test_gather_refuses_out_of_range_and_negative_indices(bad):
     layer = make("torch.gather", {"dim": 1}, inputs=2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from tools.cases import Case, Fn
 
@@ -52,4 +53,16 @@ CASES = [
     Case("scatter_src_and_value",
          Fn(lambda a, i, s: (a.scatter(1, i, s), a.scatter(0, i[:1], 9.0))),
          (x(3, 4), torch.tensor([[0, 2], [3, 1], [1, 1]]), x(3, 3))),
+    Case("median_all_and_dim",
+         Fn(lambda a: (torch.median(a), *torch.median(a, dim=1), torch.median(a, -1, keepdim=True)[0])),
+         (x(3, 4, 5),)),
+    Case("kthvalue", Fn(lambda a: (*torch.kthvalue(a, 2, dim=0), torch.kthvalue(a, 4, -1, keepdim=True)[1])),
+         (x(3, 5),)),
+    Case("cummax_cummin", Fn(lambda a: (*torch.cummax(a, 1), *torch.cummin(a, -1))),
+         (torch.tensor([[[1.0, 3.0, 3.0, 2.0], [0.0, -1.0, 5.0, 5.0]], [[2.0, 2.0, 1.0, 4.0], [7.0, 1.0, 1.0, 0.5]]]),)),
+    Case("cdist_p2_p1_inf", Fn(lambda a, b: (torch.cdist(a, b), torch.cdist(a, b, p=1.0),
+                                              torch.cdist(a, b, p=float("inf")), torch.cdist(a, b, p=3.0))),
+         (x(2, 30, 4), x(2, 27, 4))),
+    Case("tensordot", Fn(lambda a, b: torch.tensordot(a, b, dims=([1, 2], [0, 1]))), (x(2, 3, 4), x(3, 4, 5))),
+    Case("bilinear", nn.Bilinear(4, 3, 5), (x(2, 6, 4), x(2, 6, 3))),
 ]

@@ -43,6 +43,25 @@ def i64(values):
     return torch.tensor(values, dtype=torch.int64)
 
 
+def setitem_columns(x, i):
+    """``y[:, :, i] = 0`` on a copy: the assignment pnnx exports as Tensor.index_put."""
+    y = x.clone()
+    y[:, :, i] = -1.0
+    return y
+
+
+class ConstantBags(nn.Module):
+    """nn.EmbeddingBag over constant bags: pnnx folds it to a constant and its header still
+    counts the operands of the folded operators (8 declared, 5 used)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(10, 3, mode="mean")
+
+    def forward(self, x):
+        return self.bag(torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 4])) + x[:2, :3].sum()
+
+
 CASES = [
     Case("gather", Fn(lambda x, i: torch.gather(x, 1, i)), (r(2, 4), i64([[0, 2, 1], [3, 3, 0]]))),
     # index shorter than x along a non-gathered dim: torch reads x's first rows only
@@ -66,4 +85,17 @@ CASES = [
          (r(2, 3), torch.tensor([-2.5]))),
     Case("topk_largest", Fn(lambda x: torch.topk(x, 2, dim=1)), (r(2, 5, 3),)),
     Case("topk_smallest", Fn(lambda x: x.topk(3, largest=False)), (r(2, 5),)),
+    Case("index_put_rows", Fn(lambda x, i, v: x.index_put((i,), v)),
+         (r(5, 4), torch.tensor([3, 0]), r(2, 4))),
+    Case("index_put_columns_broadcast", Fn(lambda x, i, v: x.index_put((torch.arange(2)[:, None], i), v)),
+         (r(2, 6), torch.tensor([5, 1, 1]), r(3))),
+    Case("index_put_accumulate_repeats", Fn(lambda x, i, v: x.index_put((i,), v, accumulate=True)),
+         (r(4, 3), torch.tensor([1, 3, 1, 1]), r(4, 3))),
+    Case("index_put_mask", Fn(lambda x, v: x.index_put((x > 0,), v[0])), (r(3, 4), torch.tensor([9.0]))),
+    Case("setitem_slice_index", Fn(setitem_columns), (r(2, 3, 5), torch.tensor([4, 0]))),
+    Case("scatter_add", Fn(lambda x, i, s: torch.scatter_add(x, 1, i, s)),
+         (r(3, 5), torch.tensor([[0, 4, 0], [1, 1, 1], [2, 3, 4]]), r(3, 4))),
+    Case("scatter_add_dim0_short", Fn(lambda x, i, s: x.scatter_add(0, i, s)),
+         (r(4, 3), torch.tensor([[3, 0], [3, 3]]), r(2, 3))),
+    Case("embedding_bag_of_constant_bags", ConstantBags(), (r(6, 10),)),
 ]

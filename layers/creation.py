@@ -1,0 +1,269 @@
+"""Tensors made from sizes and numbers rather than from inputs' data.
+
+::
+
+    Arange        torch.arange          start, end, step (params or inputs)
+    Filled        torch.zeros / ones / full / empty            of ``size``
+    NewFilled     Tensor.new_zeros / new_ones / new_empty   (the input's dtype)
+    AtenNewFull   aten::new_full        x.new_full(size, value), as TorchScript leaves it
+    Linspace      aten::linspace        steps values from start to end
+    Numel         aten::numel           the element count, as an int64 scalar
+
+pnnx folds these into constants when every size is known at export; they stay in the graph
+when a size comes from a dynamic input dim (``torch.arange(x.size(1))`` exports as
+``torch.arange $end=`` fed by ``size(@0,1)``). A plan is made per input shape, so those
+sizes are known to shape inference, which reads them from the specs that carry a value;
+a size that is not known then is refused (ShapeMismatch) rather than guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from layers._expr import TORCH_DTYPES, ScalarSpec
+from layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec
+from layers.registry import register
+from layers.shape import known_ints, runtime_ints
+
+_UNKNOWN: Any = object()
+
+
+def _dtype_param(params: Params) -> np.dtype | None:
+    """The ``dtype`` param (``torch.float`` ...), or None when pnnx wrote ``dtype=None``."""
+    name = params.raw("dtype", None)
+    if name is None:
+        return None
+    name = params.str("dtype")
+    if name not in TORCH_DTYPES:
+        raise params.error(f"dtype={name} is not supported; supported: {', '.join(sorted(TORCH_DTYPES))}")
+    return TORCH_DTYPES[name]
+
+
+def _known_number(spec: Spec) -> Any:
+    """A scalar input's value if shape inference knows it, else :data:`_UNKNOWN`."""
+    value = getattr(spec, "value", _UNKNOWN)
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(-1)[0].item()
+    return value if isinstance(value, (bool, int, float)) else _UNKNOWN
+
+
+def _number(value: Any) -> int | float:
+    """A runtime scalar (a Python number or a one-element array) as a Python number."""
+    array = np.asarray(value)
+    if array.size != 1 or array.dtype.kind not in "biuf":
+        raise ShapeMismatch(f"expected a number, given {value!r}")
+    return array.reshape(-1)[0].item()
+
+
+#: TorchScript's ScalarType numbers, how aten:: operators receive a dtype.
+SCALAR_TYPES = {0: np.uint8, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.int64, 5: np.float16,
+                6: np.float32, 7: np.float64, 11: np.bool_}
+
+
+def scalar_type(code: Any) -> np.dtype:
+    if code not in SCALAR_TYPES:
+        raise ShapeMismatch(f"dtype code {code} is not supported; supported: {sorted(SCALAR_TYPES)}")
+    return np.dtype(SCALAR_TYPES[code])
+
+
+def _known_size(spec: Spec, what: str) -> tuple[int, ...]:
+    size = known_ints(spec)
+    if size is None:
+        raise ShapeMismatch(f"the {what} is known only at run time, so the output shape is unknown")
+    if any(n < 0 for n in size):
+        raise ShapeMismatch(f"the {what} {size} has a negative dim")
+    return size
+
+
+class _Sized(Layer):
+    """Reads ``size`` from a param or from the ``$size`` input (a list of scalars)."""
+
+    def read_size(self, params: Params) -> None:
+        self.size: tuple[int, ...] | None = params.ints("size") if params.has("size") else None
+        self.size_at: int | None = None
+        if self.size is None:
+            (self.size_at,) = self.bind_inputs(params, ["size"])
+
+    def size_of(self, specs: list[Spec]) -> tuple[int, ...]:
+        return self.size if self.size is not None else _known_size(specs[self.size_at], "size")  # type: ignore[index]
+
+    def runtime_size(self, inputs: list[Any]) -> tuple[int, ...]:
+        return self.size if self.size is not None else runtime_ints(inputs[self.size_at], "size")  # type: ignore[index]
+
+
+_FILLS = {"zeros": 0, "ones": 1, "empty": 0}
+
+
+def _fill_of(params: Params, kind: str) -> int | float | bool:
+    if kind == "full":
+        value = params.raw("fill_value")
+        if not isinstance(value, (bool, int, float)):
+            raise params.error(f"fill_value={value!r} must be a number")
+        return value
+    return _FILLS[kind]
+
+
+def _default_dtype(fill: int | float | bool) -> np.dtype:
+    """torch's dtype for a fill value when none is given: bool, int64, else float32."""
+    if isinstance(fill, bool):
+        return np.dtype(np.bool_)
+    return np.dtype(np.int64) if isinstance(fill, int) else np.dtype(np.float32)
+
+
+@register("torch.zeros", "torch.ones", "torch.full", "torch.empty")
+class Filled(_Sized):
+    """``torch.zeros/ones/full/empty(size)``; ``empty`` gives zeros (its content is unspecified)."""
+
+    def build(self, params: Params) -> None:
+        kind = self.type.split(".")[1]
+        self.fill = _fill_of(params, kind)
+        self.read_size(params)
+        given = _dtype_param(params)
+        self.dtype = given if given is not None else (
+            np.dtype(np.float32) if kind != "full" else _default_dtype(self.fill))
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [TensorSpec(self.size_of(specs), self.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.full(self.runtime_size(inputs), self.fill, dtype=self.dtype)]
+
+
+@register("Tensor.new_zeros", "Tensor.new_ones", "Tensor.new_empty")
+class NewFilled(_Sized):
+    """``x.new_zeros/new_ones/new_empty(size)``: of ``x``'s dtype unless one is given
+    (``new_full`` exports as ``aten::new_full``)."""
+
+    def build(self, params: Params) -> None:
+        self.fill = _fill_of(params, self.type.split(".")[1].removeprefix("new_"))
+        self.read_size(params)
+        self.dtype = _dtype_param(params)
+        (self.x_at,) = self.bind_inputs(params, ["input"])
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [TensorSpec(self.size_of(specs), self.dtype or specs[self.x_at].dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        dtype = self.dtype or np.asarray(inputs[self.x_at]).dtype
+        return [np.full(self.runtime_size(inputs), self.fill, dtype=dtype)]
+
+
+@register("aten::new_full")
+class AtenNewFull(Layer):
+    """``x.new_full(size, fill_value)`` as TorchScript leaves it: inputs self, size,
+    fill_value, dtype, layout, device, pin_memory; of ``x``'s dtype unless one is given."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 7:
+            raise params.error(f"takes 7 inputs (self, size, fill_value, dtype, layout, device, pin_memory), "
+                               f"given {self.num_inputs}")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        code = _known_number(specs[3])
+        dtype = specs[0].dtype if code in (None, _UNKNOWN) else scalar_type(code)
+        return [TensorSpec(_known_size(specs[1], "size"), dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        dtype = np.asarray(inputs[0]).dtype if inputs[3] is None else scalar_type(_number(inputs[3]))
+        return [np.full(runtime_ints(inputs[1], "size"), _number(inputs[2]), dtype=dtype)]
+
+
+@register("torch.arange")
+class Arange(Layer):
+    """``torch.arange(start, end, step)``, each a param or an input (``$end`` fed by a size).
+
+    The dtype, when not given, is int64 if start, end and step are all integers, else
+    float32; the length is ``ceil((end - start) / step)``, as in torch."""
+
+    ARGS = ("start", "end", "step")
+
+    def build(self, params: Params) -> None:
+        self.constants: dict[str, int | float] = {"start": 0, "step": 1}
+        self.positions: dict[str, int] = {}
+        for name in self.ARGS:
+            if params.has(name):
+                value = params.raw(name)
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise params.error(f"{name}={value!r} must be a number")
+                self.constants[name] = value
+            elif name in self.input_names:
+                self.positions[name] = self.input_names.index(name)
+        if "end" not in self.constants and "end" not in self.positions:
+            raise params.error("needs end, as a param or an input")
+        self.dtype = _dtype_param(params)
+
+    def _args(self, read: Any) -> dict[str, int | float]:
+        return {name: self.constants[name] if name in self.constants else read(self.positions[name], name)
+                for name in self.ARGS}
+
+    def _output_dtype(self, args: dict[str, Any]) -> np.dtype:
+        if self.dtype is not None:
+            return self.dtype
+        return np.dtype(np.int64 if all(isinstance(v, int) for v in args.values()) else np.float32)
+
+    @staticmethod
+    def _length(args: dict[str, Any]) -> int:
+        start, end, step = args["start"], args["end"], args["step"]
+        if step == 0:
+            raise ShapeMismatch("step must not be zero")
+        return max(0, math.ceil((end - start) / step))
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        def known(position: int, name: str) -> Any:
+            value = _known_number(specs[position])
+            if value is _UNKNOWN:
+                raise ShapeMismatch(f"{name} is known only at run time, so the output length is unknown")
+            return value
+
+        args = self._args(known)
+        return [TensorSpec((self._length(args),), self._output_dtype(args))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        args = self._args(lambda position, name: _number(inputs[position]))
+        dtype = self._output_dtype(args)
+        start, step = args["start"], args["step"]
+        # start + i * step in float64, as torch computes it, then cast
+        values = start + np.arange(self._length(args), dtype=np.float64) * step
+        return [values.astype(dtype)]
+
+
+@register("aten::linspace")
+class Linspace(Layer):
+    """``torch.linspace(start, end, steps)`` (float32 unless a dtype is given); TorchScript's
+    inputs: start, end, steps, dtype, layout, device, pin_memory."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 7:
+            raise params.error(f"takes 7 inputs (start, end, steps, dtype, layout, device, pin_memory), "
+                               f"given {self.num_inputs}")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        steps = _known_number(specs[2])
+        if steps is _UNKNOWN or isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ShapeMismatch("steps must be a non-negative integer known before the run")
+        return [TensorSpec((steps,), self._dtype(_known_number(specs[3])))]
+
+    @staticmethod
+    def _dtype(code: Any) -> np.dtype:
+        return np.dtype(np.float32) if code in (None, _UNKNOWN) else scalar_type(code)
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        start, end, steps = _number(inputs[0]), _number(inputs[1]), int(_number(inputs[2]))
+        dtype = self._dtype(None if inputs[3] is None else _number(inputs[3]))
+        return [np.linspace(start, end, steps, dtype=np.float64).astype(dtype)]
+
+
+@register("aten::numel")
+class Numel(Layer):
+    """``x.numel()``: an int64 scalar whose value shape inference knows (sizes read it)."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, 1)
+        shape = specs[0].shape
+        return [ScalarSpec((), np.dtype(np.int64), math.prod(shape))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.asarray(np.asarray(inputs[0]).size, dtype=np.int64)]

@@ -1,0 +1,267 @@
+"""Fourier transforms and the complex tensors they make (FNet, GFNet, FFC/LaMa blocks).
+
+::
+
+    FFT           torch.fft.fft / ifft / rfft / irfft / hfft / ihfft     along one dim
+    FFTN          torch.fft.fft2 / ifft2 / rfft2 / irfft2 / fftn / ifftn / rfftn / irfftn
+    RealPart      torch.real          ImagPart   torch.imag
+    ViewAsReal    torch.view_as_real  (..., 2) float        ViewAsComplex  torch.view_as_complex
+    Complex       torch.complex(real, imag)                 Angle          aten::angle
+
+numpy's pocketfft computes them; the result is cast to PyTorch's dtype (complex64 from
+float32 or complex64 input, complex128 from double precision; the inverse real transforms
+give float32 or float64). ``norm`` is ``backward`` (None), ``forward`` or ``ortho`` as in
+both libraries. A complex64 value is 8 bytes like any other element to the scheduler and
+the memory plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from layers.registry import register
+
+_NORMS = ("backward", "forward", "ortho")
+_COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),
+            np.dtype(np.complex64): np.dtype(np.complex64), np.dtype(np.complex128): np.dtype(np.complex128),
+            np.dtype(np.float16): np.dtype(np.complex64)}
+_REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+
+
+def complex_of(dtype: np.dtype) -> np.dtype:
+    if np.dtype(dtype) not in _COMPLEX:
+        raise ShapeMismatch(f"a Fourier transform needs a floating point or complex input, given {dtype}")
+    return _COMPLEX[np.dtype(dtype)]
+
+
+def real_of(dtype: np.dtype) -> np.dtype:
+    """The real dtype of a complex one (a real dtype is its own)."""
+    dtype = np.dtype(dtype)
+    return _REAL.get(dtype, dtype if dtype.kind == "f" else np.dtype(np.float32))
+
+
+def _read_norm(params: Params) -> str | None:
+    norm = params.raw("norm", None)
+    if norm is not None and norm not in _NORMS:
+        raise params.error(f"norm={norm!r} is not one of {', '.join(_NORMS)}")
+    return norm
+
+
+class _Transform(Layer):
+    """What the 1-D and n-D transforms share: the kind (from the type) and ``norm``."""
+
+    #: kind -> (numpy function, output is real, last axis halved (r) or rebuilt (ir))
+    KINDS = {
+        "fft": ("fft", False, None), "ifft": ("ifft", False, None),
+        "rfft": ("rfft", False, "half"), "irfft": ("irfft", True, "full"),
+        "hfft": ("hfft", True, "full"), "ihfft": ("ihfft", False, "half"),
+    }
+
+    def build(self, params: Params) -> None:
+        self.kind = self.type.removeprefix("torch.fft.")
+        self.norm = _read_norm(params)
+        self.expect_one_input(params)
+
+    def expect_one_input(self, params: Params) -> None:
+        if self.num_inputs != 1:
+            raise params.error(f"takes 1 input, given {self.num_inputs}")
+
+    def output_dtype(self, dtype: np.dtype, real_out: bool) -> np.dtype:
+        made = complex_of(dtype)
+        return real_of(made) if real_out else made
+
+    @staticmethod
+    def sized(length: int | None, size: int, last: str | None) -> int:
+        """Output length along a transformed dim of input ``size`` with requested ``length``."""
+        if last == "half":
+            return (length if length is not None else size) // 2 + 1
+        if last == "full":
+            return length if length is not None else 2 * (size - 1)
+        return length if length is not None else size
+
+
+@register("torch.fft.fft", "torch.fft.ifft", "torch.fft.rfft", "torch.fft.irfft", "torch.fft.hfft",
+          "torch.fft.ihfft")
+class FFT(_Transform):
+    """A 1-D discrete Fourier transform along ``dim`` of length ``n`` (input cropped or
+    zero-padded to it; None: the input's length)."""
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.n = params.raw("n", None)
+        if self.n is not None and (not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1):
+            raise params.error(f"n={self.n!r} must be a positive integer")
+        self.dim = params.int("dim", -1)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        name, real_out, last = self.KINDS[self.kind]
+        axis = normalize_axis(self.dim, len(x.shape))
+        if self.kind == "rfft" and x.dtype.kind == "c":
+            raise ShapeMismatch(f"rfft needs a real input, given {x.dtype}")
+        size = self.sized(self.n, x.shape[axis], last)
+        if size < 1:
+            raise ShapeMismatch(f"{self.kind} of {x.shape[axis]} values along dim {self.dim} gives no output")
+        shape = x.shape[:axis] + (size,) + x.shape[axis + 1:]
+        return [TensorSpec(shape, self.output_dtype(x.dtype, real_out))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        name, real_out, _ = self.KINDS[self.kind]
+        y = getattr(np.fft, name)(x, n=self.n, axis=normalize_axis(self.dim, x.ndim), norm=self.norm)
+        return [np.ascontiguousarray(y, dtype=self.output_dtype(x.dtype, real_out))]
+
+
+@register("torch.fft.fft2", "torch.fft.ifft2", "torch.fft.rfft2", "torch.fft.irfft2", "torch.fft.fftn",
+          "torch.fft.ifftn", "torch.fft.rfftn", "torch.fft.irfftn")
+class FFTN(_Transform):
+    """A transform over several dims: ``dim`` (fft2's default the last two; None: every dim,
+    or the last ``len(s)``) with lengths ``s``; the real kinds halve or rebuild the last."""
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.kind = self.kind.removesuffix("2").removesuffix("n")
+        two = self.type.endswith("2")
+        self.s = params.ints("s") if params.raw("s", None) is not None else None
+        dims = params.raw("dim", None)
+        self.dims = params.ints("dim") if dims is not None else ((-2, -1) if two else None)
+        if self.s is not None and self.dims is not None and len(self.s) != len(self.dims):
+            raise params.error(f"s={self.s} and dim={self.dims} differ in length")
+
+    def axes(self, rank: int) -> tuple[int, ...]:
+        if self.dims is not None:
+            axes = tuple(normalize_axis(d, rank) for d in self.dims)
+        elif self.s is not None:
+            axes = tuple(range(rank - len(self.s), rank))
+        else:
+            axes = tuple(range(rank))
+        if len(set(axes)) != len(axes):
+            raise ShapeMismatch(f"dims {self.dims} repeat a dim")
+        return axes
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        _, real_out, last = self.KINDS[self.kind]
+        if self.kind == "rfft" and x.dtype.kind == "c":
+            raise ShapeMismatch(f"rfft needs a real input, given {x.dtype}")
+        axes = self.axes(len(x.shape))
+        if not axes:
+            raise ShapeMismatch("no dim to transform")
+        shape = list(x.shape)
+        for k, axis in enumerate(axes):
+            length = None if self.s is None else self.s[k]
+            shape[axis] = self.sized(length, x.shape[axis], last if k == len(axes) - 1 else None)
+            if shape[axis] < 1:
+                raise ShapeMismatch(f"{self.type} of input {x.shape} gives an empty dim {axis}")
+        return [TensorSpec(tuple(shape), self.output_dtype(x.dtype, real_out))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        name, real_out, _ = self.KINDS[self.kind]
+        y = getattr(np.fft, name + "n")(x, s=self.s, axes=self.axes(x.ndim), norm=self.norm)
+        return [np.ascontiguousarray(y, dtype=self.output_dtype(x.dtype, real_out))]
+
+
+# ------------------------------------------------------------------------------------------
+# complex values
+# ------------------------------------------------------------------------------------------
+class _Elementwise(Layer):
+    """One complex (or real) tensor in, one tensor of the same shape out."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 1:
+            raise params.error(f"takes 1 input, given {self.num_inputs}")
+
+    def out_dtype(self, dtype: np.dtype) -> np.dtype:
+        return real_of(dtype)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [TensorSpec(specs[0].shape, self.out_dtype(specs[0].dtype))]
+
+
+@register("torch.real")
+class RealPart(_Elementwise):
+    """``x.real``: the real part (a real tensor is its own)."""
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.ascontiguousarray(np.real(inputs[0]))]
+
+
+@register("torch.imag")
+class ImagPart(_Elementwise):
+    """``x.imag``: the imaginary part of a complex tensor."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if specs[0].dtype.kind != "c":
+            raise ShapeMismatch(f"imag needs a complex input, given {specs[0].dtype}")
+        return super().infer(specs)
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.ascontiguousarray(np.imag(inputs[0]))]
+
+
+@register("aten::angle")
+class Angle(_Elementwise):
+    """``x.angle()``: the argument of each complex value, in (-pi, pi] (0 or pi when real)."""
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [np.angle(x).astype(self.out_dtype(x.dtype))]
+
+
+@register("torch.view_as_real")
+class ViewAsReal(Layer):
+    """``torch.view_as_real``: complex (...,) as real (..., 2) holding (real, imag)."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if x.dtype.kind != "c":
+            raise ShapeMismatch(f"view_as_real needs a complex input, given {x.dtype}")
+        return [TensorSpec(x.shape + (2,), real_of(x.dtype))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.ascontiguousarray(inputs[0])
+        return [x.view(real_of(x.dtype)).reshape(x.shape + (2,))]
+
+
+@register("torch.view_as_complex")
+class ViewAsComplex(Layer):
+    """``torch.view_as_complex``: real (..., 2) as complex (...,)."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if x.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or not x.shape or x.shape[-1] != 2:
+            raise ShapeMismatch(f"view_as_complex needs a float32 or float64 input whose last dim is 2, "
+                                f"given {x.dtype} {x.shape}")
+        return [TensorSpec(x.shape[:-1], complex_of(x.dtype))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.ascontiguousarray(inputs[0])
+        return [x.view(complex_of(x.dtype)).reshape(x.shape[:-1])]
+
+
+@register("torch.complex")
+class Complex(Layer):
+    """``torch.complex(real, imag)``: the two broadcast together into one complex tensor."""
+
+    def build(self, params: Params) -> None:
+        self.real_at, self.imag_at = self.bind_inputs(params, ["real", "imag"])
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        real, imag = specs[self.real_at], specs[self.imag_at]
+        if real.dtype != imag.dtype or real.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ShapeMismatch(f"real and imag must both be float32 or float64, given {real.dtype} and {imag.dtype}")
+        try:
+            shape = np.broadcast_shapes(real.shape, imag.shape)
+        except ValueError:
+            raise ShapeMismatch(f"real {real.shape} and imag {imag.shape} do not broadcast") from None
+        return [TensorSpec(tuple(shape), complex_of(real.dtype))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        real, imag = np.asarray(inputs[self.real_at]), np.asarray(inputs[self.imag_at])
+        out = np.empty(np.broadcast_shapes(real.shape, imag.shape), complex_of(real.dtype))
+        out.real, out.imag = real, imag
+        return [out]

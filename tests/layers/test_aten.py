@@ -1,0 +1,92 @@
+"""Order statistics and distances that pnnx leaves as ``aten::`` operators, against their
+definitions on random inputs (the golden fixtures check them against PyTorch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphexec.ir import Operand, Operator
+from layers.base import ShapeMismatch
+from layers.registry import lookup
+from layers.specs import TensorSpec
+
+
+def aten(op_type, *constants, outputs=1):
+    """An aten layer whose input 0 is data and each further input a constant made by an
+    input-less pnnx.Expression, as pnnx writes them (``...``: another data input)."""
+    operands = [Operand(f"in{i}") for i in range(len(constants) + 1)]
+    for operand, value in zip(operands[1:], constants):
+        if value is not ...:
+            operand.producer = Operator("pnnx.Expression", "expr", params={"expr": value})
+    op = Operator(op_type, "op", inputs=operands, outputs=[Operand(f"out{i}") for i in range(outputs)],
+                  input_names=[""] * len(operands))
+    return lookup(op_type)(op)
+
+
+shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shapes, st.data())
+def test_median_and_kthvalue_pick_by_rank_along_dim(shape, data):
+    x = np.random.default_rng(len(shape) * 7 + sum(shape)).permutation(np.prod(shape)).reshape(shape)
+    x = x.astype(np.float32)  # distinct values: the index of each rank is unique
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    keepdim = data.draw(st.booleans())
+    n = shape[dim]
+    k = data.draw(st.integers(1, n))
+    for layer, rank in [(aten("aten::median", dim, keepdim, outputs=2), (n - 1) // 2),
+                        (aten("aten::kthvalue", k, dim, keepdim, outputs=2), k - 1)]:
+        values, index = layer.forward([x] + [None] * (layer.num_inputs - 1))
+        want = np.take(np.sort(x, axis=dim), [rank], axis=dim)
+        if not keepdim:
+            want = np.squeeze(want, axis=dim)
+        np.testing.assert_array_equal(values, want)
+        np.testing.assert_array_equal(np.take_along_axis(x, np.expand_dims(index, dim) if not keepdim else index,
+                                                         axis=dim).reshape(values.shape), values)
+        assert index.dtype == np.int64
+        assert [s.shape for s in layer.infer([TensorSpec(x.shape, x.dtype)] + [TensorSpec((), np.int64)] *
+                                             (layer.num_inputs - 1))] == [want.shape] * 2
+    whole = aten("aten::median")
+    assert whole.forward([x])[0] == np.sort(x.reshape(-1))[(x.size - 1) // 2]
+
+
+def test_kthvalue_out_of_range_is_a_shape_error():
+    layer = aten("aten::kthvalue", 6, 1, False, outputs=2)
+    with pytest.raises(ShapeMismatch, match="k=6 is out of range for 5 values"):
+        layer.infer([TensorSpec((2, 5), np.float32)] + [TensorSpec((), np.int64)] * 3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shapes, st.data())
+def test_cummax_and_cummin_follow_the_running_extreme(shape, data):
+    rng = np.random.default_rng(sum(shape))
+    x = rng.integers(0, 3, size=shape).astype(np.float32)  # many ties: the index moves on to each
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    for op_type, better in [("aten::cummax", lambda a, b: a >= b), ("aten::cummin", lambda a, b: a <= b)]:
+        values, index = aten(op_type, dim, outputs=2).forward([x, None])
+        along, got_v, got_i = (np.moveaxis(a, dim, -1) for a in (x, values, index))
+        for p in np.ndindex(*along.shape[:-1]):
+            best, at = along[p][0], 0
+            for i, v in enumerate(along[p]):
+                if better(v, best):
+                    best, at = v, i
+                assert got_v[p][i] == best and got_i[p][i] == at
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 4), st.sampled_from([0.0, 1.0, 2.0, 3.0, float("inf")]))
+def test_cdist_is_the_p_norm_of_each_pair_of_rows(rows, cols, width, p):
+    rng = np.random.default_rng(rows * 31 + cols)
+    a = rng.standard_normal((2, rows, width)).astype(np.float32)
+    b = rng.standard_normal((1, cols, width)).astype(np.float32)  # batch dims broadcast
+    (got,) = aten("aten::cdist", ..., p, None).forward([a, b, None, None])
+    want = np.empty((2, rows, cols))
+    for n, i, j in np.ndindex(2, rows, cols):
+        d = np.abs(a[n, i].astype(np.float64) - b[0, j])
+        want[n, i, j] = (np.count_nonzero(d) if p == 0 else d.max() if np.isinf(p) else (d ** p).sum() ** (1 / p))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert got.dtype == np.float32 and got.shape == (2, rows, cols)

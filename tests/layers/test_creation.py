@@ -1,0 +1,68 @@
+"""Tensors made from sizes: the exported fixtures (dynamic dims) run at a shape other than
+the exported one, against numpy's definitions; and the layers' refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphexec import Engine
+from graphexec.ir import Operand, Operator
+from layers.base import ShapeMismatch
+from layers.registry import lookup
+from layers.specs import SequenceSpec, TensorSpec
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ops" / "creation"
+A = np.random.default_rng(0).standard_normal((3, 7)).astype(np.float32)  # exported at (2, 5)
+
+CASES = {
+    "arange_of_a_size": lambda a: [a + np.arange(a.shape[1])],
+    "arange_start_step_float": lambda a: [a + (0.5 + 0.25 * np.arange(a.shape[1])).astype(np.float32)],
+    "arange_of_numel": lambda a: [a.reshape(-1) * np.arange(a.size)],
+    "zeros_ones_full": lambda a: [np.concatenate([a, np.zeros((3, 2)), np.ones((3, 1)), np.full((3, 3), 2.5)], 1)],
+    "full_int": lambda a: [np.full((3, 2), 3) + np.arange(2)],
+    "new_zeros_ones_full": lambda a: [np.zeros_like(a), np.zeros((3, 2)), np.full(7, -4.0)],
+    "linspace_of_a_size": lambda a: [a + np.linspace(-1, 1, 7, dtype=np.float32)],
+    "empty_filled": lambda a: [np.full((3, 2), 1.5), np.full(7, -2.0), np.full(3, 7.0)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sizes_follow_the_input_shape(name):
+    with Engine.load(FIXTURES / name / "model.pnnx.param") as engine:
+        got = engine.forward(A)
+    got = list(got) if isinstance(got, tuple) else [got]
+    want = CASES[name](A)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    assert got[0].dtype == (np.int64 if name == "full_int" else np.float32)
+
+
+def layer(op_type, params, names):
+    op = Operator(op_type, "op", inputs=[Operand(n) for n in names], outputs=[Operand("out")],
+                  params=params, input_names=list(names))
+    return lookup(op_type)(op)
+
+
+def test_a_size_unknown_before_the_run_is_refused():
+    zeros = layer("torch.zeros", {"dtype": None}, ["size"])
+    with pytest.raises(ShapeMismatch, match="known only at run time"):
+        zeros.infer([SequenceSpec((TensorSpec((), np.int64), TensorSpec((), np.int64)))])
+    arange = layer("torch.arange", {"dtype": None}, ["end"])
+    with pytest.raises(ShapeMismatch, match="end is known only at run time"):
+        arange.infer([TensorSpec((), np.int64)])
+    np.testing.assert_array_equal(arange.forward([np.int64(4)])[0], np.arange(4))
+
+
+def test_arange_length_and_dtype_rules():
+    arange = layer("torch.arange", {"start": 5, "step": -2, "dtype": None}, ["end"])
+    np.testing.assert_array_equal(arange.forward([0])[0], np.arange(5, 0, -2))
+    assert arange.forward([0])[0].dtype == np.int64
+    assert layer("torch.arange", {"end": 1.0, "dtype": None}, []).forward([])[0].dtype == np.float32
+    assert layer("torch.arange", {"end": 3, "dtype": "torch.float"}, []).forward([])[0].dtype == np.float32
+    with pytest.raises(ShapeMismatch, match="step must not be zero"):
+        layer("torch.arange", {"end": 3, "step": 0}, []).forward([])

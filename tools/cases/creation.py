@@ -1,0 +1,34 @@
+"""Golden cases for layers/creation.py: tensors made from sizes that pnnx keeps in the graph
+because they come from a dynamic input dim (each case has a second input shape)."""
+
+from __future__ import annotations
+
+import torch
+
+from tools.cases import Case, Fn
+
+torch.manual_seed(0)
+
+
+def x(*shape):
+    return torch.randn(*shape)
+
+
+CASES = [
+    Case("arange_of_a_size", Fn(lambda a: a + torch.arange(a.size(1))), (x(2, 5),), (x(3, 7),)),
+    Case("arange_start_step_float", Fn(lambda a: a + torch.arange(0.5, 0.5 + 0.25 * a.size(1), 0.25)),
+         (x(2, 5),), (x(3, 7),)),
+    Case("arange_of_numel", Fn(lambda a: a.reshape(-1) * torch.arange(a.numel())), (x(2, 5),), (x(3, 7),)),
+    Case("zeros_ones_full", Fn(lambda a: torch.cat([a, torch.zeros(a.size(0), 2), torch.ones(a.shape[0], 1),
+                                                   torch.full((a.size(0), 3), 2.5)], 1)),
+         (x(2, 5),), (x(3, 7),)),
+    Case("full_int", Fn(lambda a: torch.full((a.size(0), 2), 3) + torch.arange(2)),
+         (x(2, 5),), (x(3, 7),)),
+    Case("new_zeros_ones_full", Fn(lambda a: (a.new_zeros(a.shape), a.new_ones(a.size(0), 2) - 1,
+                                              a.new_full((a.size(1),), -4.0))),
+         (x(2, 5),), (x(3, 7),)),
+    Case("linspace_of_a_size", Fn(lambda a: a + torch.linspace(-1, 1, a.size(1))), (x(2, 5),), (x(3, 7),)),
+    Case("empty_filled", Fn(lambda a: (torch.empty(a.size(0), 2).fill_(1.5), a.new_empty(a.size(1)).fill_(-2.0),
+                                       a.new_full((a.size(0),), 7))),
+         (x(2, 5),), (x(3, 7),)),
+]

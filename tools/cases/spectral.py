@@ -1,0 +1,60 @@
+"""Golden cases for layers/spectral.py: Fourier transforms and complex values, in the shapes
+FNet, GFNet and FFC (LaMa) blocks use them."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tools.cases import Case, Fn
+
+torch.manual_seed(0)
+
+
+def x(*shape):
+    return torch.randn(*shape)
+
+
+class GlobalFilter(nn.Module):
+    """GFNet's filter: rfft2, times a learned complex weight, irfft2 back."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(6, 4, 8, 2) * 0.1)
+
+    def forward(self, a):
+        y = torch.fft.rfft2(a, dim=(1, 2), norm="ortho") * torch.view_as_complex(self.weight)
+        return torch.fft.irfft2(y, s=(6, 6), dim=(1, 2), norm="ortho")
+
+
+class SpectralConv(nn.Module):
+    """FFC's spectral unit: rfftn, (real, imag) as channels through a 1x1 conv, back."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 1)
+
+    def forward(self, a):
+        f = torch.fft.rfftn(a, dim=(-2, -1), norm="ortho")
+        f = torch.stack((f.real, f.imag), dim=-1).permute(0, 1, 4, 2, 3).reshape(1, 8, 6, 4)
+        f = torch.relu(self.conv(f)).reshape(1, 4, 2, 6, 4).permute(0, 1, 3, 4, 2)
+        return torch.fft.irfftn(torch.complex(f[..., 0], f[..., 1]), s=(6, 6), dim=(-2, -1), norm="ortho")
+
+
+CASES = [
+    Case("fnet_mixing", Fn(lambda a: torch.fft.fft(torch.fft.fft(a, dim=-1), dim=-2).real), (x(2, 6, 8),)),
+    Case("global_filter", GlobalFilter(), (x(1, 6, 6, 8),)),
+    Case("spectral_conv", SpectralConv(), (x(1, 4, 6, 6),)),
+    Case("ifft_n_forward_abs_angle",
+         Fn(lambda a: (torch.fft.ifft(a, n=10, norm="forward").abs(), torch.fft.fft(a).angle())), (x(3, 7),)),
+    Case("rfft_irfft_n", Fn(lambda a: (torch.view_as_real(torch.fft.rfft(a, n=6)),
+                                       torch.fft.irfft(torch.fft.rfft(a), n=7, dim=1, norm="ortho"))),
+         (x(3, 7),)),
+    Case("fftn_ifftn_imag", Fn(lambda a: (torch.fft.fftn(a, s=(4, 5)).imag, torch.fft.ifftn(a).real,
+                                          torch.fft.ifft2(a, norm="ortho").imag)),
+         (x(2, 3, 7),)),
+    Case("hfft", Fn(lambda a: torch.fft.hfft(torch.fft.rfft(a), n=8)), (x(3, 8),)),
+    Case("fft2_ihfft_view_as_complex",
+         Fn(lambda a, b: (torch.fft.fft2(a).real, torch.fft.ihfft(a[0]).imag, torch.view_as_complex(b).abs())),
+         (x(2, 3, 7), x(4, 3, 2))),
+]

@@ -41,7 +41,7 @@ from graphexec.executor import RunOptions, run_sequential
 from graphexec.fusion import fuse_activations
 from graphexec.ir import Dim, Graph
 from graphexec.memory import ArenaPool, MemoryPlan
-from graphexec.placement import Placement, cpu_placement, placed_plan
+from graphexec.placement import Placement, cpu_placement, fuses_on, placed_plan
 from graphexec.plan import Plan
 from graphexec.program import Program
 from graphexec.regions import RegionChoice, choose, worth_workers
@@ -494,13 +494,16 @@ class Engine:
                 f"the model cannot take inputs {given_text} (exported with {exported}): operator "
                 f"{exc.step_name} ({exc.step_type}) refuses [{shown}]: {exc.reason}"
             ) from exc
+        program, fused_away = self.program, frozenset[str]()
+        if fuse:  # with a device, only what it runs as one node (nothing leaves the device)
+            allow = None if self.device is None else fuses_on(self.device, self.cpu_types)
+            program, fused_away = fuse_activations(self.program, specs, allow)
         if self.device is None:
-            program, fused_away = fuse_activations(self.program, specs) if fuse else (self.program, frozenset())
             plan = Plan(program, specs)
-            plan.fused_away = fused_away
         else:
-            plan = placed_plan(self.program, specs, self.device, cpu_types=self.cpu_types,
+            plan = placed_plan(program, specs, self.device, cpu_types=self.cpu_types,
                                fallback=self.fallback, failed=self._device_failures)
+        plan.fused_away = fused_away
         with self._cache_lock:
             self._plans[key] = plan
             while len(self._plans) > PLAN_CACHE_SIZE:

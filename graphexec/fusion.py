@@ -7,12 +7,15 @@ place on a tensor of the same shape and dtype, the pair becomes one node that ap
 activation to the output while it is still hot (``conv -> relu -> ...``, also a chain of
 several activations). The result is the same bits: the same numpy calls on the same values.
 
-Fusion is decided per input shape (the dtypes must match), on the CPU program. The
-operand between the two nodes disappears, so a run that extracts it uses the unfused plan.
+Fusion is decided per input shape (the dtypes must match). The operand between the two
+nodes disappears, so a run that extracts it uses the unfused plan. With a device, the
+engine fuses only what the device runs as one node (``allow``; see
+:func:`graphexec.placement.fuses_on`), so fusion never moves work off the device.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -71,9 +74,14 @@ def _fusable_tail(layer: Layer) -> bool:
     return layer.in_place and layer.writes_into and layer.num_inputs == 1 and layer.num_outputs == 1
 
 
-def fuse_activations(program: Program, specs: dict[str, Spec]) -> tuple[Program, frozenset[str]]:
+def fuse_activations(
+    program: Program, specs: dict[str, Spec], allow: Callable[[Fused, list[Spec]], bool] | None = None,
+) -> tuple[Program, frozenset[str]]:
     """``program`` with each producer -> in-place activation pair merged into one step, and
-    the operand names that no longer exist (the producers' outputs that were fused away)."""
+    the operand names that no longer exist (the producers' outputs that were fused away).
+
+    ``allow(fused, input_specs)``, if given, must also accept each fused node (a chain is
+    extended one activation at a time, as long as it accepts the longer one)."""
     readers: dict[str, list[int]] = {}
     for k, step in enumerate(program.steps):
         for name in step.inputs:
@@ -105,6 +113,9 @@ def fuse_activations(program: Program, specs: dict[str, Spec]) -> tuple[Program,
             continue
         chain, last = [], k
         while (nxt := follower(last)) is not None:
+            tail = tuple(program.steps[j].layer for j in (*chain, nxt))
+            if allow is not None and not allow(Fused(step.layer, tail), [specs[n] for n in step.inputs]):
+                break
             chain.append(nxt)
             last = nxt
         if not chain:

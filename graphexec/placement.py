@@ -18,12 +18,13 @@ failed (``fallback``); a node the device cannot run (the reason is its
 input already is, so that no value is moved only to be viewed; everything else runs on the
 device. :func:`assign_queues` then gives each chain of the plan a command queue, and
 :func:`placed_plan` warms every device node up, moving the ones that fail to the CPU when
-the engine allows it.
+the engine allows it. Before placing, the engine fuses the producer -> activation pairs
+that :func:`fuses_on` accepts (see :mod:`graphexec.fusion`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from loguru import logger
 
 from devices.layers import DeviceStep, Download, OnDevice, Upload
 from graphexec.errors import DeviceError
+from graphexec.fusion import Fused
 from graphexec.plan import Plan
 from graphexec.program import Program, Step
 from layers.specs import Spec, TensorSpec
@@ -137,6 +139,21 @@ def _choose(step: Step, specs: Mapping[str, Spec], device: Any, home: Mapping[st
     if layer.is_view and step.inputs and home[step.inputs[0]] == CPU:
         return CPU, "a view of a CPU value stays on the CPU (nothing to compute, nothing to move)"
     return device.kind, RUNS_THERE
+
+
+def fuses_on(device: Any, cpu_types: Collection[str] = ()) -> Callable[[Fused, list[Spec]], bool]:
+    """The test of a fused node for ``device`` (``allow`` of
+    :func:`~graphexec.fusion.fuse_activations`): it keeps every part where it would run
+    unfused. The device must run the fused node for those input specs (else fusing would
+    pull a device node onto the CPU, between two more transfers), and no part's type may
+    be one ``cpu_types`` keeps on the CPU (the fused node has a type of its own)."""
+
+    def allow(fused: Fused, inputs: list[Spec]) -> bool:
+        if any(layer.type in cpu_types for layer in (fused.head, *fused.tail)):
+            return False
+        return device.supports(fused, inputs)
+
+    return allow
 
 
 def place(program: Program, specs: Mapping[str, Spec], device: Any, *, cpu_types: Collection[str] = (),

@@ -103,9 +103,9 @@ def test_info_on_opencl_shows_where_nodes_run(capsys):
         pytest.skip(f"no OpenCL device: {_opencl_missing()}")
     assert main(["info", str(MODEL), "--device", "opencl", "--cpu-types", "nn.MaxPool2d", "--placement"]) == 0
     out = capsys.readouterr().out
-    assert "placement: 55 nodes: 50 on opencl, 5 on cpu" in out
+    assert "placement: 33 nodes: 28 on opencl, 5 on cpu" in out  # 22 conv+relu pairs fused
     assert "nn.MaxPool2d             cpu" in out and "forced to CPU by cpu_types" in out
-    assert "nn.Conv2d                opencl" in out
+    assert "nn.Conv2d+nn.ReLU        opencl" in out
 
 
 def test_trace_on_opencl_has_a_lane_per_queue(tmp_path, capsys):

@@ -84,3 +84,28 @@ def test_only_a_producer_whose_output_has_one_reader_and_is_not_returned_fuses()
     changed = {n: (TensorSpec(s.shape, np.float64) if n in gone else s) for n, s in specs.items()}
     _, none = fuse_activations(program, changed)
     assert not none
+
+
+def test_allow_decides_which_pairs_fuse_and_sees_the_producers_input_specs():
+    """The hook an engine with a device uses: only the fused nodes it accepts are made."""
+    engine, inputs = _load("inception_mini")
+    program = engine.program
+    specs = engine.plan().specs
+    heads = [step for step in program.steps if step.layer.type == "nn.Conv2d"]
+    chosen = {step.name for step in heads[::3]}
+    asked: dict[str, list] = {}
+
+    def allow(fused, input_specs):
+        asked[fused.head.name] = input_specs
+        return fused.head.name in chosen
+
+    fused, gone = fuse_activations(program, specs, allow)
+    assert {s.name for s in fused.steps if isinstance(s.layer, Fused)} == chosen
+    assert len(gone) == len(chosen)
+    for step in heads:
+        assert asked[step.name] == [specs[n] for n in step.inputs]
+    feeds = dict(zip(program.inputs, inputs))
+    want = run_sequential(program, feeds, program.outputs)
+    got = run_sequential(fused, feeds, program.outputs)
+    for n in program.outputs:
+        assert np.array_equal(got[n], want[n])

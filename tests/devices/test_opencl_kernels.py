@@ -109,6 +109,52 @@ def test_conv_matches_cpu(device, case):
     check(device, layer, [data(seed + 2, shape)])
 
 
+#: Activations a convolution's store applies (pnnx type, params), alone or one after another.
+STORE_ACTIVATIONS = [("nn.ReLU", {}), ("F.relu", {}), ("nn.ReLU6", {}), ("F.relu6", {}),
+                     ("nn.Hardtanh", {"min_val": 0.0, "max_val": 6.0})]
+
+
+@SETTINGS
+@given(conv_cases(), st.lists(st.sampled_from(STORE_ACTIVATIONS), min_size=1, max_size=2))
+def test_conv_with_fused_activation_matches_cpu(device, case, activations):
+    """One kernel applies the activation as it stores, after the bias; the inputs are
+    scaled so that outputs pass 6 as well as 0."""
+    from graphexec.fusion import Fused
+
+    spatial, groups, c, cout, kernel, stride, dilation, mode, padding, size, n, bias, seed = case
+    weight = data(seed, (cout, c // groups) + kernel, 1 / math.sqrt(c // groups * math.prod(kernel)))
+    attrs = {"weight": weight}
+    if bias:
+        attrs["bias"] = data(seed + 1, (cout,))
+    params = {"in_channels": c, "out_channels": cout, "kernel_size": list(kernel), "stride": list(stride),
+              "padding": padding, "dilation": list(dilation), "groups": groups, "padding_mode": mode,
+              "bias": bias}
+    shape = ((n,) if n else ()) + (c,) + size
+    conv = built(lambda: make_layer(f"nn.Conv{spatial}d", params, attrs), [shape])
+    fused = Fused(conv, tuple(make_layer(t, p) for t, p in activations))
+    check(device, fused, [data(seed + 2, shape, 8.0)])
+
+
+def test_fused_nodes_the_store_cannot_run_are_refused_with_a_reason(device):
+    from graphexec.fusion import Fused
+
+    conv = make_layer("nn.Conv2d", {"in_channels": 2, "out_channels": 3, "kernel_size": [3, 3],
+                                    "bias": False}, {"weight": data(0, (3, 2, 3, 3))})
+    linear = make_layer("nn.Linear", {"in_features": 4, "out_features": 2, "bias": False},
+                        {"weight": data(1, (2, 4))})
+    relu, silu = make_layer("nn.ReLU"), make_layer("nn.SiLU")
+    clamp = make_layer("nn.Hardtanh", {"min_val": -1.0, "max_val": 1.0})
+    x = [TensorSpec((1, 2, 5, 5), np.float32)]
+    assert device.unsupported_reason(Fused(conv, (relu,)), x) is None
+    for fused in (Fused(conv, (silu,)), Fused(conv, (relu, clamp)), Fused(linear, (relu,))):
+        reason = device.unsupported_reason(fused, x)
+        assert isinstance(reason, str) and reason, fused.type
+    assert "only a convolution" in device.unsupported_reason(Fused(linear, (relu,)))
+    assert "nn.SiLU" in device.unsupported_reason(Fused(conv, (silu,)))
+    doubles = [TensorSpec((1, 2, 5, 5), np.float64)]
+    assert "float64" in device.unsupported_reason(Fused(conv, (relu,)), doubles)
+
+
 @pytest.mark.parametrize("cin, cout, k, stride, size", [
     (24, 96, 3, 1, 17),    # big tiles (64x64) on most devices
     (64, 64, 1, 1, 14),    # 1x1: a plain GEMM

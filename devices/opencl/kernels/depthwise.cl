@@ -1,9 +1,13 @@
 // Depthwise convolution (groups == input channels): output channel oc reads input channel
 // oc / mult through its own kh x kw taps. One work-item per output element.
-// Compile-time option: PAD_MODE (0 zeros, 1 reflect, 2 replicate, 3 circular).
+// Compile-time options: PAD_MODE (0 zeros, 1 reflect, 2 replicate, 3 circular) and ACT,
+// the activation fused into the store after the bias (0 none, 1 relu, 2 relu6).
 
 #ifndef PAD_MODE
 #define PAD_MODE 0
+#endif
+#ifndef ACT
+#define ACT 0
 #endif
 
 inline int pad_index(int i, int n) {
@@ -16,6 +20,16 @@ inline int pad_index(int i, int n) {
     i = ((i % n) + n) % n;
 #endif
     return i;
+}
+
+inline float conv_activation(const float v) {
+#if ACT == 1
+    return v < 0.0f ? 0.0f : v;
+#elif ACT == 2
+    return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
+#else
+    return v;
+#endif
 }
 
 __kernel void depthwise_conv(
@@ -57,5 +71,5 @@ __kernel void depthwise_conv(
             acc = mad(plane[iy * W + ix], taps[i * kw + j], acc);
         }
     }
-    y[y_off + idx] = acc + (has_bias ? bias[bias_off + oc] : 0.0f);
+    y[y_off + idx] = conv_activation(acc + (has_bias ? bias[bias_off + oc] : 0.0f));
 }

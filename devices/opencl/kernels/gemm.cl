@@ -4,6 +4,8 @@
 //   TM, TN, TK   the work-group's tile: TM x TN outputs, TK of the contracted dim per step
 //   WM, WN       outputs per work-item (the work-group is (TN/WN, TM/WM, 1))
 //   PAD_MODE     convolutions: 0 zeros, 1 reflect, 2 replicate, 3 circular
+//   ACT          convolutions: the activation fused into the store, after the bias:
+//                0 none, 1 relu, 2 relu6 (the same expressions as elementwise.cl)
 //
 // matmul_*: A and B are strided ((m, k) and (k, n) element strides), over up to three
 //   broadcast batch dims (dim 2 of the grid); C is contiguous (batch, M, N).
@@ -30,6 +32,9 @@
 #endif
 #ifndef PAD_MODE
 #define PAD_MODE 0
+#endif
+#ifndef ACT
+#define ACT 0
 #endif
 
 #define THREADS_M (TM / WM)
@@ -161,10 +166,21 @@ inline float conv_gather(__global const float* restrict X, const int4 t, const i
     return X[image + t.x * HW + iy * W + ix];
 }
 
+inline float conv_activation(const float v) {
+#if ACT == 1
+    return v < 0.0f ? 0.0f : v;
+#elif ACT == 2
+    return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
+#else
+    return v;
+#endif
+}
+
 #define CONV_STORE(m, n, v) {                                                            \
         const int oc = g * M + (m);                                                      \
         const int b = (n) / HoWo, p = (n) - b * HoWo;                                    \
-        C[c_off + (b * Cout + oc) * HoWo + p] = (v) + (has_bias ? bias[bias_off + oc] : 0.0f); }
+        C[c_off + (b * Cout + oc) * HoWo + p] =                                          \
+            conv_activation((v) + (has_bias ? bias[bias_off + oc] : 0.0f)); }
 
 __kernel __attribute__((reqd_work_group_size(THREADS_N, THREADS_M, 1)))
 void conv_tiled(CONV_ARGS) {

@@ -1,20 +1,50 @@
-"""Convolutions on the device: ``nn.Conv1d/2d`` and ``F.conv1d/2d``.
+"""Convolutions on the device: ``nn.Conv1d/2d`` and ``F.conv1d/2d``, alone or with the
+ReLU / ReLU6 that follows them fused in (a :class:`~graphexec.fusion.Fused` node).
 
 Every convolution with more than one input channel per group is an implicit GEMM
 (``kernels/gemm.cl``: 1x1, 3x3, general, grouped, strided, dilated, any padding mode); one
 input channel per group (depthwise, with a channel multiplier) runs ``kernels/depthwise.cl``.
 1-D convolutions and unbatched inputs run as 2-D ones with a unit height / batch.
+
+A fused activation is applied by the kernel as it stores each output, after the bias (the
+``ACT`` define): the pair is one launch, and one enqueue of host Python instead of two.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
 from devices.opencl.ops.base import Op, implements
 from devices.opencl.ops.linear import gemm_program, naive_local
+from graphexec.fusion import Fused
+from layers import activation as act
+from layers.base import Layer
 from layers.conv import Conv1d, Conv2d, FConv1d, FConv2d
 
 PAD_MODES = {"zeros": 0, "reflect": 1, "replicate": 2, "circular": 3}
+
+#: The kernels' ACT: the activation applied in a convolution's store.
+NO_ACTIVATION, RELU, RELU6 = 0, 1, 2
+
+
+def store_activation(layer: Layer) -> int | None:
+    """The ACT of one activation layer, or None when a convolution's store cannot apply it."""
+    if type(layer) is act.ReLU:
+        return RELU
+    if type(layer) is act.ReLU6 or (type(layer) is act.Hardtanh and (layer.low, layer.high) == (0.0, 6.0)):
+        return RELU6
+    return None
+
+
+def tail_activation(tail: Sequence[Layer]) -> int | None:
+    """The ACT of activations applied one after another, or None when one is not ReLU or
+    ReLU6 (any order of the two clamps to [0, 6] once a ReLU6 is among them)."""
+    codes = {store_activation(layer) for layer in tail}
+    if not codes or None in codes:
+        return None
+    return RELU6 if RELU6 in codes else RELU
 
 
 def k_table(cg: int, kh: int, kw: int, dh: int, dw: int) -> np.ndarray:
@@ -40,6 +70,9 @@ class ConvOp(Op):
         return None
 
     def run(self, launch, layer, inputs):
+        activation = NO_ACTIVATION
+        if isinstance(layer, Fused):  # checked by FusedConvOp: a convolution, then ReLU / ReLU6
+            layer, activation = layer.head, tail_activation(layer.tail)
         device = launch.device
         functional = isinstance(layer, (FConv1d, FConv2d))
         (out_shape,) = layer.infer_shapes([t.shape for t in inputs])
@@ -65,19 +98,20 @@ class ConvOp(Op):
         (top, _), (left, _) = geo.pads((kh, kw))
         groups = geo.groups
         pad_mode = PAD_MODES[geo.padding_mode]
+        act_define = {"ACT": activation} if activation else {}  # none: the plain convolution's build
         out = launch.output(0, out_shape)
         if out.size == 0:
             return [out]
         bias_args = (None, 0, 0) if bias is None else (*bias, 1)
         if cg == 1:
-            built = launch.program("depthwise", PAD_MODE=pad_mode)
+            built = launch.program("depthwise", PAD_MODE=pad_mode, **act_define)
             launch.enqueue_1d(built, "depthwise_conv", out.size, x.buffer, x.offset, *weight, *bias_args,
                               out.buffer, out.offset, out.size, c, cout // c, h, w_, ho, wo, kh, kw,
                               sh, sw, top, left, dh, dw)
             return [out]
         m, k, cols = cout // groups, cg * kh * kw, n * ho * wo
         ktab = device.constant(layer, ("ktab", cg, kh, kw, dh, dw), lambda: k_table(cg, kh, kw, dh, dw))
-        built, tile = gemm_program(launch, m, cols, groups, pad_mode, "conv_tiled")
+        built, tile = gemm_program(launch, m, cols, groups, pad_mode, "conv_tiled", activation)
         args = (*weight, x.buffer, x.offset, ktab, *bias_args, out.buffer, out.offset, m, cols, k,
                 c, cg, h, w_, cout, ho, wo, sh, sw, top, left)
         if tile is None:
@@ -89,3 +123,20 @@ class ConvOp(Op):
             grid = (-(-cols // tile.tn) * lx, -(-m // tile.tm) * ly, groups)
             launch.enqueue(built, "conv_tiled", grid, (lx, ly, 1), *args)
         return [out]
+
+
+@implements(Fused)
+class FusedConvOp(ConvOp):
+    """A convolution whose following ReLU / ReLU6 runs in its store: one node, one kernel.
+    Any other fused node is refused, so the planner leaves such a pair unfused."""
+
+    def check(self, layer):
+        if type(layer.head) not in ConvOp.layer_classes:
+            return f"only a convolution takes a fused activation on the device, not {layer.head.type}"
+        if tail_activation(layer.tail) is None:
+            tail = ", ".join(t.type for t in layer.tail)
+            return f"a convolution's store applies ReLU or ReLU6 (or hardtanh(0, 6)), not {tail}"
+        return super().check(layer.head)
+
+    def check_inputs(self, layer, specs):
+        return super().check_inputs(layer.head, specs)

@@ -64,10 +64,14 @@ def tiles_for(device: Any) -> list[Tile]:
     return usable
 
 
-def gemm_program(launch: Launch, rows: int, cols: int, groups: int, pad_mode: int, tiled_kernel: str):
+def gemm_program(launch: Launch, rows: int, cols: int, groups: int, pad_mode: int, tiled_kernel: str,
+                 act: int = 0):
     """(program, tile) for a product of ``rows`` x ``cols`` outputs in each of ``groups``;
-    tile None: run the naive kernel (of the same program, so no extra build)."""
+    tile None: run the naive kernel (of the same program, so no extra build). ``act``: the
+    activation a convolution applies in its store (0, none, is left out of the defines, so
+    every other product shares one build)."""
     device = launch.device
+    defines = {"PAD_MODE": pad_mode, **({"ACT": act} if act else {})}
     candidates = tiles_for(device)
     big = [t for t in candidates if t.tm >= 64]
     small = [t for t in candidates if t.tm <= 32]
@@ -76,9 +80,9 @@ def gemm_program(launch: Launch, rows: int, cols: int, groups: int, pad_mode: in
         candidates = small + big
     if rows <= NAIVE_ROWS or not candidates:
         tile = candidates[0] if candidates else TILES[-1]
-        return launch.program("gemm", PAD_MODE=pad_mode, **tile.defines()), None
+        return launch.program("gemm", **defines, **tile.defines()), None
     for tile in candidates:
-        built = launch.program("gemm", PAD_MODE=pad_mode, **tile.defines())
+        built = launch.program("gemm", **defines, **tile.defines())
         if device.kernel_info(built, tiled_kernel).max_work_group >= tile.threads:
             return built, tile
     return built, None

@@ -97,7 +97,7 @@ class _Sized(Layer):
 _FILLS = {"zeros": 0, "ones": 1, "empty": 0}
 
 
-def _fill_of(params: Params, kind: str) -> int | float | bool:
+def _fill_of(params: Params, kind: str) -> float:
     if kind == "full":
         value = params.raw("fill_value")
         if not isinstance(value, (bool, int, float)):
@@ -106,7 +106,7 @@ def _fill_of(params: Params, kind: str) -> int | float | bool:
     return _FILLS[kind]
 
 
-def _default_dtype(fill: int | float | bool) -> np.dtype:
+def _default_dtype(fill: float) -> np.dtype:
     """torch's dtype for a fill value when none is given: bool, int64, else float32."""
     if isinstance(fill, bool):
         return np.dtype(np.bool_)

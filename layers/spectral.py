@@ -17,7 +17,7 @@ the memory plan.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -53,8 +53,9 @@ def _read_norm(params: Params) -> str | None:
 class _Transform(Layer):
     """What the 1-D and n-D transforms share: the kind (from the type) and ``norm``."""
 
-    #: kind -> (numpy function, output is real, last axis halved (r) or rebuilt (ir))
-    KINDS = {
+    #: kind -> (numpy function, output is real, what the last transformed dim becomes:
+    #: "half" n // 2 + 1 values (rfft, ihfft), "full" n rebuilt from them, None the same)
+    KINDS: ClassVar[dict[str, tuple[str, bool, str | None]]] = {
         "fft": ("fft", False, None), "ifft": ("ifft", False, None),
         "rfft": ("rfft", False, "half"), "irfft": ("irfft", True, "full"),
         "hfft": ("hfft", True, "full"), "ihfft": ("ihfft", False, "half"),
@@ -98,7 +99,7 @@ class FFT(_Transform):
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         x = specs[0]
-        name, real_out, last = self.KINDS[self.kind]
+        _, real_out, last = self.KINDS[self.kind]
         axis = normalize_axis(self.dim, len(x.shape))
         if self.kind == "rfft" and x.dtype.kind == "c":
             raise ShapeMismatch(f"rfft needs a real input, given {x.dtype}")

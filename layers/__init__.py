@@ -7,6 +7,9 @@ operator. A user adds an operator with one class and one ``@register("type")`` l
 from layers import (  # noqa: F401  (imported for their registrations)
     activation,
     aten,
+    aten_index,
+    aten_math,
+    aten_shape,
     attention,
     conv,
     conv3d,

@@ -37,29 +37,41 @@ from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, n
 from layers.linear import broadcast
 from layers.registry import register
 
-_NOT_CONSTANT: Any = object()
+NOT_CONSTANT: Any = object()
 
 
 def constant_input(params: Params, index: int) -> Any:
     """The value of input ``index`` (a number, a flag, None or a list of ints) when a
-    ``pnnx.Expression`` without inputs makes it, else :data:`_NOT_CONSTANT`."""
+    ``pnnx.Expression`` without inputs makes it, else :data:`NOT_CONSTANT`."""
     if index >= len(params.op.inputs):
-        return _NOT_CONSTANT
+        return NOT_CONSTANT
     producer = params.op.inputs[index].producer
     if producer is None or producer.type != "pnnx.Expression" or producer.inputs:
-        return _NOT_CONSTANT
-    value = producer.params.get("expr", _NOT_CONSTANT)
+        return NOT_CONSTANT
+    value = producer.params.get("expr", NOT_CONSTANT)
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
-    return _NOT_CONSTANT
+    return NOT_CONSTANT
+
+
+def constant_text(params: Params, index: int) -> str | None:
+    """A constant string argument (``reduce='amax'``, ``ord='fro'``) or None; else
+    :data:`NOT_CONSTANT`."""
+    if index >= len(params.op.inputs):
+        return NOT_CONSTANT
+    producer = params.op.inputs[index].producer
+    if producer is None or producer.type != "pnnx.Expression" or producer.inputs:
+        return NOT_CONSTANT
+    value = producer.params.get("expr", NOT_CONSTANT)
+    return value if value is None or isinstance(value, str) else NOT_CONSTANT
 
 
 def required_constant(params: Params, index: int, name: str, kind: type) -> Any:
     """A constant argument the output shape depends on; LayerConfigError if it is not one."""
     value = constant_input(params, index)
-    if value is _NOT_CONSTANT or isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+    if value is NOT_CONSTANT or isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
         raise params.error(f"{name} (input {index}) must be a constant {kind.__name__}")
     return value
 
@@ -194,7 +206,7 @@ class CosineSimilarity(_Aten):
         super().build(params)
         self.dim = required_constant(params, 2, "dim", int)
         eps = constant_input(params, 3)
-        if eps is _NOT_CONSTANT or isinstance(eps, bool):
+        if eps is NOT_CONSTANT or isinstance(eps, bool):
             raise params.error("eps (input 3) must be a constant number")
         self.eps = float(eps)
 
@@ -240,7 +252,7 @@ class _Reducing(_Aten):
             raise params.error(f"takes 1 or {self.arity} inputs, given {self.num_inputs}")
         self.dims = None if self.num_inputs == 1 else constant_input(params, 1)
         self.keepdim = False if self.num_inputs == 1 else constant_input(params, self.arity - 1)
-        if self.dims is _NOT_CONSTANT or not isinstance(self.keepdim, bool):
+        if self.dims is NOT_CONSTANT or not isinstance(self.keepdim, bool):
             raise params.error("dim and keepdim must be constants")
 
     def axes(self, rank: int) -> tuple[int, ...]:
@@ -266,7 +278,7 @@ class MomentsAndMean(_Reducing):
         correction = 1 if self.num_inputs == 1 else constant_input(params, 2)
         if correction is None:
             correction = 1
-        if correction is _NOT_CONSTANT:
+        if correction is NOT_CONSTANT:
             raise params.error("unbiased (or correction) must be a constant")
         self.correction = float(correction)
 
@@ -317,7 +329,7 @@ class NanToNum(_Aten):
     def build(self, params: Params) -> None:
         super().build(params)
         values = [constant_input(params, i) for i in (1, 2, 3)]
-        if any(v is _NOT_CONSTANT or isinstance(v, bool) for v in values):
+        if any(v is NOT_CONSTANT or isinstance(v, bool) for v in values):
             raise params.error("nan, posinf and neginf must be constant numbers or None")
         self.nan, self.posinf, self.neginf = values
 

@@ -90,3 +90,42 @@ def test_cdist_is_the_p_norm_of_each_pair_of_rows(rows, cols, width, p):
         want[n, i, j] = (np.count_nonzero(d) if p == 0 else d.max() if np.isinf(p) else (d ** p).sum() ** (1 / p))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert got.dtype == np.float32 and got.shape == (2, rows, cols)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["sum", "prod", "mean", "amax", "amin"]), st.booleans(), st.integers(1, 3), st.data())
+def test_scatter_reduce_combines_each_place_by_its_definition(reduce, include_self, rank, data):
+    shape = data.draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank))
+    dim = data.draw(st.integers(0, rank - 1))
+    rng = np.random.default_rng(sum(shape) * 3 + rank)
+    x = rng.standard_normal(shape).astype(np.float32)
+    index_shape = [data.draw(st.integers(0, 4)) if d == dim else data.draw(st.integers(0, n)) for d, n in enumerate(shape)]
+    index = rng.integers(0, shape[dim], size=index_shape)
+    src = rng.standard_normal(index_shape).astype(np.float32)
+    (got,) = aten("aten::scatter_reduce", dim, ..., ..., reduce, include_self).forward([x, None, index, src, None, None])
+    gathered: dict[tuple, list[float]] = {}
+    for p in np.ndindex(*index.shape):
+        target = list(p)
+        target[dim] = index[p]
+        gathered.setdefault(tuple(target), []).append(float(src[p]))
+    combine = {"sum": sum, "prod": np.prod, "mean": np.mean, "amax": max, "amin": min}[reduce]
+    want = x.astype(np.float64)
+    for place, values in gathered.items():
+        want[place] = combine(([float(x[place])] if include_self else []) + values)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_index_add_copy_fill_along_a_dim():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    index, source = np.array([3, 0, 3]), np.ones((3, 3), np.float32)
+    (added,) = aten("aten::index_add", 1, ..., ..., 2).forward([x, None, index, source, None])
+    want = x.copy()
+    for k, i in enumerate(index):
+        want[:, i] += 2 * source[:, k]
+    np.testing.assert_array_equal(added, want)
+    (copied,) = aten("aten::index_copy", 0, ..., ...).forward([x, None, np.array([-1]), np.full((1, 4), 7.0)])
+    np.testing.assert_array_equal(copied, np.vstack([x[:2], np.full((1, 4), 7.0)]))
+    (filled,) = aten("aten::index_fill", 1, ..., -1.5).forward([x, None, np.array([1, 2]), -1.5])
+    np.testing.assert_array_equal(filled[:, 1:3], np.full((3, 2), -1.5))
+    with pytest.raises(IndexError, match="out of range"):
+        aten("aten::index_copy", 0, ..., ...).forward([x, None, np.array([3]), np.ones((1, 4), np.float32)])

@@ -1,0 +1,93 @@
+"""Rearrangements pnnx leaves as TorchScript operators: movedim, rot90, channel_shuffle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from layers.aten import _Aten, constant_input, required_constant
+from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from layers.registry import register
+from layers.slicing import ChannelShuffle
+
+
+def _dims(value: Any) -> tuple[int, ...]:
+    return (value,) if isinstance(value, int) else tuple(value)
+
+
+@register("aten::movedim")
+class MoveDim(_Aten):
+    """``torch.movedim(x, source, destination)`` (ints or lists of ints)."""
+
+    arity = 3
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        source, destination = constant_input(params, 1), constant_input(params, 2)
+        ok = all(isinstance(v, (int, tuple)) and not isinstance(v, bool) for v in (source, destination))
+        if not ok or len(_dims(source)) != len(_dims(destination)):
+            raise params.error("source and destination (inputs 1 and 2) must be constant dims of one length")
+        self.source, self.destination = _dims(source), _dims(destination)
+
+    def _order(self, rank: int) -> list[int]:
+        source = [normalize_axis(d, rank) for d in self.source]
+        destination = [normalize_axis(d, rank) for d in self.destination]
+        if len(set(source)) != len(source) or len(set(destination)) != len(destination):
+            raise ShapeMismatch(f"movedim: repeated dims in {self.source} or {self.destination}")
+        rest = iter(d for d in range(rank) if d not in source)
+        where = dict(zip(destination, source))
+        return [where[k] if k in where else next(rest) for k in range(rank)]
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:  # the dims arrive as sequences
+        x = specs[0]
+        return [TensorSpec(tuple(x.shape[k] for k in self._order(len(x.shape))), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [x.transpose(self._order(x.ndim))]
+
+
+@register("aten::rot90")
+class Rot90(_Aten):
+    """``torch.rot90(x, k, dims)``: k quarter turns from ``dims[0]`` towards ``dims[1]``."""
+
+    arity = 3
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.k = required_constant(params, 1, "k", int)
+        dims = constant_input(params, 2)
+        if not isinstance(dims, tuple) or len(dims) != 2:
+            raise params.error("dims (input 2) must be a constant pair of dims")
+        self.dims = dims
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:  # the dims arrive as a sequence
+        x = specs[0]
+        shape = x.shape
+        a, b = (normalize_axis(d, len(shape)) for d in self.dims)
+        if a == b:
+            raise ShapeMismatch(f"rot90 needs two different dims, given {self.dims}")
+        out = list(shape)
+        if self.k % 2:
+            out[a], out[b] = shape[b], shape[a]
+        return [TensorSpec(tuple(out), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [np.ascontiguousarray(np.rot90(x, self.k, axes=self.dims))]
+
+
+@register("aten::channel_shuffle")
+class AtenChannelShuffle(ChannelShuffle):
+    """``F.channel_shuffle(x, groups)``: as nn.ChannelShuffle, with groups a constant input."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 2:
+            raise params.error(f"takes 2 inputs (x, groups), given {self.num_inputs}")
+        self.groups = required_constant(params, 1, "groups", int)
+        if self.groups < 1:
+            raise params.error(f"groups={self.groups} must be positive")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        return super().infer_shapes(shapes[:1])

@@ -1,0 +1,61 @@
+"""Golden cases for layers/aten_index.py, aten_math.py and aten_shape.py: more calls pnnx
+leaves as ``aten::`` operators."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tools.cases import Case, Fn
+
+torch.manual_seed(0)
+
+
+def x(*shape):
+    return torch.randn(*shape)
+
+
+def square(n):
+    a = torch.randn(2, n, n)
+    return a + n * torch.eye(n)
+
+
+CASES = [
+    Case("index_add_copy_fill",
+         Fn(lambda a, i, s: (a.index_add(0, i, s, alpha=2), a.index_copy(0, i[:2], s[:2]),
+                             a.index_fill(1, i, -1.5))),
+         (x(6, 10), torch.tensor([0, 2, 2]), x(3, 10))),
+    Case("scatter_reduce_modes",
+         Fn(lambda a, i, s: (a.scatter_reduce(0, i, s, "amax", include_self=False),
+                             a.scatter_reduce(0, i, s, "sum"), a.scatter_reduce(0, i, s, "mean"),
+                             a.scatter_reduce(0, i, s, "amin", include_self=False),
+                             a.scatter_reduce(0, i, s, "prod"))),
+         (x(3, 5), torch.tensor([[0, 1, 2, 0, 1], [2, 2, 0, 0, 1]]), x(2, 5))),
+    Case("take_along_dim", Fn(lambda a: (torch.take_along_dim(a, a.argsort(1)[:, :3], 1),
+                                         torch.take_along_dim(a, torch.tensor([0, 7, 59])))),
+         (x(6, 10),)),
+    Case("searchsorted_bucketize",
+         Fn(lambda a, b: (torch.searchsorted(b, a), torch.searchsorted(b, a, right=True, out_int32=True),
+                          torch.bucketize(a, b), torch.bucketize(a, b, right=True))),
+         (torch.tensor([[-2.0, -1.0, 0.3, 1.0], [2.0, 0.0, -0.5, 5.0]]), torch.tensor([-1.0, 0.0, 1.0]))),
+    Case("searchsorted_rows", Fn(lambda s, v: torch.searchsorted(s, v)),
+         (torch.tensor([[0.0, 1.0, 2.0], [-3.0, -2.0, 9.0]]), torch.tensor([[0.5, 2.5], [-2.0, 10.0]]))),
+    Case("count_nonzero_nansum_nanmean",
+         Fn(lambda a: (torch.count_nonzero(a > 0, dim=1), torch.count_nonzero(a),
+                       torch.nansum(torch.log(a), 1), torch.nanmean(torch.log(a), (0, 1), keepdim=True))),
+         (x(3, 4, 5),)),
+    Case("logcumsumexp_trapezoid", Fn(lambda a: (torch.logcumsumexp(a * 30, 1), torch.trapezoid(a, dx=0.5, dim=0))),
+         (x(4, 6),)),
+    Case("cov_pdist", Fn(lambda a: (torch.cov(a), torch.cov(a, correction=0), F.pdist(a), F.pdist(a, p=1.0))),
+         (x(5, 8),)),
+    Case("matrix_norms", Fn(lambda a: (torch.linalg.matrix_norm(a), torch.linalg.matrix_norm(a, ord=1),
+                                       torch.linalg.matrix_norm(a, ord=float("inf"), keepdim=True),
+                                       torch.linalg.matrix_norm(a, ord=-1, dim=(0, 2)))),
+         (square(4),)),
+    Case("addcmul_addcdiv", Fn(lambda a, b, c: (torch.addcmul(a, b, c, value=0.5), torch.addcdiv(a, b, c.abs() + 1))),
+         (x(3, 4), x(4), x(3, 1))),
+    Case("movedim_rot90_channel_shuffle",
+         Fn(lambda a: (torch.movedim(a, 1, 3), torch.movedim(a, (0, 1), (2, 0)), torch.rot90(a, 1, (2, 3)),
+                       torch.rot90(a, -3, (3, 1)), F.channel_shuffle(a, 2))),
+         (x(1, 4, 3, 5),)),
+]

@@ -10,6 +10,7 @@
     ├── ReflectionPad           nn.ReflectionPad1d/2d
     └── ReplicationPad          nn.ReplicationPad1d/2d/3d
     PixelShuffle, PixelUnshuffle
+    AntialiasResize             aten::_upsample_bilinear2d_aa / _bicubic2d_aa (antialias=True)
 
 Interpolation is separable: each resized axis gathers a few source taps per output
 position and sums them with weights (:func:`axis_taps`), following PyTorch's CPU kernels
@@ -23,7 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from layers.base import Layer, Params, Shape, ShapeMismatch
+from layers.aten import NOT_CONSTANT, constant_input
+from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
 from layers.registry import register
 
 _NEAREST = ("nearest", "nearest-exact")
@@ -394,3 +396,99 @@ class PixelUnshuffle(Layer):
         y = x.reshape(lead + (c, h // r, r, w // r, r))
         axes = tuple(range(n)) + tuple(n + a for a in (0, 2, 4, 1, 3))
         return [_fresh(y.transpose(axes).reshape(lead + (c * r * r, h // r, w // r)), x)]
+
+
+# --------------------------------------------------------------------------------------
+# antialiased resizing (F.interpolate(..., antialias=True), as TorchScript leaves it)
+# --------------------------------------------------------------------------------------
+def _triangle(x: np.ndarray) -> np.ndarray:
+    return np.maximum(0.0, 1.0 - np.abs(x))
+
+
+def _keys_cubic(x: np.ndarray) -> np.ndarray:
+    """Keys' cubic with a = -0.5, the antialiased bicubic filter (PIL's)."""
+    a, x = -0.5, np.abs(x)
+    return np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                    np.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, 0.0))
+
+
+@lru_cache(maxsize=256)
+def antialias_weights(size: int, out: int, scale: float, cubic: bool) -> np.ndarray:
+    """(out, size) float64 weights of one axis: output ``i`` averages the inputs under a
+    filter centred on ``scale * (i + 0.5)``, widened by ``scale`` when shrinking so that
+    every input contributes (what PyTorch's antialiased kernels and PIL compute)."""
+    filt, half = (_keys_cubic, 2.0) if cubic else (_triangle, 1.0)
+    support = half * scale if scale >= 1.0 else half
+    inverse = 1.0 / scale if scale >= 1.0 else 1.0
+    weights = np.zeros((out, size))
+    for i in range(out):
+        center = scale * (i + 0.5)
+        low = max(int(center - support + 0.5), 0)
+        high = min(int(center + support + 0.5), size)
+        w = filt((np.arange(low, high) - center + 0.5) * inverse)
+        total = w.sum()
+        weights[i, low:high] = w / total if total != 0 else w
+    return weights
+
+
+@register("aten::_upsample_bilinear2d_aa", "aten::_upsample_bicubic2d_aa")
+class AntialiasResize(Layer):
+    """``F.interpolate(x, size or scale_factor, mode='bilinear'/'bicubic', antialias=True)``
+    on (N, C, H, W): per axis, a weight matrix from :func:`antialias_weights` (inputs:
+    x, output_size, align_corners and scale_h, scale_w or one scale_factors list)."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (4, 5):
+            raise params.error(f"takes 4 inputs (x, output_size, align_corners, scale_factors) or 5 "
+                               f"(x, output_size, align_corners, scale_h, scale_w), given {self.num_inputs}")
+        size = constant_input(params, 1)
+        self.align_corners = constant_input(params, 2)
+        if self.num_inputs == 5:
+            scales = [constant_input(params, 3), constant_input(params, 4)]
+        else:  # the list overload: scale_factors as one constant list, or None
+            producer = params.op.inputs[3].producer
+            listed = producer.params.get("expr", NOT_CONSTANT) if producer is not None and not producer.inputs \
+                else NOT_CONSTANT
+            if listed is None:
+                scales = [None, None]
+            elif isinstance(listed, list) and len(listed) == 2 and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in listed):
+                scales = list(listed)
+            else:
+                scales = [NOT_CONSTANT, NOT_CONSTANT]
+        if NOT_CONSTANT in (size, *scales) or not isinstance(self.align_corners, bool):
+            raise params.error("output_size, align_corners and the scales must be constants")
+        if size is None and None in scales:
+            raise params.error("needs an output_size or both scales")
+        self.size = None if size is None else tuple(size)
+        self.scales = None if None in scales else tuple(float(s) for s in scales)
+        self.cubic = "bicubic" in self.type
+
+    def _output(self, shape: Shape) -> tuple[int, int]:
+        if self.size is not None:
+            return self.size  # type: ignore[return-value]
+        return tuple(math.floor(n * s) for n, s in zip(shape[-2:], self.scales))  # type: ignore[return-value]
+
+    def _scale(self, size: int, out: int, given: float | None) -> float:
+        """PyTorch's area_pixel_compute_scale: input pixels per output pixel."""
+        if self.align_corners:
+            return (size - 1) / (out - 1) if out > 1 else 0.0
+        return 1.0 / given if given else size / out
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:  # the size arrives as a sequence
+        x = specs[0]
+        if len(x.shape) != 4 or x.dtype.kind != "f":
+            raise ShapeMismatch(f"antialiased resizing takes a floating point (N, C, H, W), given {x}")
+        out = self._output(x.shape)
+        if min(out) < 1:
+            raise ShapeMismatch(f"resizing {x.shape} gives an empty output {out}")
+        return [TensorSpec(tuple(x.shape[:2]) + tuple(out), x.dtype)]
+
+    def forward(self, inputs: list[object]) -> list[object]:
+        x = np.asarray(inputs[0])
+        (h, w), (oh, ow) = x.shape[-2:], self._output(x.shape)
+        given = self.scales or (None, None)
+        rows = antialias_weights(h, oh, self._scale(h, oh, given[0]), self.cubic)
+        cols = antialias_weights(w, ow, self._scale(w, ow, given[1]), self.cubic)
+        y = np.matmul(np.matmul(rows, x.astype(np.float64)), cols.T)
+        return [y.astype(x.dtype)]

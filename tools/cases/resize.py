@@ -92,4 +92,10 @@ CASES = [
     Case("pixel_shuffle_unbatched", Fn(lambda x: F.pixel_shuffle(x, 3)), (_x(52, 9, 2, 3),)),
     Case("pixelunshuffle", Wrap(nn.PixelUnshuffle(2)), (_x(53, 1, 2, 4, 6),)),
     Case("pixel_unshuffle", Fn(lambda x: F.pixel_unshuffle(x, 3)), (_x(54, 2, 1, 6, 3),)),
+    Case("antialias_bilinear_bicubic",
+         Fn(lambda a: (F.interpolate(a, size=(5, 7), mode="bilinear", antialias=True),
+                       F.interpolate(a, scale_factor=0.3, mode="bicubic", antialias=True),
+                       F.interpolate(a, size=(4, 9), mode="bilinear", antialias=True, align_corners=True),
+                       F.interpolate(a, size=(20, 15), mode="bicubic", antialias=True))),
+         (torch.randn(1, 3, 12, 17),)),
 ]

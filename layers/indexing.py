@@ -391,9 +391,11 @@ class IndexPut(Layer):
     def infer(self, specs: list[Spec]) -> list[Spec]:
         self.expect_inputs(specs, 2 if self.values_at is None else 3)
         x, given = specs[self.x_at], specs[self.indices_at]
-        values = TensorSpec((), x.dtype) if self.values_at is None else specs[self.values_at]
+        values = specs[self.values_at] if self.values_at is not None else x
         if not isinstance(x, TensorSpec) or not isinstance(values, TensorSpec):
             raise ShapeMismatch("the input and the values must be tensors")
+        if self.values_at is None:
+            values = TensorSpec((), x.dtype)
         items = list(given.items) if isinstance(given, SequenceSpec) else [given]
         entries: list[Any] = []
         for item in place_indices(self.template, items, _is_none_spec):

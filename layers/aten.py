@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from layers.indexing import scatter_places
 from layers.linear import broadcast
 from layers.registry import register
 
@@ -421,10 +422,7 @@ class Scatter(_Aten):
             raise IndexError(f"scatter: indices must lie in [0, {x.shape[axis]}) along dim {self.dim}")
         if src.ndim:
             src = src[tuple(slice(0, n) for n in index.shape)]
-        # the index may be smaller than x along every dim: address x through an open grid
-        where = list(np.indices(index.shape, sparse=True))
-        where[axis] = index
-        x[tuple(where)] = src.astype(x.dtype)
+        x[scatter_places(index, axis)] = src.astype(x.dtype)  # index may be smaller than x on any dim
         return [x]
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, required_constant
 from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.indexing import check_range
+from layers.indexing import check_range, check_scatter_shapes, scatter_places
 from layers.registry import register
 
 
@@ -149,13 +149,9 @@ class ScatterReduce(_Aten):
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         x, index, src = specs[0], specs[2], specs[3]
-        axis = normalize_axis(self.dim, len(x.shape))
-        if index.dtype.kind not in "iu" or not len(index.shape) == len(src.shape) == len(x.shape):
-            raise ShapeMismatch(f"x {x.shape}, an integer index {index.shape} and src {src.shape} need one rank")
-        if any(i > s for i, s in zip(index.shape, src.shape)) or any(
-                i > d for k, (i, d) in enumerate(zip(index.shape, x.shape)) if k != axis):
-            raise ShapeMismatch(f"index {index.shape} must fit inside src {src.shape} and, but along dim "
-                                f"{self.dim}, inside x {x.shape}")
+        if index.dtype.kind not in "iu":
+            raise ShapeMismatch(f"index should hold integers (int64), given {index.dtype}")
+        check_scatter_shapes(x.shape, index.shape, src.shape, self.dim)
         return [TensorSpec(x.shape, x.dtype)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
@@ -163,9 +159,7 @@ class ScatterReduce(_Aten):
         index, src = np.asarray(inputs[2]), np.asarray(inputs[3])
         axis = normalize_axis(self.dim, out.ndim)
         check_range(index, out.shape[axis], "scatter_reduce index")
-        where = list(np.indices(index.shape, sparse=True))
-        where[axis] = index
-        where = tuple(where)
+        where = scatter_places(index, axis)
         values = src[tuple(slice(0, n) for n in index.shape)].astype(out.dtype, copy=False)
         hit = np.zeros(out.shape, np.int64)
         np.add.at(hit, where, 1)

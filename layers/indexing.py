@@ -425,6 +425,25 @@ class IndexPut(Layer):
         return [out]
 
 
+def check_scatter_shapes(x: Shape, index: Shape, src: Shape, dim: int) -> int:
+    """PyTorch's scatter shape rule: ``index`` and ``src`` have ``x``'s rank, ``index`` fits
+    inside ``src`` and, but along ``dim``, inside ``x``. Returns the axis of ``dim``."""
+    axis = _axis(dim, len(x))
+    if len(index) != len(x) or len(src) != len(x):
+        raise ShapeMismatch(f"input {x}, index {index} and src {src} need the same rank")
+    if any(i > s for i, s in zip(index, src)) or any(i > d for k, (i, d) in enumerate(zip(index, x)) if k != axis):
+        raise ShapeMismatch(f"index {index} must fit inside src {src} and, but along dim {dim}, inside the input {x}")
+    return axis
+
+
+def scatter_places(index: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
+    """Where each element of ``index`` scatters to: its value along ``axis``, its own
+    position along every other dim (an open grid, so nothing the size of x is built)."""
+    where = list(np.indices(index.shape, sparse=True))
+    where[axis] = index
+    return tuple(where)
+
+
 @register("torch.scatter_add")
 class ScatterAdd(Layer):
     """``torch.scatter_add(x, dim, index, src)``: a copy of ``x`` to which each ``src[i][j]``
@@ -439,13 +458,7 @@ class ScatterAdd(Layer):
         self.expect_inputs(specs, 3)
         x, index, src = specs[self.x_at], specs[self.index_at], specs[self.src_at]
         _check_index_dtype(index.dtype)
-        axis = _axis(self.dim, len(x.shape))
-        if len(index.shape) != len(x.shape) or len(src.shape) != len(x.shape):
-            raise ShapeMismatch(f"input {x.shape}, index {index.shape} and src {src.shape} need the same rank")
-        if any(i > s for i, s in zip(index.shape, src.shape)) or any(
-                i > d for k, (i, d) in enumerate(zip(index.shape, x.shape)) if k != axis):
-            raise ShapeMismatch(f"index {index.shape} must fit inside src {src.shape} and, but along dim "
-                                f"{self.dim}, inside the input {x.shape}")
+        check_scatter_shapes(x.shape, index.shape, src.shape, self.dim)
         return [TensorSpec(x.shape, x.dtype)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
@@ -453,9 +466,8 @@ class ScatterAdd(Layer):
         index, src = np.asarray(inputs[self.index_at]), np.asarray(inputs[self.src_at])
         axis = _axis(self.dim, out.ndim)
         check_range(index, out.shape[axis], "scatter_add index")
-        where = list(np.indices(index.shape, sparse=True))
-        where[axis] = index
-        np.add.at(out, tuple(where), src[tuple(slice(0, n) for n in index.shape)].astype(out.dtype, copy=False))
+        np.add.at(out, scatter_places(index, axis),
+                  src[tuple(slice(0, n) for n in index.shape)].astype(out.dtype, copy=False))
         return [out]
 
 

@@ -85,8 +85,9 @@ def test_conv_and_activation_are_one_device_node(device, case, activation):
 
 @pytest.mark.parametrize("activations", [
     [("F.relu", {})], [RELU6_LIKE[0]], [RELU6_LIKE[1]], [("nn.ReLU", {}), ("nn.ReLU6", {})],
-], ids=["F.relu", "F.relu6", "hardtanh(0,6)", "relu-then-relu6"])
-def test_every_spelling_of_relu_and_relu6_fuses(device, activations):
+    [("nn.Hardswish", {})], [("F.hardsigmoid", {})], [("nn.Sigmoid", {})], [("F.silu", {})],
+], ids=["F.relu", "F.relu6", "hardtanh(0,6)", "relu-then-relu6", "hardswish", "hardsigmoid", "sigmoid", "silu"])
+def test_every_activation_the_store_applies_fuses(device, activations):
     graph, ins = conv_then("conv2d_3x3_pad1_batch2", *activations)
     engine, got, want = device_and_cpu(graph, ins, device)
     fused = "+".join(["nn.Conv2d", *(t for t, _ in activations)])
@@ -95,14 +96,14 @@ def test_every_spelling_of_relu_and_relu6_fuses(device, activations):
 
 
 @pytest.mark.parametrize("activations, expected", [
-    ([("nn.SiLU", {})], ["nn.Conv2d", "nn.SiLU"]),
-    ([("nn.LeakyReLU", {"negative_slope": 0.1})], ["nn.Conv2d", "nn.LeakyReLU"]),
+    ([("nn.GELU", {})], ["nn.Conv2d", "nn.GELU"]),
+    ([("nn.ELU", {})], ["nn.Conv2d", "nn.ELU"]),
     ([("nn.Hardtanh", {"min_val": -1.0, "max_val": 1.0})], ["nn.Conv2d", "nn.Hardtanh"]),
     ([("nn.ReLU", {}), ("nn.SiLU", {})], ["nn.Conv2d+nn.ReLU", "nn.SiLU"]),
-], ids=["silu", "leaky_relu", "hardtanh(-1,1)", "relu-then-silu"])
+], ids=["gelu", "elu", "hardtanh(-1,1)", "relu-then-silu"])
 def test_an_activation_the_store_cannot_apply_stays_a_device_node_of_its_own(device, activations, expected):
-    """The CPU would fuse SiLU and hardtanh too; on the device they stay separate kernels
-    rather than pull the convolution onto the CPU."""
+    """The CPU would fuse GELU, ELU and hardtanh too; on the device they stay separate
+    kernels rather than pull the convolution onto the CPU."""
     graph, ins = conv_then("conv2d_3x3_pad1_batch2", *activations)
     engine, got, want = device_and_cpu(graph, ins, device)
     assert node_types(engine) == dict.fromkeys(expected, "opencl"), engine.placement

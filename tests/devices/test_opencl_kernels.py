@@ -109,13 +109,17 @@ def test_conv_matches_cpu(device, case):
     check(device, layer, [data(seed + 2, shape)])
 
 
-#: Activations a convolution's store applies (pnnx type, params), alone or one after another.
-STORE_ACTIVATIONS = [("nn.ReLU", {}), ("F.relu", {}), ("nn.ReLU6", {}), ("F.relu6", {}),
-                     ("nn.Hardtanh", {"min_val": 0.0, "max_val": 6.0})]
+#: Clamps a convolution's store applies (pnnx type, params), alone or one after another.
+STORE_CLAMPS = [("nn.ReLU", {}), ("F.relu", {}), ("nn.ReLU6", {}), ("F.relu6", {}),
+                ("nn.Hardtanh", {"min_val": 0.0, "max_val": 6.0})]
+#: Activations it applies alone.
+STORE_SINGLES = [("nn.Hardswish", {}), ("F.hardswish", {}), ("nn.Hardsigmoid", {}), ("F.hardsigmoid", {}),
+                 ("nn.Sigmoid", {}), ("F.sigmoid", {}), ("nn.SiLU", {}), ("F.silu", {})]
 
 
 @SETTINGS
-@given(conv_cases(), st.lists(st.sampled_from(STORE_ACTIVATIONS), min_size=1, max_size=2))
+@given(conv_cases(), st.one_of(st.lists(st.sampled_from(STORE_CLAMPS), min_size=1, max_size=2),
+                               st.sampled_from(STORE_SINGLES).map(lambda single: [single])))
 def test_conv_with_fused_activation_matches_cpu(device, case, activations):
     """One kernel applies the activation as it stores, after the bias; the inputs are
     scaled so that outputs pass 6 as well as 0."""
@@ -142,15 +146,18 @@ def test_fused_nodes_the_store_cannot_run_are_refused_with_a_reason(device):
                                     "bias": False}, {"weight": data(0, (3, 2, 3, 3))})
     linear = make_layer("nn.Linear", {"in_features": 4, "out_features": 2, "bias": False},
                         {"weight": data(1, (2, 4))})
-    relu, silu = make_layer("nn.ReLU"), make_layer("nn.SiLU")
+    relu, silu, gelu = make_layer("nn.ReLU"), make_layer("nn.SiLU"), make_layer("nn.GELU")
     clamp = make_layer("nn.Hardtanh", {"min_val": -1.0, "max_val": 1.0})
     x = [TensorSpec((1, 2, 5, 5), np.float32)]
     assert device.unsupported_reason(Fused(conv, (relu,)), x) is None
-    for fused in (Fused(conv, (silu,)), Fused(conv, (relu, clamp)), Fused(linear, (relu,))):
+    assert device.unsupported_reason(Fused(conv, (silu,)), x) is None
+    leaky = make_layer("nn.LeakyReLU", {"negative_slope": 0.1})
+    for fused in (Fused(conv, (gelu,)), Fused(conv, (leaky,)), Fused(conv, (relu, clamp)), Fused(conv, (relu, silu)),
+                  Fused(linear, (relu,))):
         reason = device.unsupported_reason(fused, x)
         assert isinstance(reason, str) and reason, fused.type
     assert "only a convolution" in device.unsupported_reason(Fused(linear, (relu,)))
-    assert "nn.SiLU" in device.unsupported_reason(Fused(conv, (silu,)))
+    assert "nn.GELU" in device.unsupported_reason(Fused(conv, (gelu,)))
     doubles = [TensorSpec((1, 2, 5, 5), np.float64)]
     assert "float64" in device.unsupported_reason(Fused(conv, (relu,)), doubles)
 

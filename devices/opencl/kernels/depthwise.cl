@@ -1,7 +1,7 @@
 // Depthwise convolution (groups == input channels): output channel oc reads input channel
 // oc / mult through its own kh x kw taps. One work-item per output element.
 // Compile-time options: PAD_MODE (0 zeros, 1 reflect, 2 replicate, 3 circular) and ACT,
-// the activation fused into the store after the bias (0 none, 1 relu, 2 relu6).
+// the activation fused into the store after the bias (see gemm.cl).
 
 #ifndef PAD_MODE
 #define PAD_MODE 0
@@ -27,6 +27,14 @@ inline float conv_activation(const float v) {
     return v < 0.0f ? 0.0f : v;
 #elif ACT == 2
     return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
+#elif ACT == 3
+    return v * clamp(v + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f);
+#elif ACT == 4
+    return clamp(v * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f);
+#elif ACT == 5
+    return 1.0f / (1.0f + exp(-v));
+#elif ACT == 6
+    return v / (1.0f + exp(-v));
 #else
     return v;
 #endif

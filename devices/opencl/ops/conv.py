@@ -1,5 +1,5 @@
 """Convolutions on the device: ``nn.Conv1d/2d`` and ``F.conv1d/2d``, alone or with the
-ReLU / ReLU6 that follows them fused in (a :class:`~graphexec.fusion.Fused` node).
+activation that follows them fused in (a :class:`~graphexec.fusion.Fused` node).
 
 Every convolution with more than one input channel per group is an implicit GEMM
 (``kernels/gemm.cl``: 1x1, 3x3, general, grouped, strided, dilated, any padding mode); one
@@ -25,12 +25,15 @@ from layers.conv import Conv1d, Conv2d, FConv1d, FConv2d
 
 PAD_MODES = {"zeros": 0, "reflect": 1, "replicate": 2, "circular": 3}
 
-#: The kernels' ACT: the activation applied in a convolution's store.
-NO_ACTIVATION, RELU, RELU6 = 0, 1, 2
+#: The kernels' ACT: the activation applied in a convolution's store, with the same
+#: expressions as the standalone maps of elementwise.cl. (The ones the CPU fuses: an
+#: activation that cannot run in place, e.g. leaky ReLU, is never fused at all.)
+NO_ACTIVATION, RELU, RELU6, HARDSWISH, HARDSIGMOID, SIGMOID, SILU = range(7)
+_SINGLE = {act.Hardswish: HARDSWISH, act.Hardsigmoid: HARDSIGMOID, act.Sigmoid: SIGMOID, act.SiLU: SILU}
 
 
-def store_activation(layer: Layer) -> int | None:
-    """The ACT of one activation layer, or None when a convolution's store cannot apply it."""
+def _clamp_code(layer: Layer) -> int | None:
+    """RELU or RELU6 for the activations that are clamps to [0, inf) or [0, 6], else None."""
     if type(layer) is act.ReLU:
         return RELU
     if type(layer) is act.ReLU6 or (type(layer) is act.Hardtanh and (layer.low, layer.high) == (0.0, 6.0)):
@@ -38,13 +41,18 @@ def store_activation(layer: Layer) -> int | None:
     return None
 
 
-def tail_activation(tail: Sequence[Layer]) -> int | None:
-    """The ACT of activations applied one after another, or None when one is not ReLU or
-    ReLU6 (any order of the two clamps to [0, 6] once a ReLU6 is among them)."""
-    codes = {store_activation(layer) for layer in tail}
-    if not codes or None in codes:
+def store_activation(tail: Sequence[Layer]) -> dict[str, int] | None:
+    """The defines that make a convolution's store apply ``tail`` (activations applied one
+    after another), or None when it cannot: a chain of ReLU / ReLU6 (a clamp to [0, 6] once
+    a ReLU6 is among them), or one hardswish, hardsigmoid, sigmoid or SiLU."""
+    clamps = {_clamp_code(layer) for layer in tail}
+    if tail and None not in clamps:
+        return {"ACT": RELU6 if RELU6 in clamps else RELU}
+    if len(tail) != 1:
         return None
-    return RELU6 if RELU6 in codes else RELU
+    (layer,) = tail
+    code = _SINGLE.get(type(layer))
+    return None if code is None else {"ACT": code}
 
 
 def k_table(cg: int, kh: int, kw: int, dh: int, dw: int) -> np.ndarray:
@@ -70,9 +78,9 @@ class ConvOp(Op):
         return None
 
     def run(self, launch, layer, inputs):
-        activation = NO_ACTIVATION
-        if isinstance(layer, Fused):  # checked by FusedConvOp: a convolution, then ReLU / ReLU6
-            layer, activation = layer.head, tail_activation(layer.tail)
+        act_defines: dict[str, int] = {}  # none: the plain convolution's build
+        if isinstance(layer, Fused):  # checked by FusedConvOp: a convolution, then what its store applies
+            layer, act_defines = layer.head, store_activation(layer.tail) or {}
         device = launch.device
         functional = isinstance(layer, (FConv1d, FConv2d))
         (out_shape,) = layer.infer_shapes([t.shape for t in inputs])
@@ -98,20 +106,19 @@ class ConvOp(Op):
         (top, _), (left, _) = geo.pads((kh, kw))
         groups = geo.groups
         pad_mode = PAD_MODES[geo.padding_mode]
-        act_define = {"ACT": activation} if activation else {}  # none: the plain convolution's build
         out = launch.output(0, out_shape)
         if out.size == 0:
             return [out]
         bias_args = (None, 0, 0) if bias is None else (*bias, 1)
         if cg == 1:
-            built = launch.program("depthwise", PAD_MODE=pad_mode, **act_define)
+            built = launch.program("depthwise", PAD_MODE=pad_mode, **act_defines)
             launch.enqueue_1d(built, "depthwise_conv", out.size, x.buffer, x.offset, *weight, *bias_args,
                               out.buffer, out.offset, out.size, c, cout // c, h, w_, ho, wo, kh, kw,
                               sh, sw, top, left, dh, dw)
             return [out]
         m, k, cols = cout // groups, cg * kh * kw, n * ho * wo
         ktab = device.constant(layer, ("ktab", cg, kh, kw, dh, dw), lambda: k_table(cg, kh, kw, dh, dw))
-        built, tile = gemm_program(launch, m, cols, groups, pad_mode, "conv_tiled", activation)
+        built, tile = gemm_program(launch, m, cols, groups, pad_mode, "conv_tiled", act_defines)
         args = (*weight, x.buffer, x.offset, ktab, *bias_args, out.buffer, out.offset, m, cols, k,
                 c, cg, h, w_, cout, ho, wo, sh, sw, top, left)
         if tile is None:
@@ -127,15 +134,16 @@ class ConvOp(Op):
 
 @implements(Fused)
 class FusedConvOp(ConvOp):
-    """A convolution whose following ReLU / ReLU6 runs in its store: one node, one kernel.
+    """A convolution whose following activation runs in its store: one node, one kernel.
     Any other fused node is refused, so the planner leaves such a pair unfused."""
 
     def check(self, layer):
         if type(layer.head) not in ConvOp.layer_classes:
             return f"only a convolution takes a fused activation on the device, not {layer.head.type}"
-        if tail_activation(layer.tail) is None:
+        if store_activation(layer.tail) is None:
             tail = ", ".join(t.type for t in layer.tail)
-            return f"a convolution's store applies ReLU or ReLU6 (or hardtanh(0, 6)), not {tail}"
+            return (f"a convolution's store applies ReLU / ReLU6 (or hardtanh(0, 6)), or one hardswish, "
+                    f"hardsigmoid, sigmoid or SiLU, not {tail}")
         return super().check(layer.head)
 
     def check_inputs(self, layer, specs):

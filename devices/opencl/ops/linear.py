@@ -65,13 +65,13 @@ def tiles_for(device: Any) -> list[Tile]:
 
 
 def gemm_program(launch: Launch, rows: int, cols: int, groups: int, pad_mode: int, tiled_kernel: str,
-                 act: int = 0):
+                 act_defines: dict[str, Any] | None = None):
     """(program, tile) for a product of ``rows`` x ``cols`` outputs in each of ``groups``;
-    tile None: run the naive kernel (of the same program, so no extra build). ``act``: the
-    activation a convolution applies in its store (0, none, is left out of the defines, so
-    every other product shares one build)."""
+    tile None: run the naive kernel (of the same program, so no extra build).
+    ``act_defines``: the activation a convolution applies in its store (none is left out of
+    the defines, so every other product shares one build)."""
     device = launch.device
-    defines = {"PAD_MODE": pad_mode, **({"ACT": act} if act else {})}
+    defines = {"PAD_MODE": pad_mode, **(act_defines or {})}
     candidates = tiles_for(device)
     big = [t for t in candidates if t.tm >= 64]
     small = [t for t in candidates if t.tm <= 32]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import threading
 from collections import Counter
@@ -29,14 +30,19 @@ from graphexec.errors import DeviceError
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
 
+_INCLUDE = re.compile(r'^#include "([\w.]+)"$', re.MULTILINE)
+
+
 @cache
 def kernel_source(name: str) -> str:
-    """The text of ``kernels/<name>.cl``."""
+    """The text of ``kernels/<name>.cl``, each ``#include "other.cl"`` line replaced by that
+    file's text here, so that a program (and its cache key) is its whole source."""
     path = KERNEL_DIR / f"{name}.cl"
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise DeviceError(f"OpenCL kernel source {path} cannot be read: {exc}") from exc
+    return _INCLUDE.sub(lambda match: kernel_source(match.group(1).removesuffix(".cl")), text)
 
 
 def default_cache_dir() -> Path:

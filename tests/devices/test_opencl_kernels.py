@@ -94,18 +94,23 @@ def conv_cases(draw):
     return spatial, groups, c, cout, kernel, stride, dilation, mode, padding, size, n, bias, seed
 
 
-@SETTINGS
-@given(conv_cases())
-def test_conv_matches_cpu(device, case):
+def conv_of(case):
+    """(the nn.ConvNd layer, its input shape, its seed) of a :func:`conv_cases` case."""
     spatial, groups, c, cout, kernel, stride, dilation, mode, padding, size, n, bias, seed = case
     weight = data(seed, (cout, c // groups) + kernel, 1 / math.sqrt(c // groups * math.prod(kernel)))
     attrs = {"weight": weight}
     if bias:
         attrs["bias"] = data(seed + 1, (cout,))
     params = {"in_channels": c, "out_channels": cout, "kernel_size": list(kernel), "stride": list(stride),
-                  "padding": padding, "dilation": list(dilation), "groups": groups, "padding_mode": mode, "bias": bias}
+              "padding": padding, "dilation": list(dilation), "groups": groups, "padding_mode": mode, "bias": bias}
     shape = ((n,) if n else ()) + (c,) + size
-    layer = built(lambda: make_layer(f"nn.Conv{spatial}d", params, attrs), [shape])
+    return built(lambda: make_layer(f"nn.Conv{spatial}d", params, attrs), [shape]), shape, seed
+
+
+@SETTINGS
+@given(conv_cases())
+def test_conv_matches_cpu(device, case):
+    layer, shape, seed = conv_of(case)
     check(device, layer, [data(seed + 2, shape)])
 
 
@@ -125,16 +130,7 @@ def test_conv_with_fused_activation_matches_cpu(device, case, activations):
     scaled so that outputs pass 6 as well as 0."""
     from graphexec.fusion import Fused
 
-    spatial, groups, c, cout, kernel, stride, dilation, mode, padding, size, n, bias, seed = case
-    weight = data(seed, (cout, c // groups) + kernel, 1 / math.sqrt(c // groups * math.prod(kernel)))
-    attrs = {"weight": weight}
-    if bias:
-        attrs["bias"] = data(seed + 1, (cout,))
-    params = {"in_channels": c, "out_channels": cout, "kernel_size": list(kernel), "stride": list(stride),
-              "padding": padding, "dilation": list(dilation), "groups": groups, "padding_mode": mode,
-              "bias": bias}
-    shape = ((n,) if n else ()) + (c,) + size
-    conv = built(lambda: make_layer(f"nn.Conv{spatial}d", params, attrs), [shape])
+    conv, shape, seed = conv_of(case)
     fused = Fused(conv, tuple(make_layer(t, p) for t, p in activations))
     check(device, fused, [data(seed + 2, shape, 8.0)])
 

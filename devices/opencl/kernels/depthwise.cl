@@ -1,13 +1,10 @@
 // Depthwise convolution (groups == input channels): output channel oc reads input channel
 // oc / mult through its own kh x kw taps. One work-item per output element.
 // Compile-time options: PAD_MODE (0 zeros, 1 reflect, 2 replicate, 3 circular) and ACT,
-// the activation fused into the store after the bias (see gemm.cl).
+// the activation fused into the store after the bias (see conv_activation.cl).
 
 #ifndef PAD_MODE
 #define PAD_MODE 0
-#endif
-#ifndef ACT
-#define ACT 0
 #endif
 
 inline int pad_index(int i, int n) {
@@ -22,23 +19,7 @@ inline int pad_index(int i, int n) {
     return i;
 }
 
-inline float conv_activation(const float v) {
-#if ACT == 1
-    return v < 0.0f ? 0.0f : v;
-#elif ACT == 2
-    return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
-#elif ACT == 3
-    return v * clamp(v + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f);
-#elif ACT == 4
-    return clamp(v * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f);
-#elif ACT == 5
-    return 1.0f / (1.0f + exp(-v));
-#elif ACT == 6
-    return v / (1.0f + exp(-v));
-#else
-    return v;
-#endif
-}
+#include "conv_activation.cl"
 
 __kernel void depthwise_conv(
     __global const float* restrict x, const int x_off,

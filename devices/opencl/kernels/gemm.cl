@@ -4,9 +4,7 @@
 //   TM, TN, TK   the work-group's tile: TM x TN outputs, TK of the contracted dim per step
 //   WM, WN       outputs per work-item (the work-group is (TN/WN, TM/WM, 1))
 //   PAD_MODE     convolutions: 0 zeros, 1 reflect, 2 replicate, 3 circular
-//   ACT          convolutions: the activation fused into the store, after the bias:
-//                0 none, 1 relu, 2 relu6, 3 hardswish, 4 hardsigmoid, 5 sigmoid, 6 silu
-//                (the same expressions as elementwise.cl)
+//   ACT          convolutions: the activation fused into the store (conv_activation.cl)
 //
 // matmul_*: A and B are strided ((m, k) and (k, n) element strides), over up to three
 //   broadcast batch dims (dim 2 of the grid); C is contiguous (batch, M, N).
@@ -33,9 +31,6 @@
 #endif
 #ifndef PAD_MODE
 #define PAD_MODE 0
-#endif
-#ifndef ACT
-#define ACT 0
 #endif
 
 #define THREADS_M (TM / WM)
@@ -167,23 +162,7 @@ inline float conv_gather(__global const float* restrict X, const int4 t, const i
     return X[image + t.x * HW + iy * W + ix];
 }
 
-inline float conv_activation(const float v) {
-#if ACT == 1
-    return v < 0.0f ? 0.0f : v;
-#elif ACT == 2
-    return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
-#elif ACT == 3
-    return v * clamp(v + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f);
-#elif ACT == 4
-    return clamp(v * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f);
-#elif ACT == 5
-    return 1.0f / (1.0f + exp(-v));
-#elif ACT == 6
-    return v / (1.0f + exp(-v));
-#else
-    return v;
-#endif
-}
+#include "conv_activation.cl"
 
 #define CONV_STORE(m, n, v) {                                                            \
         const int oc = g * M + (m);                                                      \

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 
 from loguru import logger
 
@@ -30,6 +31,14 @@ def cores_for(workers: int) -> tuple[int, ...] | None:
     return allowed if len(allowed) == workers else None
 
 
+_PINNED = threading.local()
+
+
+def on_pinned_worker() -> bool:
+    """Whether the calling thread is an engine worker pinned to a core."""
+    return getattr(_PINNED, "core", None) is not None
+
+
 class Pinner:
     """A ``ThreadPoolExecutor`` initializer: each worker thread it starts takes the next core."""
 
@@ -41,5 +50,6 @@ class Pinner:
         core = self.cores[next(self._started) % len(self.cores)]
         try:
             os.sched_setaffinity(0, {core})  # 0: the calling thread
+            _PINNED.core = core
         except OSError as exc:  # a container may forbid it: the worker runs unpinned
             logger.debug("worker thread not pinned to core {}: {}", core, exc)

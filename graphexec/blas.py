@@ -29,6 +29,7 @@ class _BlasLimiter:
         self._lock = threading.Lock()
         self._active: list[int] = []
         self._libraries: list[Any] | None = None
+        self._setters: list[Any] = []
         self._original: list[int] = []
         self._applied: int | None = None
 
@@ -36,12 +37,16 @@ class _BlasLimiter:
         if self._libraries is None:
             found = ThreadpoolController().select(user_api="blas") if ThreadpoolController else None
             self._libraries = list(found.lib_controllers) if found is not None else []
+            self._setters = [_openblas_setter(library) for library in self._libraries]
         return self._libraries
 
     def _set(self, threads: list[int] | int) -> None:
         libraries = self._blas()
         counts = threads if isinstance(threads, list) else [threads] * len(libraries)
-        for library, count in zip(libraries, counts):
+        for library, setter, count in zip(libraries, self._setters, counts):
+            if setter is not None:
+                setter(count)
+                continue
             clear = getattr(type(library), "clear_controlling_thread", None)
             if clear is not None:  # we serialise changes ourselves; any thread may make them
                 clear(force=True)
@@ -92,6 +97,21 @@ class _BlasLimiter:
             self._set(want)
             logger.trace("BLAS threads limited to {}", want)
         self._applied = want
+
+
+def _openblas_setter(library: Any) -> Any:
+    """OpenBLAS's own ``openblas_set_num_threads``, to call straight: through threadpoolctl
+    a change costs ~10 us of Python, and a node given every core for BLAS makes two. None
+    for other libraries, and for OpenBLAS built with OpenMP (limits per thread there)."""
+    if getattr(library, "internal_api", None) != "openblas" or getattr(library, "threading_layer", None) == "openmp":
+        return None
+    dynlib = getattr(library, "dynlib", None)
+    for prefix in ("", "scipy_"):
+        for suffix in ("", "64_", "_64"):
+            setter = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+            if setter is not None:
+                return setter
+    return None
 
 
 _LIMITER = _BlasLimiter()

@@ -14,7 +14,10 @@ during a run. By default both come from the plan's regions (:mod:`graphexec.regi
 the cores when some stretch of the plan is estimated faster with its branches side by side
 than one node at a time with every core for BLAS, else 1; M = cores // N, so N x M never
 exceeds the cores. With several workers, the other stretches run one node at a time and
-their large products get every core for BLAS; traces record it.
+their large products get every core for BLAS; traces record it. Either way, a node that
+runs alone and that its layer can cut into pieces (a convolution on a large image: bands
+of output rows) is shared out among threads, one BLAS thread each (``share_nodes``, on
+unless ``intra_op_threads`` is given).
 """
 
 from __future__ import annotations
@@ -44,9 +47,10 @@ from graphexec.memory import ArenaPool, MemoryPlan
 from graphexec.placement import Placement, cpu_placement, fuses_on, placed_plan
 from graphexec.plan import Plan
 from graphexec.program import Program
-from graphexec.regions import RegionChoice, choose, worth_workers
+from graphexec.regions import RegionChoice, choose, shared_nodes, worth_workers
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
+from graphexec.spread import Spreader
 from graphexec.trace import Trace
 from layers.specs import SequenceSpec, Spec, TensorSpec
 
@@ -70,11 +74,13 @@ def physical_memory() -> int:
         return 1 << 40
 
 
-def default_threads(plan: Plan, cores: int, mixing: bool | None = None) -> int:
+def default_threads(plan: Plan, cores: int, mixing: bool | None = None,
+                    shared: frozenset[int] = frozenset()) -> int:
     """Inter-op workers by default: every core when some region of the plan runs faster
-    with its branches side by side than one unit at a time with every core for BLAS (see
-    :mod:`graphexec.regions`), else one. ``mixing``: whether a run may switch between the
-    two (default: :func:`graphexec.blas.idle_threads_sleep`).
+    with its branches side by side than one unit at a time with every core for BLAS and
+    the ``shared`` nodes shared out (see :mod:`graphexec.regions`), else one. ``mixing``:
+    whether a run may switch between the two (default:
+    :func:`graphexec.blas.idle_threads_sleep`).
 
     One worker when nodes run on a device: there a node's host work is an enqueue (tens of
     microseconds of Python, under the GIL) and the device's command queues already run
@@ -84,7 +90,7 @@ def default_threads(plan: Plan, cores: int, mixing: bool | None = None) -> int:
         return 1
     if mixing is None:
         mixing = idle_threads_sleep()
-    return cores if worth_workers(plan, cores, mixing) else 1
+    return cores if worth_workers(plan, cores, mixing, shared) else 1
 
 
 class Engine:
@@ -103,6 +109,7 @@ class Engine:
         cpu_types: Collection[str] = (),
         fallback: bool = False,
         pin_workers: bool = True,
+        share_nodes: bool | None = None,
     ):
         for label, value in (("threads", threads), ("intra_op_threads", intra_op_threads),
                              ("memory_limit", memory_limit)):
@@ -137,8 +144,16 @@ class Engine:
         self.output_names = [f"out{i}" for i in range(count)]
         cores = cpu_count()
         mixing = idle_threads_sleep()
+        #: Whether a large node that runs alone is shared out among threads (see
+        #: :mod:`graphexec.regions`). That is intra-op parallelism, as BLAS threads are, and
+        #: rounds differently from the node run whole: by default an explicit
+        #: ``intra_op_threads`` turns both off, so runs stay bit-identical to the sequential one.
+        if share_nodes is None:
+            share_nodes = intra_op_threads is None
+        self._share = share_nodes and executor is None and cores > 1
         if threads is None:
-            threads = default_threads(first_plan, cores, mixing) if first_plan is not None else min(2, cores)
+            shared = self._shared_nodes(first_plan) if first_plan is not None else frozenset()
+            threads = default_threads(first_plan, cores, mixing, shared) if first_plan is not None else min(2, cores)
         #: Inter-op workers: how many independent nodes may run at once (1: sequential).
         self.threads = threads
         #: BLAS threads inside one node during a run (None: leave numpy's setting alone).
@@ -157,6 +172,8 @@ class Engine:
         #: :mod:`graphexec.affinity`).
         self.worker_cores = cores_for(threads) if pin_workers and executor is None else None
         self._owned_executor: ThreadPoolExecutor | None = None
+        #: Threads that run pieces of a shared node beside a one-worker run's thread.
+        self._piece_pool: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
     @classmethod
@@ -174,6 +191,7 @@ class Engine:
         cpu_types: Collection[str] = (),
         fallback: bool = False,
         pin_workers: bool = True,
+        share_nodes: bool | None = None,
     ) -> Engine:
         """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
 
@@ -184,7 +202,10 @@ class Engine:
         ``reuse_memory``: give intermediate tensors regions of a preallocated arena, shared
         between tensors whose lives never overlap (see :mod:`graphexec.memory`);
         ``pin_workers``: pin the engine's own worker threads to a core each when there is one
-        for every usable core, on Linux (see :mod:`graphexec.affinity`, ``engine.worker_cores``).
+        for every usable core, on Linux (see :mod:`graphexec.affinity`, ``engine.worker_cores``);
+        ``share_nodes``: a large node that runs alone (a convolution on a large image) is cut
+        into pieces that run on every core at once, each on one BLAS thread (see
+        :mod:`graphexec.regions`); by default on unless ``intra_op_threads`` is given.
 
         ``device``: ``"cpu"`` (default), ``"opencl"``, ``"opencl:1"``, ``"opencl:gpu"``,
         ``"opencl:<name filter>"`` or an opened ``OpenCLDevice``: nodes the device runs go
@@ -197,7 +218,7 @@ class Engine:
         graph = pnnx.load(param_path, bin_path)
         engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor,
                      memory_limit=memory_limit, reuse_memory=reuse_memory, device=device, cpu_types=cpu_types,
-                     fallback=fallback, pin_workers=pin_workers)
+                     fallback=fallback, pin_workers=pin_workers, share_nodes=share_nodes)
         logger.debug(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
@@ -208,9 +229,11 @@ class Engine:
     def close(self) -> None:
         """Stop the engine's own worker threads (a later forward starts them again)."""
         with self._executor_lock:
-            pool, self._owned_executor = self._owned_executor, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+            pools = [self._owned_executor, self._piece_pool]
+            self._owned_executor = self._piece_pool = None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=True)
         if self.device is not None and self._owns_device:
             self.device.release()
 
@@ -231,6 +254,16 @@ class Engine:
                 self._owned_executor = pool
                 weakref.finalize(self, pool.shutdown, wait=False)
             return self._owned_executor
+
+    def _spreader(self) -> Spreader:
+        """Runs a shared node's pieces in a one-worker run: the run's thread takes one, a
+        thread of a small pool of its own each other (unpinned: the run's thread is not)."""
+        with self._executor_lock:
+            if self._piece_pool is None:
+                pool = ThreadPoolExecutor(max_workers=cpu_count() - 1, thread_name_prefix="graphexec-piece")
+                self._piece_pool = pool
+                weakref.finalize(self, pool.shutdown, wait=False)
+            return Spreader(self._piece_pool, cpu_count())
 
     # -- what the model looks like -------------------------------------------------------
     @property
@@ -328,7 +361,9 @@ class Engine:
         arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
         with blas_threads(self.intra_op_threads), arena as buffers:
             if self.threads == 1 and self._executor is None and trace is None:
-                values = run_sequential(plan.program, feeds, keep, options, buffers)
+                shared = self._choice(plan).shared if self._share else frozenset()
+                values = run_sequential(plan.program, feeds, keep, options, buffers, shared,
+                                        self._spreader() if shared else None)
             else:
                 values = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
         if plan.placement is not None:
@@ -350,19 +385,27 @@ class Engine:
         if self._executor is not None:  # an injected executor: it does all the work
             return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options, buffers=buffers)
         if self.threads == 1:  # sequential, through the scheduler only to record a trace
-            return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers)
+            choice = self._choice(plan) if self._share else None
+            return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers,
+                                  regions=choice, spreader=self._spreader() if choice and choice.shared else None)
+        # Regions only where BLAS threads may be raised: otherwise every unit goes to the workers.
         choice = self._choice(plan) if self._boost else None
+        spreader = (Spreader(self._pool(), self.threads, pinned=self.worker_cores is not None)
+                    if choice is not None and choice.shared else None)
         return run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace, options, buffers=buffers,
-                              boost=self._boost, regions=choice)
+                              boost=self._boost, regions=choice, spreader=spreader)
 
     def _choice(self, plan: Plan) -> RegionChoice:
         return self._per_plan(self._choices, plan, self._new_choice)
 
     def _new_choice(self, plan: Plan) -> RegionChoice:
-        choice = choose(plan, self.threads, cpu_count())
-        logger.debug("regions: {} of {} units run alone, {} may get every core for BLAS",
-                     len(choice.serial), len(plan.units), len(choice.boosted))
+        choice = choose(plan, self.threads, cpu_count(), self._shared_nodes(plan))
+        logger.debug("regions: {} of {} units run alone, {} nodes may get every core for BLAS, {} are shared out",
+                     len(choice.serial), len(plan.units), len(choice.boosted), len(choice.shared))
         return choice
+
+    def _shared_nodes(self, plan: Plan) -> frozenset[int]:
+        return shared_nodes(plan, cpu_count()) if self._share else frozenset()
 
     def memory_plan(self, *shapes: Sequence[int]) -> MemoryPlan:
         """The arena layout for the given input shapes (default: the exported ones)."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from graphexec.errors import ExecutionError, GraphexecError, NonFiniteError, RunTimeoutError
 from graphexec.program import Program, Step
+from graphexec.spread import Spreader
 from layers.specs import spec_of
 
 
@@ -45,18 +46,27 @@ NO_OPTIONS = RunOptions()
 
 
 def run_step(
-    step: Step, values: dict[str, Any], check_finite: bool = False, buffers: dict[str, np.ndarray] | None = None
-) -> None:
+    step: Step, values: dict[str, Any], check_finite: bool = False, buffers: dict[str, np.ndarray] | None = None,
+    spreader: Spreader | None = None,
+) -> int:
     """Run one step, reading its inputs from and writing its outputs into ``values``.
 
     With ``buffers`` (an arena's tensors, see :mod:`graphexec.memory`), a step whose
-    outputs have arena regions writes straight into them.
+    outputs have arena regions writes straight into them; there a ``spreader`` shares the
+    step's work out among idle workers when its layer cuts it into pieces. Returns how
+    many pieces ran (0: the step ran whole).
     """
     inputs = [values[name] for name in step.inputs]
+    shared = 0
     try:
         if buffers is not None and step.outputs and step.outputs[0] in buffers:
             outputs = [buffers[name] for name in step.outputs]
-            step.layer.forward_into(inputs, outputs)
+            pieces = step.layer.pieces(inputs, outputs, spreader.count) if spreader is not None else None
+            if pieces:
+                spreader.run(pieces)  # type: ignore[union-attr]
+                shared = len(pieces)
+            else:
+                step.layer.forward_into(inputs, outputs)
         else:
             outputs = step.layer.forward(inputs)
     except GraphexecError:
@@ -76,6 +86,7 @@ def run_step(
                     f"output {k} ({step.outputs[k]}) holds NaN or Inf",
                 )
     values.update(zip(step.outputs, outputs))
+    return shared
 
 
 def run_sequential(
@@ -84,18 +95,21 @@ def run_sequential(
     keep: Iterable[str],
     options: RunOptions = NO_OPTIONS,
     buffers: dict[str, np.ndarray] | None = None,
+    shared: frozenset[int] = frozenset(),
+    spreader: Spreader | None = None,
 ) -> dict[str, Any]:
     """Run every step in order; return the values named in ``keep``.
 
     A value is dropped after its last reader, so peak memory follows the live set; with
-    ``buffers`` the steps that have arena regions write into them.
+    ``buffers`` the steps that have arena regions write into them, and the steps whose
+    indices are in ``shared`` are cut into pieces that ``spreader`` runs at once.
     """
     keep = set(keep)
     readers = Counter(name for step in program.steps for name in step.inputs)
     values: dict[str, Any] = dict(feeds)
-    for step in program.steps:
+    for index, step in enumerate(program.steps):
         options.before_node(step)
-        run_step(step, values, options.check_finite, buffers)
+        run_step(step, values, options.check_finite, buffers, spreader if index in shared else None)
         for name in step.outputs:
             if readers[name] == 0 and name not in keep:
                 values.pop(name, None)

@@ -16,13 +16,14 @@ engine fuses only what the device runs as one node (``allow``; see
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from graphexec.cost import nbytes
 from graphexec.program import Program, Step
-from layers.base import Layer
+from layers.base import Layer, Piece
 from layers.specs import Spec, TensorSpec
 
 
@@ -59,6 +60,20 @@ class Fused(Layer):
     def _finish(self, out: np.ndarray) -> None:
         for layer in self.tail:
             layer.forward_into([out], [out])
+
+    def splits(self, inputs: list[Spec], outputs: list[Spec]) -> bool:
+        return self.head.splits(inputs, outputs)
+
+    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
+        """The head's pieces, each applying the activations to its own region as it ends."""
+        found = self.head.pieces(inputs, outputs, count)
+        if found is None:
+            return None
+        return [Piece(partial(self._piece, piece, outputs[0]), piece.region) for piece in found]
+
+    def _piece(self, piece: Piece, out: np.ndarray) -> None:
+        piece.run()
+        self._finish(out[piece.region])
 
     def flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
         return self.head.flops(inputs, outputs) + sum(layer.flops(outputs, outputs) for layer in self.tail)

@@ -9,10 +9,17 @@ depends on the stretch of the plan: an Inception block of large convolutions is 
 one convolution at a time on every core; eight small equal branches are faster side by
 side; a chain has nothing to run beside it.
 
+A third way uses every core for one node's whole work, not only its matrix products: a
+node that runs alone is *shared out* among threads, as pieces its layer cuts it into
+(:meth:`layers.base.Layer.pieces`: bands of a convolution's output rows), each piece on
+one BLAS thread. That also speeds up the im2col copies, Winograd transforms, bias and
+activation passes that BLAS threads leave on one core. Which nodes split is the layer's
+call (where that beats BLAS threads); the cost model only checks they are large enough.
+
 A *region* is a stretch of units between two cuts: points in the topological order of
 units that only the unit just before them reaches across (an Inception block between its
-input and its concatenation; each node of a chain alone). Both ways of running a region
-are estimated from the plan's costs and the faster one is kept.
+input and its concatenation; each node of a chain alone). The ways of running a region
+are estimated from the plan's costs and the fastest one is kept.
 """
 
 from __future__ import annotations
@@ -42,14 +49,22 @@ HANDOFF_SECONDS = 40e-6
 #: run through the scheduler costs a little more per unit than a plain loop, and the
 #: estimates are rough (ShuffleNet v2, estimated 3% faster with workers, ran 7% slower).
 MIN_WORKERS_GAIN = 0.05
+#: Throughput each thread beyond the first adds to a node shared out, relative to the
+#: first. Measured on 2 cores (one BLAS thread a piece, interleaved, noisy): GoogLeNet's
+#: 3x3 convolutions on 28 x 28 and 56 x 56 (Winograd) ran 1.4-1.7x as fast as on one
+#: thread, its 7x7 stem convolution 1.7x.
+SPLIT_SCALING = 0.6
+#: What sharing a node out costs on top of its work: waking a thread for each other piece
+#: and waiting for it.
+SPLIT_SECONDS = 40e-6
 
 
 @dataclass(frozen=True)
 class Region:
-    """A stretch of units (indices, in topological order) and both estimates of its time."""
+    """A stretch of units (indices, in topological order) and the estimates of its time."""
 
     units: tuple[int, ...]
-    #: One unit at a time, its BLAS calls on every core.
+    #: One unit at a time, its BLAS calls on every core (one worker).
     serial_seconds: float
     #: Its units on the workers, one BLAS thread each.
     parallel_seconds: float
@@ -66,20 +81,47 @@ def _scales(cost: Cost) -> bool:
 
 def boosted_seconds(plan: Plan, unit: int, cores: int) -> float:
     """A unit's estimated time when its large matrix products use ``cores`` BLAS threads."""
+    return sum(_boosted(plan.nodes[i].cost, cores) for i in plan.units[unit].nodes)
+
+
+def _boosted(cost: Cost, cores: int) -> float:
     saved = 1 - 1 / (1 + BLAS_SCALING * (cores - 1))
-    costs = [plan.nodes[i].cost for i in plan.units[unit].nodes]
-    return sum(c.seconds - (c.blas_seconds * saved if _scales(c) else 0.0) for c in costs)
+    return cost.seconds - (cost.blas_seconds * saved if _scales(cost) else 0.0)
 
 
-def regions(plan: Plan, workers: int, cores: int) -> tuple[Region, ...]:
+def _shared(cost: Cost, workers: int) -> float:
+    return cost.seconds / (1 + SPLIT_SCALING * (workers - 1)) + SPLIT_SECONDS
+
+
+def splits(plan: Plan, index: int) -> bool:
+    """Whether node ``index``'s layer can share its work out for the plan's specs."""
+    step = plan.nodes[index].step
+    specs = plan.specs
+    return bool(step.layer.splits([specs[n] for n in step.inputs], [specs[n] for n in step.outputs]))
+
+
+def shared_nodes(plan: Plan, workers: int) -> frozenset[int]:
+    """Nodes worth sharing out among ``workers`` threads when they run alone: their layers
+    split them where that beats BLAS threads (see :meth:`layers.base.Layer.splits`), and
+    they are large enough to pay for the hand-over."""
+    if workers < 2:
+        return frozenset()
+    return frozenset(node.index for node in plan.nodes
+                     if node.device == "cpu" and _shared(node.cost, workers) < node.cost.seconds
+                     and splits(plan, node.index))
+
+
+def regions(plan: Plan, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> tuple[Region, ...]:
     """The plan's regions with both estimates, for ``workers`` inter-op workers and
-    ``cores`` BLAS threads for a unit that runs alone."""
+    ``cores`` threads for a unit that runs alone: BLAS threads, or pieces of its nodes in
+    ``shared`` (see :func:`shared_nodes`)."""
     bounds = [0, *_cuts(plan), len(plan.units)]
     found = []
     for start, stop in pairwise(bounds):
         units = tuple(range(start, stop))
         seconds = [plan.unit_seconds[u] for u in units]
-        serial = sum(boosted_seconds(plan, u, cores) for u in units)
+        serial = sum(_shared(plan.nodes[i].cost, cores) if i in shared else _boosted(plan.nodes[i].cost, cores)
+                     for u in units for i in plan.units[u].nodes)
         if workers < 2:
             parallel = math.inf
         elif len(units) == 1:  # nothing beside it: it runs on the calling thread
@@ -118,25 +160,31 @@ class RegionChoice:
 
     #: Units of serial regions: each runs once nothing else does, on the calling thread.
     serial: frozenset[int]
-    #: Units whose matrix products are large enough to gain from every core: they get every
-    #: core for BLAS whenever they run alone.
+    #: Nodes whose matrix products are large enough to gain from every core: they get every
+    #: core for BLAS whenever they run alone (and are not shared out).
     boosted: frozenset[int]
+    #: Nodes of serial units shared out among the workers (see :func:`shared_nodes`). Only
+    #: serial units: they always run alone, so a plan's nodes always run the same way and
+    #: repeated runs give the same bits.
+    shared: frozenset[int] = frozenset()
 
 
-def choose(plan: Plan, workers: int, cores: int) -> RegionChoice:
-    """Serial and boosted units of ``plan`` for ``workers`` workers on ``cores`` cores."""
-    serial = frozenset(u for r in regions(plan, workers, cores) if r.serial for u in r.units)
-    boosted = frozenset(u.index for u in plan.units if any(_scales(plan.nodes[i].cost) for i in u.nodes))
-    return RegionChoice(serial, boosted)
+def choose(plan: Plan, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> RegionChoice:
+    """Serial units, boosted and shared nodes of ``plan`` for ``workers`` workers on
+    ``cores`` cores; ``shared``: the nodes that may be shared out (see :func:`shared_nodes`)."""
+    serial = frozenset(u for r in regions(plan, workers, cores, shared) if r.serial for u in r.units)
+    boosted = frozenset(node.index for node in plan.nodes if _scales(node.cost))
+    in_serial = {i for u in serial for i in plan.units[u].nodes}
+    return RegionChoice(serial, boosted, shared & in_serial if workers > 1 else shared)
 
 
-def worth_workers(plan: Plan, cores: int, mixing: bool) -> bool:
+def worth_workers(plan: Plan, cores: int, mixing: bool, shared: frozenset[int] = frozenset()) -> bool:
     """Whether running branches on ``cores`` workers is estimated at least
-    :data:`MIN_WORKERS_GAIN` faster than one worker with every core for BLAS. With
-    ``mixing`` (BLAS threads sleep soon after a call, see
-    :func:`graphexec.blas.idle_threads_sleep`) only the regions that gain run side by side;
-    without it a run is one or the other throughout."""
-    found = regions(plan, cores, cores)
+    :data:`MIN_WORKERS_GAIN` faster than one worker with every core for BLAS (and the
+    ``shared`` nodes shared out either way). With ``mixing`` (BLAS threads sleep soon
+    after a call, see :func:`graphexec.blas.idle_threads_sleep`) only the regions that gain
+    run side by side; without it a run is one or the other throughout."""
+    found = regions(plan, cores, cores, shared)
     one_worker = sum(r.serial_seconds for r in found)
     if mixing:
         workers = sum(min(r.serial_seconds, r.parallel_seconds) for r in found)

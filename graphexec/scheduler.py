@@ -34,6 +34,7 @@ from graphexec.errors import ExecutionError, GraphexecError, RunTimeoutError
 from graphexec.executor import NO_OPTIONS, RunOptions, run_step
 from graphexec.plan import Plan, Unit
 from graphexec.regions import RegionChoice
+from graphexec.spread import Spreader
 from graphexec.trace import NodeEvent, Trace
 
 #: Units estimated below this are never handed to an idle worker: the hand-over (a thread
@@ -68,12 +69,24 @@ class SynchronousExecutor(Executor):
         return future
 
 
+@dataclass(frozen=True)
+class AloneHelp:
+    """How a unit that runs alone uses the cores the idle workers leave (see
+    :mod:`graphexec.regions`): its boosted nodes get ``boost`` BLAS threads, its shared
+    nodes are cut into pieces that ``spreader`` runs on the workers."""
+
+    boost: int = 0
+    boosted: frozenset[int] = frozenset()
+    shared: frozenset[int] = frozenset()
+    spreader: Spreader | None = None
+
+
 def run_unit(
     plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str], record: bool, options: RunOptions,
-    buffers: dict[str, Any] | None = None, blas: int = 0,
+    buffers: dict[str, Any] | None = None, help: AloneHelp | None = None,
 ) -> tuple[dict[str, Any], list[NodeEvent]]:
-    """Run the unit's nodes back to back; return what others need, and timings (``blas``:
-    the BLAS threads it was given, when raised for it, for the trace)."""
+    """Run the unit's nodes back to back; return what others need, and timings (with
+    ``help``, the unit runs alone: see :class:`AloneHelp`)."""
     values = dict(inputs)
     events: list[NodeEvent] = []
     thread = threading.current_thread().name
@@ -81,10 +94,18 @@ def run_unit(
         node = plan.nodes[index]
         options.before_node(node.step)
         start = time.perf_counter_ns() if record else 0
-        run_step(node.step, values, options.check_finite, buffers)
+        blas = 0
+        if help is not None and index in help.shared:
+            pieces = run_step(node.step, values, options.check_finite, buffers, help.spreader)
+        elif help is not None and help.boost and index in help.boosted:
+            with blas_boost(help.boost) as raised:
+                pieces = run_step(node.step, values, options.check_finite, buffers)
+            blas = help.boost if raised else 0
+        else:
+            pieces = run_step(node.step, values, options.check_finite, buffers)
         if record:
             end = time.perf_counter_ns()
-            events.append(NodeEvent(index, node.name, node.type, thread, start, end, blas))
+            events.append(NodeEvent(index, node.name, node.type, thread, start, end, blas, pieces))
             device_span = getattr(node.step.layer, "device_span", None)  # the node's commands on a device queue
             if device_span is not None:
                 span = device_span(index, [values[n] for n in node.step.outputs], start, end)
@@ -105,6 +126,7 @@ def run_concurrent(
     buffers: dict[str, Any] | None = None,
     boost: int | None = None,
     regions: RegionChoice | None = None,
+    spreader: Spreader | None = None,
 ) -> dict[str, Any]:
     """Run ``plan`` with at most ``workers`` units at once on ``executor``.
 
@@ -116,11 +138,12 @@ def run_concurrent(
     A timeout or a KeyboardInterrupt returns at once: the run is marked cancelled, so the
     units still on workers stop before their next node, and their results are dropped.
     ``buffers`` are the run's arena tensors (see :mod:`graphexec.memory`). The serial units
-    of ``regions`` wait until nothing else runs, and with ``boost`` its boosted units get
-    that many BLAS threads when they run alone (see :mod:`graphexec.regions`).
+    of ``regions`` wait until nothing else runs, and with ``boost`` its boosted nodes get
+    that many BLAS threads when they run alone; its shared nodes are cut into pieces that
+    run at once through ``spreader`` (see :mod:`graphexec.regions`).
     """
     run = _Run(plan, feeds, frozenset(keep), executor, max(1, workers), trace, options, buffers, boost,
-               regions)
+               regions, spreader)
     try:
         return run.drive()
     except BaseException:
@@ -133,7 +156,7 @@ class _Run:
 
     def __init__(self, plan: Plan, feeds: dict[str, Any], keep: frozenset[str], executor: Executor,
                  workers: int, trace: Trace | None, options: RunOptions, buffers: dict[str, Any] | None,
-                 boost: int | None, regions: RegionChoice | None):
+                 boost: int | None, regions: RegionChoice | None, spreader: Spreader | None = None):
         self.plan = plan
         self.keep = keep
         self.executor = executor
@@ -142,8 +165,12 @@ class _Run:
         self.options = options
         self.buffers = buffers
         self.serial_units = regions.serial if regions is not None else frozenset()
-        self.boosted = regions.boosted if regions is not None and boost else frozenset()
-        self.boost = boost
+        boosted = regions.boosted if regions is not None and boost else frozenset()
+        shared = regions.shared if regions is not None and spreader is not None else frozenset()
+        #: What a unit that runs alone does with the idle cores; a serial unit (always alone,
+        #: so its nodes run the same way every run) also shares nodes out.
+        self.alone_help = AloneHelp(boost or 0, boosted) if boosted else None
+        self.serial_help = AloneHelp(boost or 0, boosted, shared, spreader) if shared else self.alone_help
         self.lock = threading.Lock()
         #: Set by the worker that leaves nothing running behind it.
         self.over = threading.Event()
@@ -227,12 +254,8 @@ class _Run:
             with self.lock:
                 inputs = {n: self.state.values[n] for n in unit.inputs}
                 alone = self.state.running == 1 and (u in self.serial_units or not self.state.ready)
-            if alone and u in self.boosted:
-                with blas_boost(self.boost) as raised:  # type: ignore[arg-type]
-                    outputs, events = run_unit(plan, unit, inputs, self.keep, record, self.options,
-                                               self.buffers, self.boost if raised else 0)
-            else:
-                outputs, events = run_unit(plan, unit, inputs, self.keep, record, self.options, self.buffers)
+            help = (self.serial_help if u in self.serial_units else self.alone_help) if alone else None
+            outputs, events = run_unit(plan, unit, inputs, self.keep, record, self.options, self.buffers, help)
         except BaseException as exc:  # recorded: the first failure wins, the rest only finish
             return None, [], exc
         return outputs, events, None

@@ -42,6 +42,8 @@ class NodeEvent:
     end_ns: int
     #: BLAS threads the node ran with when the scheduler raised them for it (0: the run's).
     blas_threads: int = 0
+    #: How many pieces the node's work was shared out in among the workers (0: run whole).
+    pieces: int = 0
 
     @property
     def seconds(self) -> float:
@@ -66,6 +68,9 @@ class Summary:
     #: Nodes of the regions that ran one node at a time, and nodes given every BLAS thread.
     alone_nodes: int = 0
     raised_nodes: int = 0
+    #: Nodes whose work was shared out among the workers (a shared node's span is on the
+    #: thread that ran it; the pieces its workers ran are inside that span).
+    shared_nodes: int = 0
 
     def __str__(self) -> str:
         lines = [
@@ -77,9 +82,10 @@ class Summary:
         for op_type, (count, seconds) in sorted(self.per_type.items(), key=lambda kv: -kv[1][1]):
             share = seconds / self.busy_seconds if self.busy_seconds else 0.0
             lines.append(f"  {op_type:<28} {count:>5} x  {seconds * 1e3:8.3f} ms  {share:6.1%}")
-        if self.alone_nodes or self.raised_nodes:
+        if self.alone_nodes or self.raised_nodes or self.shared_nodes:
             lines.append(f"regions: {self.alone_nodes} nodes ran alone (their regions one node at a time), "
-                         f"{self.raised_nodes} with every core for BLAS")
+                         f"{self.raised_nodes} with every core for BLAS, "
+                         f"{self.shared_nodes} shared out among the workers")
         lines.append("idle time per worker:")
         for thread, idle in sorted(self.idle_seconds.items()):
             lines.append(f"  {thread:<28} {idle * 1e3:8.3f} ms")
@@ -150,6 +156,7 @@ class Trace:
                     "ts": (e.start_ns - self.start_ns) / 1e3, "dur": (e.end_ns - e.start_ns) / 1e3,
                     "args": {"type": e.type, "node": e.node,
                              **({"blas_threads": e.blas_threads} if getattr(e, "blas_threads", 0) else {}),
+                             **({"pieces": e.pieces} if getattr(e, "pieces", 0) else {}),
                              **({"region": "alone"} if pid == 0 and e.node in self.alone else {})},
                 })
         return {"traceEvents": events, "displayTimeUnit": "ms"}
@@ -197,6 +204,7 @@ class Trace:
             device_timing=self.device_timing,
             alone_nodes=sum(e.node in self.alone for e in self.events),
             raised_nodes=sum(bool(e.blas_threads) for e in self.events),
+            shared_nodes=sum(bool(getattr(e, "pieces", 0)) for e in self.events),
         )
 
     def _measured_critical_path(self) -> list[NodeEvent]:

@@ -34,8 +34,11 @@ then a col2im scatter-add, one vectorised add per kernel tap, clipped to the out
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
+from itertools import pairwise
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -65,6 +68,23 @@ WINOGRAD_MIN_TILES = 16
 WINOGRAD_MIN_REDUCED_CHANNELS = 20
 WINOGRAD_MIN_REDUCED_CHANNELS_FEW_TILES = 48
 WINOGRAD_MANY_TILES = 36
+
+#: A convolution that runs alone may be shared among idle threads by bands of its output
+#: rows (:meth:`Conv2dKernel.pieces`), each band on one BLAS thread. That pays where BLAS
+#: threads do not: Winograd's many small products and transforms, and an im2col whose
+#: copy is as large as its product. Measured on two cores against the whole convolution
+#: on two BLAS threads (interleaved runs of GoogLeNet, Inception v3, ResNet-50 and
+#: SqueezeNet): Winograd on 28 x 28 to 147 x 147 ran 1.2-1.6x as fast in two bands, im2col
+#: on 112 x 112 and up 1.1-1.25x. SqueezeNet's 32 -> 128 Winograd on 27 x 27 (13 M
+#: multiply-adds a band) gained nothing or lost (0.75-1.1x), and so did 1x1 and small
+#: im2col convolutions split by output channels instead: two BLAS threads do as well.
+#: Depthwise convolutions split by channels ran 0.9-1.1x as fast in EfficientNet-B0 and
+#: MobileNet v3: their tap loops are many short numpy calls, bound by memory and the GIL.
+#: A band gets at least this many multiply-adds (counted as direct convolution) ...
+SPLIT_MIN_MACS = 16_000_000
+#: ... and, for Winograd, this many 4x4 tiles, for im2col this many output positions.
+SPLIT_MIN_TILES = 24
+SPLIT_MIN_POSITIONS = 2048
 
 #: Elements of the depthwise accumulator per block (it and one temporary stay in L2).
 DEPTHWISE_BLOCK = 1 << 16
@@ -257,19 +277,69 @@ class Conv2dKernel:
             else:
                 depthwise(pad_input(x, self.pads, geo.padding_mode), self, ((0, 0), (0, 0)), out)
         elif path == "winograd":
-            weight = self._winograd_weights.get(m)  # type: ignore[arg-type]
-            if weight is None:
-                weight = self._winograd_weights[m] = winograd_weight(self.weight, m)  # type: ignore[index, arg-type]
-            winograd_conv(x, weight, self.bias, self.pads, m, out)  # type: ignore[arg-type]
+            winograd_conv(x, self._winograd(m), self.bias, self.pads, m, out)  # type: ignore[arg-type]
         else:
             im2col_conv(x, self.matrix, self.bias, self.kernel_size, self.pads, geo, out, self.biased)
         return out
+
+    def splits(self, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> bool:
+        """Whether :meth:`pieces` shares out an input of ``shape`` (see :data:`SPLIT_MIN_TILES`)."""
+        out_shape, _, path, m = self.plan(tuple(shape), np.dtype(dtype))
+        n, _, ho, wo = out_shape
+        if min(out_shape) < 1 or self.geo.groups != 1 or math.prod(out_shape) * self.matrix.shape[2] < 2 * SPLIT_MIN_MACS:
+            return False
+        if path == "winograd":
+            return ho >= 2 * m and n * -(-ho // m) * -(-wo // m) >= 2 * SPLIT_MIN_TILES
+        return path == "im2col" and ho >= 2 and n * ho * wo >= 2 * SPLIT_MIN_POSITIONS
+
+    def pieces(self, x: np.ndarray, out: np.ndarray, count: int) -> list[tuple[Callable[[], None], tuple[slice, ...]]] | None:
+        """``self(x, out)`` as up to ``count`` bands of output rows, (run, region of ``out``)
+        pairs that may run on different threads at once; None where :meth:`splits` says
+        the convolution runs whole."""
+        shape, dtype, path, m = self.plan(x.shape, x.dtype)
+        if count < 2 or not self.splits(x.shape, x.dtype) or out.shape != shape or out.dtype != dtype \
+                or not out.flags.c_contiguous:
+            return None
+        every = slice(None)
+        step = m if path == "winograd" else 1  # Winograd's bands are whole rows of tiles
+        ho = shape[2]
+        return [(partial(self._rows, x, out, r0 * step, min(ho, r1 * step)), (every, every, slice(r0 * step, r1 * step)))
+                for r0, r1 in _bounds(-(-ho // step), count)]
+
+    def _rows(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
+        """Output rows ``r0:r1`` of ``self(x, out)``."""
+        _, _, path, m = self.plan(x.shape, x.dtype)
+        if path == "winograd":  # the band's own input rows, padded as the band needs
+            (top, _), (left, right) = self.pads
+            h = x.shape[2]
+            i0, i1 = r0 - top, r1 + 2 - top
+            pads = ((max(0, -i0), max(0, i1 - h)), (left, right))
+            winograd_conv(x[:, :, max(0, i0):min(h, i1)], self._winograd(m), self.bias, pads, m,
+                          out[:, :, r0:r1])
+        else:
+            im2col_conv(x, self.matrix, self.bias, self.kernel_size, self.pads, self.geo, out, self.biased,
+                        rows=(r0, r1))
+
+    def _winograd(self, m: int) -> np.ndarray:
+        """The weight transformed for F(m x m, 3x3), made on first use (two threads making it
+        at once both make the same one)."""
+        weight = self._winograd_weights.get(m)
+        if weight is None:
+            weight = self._winograd_weights[m] = winograd_weight(self.weight, m)
+        return weight
 
     def expect(self, shape: tuple[int, ...]) -> None:
         """Prepare for inputs of ``shape`` (N, C, H, W) now rather than on the first call."""
         m = winograd_tile(shape, self.pads, self.weight.shape[0]) if self.winograd else None
         if m is not None and m not in self._winograd_weights:
             self._winograd_weights[m] = winograd_weight(self.weight, m)
+
+
+def _bounds(total: int, count: int) -> list[Pair]:
+    """``range(total)`` cut into ``count`` (at most ``total``) runs of nearly equal length."""
+    count = max(1, min(count, total))
+    cuts = [total * k // count for k in range(count + 1)]
+    return list(pairwise(cuts))
 
 
 def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, geo: Geometry) -> np.ndarray:
@@ -282,58 +352,67 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, geo: Geom
 # ----------------------------------------------------------------------------------------
 def im2col_conv(x: np.ndarray, matrix: np.ndarray, bias: np.ndarray | None, kernel: Pair,
                 pads: tuple[Pair, Pair], geo: Geometry, out: np.ndarray,
-                biased: np.ndarray | None = None) -> np.ndarray:
+                biased: np.ndarray | None = None, rows: Pair | None = None) -> np.ndarray:
     """One (group-batched) matmul of the weight matrix with the input's columns, into ``out``
     (N, Cout, Ho, Wo). ``biased``, the matrix with the bias as a last column, folds the
-    bias into the matmul (the columns then get a row of ones); else the bias is added."""
-    n, c, h, w = x.shape
+    bias into the matmul (the columns then get a row of ones); else the bias is added.
+    ``rows`` (r0, r1): compute only those output rows (the rest of ``out`` is untouched)."""
+    n, _, ho, wo = out.shape
     groups, per_group, depth = matrix.shape
-    cout, (kh, kw) = groups * per_group, kernel
+    cout = groups * per_group
+    r0, r1 = rows if rows is not None else (0, ho)
+    fold = biased is not None and biased.dtype == np.result_type(x.dtype, biased.dtype)
+    cols = im2col_columns(x, depth, groups, kernel, pads, geo, (ho, wo), fold, (r0, r1))
+    band = out.reshape(n, groups, per_group, ho * wo)[..., r0 * wo:r1 * wo]  # a view: out is contiguous
+    if fold:
+        _matmul_into(biased, cols, band)  # type: ignore[arg-type]
+    else:
+        _matmul_into(matrix, cols, band)
+        if bias is not None:
+            np.add(out[:, :, r0:r1], bias.reshape(cout, 1, 1), out=out[:, :, r0:r1])
+    return out
+
+
+def im2col_columns(x: np.ndarray, depth: int, groups: int, kernel: Pair, pads: tuple[Pair, Pair],
+                   geo: Geometry, size: Pair, fold: bool, rows: Pair) -> np.ndarray:
+    """The columns (N, G, depth [+ 1 row of ones when ``fold``], positions) of output rows
+    ``rows`` of a convolution giving ``size`` (Ho, Wo): a view of ``x`` for an unpadded 1x1
+    stride-1 one, else a copy in this thread's scratch."""
+    n, c, h, w = x.shape
+    (kh, kw), (ho, wo), (r0, r1) = kernel, size, rows
     (top, bottom), (left, right) = pads
     (sh, sw), (dh, dw) = geo.stride, geo.dilation
-    ho, wo = out.shape[2:]
     padded = bool(top or bottom or left or right)
-    if kh == kw == 1 and (sh, sw) == (1, 1) and not padded:
+    if kh == kw == 1 and (sh, sw) == (1, 1) and not padded and not fold:
         # The input is the column matrix: (N, G, C/G, H * W), a view when contiguous.
-        _matmul_into(matrix, x.reshape(n, groups, depth, ho * wo), out, groups)
-        if bias is not None:
-            np.add(out, bias.reshape(cout, 1, 1), out=out)
-        return out
+        return x.reshape(n, groups, depth, ho * wo)[..., r0 * wo:r1 * wo]
     if not padded:
         xp = x
     elif geo.padding_mode != "zeros":
         xp = pad_input(x, pads, geo.padding_mode)
     else:
         xp = framed("pad", x, (n, c, h + top + bottom, w + left + right), top, left)
-    fold = biased is not None and biased.dtype == np.result_type(x.dtype, biased.dtype)
-    rows = depth + 1 if fold else depth
     s_n, s_c, s_h, s_w = xp.strides
-    window = strided(xp, (n, groups, c // groups, kh, kw, ho, wo),
+    window = strided(xp[:, :, r0 * sh:] if r0 else xp, (n, groups, c // groups, kh, kw, r1 - r0, wo),
                      (s_n, s_c * (c // groups), s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw))
+    positions = (r1 - r0) * wo
     if fold:  # the row of ones after the columns is kept between calls
-        cols, fresh = _SCRATCH.kept("cols", (n, groups, rows, ho * wo), x.dtype, "ones")
+        cols, fresh = _SCRATCH.kept("cols", (n, groups, depth + 1, positions), x.dtype, "ones")
         if fresh:
             cols[:, :, depth] = 1
     else:
-        cols = _SCRATCH.take("cols", (n, groups, rows, ho * wo), x.dtype)
-    np.copyto(cols[:, :, :depth].reshape(n, groups, c // groups, kh, kw, ho, wo), window)
-    if fold:
-        _matmul_into(biased, cols, out, groups)  # type: ignore[arg-type]
-    else:
-        _matmul_into(matrix, cols, out, groups)
-        if bias is not None:
-            np.add(out, bias.reshape(cout, 1, 1), out=out)
-    return out
+        cols = _SCRATCH.take("cols", (n, groups, depth, positions), x.dtype)
+    np.copyto(cols[:, :, :depth].reshape(n, groups, c // groups, kh, kw, r1 - r0, wo), window)
+    return cols
 
 
-def _matmul_into(matrix: np.ndarray, cols: np.ndarray, out: np.ndarray, groups: int) -> None:
-    """``out`` (N, Cout, Ho, Wo) = ``matrix`` (G, Cout/G, K) @ ``cols`` (N, G, K, L); one BLAS
-    call when N == G == 1."""
-    n, cout = out.shape[:2]
-    if n == 1 and groups == 1:
-        np.matmul(matrix[0], cols[0, 0], out=out.reshape(cout, -1))
+def _matmul_into(matrix: np.ndarray, cols: np.ndarray, out: np.ndarray) -> None:
+    """``out`` (N, G, Cout/G, L) = ``matrix`` (G, Cout/G, K) @ ``cols`` (N, G, K, L); one BLAS
+    call when N == G == 1. ``out`` may be a view whose rows are apart (a band of rows)."""
+    if out.shape[0] == 1 and out.shape[1] == 1:
+        np.matmul(matrix[0], cols[0, 0], out=out[0, 0])
     else:
-        np.matmul(matrix, cols, out=out.reshape(n, groups, cout // groups, -1))
+        np.matmul(matrix, cols, out=out)
 
 
 # ----------------------------------------------------------------------------------------

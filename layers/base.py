@@ -10,7 +10,8 @@
     ├── forward(inputs)         pure numpy: input values -> output values  (override)
     ├── flops(in, out)          estimated work, for the scheduler's priorities
     ├── blas_flops(in, out)     the part of it that BLAS threads speed up
-    └── work_bytes(in, out)     scratch memory it streams through
+    ├── work_bytes(in, out)     scratch memory it streams through
+    └── splits / pieces         its work shared out among idle workers (optional)
 
 A new operator is one subclass and one ``@register("pnnx.Type")`` line.
 """
@@ -18,7 +19,8 @@ A new operator is one subclass and one ``@register("pnnx.Type")`` line.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,16 @@ from graphexec.ir import Operator
 from layers.specs import SequenceSpec, Shape, Spec, TensorSpec
 
 _MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A part of one node's work that may run on another thread beside the node's other
+    pieces: ``run()`` writes ``region`` of output 0 and nothing another piece touches."""
+
+    run: Callable[[], None]
+    #: The part of output 0 it writes (an index into the array), for what is fused after it.
+    region: tuple[slice, ...]
 
 
 class ShapeMismatch(ValueError):
@@ -219,6 +231,18 @@ class Layer:
         """Bytes of scratch memory the layer streams through beyond its inputs and outputs
         (a convolution's im2col columns), for the cost estimate."""
         return 0
+
+    def splits(self, inputs: list[Spec], outputs: list[Spec]) -> bool:
+        """Whether :meth:`pieces` shares out this node's work for these specs, faster than
+        BLAS threads would speed it up (the plan's cost model asks, see graphexec.regions)."""
+        return False
+
+    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
+        """``forward_into(inputs, outputs)`` as up to ``count`` pieces that can run at once,
+        for a node that runs alone while workers idle; None: run it whole. Work every piece
+        needs (an im2col copy) may be done here, before they start. The pieces may round
+        differently from a whole run (BLAS rounds by the shape of each product)."""
+        return None
 
     # -- helpers for subclasses ----------------------------------------------------------
     def bind_inputs(self, params: Params, names: Sequence[str]) -> list[int]:

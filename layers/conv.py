@@ -35,8 +35,9 @@ from layers._conv_math import (
     transposed_kernel,
     transposed_out_size,
 )
-from layers.base import Layer, Params, Shape, ShapeMismatch
+from layers.base import Layer, Params, Piece, Shape, ShapeMismatch
 from layers.registry import register
+from layers.specs import Spec, TensorSpec
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -284,6 +285,18 @@ class _ConvModule(_Conv):
 
     def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
         self.kernel(x, out=out)
+
+    def splits(self, inputs: list[Spec], outputs: list[Spec]) -> bool:
+        x = inputs[0]
+        return (self.spatial == 2 and isinstance(x, TensorSpec) and len(x.shape) == 4
+                and self.kernel.splits(x.shape, x.dtype))
+
+    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
+        x, out = inputs[0], outputs[0]
+        if self.spatial != 2 or not isinstance(x, np.ndarray) or x.ndim != 4:
+            return None
+        found = self.kernel.pieces(x, out, count)
+        return None if found is None else [Piece(run, region) for run, region in found]
 
 
 @register("nn.Conv1d")

@@ -1,0 +1,160 @@
+"""Sharing one node out among threads (graphexec.spread, and the engine's use of it): every
+piece runs once, on one BLAS thread; a failure comes after every started piece is done; a
+busy or shut-down pool never hangs the node; a default engine shares its large
+convolutions and still matches PyTorch, run after run with the same bits, while an
+explicit ``intra_op_threads`` shares nothing and equals the sequential reference."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+from graphexec import Engine, ExecutionError, Trace, regions
+from graphexec.spread import Spreader
+from layers import _conv_math
+from layers.base import Piece
+
+MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
+
+
+def recording_pieces(count, log, lock, sleep=0.0):
+    def run(k):
+        time.sleep(sleep)
+        blas = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        with lock:
+            log.append((k, threading.current_thread().name, blas))
+
+    return [Piece(lambda k=k: run(k), (slice(k, k + 1),)) for k in range(count)]
+
+
+def test_every_piece_runs_once_beside_the_caller_on_one_blas_thread():
+    log, lock = [], threading.Lock()
+    with ThreadPoolExecutor(1, thread_name_prefix="helper") as pool:
+        Spreader(pool, 2).run(recording_pieces(2, log, lock, sleep=0.05))
+    assert sorted(k for k, _, _ in log) == [0, 1]
+    threads = {k: name for k, name, _ in log}
+    assert threads[0] == threading.current_thread().name and threads[1].startswith("helper")
+    assert all(blas == [1] * len(blas) for _, _, blas in log)
+
+
+def test_with_pinned_workers_a_caller_hands_every_piece_over():
+    log, lock = [], threading.Lock()
+    with ThreadPoolExecutor(2, thread_name_prefix="worker") as pool:
+        Spreader(pool, 2, pinned=True).run(recording_pieces(2, log, lock, sleep=0.02))
+    assert sorted(k for k, _, _ in log) == [0, 1]
+    assert all(name.startswith("worker") for _, name, _ in log)
+
+
+def test_a_busy_pool_never_hangs_a_node_its_caller_takes_the_queued_pieces_back():
+    release = threading.Event()
+    log, lock = [], threading.Lock()
+    with ThreadPoolExecutor(1) as pool:
+        blocker = pool.submit(release.wait, 10)
+        started = time.monotonic()
+        Spreader(pool, 3).run(recording_pieces(3, log, lock))
+        assert time.monotonic() - started < 5
+        assert sorted(k for k, _, _ in log) == [0, 1, 2]
+        assert {name for _, name, _ in log} == {threading.current_thread().name}
+        assert not blocker.done()
+        release.set()
+
+
+def test_a_shut_down_pool_runs_the_pieces_here():
+    log, lock = [], threading.Lock()
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    Spreader(pool, 2).run(recording_pieces(2, log, lock))
+    assert sorted(k for k, _, _ in log) == [0, 1]
+
+
+def test_a_failing_piece_is_raised_once_every_started_piece_is_done():
+    finished = threading.Event()
+
+    def slow():
+        time.sleep(0.1)
+        finished.set()
+
+    def fail():
+        raise ValueError("piece failed")
+
+    with ThreadPoolExecutor(1) as pool:
+        for pieces in ([Piece(fail, ()), Piece(slow, ())], [Piece(slow, ()), Piece(fail, ())]):
+            finished.clear()
+            with pytest.raises(ValueError, match="piece failed"):
+                Spreader(pool, 2).run(pieces)
+            assert finished.is_set()
+
+
+@pytest.fixture
+def small_convs_split(monkeypatch):
+    """inception_mini's convolutions (64 x 64 input) shared out as a large network's are."""
+    monkeypatch.setattr(_conv_math, "SPLIT_MIN_MACS", 0)
+    monkeypatch.setattr(_conv_math, "SPLIT_MIN_TILES", 1)
+    monkeypatch.setattr(_conv_math, "SPLIT_MIN_POSITIONS", 1)
+    monkeypatch.setattr(regions, "SPLIT_SECONDS", -1.0)
+
+
+def reference(name):
+    with np.load(MODELS / f"{name}.io.npz") as io:
+        return io["in0"], io["out0"]
+
+
+def shared_events(trace):
+    return [e for e in trace.events if e.pieces]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_default_engine_shares_its_large_convolutions_and_matches_pytorch(small_convs_split, monkeypatch, threads):
+    from graphexec import engine as engine_module
+    from graphexec.engine import cpu_count
+
+    if cpu_count() < 2:
+        pytest.skip("needs two cores")
+    monkeypatch.setattr(engine_module, "idle_threads_sleep", lambda: True)  # regions in a run with workers
+    x, want = reference("inception_mini")
+    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=threads) as engine:
+        plan = engine.plan()
+        shared = engine._choice(plan).shared
+        assert shared and all(plan.nodes[i].type.startswith("nn.Conv2d") for i in shared)
+        got = engine.forward(x)
+        scale = float(np.abs(want).max())
+        assert float(np.abs(got - want).max()) <= 1e-4 * scale
+        for _ in range(3):
+            assert np.array_equal(engine.forward(x), got), "a shared run must give the same bits every time"
+        trace = Trace()
+        traced = engine.forward(x, trace=trace)
+    assert np.array_equal(traced, got)
+    events = shared_events(trace)
+    assert {e.node for e in events} == set(shared) and all(e.pieces == cpu_count() for e in events)
+    assert f"{len(events)} shared out among the workers" in str(trace.summary())
+    assert any(e.get("args", {}).get("pieces") for e in trace.to_chrome()["traceEvents"])
+
+
+def test_an_explicit_intra_op_thread_count_shares_nothing(small_convs_split):
+    x, _ = reference("inception_mini")
+    sequential = Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, intra_op_threads=1)
+    want = sequential.forward(x)
+    for threads in (1, 2):
+        with Engine.load(MODELS / "inception_mini.pnnx.param", threads=threads, intra_op_threads=1) as engine:
+            trace = Trace()
+            assert np.array_equal(engine.forward(x, trace=trace), want)
+            assert not shared_events(trace)
+
+
+def test_a_failure_inside_a_shared_node_names_the_node(small_convs_split, monkeypatch):
+    def broken(self, x, out, r0, r1):
+        raise FloatingPointError("band failed")
+
+    monkeypatch.setattr(_conv_math.Conv2dKernel, "_rows", broken)
+    x, _ = reference("inception_mini")
+    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=1) as engine, \
+            pytest.raises(ExecutionError, match="band failed") as info:
+        engine.forward(x)
+    assert "nn.Conv2d" in str(info.value)
+    assert isinstance(info.value.__cause__, FloatingPointError)

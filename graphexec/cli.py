@@ -235,11 +235,16 @@ def cmd_info(args: argparse.Namespace) -> None:
               f"of the estimated work: {_describe_path(plan, plan.critical_path)}")
         print(f"ideal speedup: {plan.ideal_speedup(engine.threads):.2f}x on {engine.threads} worker(s), "
               f"{plan.ideal_speedup(cpu_count()):.2f}x on {cpu_count()} cores")
-        found = regions(plan, cpu_count(), cpu_count())
+        shared = engine.shared_nodes(plan)
+        found = regions(plan, cpu_count(), cpu_count(), shared)
         side = [r for r in found if not r.serial]
         print(f"regions: {len(found)}, {len(side)} estimated faster with their branches side by side "
               f"({sum(len(r.units) for r in side)} of {len(plan.units)} chains), the others one node at a time "
               f"with every core for BLAS")
+        if shared:
+            kinds = Counter(plan.nodes[i].type for i in shared)
+            print(f"shared out: {len(shared)} large nodes are cut into pieces for every core when they run alone "
+                  f"({', '.join(f'{n} {t}' for t, n in kinds.most_common())})")
     chosen = args.threads is None and args.intra_op_threads is None
     pinned = engine.worker_cores
     print(f"threads: {engine.threads} worker(s) x {engine.intra_op_threads} BLAS thread(s)"

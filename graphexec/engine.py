@@ -152,7 +152,7 @@ class Engine:
             share_nodes = intra_op_threads is None
         self._share = share_nodes and executor is None and cores > 1
         if threads is None:
-            shared = self._shared_nodes(first_plan) if first_plan is not None else frozenset()
+            shared = self.shared_nodes(first_plan) if first_plan is not None else frozenset()
             threads = default_threads(first_plan, cores, mixing, shared) if first_plan is not None else min(2, cores)
         #: Inter-op workers: how many independent nodes may run at once (1: sequential).
         self.threads = threads
@@ -399,12 +399,14 @@ class Engine:
         return self._per_plan(self._choices, plan, self._new_choice)
 
     def _new_choice(self, plan: Plan) -> RegionChoice:
-        choice = choose(plan, self.threads, cpu_count(), self._shared_nodes(plan))
+        choice = choose(plan, self.threads, cpu_count(), self.shared_nodes(plan))
         logger.debug("regions: {} of {} units run alone, {} nodes may get every core for BLAS, {} are shared out",
                      len(choice.serial), len(plan.units), len(choice.boosted), len(choice.shared))
         return choice
 
-    def _shared_nodes(self, plan: Plan) -> frozenset[int]:
+    def shared_nodes(self, plan: Plan) -> frozenset[int]:
+        """The nodes of ``plan`` that are shared out among threads when they run alone
+        (empty without ``share_nodes``; see :mod:`graphexec.regions`)."""
         return shared_nodes(plan, cpu_count()) if self._share else frozenset()
 
     def memory_plan(self, *shapes: Sequence[int]) -> MemoryPlan:

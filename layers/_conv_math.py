@@ -74,7 +74,7 @@ WINOGRAD_MANY_TILES = 36
 #: threads do not: Winograd's many small products and transforms, and an im2col whose
 #: copy is as large as its product. Measured on two cores against the whole convolution
 #: on two BLAS threads (interleaved runs of GoogLeNet, Inception v3, ResNet-50 and
-#: SqueezeNet): Winograd on 28 x 28 to 147 x 147 ran 1.2-1.6x as fast in two bands, im2col
+#: SqueezeNet): Winograd on 28 x 28 to 147 x 147 ran 1.1-1.6x as fast in two bands, im2col
 #: on 112 x 112 and up 1.1-1.25x. SqueezeNet's 32 -> 128 Winograd on 27 x 27 (13 M
 #: multiply-adds a band) gained nothing or lost (0.75-1.1x), and so did 1x1 and small
 #: im2col convolutions split by output channels instead: two BLAS threads do as well.

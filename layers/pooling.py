@@ -188,6 +188,16 @@ def _pool_windows(x: np.ndarray, window: _Window, outs: tuple[int, ...], ufunc: 
     batch = math.prod(lead)
     planes = x.reshape(batch, h, w)
     out = np.empty((batch, ho, wo), dtype=x.dtype) if out is None else out.reshape(batch, ho, wo)
+    if _centred(kernel, stride, dilation, before, after, (h, w)):
+        block = max(1, POOL_BLOCK // (h * w))
+        rows = SCRATCH.take("pool1", (min(block, batch), h, w), x.dtype)
+        for start in range(0, batch, block):
+            stop = min(batch, start + block)
+            _centred_block(np.ascontiguousarray(planes[start:stop]), out[start:stop], kernel, ufunc,
+                           rows[: stop - start])
+            if divisor is not None:
+                np.divide(out[start:stop], divisor, out=out[start:stop])
+        return out.reshape(lead + outs)
     hp, wp = h + before[0] + after[0], w + before[1] + after[1]
     block = max(1, POOL_BLOCK // (hp * wp))
     shape = (min(block, batch), hp, wp)
@@ -201,6 +211,65 @@ def _pool_windows(x: np.ndarray, window: _Window, outs: tuple[int, ...], ufunc: 
         _pool_block(planes[start:stop], out[start:stop], [a[: stop - start] for a in work],
                     kernel, stride, dilation, (before, after), ufunc, divisor)
     return out.reshape(lead + outs)
+
+
+def _centred(kernel, stride, dilation, before, after, size) -> bool:
+    """Whether a pool is stride 1, dilation 1, with an odd kernel padded by half of it on
+    every side, on planes larger than the kernel (the output is the input's size)."""
+    return (stride == (1, 1) and dilation == (1, 1) and all(k % 2 for k in kernel)
+            and before == after == (kernel[0] // 2, kernel[1] // 2) and all(n > k for n, k in zip(size, kernel)))
+
+
+def _centred_block(x, out, kernel, ufunc, rows) -> None:
+    """A :func:`_centred` pool of the contiguous planes ``x`` (B, H, W) into ``out`` (same
+    shape), ``rows`` (same shape) holding the pass along W.
+
+    No padded copy and no strided copy of the result: the planes are flattened, and each
+    tap along W (along H, a shift by W) is one shifted slice of all of them. A tap that
+    crosses into the next row (plane) only feeds the first and last ``k // 2`` columns
+    (rows), which are then reduced again over their windows clipped to the plane, as the
+    padding (``fill``, which never wins a max and adds nothing to a sum) would give.
+    GoogLeNet's 3x3 max pools on 7 x 7 to 28 x 28 ran 1.2-1.5x as fast as the padded way
+    (which copies the planes into a frame, and the result out of it). Stride-2 pools done
+    the same way, along H on the output rows first, ran no faster: they stay padded.
+    """
+    (kh, kw), (_, h, w) = kernel, x.shape
+    ph, pw = kh // 2, kw // 2
+    if kw == kh == 1:
+        np.copyto(out, x)
+        return
+    if kw == 1:
+        along_w = x
+    else:
+        along_w = out if kh == 1 else rows
+        _shifted_reduce(x.reshape(-1), along_w.reshape(-1), pw, 1, kw, ufunc)
+        for j in range(pw):  # the first and last columns, from their clipped windows
+            _reduce_into(along_w[:, :, j], [x[:, :, t] for t in range(j + pw + 1)], ufunc)
+            _reduce_into(along_w[:, :, w - 1 - j], [x[:, :, t] for t in range(w - 1 - j - pw, w)], ufunc)
+    if kh == 1:
+        return
+    _shifted_reduce(along_w.reshape(-1), out.reshape(-1), ph * w, w, kh, ufunc)
+    for i in range(ph):  # the first and last rows
+        _reduce_into(out[:, i, :], [along_w[:, t, :] for t in range(i + ph + 1)], ufunc)
+        _reduce_into(out[:, h - 1 - i, :], [along_w[:, t, :] for t in range(h - 1 - i - ph, h)], ufunc)
+
+
+def _reduce_into(dst, parts, ufunc) -> None:
+    """``dst = ufunc(...ufunc(parts[0], parts[1])..., parts[-1])``: elementwise calls, far
+    faster than ``ufunc.reduce`` over an axis of 2-4 elements."""
+    ufunc(parts[0], parts[1], out=dst)
+    for part in parts[2:]:
+        ufunc(dst, part, out=dst)
+
+
+def _shifted_reduce(src, dst, margin, step, taps, ufunc) -> None:
+    """``dst[q] = ufunc(src[q - margin + t * step] for t in range(taps))`` for every ``q`` in
+    ``[margin, len - margin)``; ``dst`` outside that range is left as it was."""
+    n = src.size
+    lo, hi = margin, n - margin
+    ufunc(src[0:hi - lo], src[step:step + hi - lo], out=dst[lo:hi])
+    for t in range(2, taps):
+        ufunc(dst[lo:hi], src[t * step:t * step + hi - lo], out=dst[lo:hi])
 
 
 def _pool_block(x, out, work, kernel, stride, dilation, pads, ufunc, divisor) -> None:

@@ -158,3 +158,16 @@ def test_a_failure_inside_a_shared_node_names_the_node(small_convs_split, monkey
         engine.forward(x)
     assert "nn.Conv2d" in str(info.value)
     assert isinstance(info.value.__cause__, FloatingPointError)
+
+
+def test_info_says_which_nodes_are_shared_out(small_convs_split, capsys):
+    from graphexec.cli import main
+    from graphexec.engine import cpu_count
+
+    if cpu_count() < 2:
+        pytest.skip("needs two cores")
+    assert main(["info", str(MODELS / "inception_mini.pnnx.param")]) == 0
+    out = capsys.readouterr().out
+    assert "large nodes are cut into pieces for every core when they run alone" in out
+    assert main(["info", str(MODELS / "inception_mini.pnnx.param"), "--intra-op-threads", "1"]) == 0
+    assert "cut into pieces" not in capsys.readouterr().out

@@ -327,3 +327,24 @@ def test_pools_sharing_scratch_stay_right_in_any_order():
         runs.append((layer, x, want.astype(np.float32)))
     for layer, x, want in runs + runs[::-1] + runs:
         np.testing.assert_allclose(layer.forward([x])[0], want, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from([1, 3, 5, 7]), st.sampled_from([1, 3, 5]), st.integers(0, 12), st.integers(0, 12),
+       st.sampled_from([(1, 2), (3,), (2, 5)]), st.booleans(), st.integers(0, 2**16))
+def test_centred_pools_match_the_naive_loop(kh, kw, extra_h, extra_w, lead, include_pad, seed):
+    """Stride 1 with half the kernel padded on each side (Inception's 3x3 pools): computed
+    without a padded copy, the clipped border windows reduced again."""
+    k, p = [kh, kw], [kh // 2, kw // 2]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(lead + (kh + 1 + extra_h, kw + 1 + extra_w)).astype(np.float32)
+    if seed % 3 == 0:
+        x[(..., rng.integers(x.shape[-2]), rng.integers(x.shape[-1]))] = np.nan  # a max keeps NaN
+    got = make("nn.MaxPool2d", window_params(k, [1, 1], p, [1, 1], False)).forward([x])[0]
+    want, _ = naive_window_pool(x, k, [1, 1], p, [1, 1], False, "max")
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    x = np.nan_to_num(x)
+    params = {"kernel_size": k, "stride": [1, 1], "padding": p, "ceil_mode": False, "count_include_pad": include_pad}
+    got = make("nn.AvgPool2d", params).forward([x])[0]
+    want, _ = naive_window_pool(x, k, [1, 1], p, [1, 1], False, "avg", include_pad)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -83,10 +83,10 @@ class AloneHelp:
 
 def run_unit(
     plan: Plan, unit: Unit, inputs: dict[str, Any], keep: frozenset[str], record: bool, options: RunOptions,
-    buffers: dict[str, Any] | None = None, help: AloneHelp | None = None,
+    buffers: dict[str, Any] | None = None, assist: AloneHelp | None = None,
 ) -> tuple[dict[str, Any], list[NodeEvent]]:
     """Run the unit's nodes back to back; return what others need, and timings (with
-    ``help``, the unit runs alone: see :class:`AloneHelp`)."""
+    ``assist``, the unit runs alone: see :class:`AloneHelp`)."""
     values = dict(inputs)
     events: list[NodeEvent] = []
     thread = threading.current_thread().name
@@ -95,12 +95,12 @@ def run_unit(
         options.before_node(node.step)
         start = time.perf_counter_ns() if record else 0
         blas = 0
-        if help is not None and index in help.shared:
-            pieces = run_step(node.step, values, options.check_finite, buffers, help.spreader)
-        elif help is not None and help.boost and index in help.boosted:
-            with blas_boost(help.boost) as raised:
+        if assist is not None and index in assist.shared:
+            pieces = run_step(node.step, values, options.check_finite, buffers, assist.spreader)
+        elif assist is not None and assist.boost and index in assist.boosted:
+            with blas_boost(assist.boost) as raised:
                 pieces = run_step(node.step, values, options.check_finite, buffers)
-            blas = help.boost if raised else 0
+            blas = assist.boost if raised else 0
         else:
             pieces = run_step(node.step, values, options.check_finite, buffers)
         if record:
@@ -254,8 +254,8 @@ class _Run:
             with self.lock:
                 inputs = {n: self.state.values[n] for n in unit.inputs}
                 alone = self.state.running == 1 and (u in self.serial_units or not self.state.ready)
-            help = (self.serial_help if u in self.serial_units else self.alone_help) if alone else None
-            outputs, events = run_unit(plan, unit, inputs, self.keep, record, self.options, self.buffers, help)
+            assist = (self.serial_help if u in self.serial_units else self.alone_help) if alone else None
+            outputs, events = run_unit(plan, unit, inputs, self.keep, record, self.options, self.buffers, assist)
         except BaseException as exc:  # recorded: the first failure wins, the rest only finish
             return None, [], exc
         return outputs, events, None

@@ -240,8 +240,8 @@ class Layer:
     def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
         """``forward_into(inputs, outputs)`` as up to ``count`` pieces that can run at once,
         for a node that runs alone while workers idle; None: run it whole. Work every piece
-        needs (an im2col copy) may be done here, before they start. The pieces may round
-        differently from a whole run (BLAS rounds by the shape of each product)."""
+        needs may be done here, before they start. The pieces may round differently from a
+        whole run (BLAS rounds by the shape of each product)."""
         return None
 
     # -- helpers for subclasses ----------------------------------------------------------

@@ -11,26 +11,29 @@
         ├── AdaptiveAvgPool1d/2d/3d
         └── AdaptiveMaxPool1d/2d/3d
 
-Window pooling is separable: the max (or sum) over a kh x kw window is the max over kh
-row taps of the max over kw column taps, so a 3x3 pool costs 2+2 vectorised numpy calls,
-not 8. On floats each tap is one shifted slice of a whole block of flattened padded
-channels (:func:`_pool_windows`), so numpy's inner loops run long and contiguous; 3-D
-pools reduce one axis at a time over strided views (:func:`_reduce_windows`).
-Indices (``return_indices``) need whole windows and take the slower
-:func:`~numpy.lib.stride_tricks.sliding_window_view` path.
+Window pooling's numpy kernels live in :mod:`layers._pool_math`: separable, each tap one
+shifted slice of many flattened channels. Indices (``return_indices``) need whole windows
+and take the slower :func:`~numpy.lib.stride_tricks.sliding_window_view` path.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from layers._scratch import SCRATCH
+from layers._pool_math import (
+    copied_if_view,
+    lowest,
+    outer_product,
+    pad_planes,
+    pool_windows,
+    reduce_windows,
+    window_counts,
+)
 from layers.base import Layer, Params, SequenceSpec, Shape, ShapeMismatch, Spec, TensorSpec
 from layers.registry import register
 
@@ -118,233 +121,6 @@ class _Window:
 
 
 # --------------------------------------------------------------------------------------
-# numpy helpers
-# --------------------------------------------------------------------------------------
-def _lowest(dtype: np.dtype) -> float | int:
-    """The value no element can beat: -inf for floats, the minimum for integers."""
-    return -np.inf if dtype.kind in "fc" else (np.iinfo(dtype).min if dtype.kind in "iu" else False)
-
-
-def _padded(x: np.ndarray, nd: int, before: tuple[int, ...], after: tuple[int, ...], fill) -> np.ndarray:
-    """``x`` padded with ``fill`` on its last ``nd`` axes (``x`` itself when no padding)."""
-    if not any(before) and not any(after):
-        return x
-    lead = x.shape[: x.ndim - nd]
-    shape = lead + tuple(n + b + a for n, b, a in zip(x.shape[-nd:], before, after))
-    out = np.full(shape, fill, dtype=x.dtype)
-    out[(Ellipsis,) + tuple(slice(b, b + n) for b, n in zip(before, x.shape[-nd:]))] = x
-    return out
-
-
-def _taps(x: np.ndarray, axis: int, kernel: int, stride: int, dilation: int, n: int) -> Iterator[np.ndarray]:
-    """The ``kernel`` strided views ``x[.., i*dilation :: stride, ..]`` (``n`` long) along ``axis``."""
-    index: list[slice] = [slice(None)] * x.ndim
-    for i in range(kernel):
-        start = i * dilation
-        index[axis] = slice(start, start + stride * (n - 1) + 1, stride)
-        yield x[tuple(index)]
-
-
-def _reduce_windows(x: np.ndarray, window: _Window, outs: tuple[int, ...], ufunc: Callable) -> np.ndarray:
-    """``ufunc``-reduce every window of the (already padded) ``x``, one axis at a time."""
-    nd = len(outs)
-    for j in reversed(range(nd)):
-        taps = _taps(x, x.ndim - nd + j, window.kernel[j], window.stride[j], window.dilation[j], outs[j])
-        acc = next(taps)
-        for i, tap in enumerate(taps):
-            if i == 0:
-                acc = ufunc(acc, tap)
-            else:
-                ufunc(acc, tap, out=acc)
-        x = acc
-    return x
-
-
-#: Input elements per block of :func:`_pool_windows` (a block's temporaries stay in L2).
-POOL_BLOCK = 1 << 17
-
-
-def _pool_windows(x: np.ndarray, window: _Window, outs: tuple[int, ...], ufunc: Callable, fill,
-                  divisor: float | np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
-    """``ufunc``-reduce every window of a floating ``x`` into ``out`` (by default a new
-    array; then divided by ``divisor``, a number or an array broadcasting to the output's
-    trailing dims).
-
-    The padded input is one flat array, so each kernel tap along W is a single contiguous
-    shifted slice of all of it (a window that runs past the end of a row only feeds an
-    output column that is cut off at the end), and so is each tap along H when the stride
-    is 1: numpy's fast contiguous loops run over many channels at once instead of short
-    rows. Channels go in blocks small enough for their temporaries to stay in cache, so
-    the tensor itself is read once and the output written once. 1-D pooling runs as 2-D
-    with a single row.
-    """
-    nd = len(outs)
-    lead, sizes = x.shape[: x.ndim - nd], x.shape[x.ndim - nd:]
-    after = window.pads_after(sizes, outs)
-    lift, unpadded = (1,) * (2 - nd), (0,) * (2 - nd)
-    kernel, stride, dilation = lift + window.kernel, lift + window.stride, lift + window.dilation
-    before, after = unpadded + window.padding, unpadded + after
-    (h, w), (ho, wo) = lift + sizes, lift + outs
-    batch = math.prod(lead)
-    planes = x.reshape(batch, h, w)
-    out = np.empty((batch, ho, wo), dtype=x.dtype) if out is None else out.reshape(batch, ho, wo)
-    if _centred(kernel, stride, dilation, before, after, (h, w)):
-        block = max(1, POOL_BLOCK // (h * w))
-        rows = SCRATCH.take("pool1", (min(block, batch), h, w), x.dtype)
-        for start in range(0, batch, block):
-            stop = min(batch, start + block)
-            _centred_block(np.ascontiguousarray(planes[start:stop]), out[start:stop], kernel, ufunc,
-                           rows[: stop - start])
-            if divisor is not None:
-                np.divide(out[start:stop], divisor, out=out[start:stop])
-        return out.reshape(lead + outs)
-    hp, wp = h + before[0] + after[0], w + before[1] + after[1]
-    block = max(1, POOL_BLOCK // (hp * wp))
-    shape = (min(block, batch), hp, wp)
-    # The padded input's frame of ``fill`` is kept between calls: a call copies the input in.
-    padded, fresh = SCRATCH.kept("pool0", shape, x.dtype, ("frame", h, w, before, after, fill))
-    if fresh:
-        padded.fill(fill)
-    work = [padded] + [SCRATCH.take(f"pool{k}", shape, x.dtype) for k in (1, 2)]
-    for start in range(0, batch, block):
-        stop = min(batch, start + block)
-        _pool_block(planes[start:stop], out[start:stop], [a[: stop - start] for a in work],
-                    kernel, stride, dilation, (before, after), ufunc, divisor)
-    return out.reshape(lead + outs)
-
-
-def _centred(kernel, stride, dilation, before, after, size) -> bool:
-    """Whether a pool is stride 1, dilation 1, with an odd kernel padded by half of it on
-    every side, on planes larger than the kernel (the output is the input's size)."""
-    return (stride == (1, 1) and dilation == (1, 1) and all(k % 2 for k in kernel)
-            and before == after == (kernel[0] // 2, kernel[1] // 2) and all(n > k for n, k in zip(size, kernel)))
-
-
-def _centred_block(x, out, kernel, ufunc, rows) -> None:
-    """A :func:`_centred` pool of the contiguous planes ``x`` (B, H, W) into ``out`` (same
-    shape), ``rows`` (same shape) holding the pass along W.
-
-    No padded copy and no strided copy of the result: the planes are flattened, and each
-    tap along W (along H, a shift by W) is one shifted slice of all of them. A tap that
-    crosses into the next row (plane) only feeds the first and last ``k // 2`` columns
-    (rows), which are then reduced again over their windows clipped to the plane, as the
-    padding (``fill``, which never wins a max and adds nothing to a sum) would give.
-    GoogLeNet's 3x3 max pools on 7 x 7 to 28 x 28 ran 1.2-1.5x as fast as the padded way
-    (which copies the planes into a frame, and the result out of it). Stride-2 pools done
-    the same way, along H on the output rows first, ran no faster: they stay padded.
-    """
-    (kh, kw), (_, h, w) = kernel, x.shape
-    ph, pw = kh // 2, kw // 2
-    if kw == kh == 1:
-        np.copyto(out, x)
-        return
-    if kw == 1:
-        along_w = x
-    else:
-        along_w = out if kh == 1 else rows
-        _shifted_reduce(x.reshape(-1), along_w.reshape(-1), pw, 1, kw, ufunc)
-        for j in range(pw):  # the first and last columns, from their clipped windows
-            _reduce_into(along_w[:, :, j], [x[:, :, t] for t in range(j + pw + 1)], ufunc)
-            _reduce_into(along_w[:, :, w - 1 - j], [x[:, :, t] for t in range(w - 1 - j - pw, w)], ufunc)
-    if kh == 1:
-        return
-    _shifted_reduce(along_w.reshape(-1), out.reshape(-1), ph * w, w, kh, ufunc)
-    for i in range(ph):  # the first and last rows
-        _reduce_into(out[:, i, :], [along_w[:, t, :] for t in range(i + ph + 1)], ufunc)
-        _reduce_into(out[:, h - 1 - i, :], [along_w[:, t, :] for t in range(h - 1 - i - ph, h)], ufunc)
-
-
-def _reduce_into(dst, parts, ufunc) -> None:
-    """``dst = ufunc(...ufunc(parts[0], parts[1])..., parts[-1])``: elementwise calls, far
-    faster than ``ufunc.reduce`` over an axis of 2-4 elements."""
-    ufunc(parts[0], parts[1], out=dst)
-    for part in parts[2:]:
-        ufunc(dst, part, out=dst)
-
-
-def _shifted_reduce(src, dst, margin, step, taps, ufunc) -> None:
-    """``dst[q] = ufunc(src[q - margin + t * step] for t in range(taps))`` for every ``q`` in
-    ``[margin, len - margin)``; ``dst`` outside that range is left as it was."""
-    n = src.size
-    lo, hi = margin, n - margin
-    ufunc(src[0:hi - lo], src[step:step + hi - lo], out=dst[lo:hi])
-    for t in range(2, taps):
-        ufunc(dst[lo:hi], src[t * step:t * step + hi - lo], out=dst[lo:hi])
-
-
-def _pool_block(x, out, work, kernel, stride, dilation, pads, ufunc, divisor) -> None:
-    """:func:`_pool_windows` on the planes ``x`` (B, H, W) into ``out`` (B, Ho, Wo); ``work``
-    holds three (B, Hp, Wp) arrays for the padded input and the two passes; ``pads`` is
-    ((top, left), (bottom, right)); the padded one's frame already holds ``fill``."""
-    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
-    (top, left), (bottom, right) = pads
-    _, h, w = x.shape
-    _, ho, wo = out.shape
-    xp = work[0]
-    if top or bottom or left or right:
-        xp[:, top:top + h, left:left + w] = x
-    else:
-        xp = np.ascontiguousarray(x)
-    batch, hp, wp = xp.shape
-    flat = xp.reshape(-1)
-    size = flat.size
-    if kw > 1:                          # along W: every tap is one shifted slice of the block
-        cut = size - (kw - 1) * dw
-        rows = work[1].reshape(-1)
-        ufunc(flat[:cut], flat[dw:dw + cut], out=rows[:cut])
-        for j in range(2, kw):
-            ufunc(rows[:cut], flat[j * dw:j * dw + cut], out=rows[:cut])
-        rows[cut:] = flat[cut:]         # only ever read by cut-off columns
-    else:
-        rows = flat
-    grid = rows.reshape(batch, hp, wp)
-    if kh == 1:
-        picked = grid[:, : (ho - 1) * sh + 1: sh]
-    elif sh == 1:                       # along H, stride 1: again shifted slices of the block
-        step = dh * wp
-        cut = size - (kh - 1) * step
-        acc = work[2].reshape(-1)
-        ufunc(rows[:cut], rows[step:step + cut], out=acc[:cut])
-        for i in range(2, kh):
-            ufunc(acc[:cut], rows[i * step:i * step + cut], out=acc[:cut])
-        picked = acc.reshape(batch, hp, wp)[:, :ho]
-    else:                               # along H, strided: the output rows only
-        span = (ho - 1) * sh + 1
-        picked = work[2].reshape(-1)[: batch * ho * wp].reshape(batch, ho, wp)
-        ufunc(grid[:, :span:sh], grid[:, dh:dh + span:sh], out=picked)
-        for i in range(2, kh):
-            ufunc(picked, grid[:, i * dh:i * dh + span:sh], out=picked)
-    picked = picked[:, :, : (wo - 1) * sw + 1: sw]
-    if divisor is None:
-        np.copyto(out, picked)
-    else:
-        np.divide(picked, divisor, out=out)
-
-
-def _fresh(result: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """``result``, copied if it is still a view of the caller's ``source``."""
-    return result.copy() if np.shares_memory(result, source) else result
-
-
-def _window_counts(size: int, out: int, k: int, s: int, p: int, include_pad: bool) -> np.ndarray:
-    """PyTorch's avg-pool divisor along one axis: the window clipped to input+padding, and
-    further to the input alone without ``count_include_pad``."""
-    start = np.arange(out, dtype=np.int64) * s - p
-    end = np.minimum(start + k, size + p)
-    if include_pad:
-        return end - start
-    return np.minimum(end, size) - np.maximum(start, 0)
-
-
-def _outer(vectors: list[np.ndarray]) -> np.ndarray:
-    """The outer product of per-axis vectors (shape ``(len(v0), len(v1), ...)``)."""
-    result = vectors[0]
-    for v in vectors[1:]:
-        result = np.multiply.outer(result, v)
-    return result
-
-
-# --------------------------------------------------------------------------------------
 # layers
 # --------------------------------------------------------------------------------------
 class _Pool(Layer):
@@ -414,12 +190,12 @@ class _MaxPool(_IndexedMax, _WindowPool):
         nd, w = self.spatial, self.window
         sizes = x.shape[-nd:]
         outs = w.out_sizes(sizes)
-        fill = _lowest(x.dtype)
+        fill = lowest(x.dtype)
         if not self.return_indices and x.dtype.kind == "f" and x.size and nd <= 2:
-            return [_pool_windows(x, w, outs, np.maximum, fill)]
-        xp = _padded(x, nd, w.padding, w.pads_after(sizes, outs), fill)
+            return [pool_windows(x, w, outs, np.maximum, fill)]
+        xp = pad_planes(x, nd, w.padding, w.pads_after(sizes, outs), fill)
         if not self.return_indices:
-            return [_fresh(_reduce_windows(xp, w, outs, np.maximum), x)]
+            return [copied_if_view(reduce_windows(xp, w, outs, np.maximum), x)]
         return self.pack(*self._with_indices(xp, sizes, outs, fill))
 
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
@@ -429,7 +205,7 @@ class _MaxPool(_IndexedMax, _WindowPool):
             super().forward_into(inputs, outputs)
             return
         sizes = x.shape[-self.spatial:]
-        _pool_windows(x, self.window, self.window.out_sizes(sizes), np.maximum, _lowest(x.dtype), out=outputs[0])
+        pool_windows(x, self.window, self.window.out_sizes(sizes), np.maximum, lowest(x.dtype), out=outputs[0])
 
     def _with_indices(self, xp, sizes, outs, fill) -> tuple[np.ndarray, np.ndarray]:
         nd, w = self.spatial, self.window
@@ -475,8 +251,8 @@ def _avg_pool(
     sizes = x.shape[-spatial:]
     outs = window.out_sizes(sizes)
     if divisor is None:
-        counts = _outer([
-            _window_counts(size, o, k, s, p, include_pad)
+        counts = outer_product([
+            window_counts(size, o, k, s, p, include_pad)
             for size, o, k, s, p in zip(sizes, outs, window.kernel, window.stride, window.padding)
         ])
     if x.dtype.kind == "f" and x.size and spatial <= 2:  # the flat-slice path pools 1-D and 2-D
@@ -486,9 +262,9 @@ def _avg_pool(
             by = x.dtype.type(counts.flat[0])
         else:
             by = counts.astype(x.dtype)
-        return _pool_windows(x, window, outs, np.add, 0, by, out)
-    xp = _padded(x, spatial, window.padding, window.pads_after(sizes, outs), 0)
-    sums = _fresh(_reduce_windows(xp, window, outs, np.add), x)
+        return pool_windows(x, window, outs, np.add, 0, by, out)
+    xp = pad_planes(x, spatial, window.padding, window.pads_after(sizes, outs), 0)
+    sums = copied_if_view(reduce_windows(xp, window, outs, np.add), x)
     result = np.divide(sums, divisor if divisor is not None else counts.astype(sums.dtype), out=sums)
     if out is not None:
         np.copyto(out, result)
@@ -553,8 +329,8 @@ class _LPPool(_WindowPool):
         if math.isinf(self.norm):
             sign = 1 if self.norm > 0 else -1
             outs = w.out_sizes(x.shape[-nd:])
-            xp = _padded(sign * np.abs(x), nd, (0,) * nd, w.pads_after(x.shape[-nd:], outs), _lowest(x.dtype))
-            return [sign * _reduce_windows(xp, w, outs, np.maximum)]
+            xp = pad_planes(sign * np.abs(x), nd, (0,) * nd, w.pads_after(x.shape[-nd:], outs), lowest(x.dtype))
+            return [sign * reduce_windows(xp, w, outs, np.maximum)]
         mean = _avg_pool(np.power(x, self.norm), w, nd, True, None)
         mean *= math.prod(w.kernel)
         return [np.power(mean, 1.0 / self.norm, out=mean)]
@@ -648,7 +424,7 @@ class _AdaptiveAvgPool(_AdaptivePool):
             else:  # depth: contract that axis and put the bins back in its place
                 axis = y.ndim - nd + j
                 y = np.moveaxis(np.tensordot(weights, y, axes=([1], [axis])), 0, axis)
-        return [_fresh(y, x)]
+        return [copied_if_view(y, x)]
 
 
 @register("nn.AdaptiveAvgPool1d", "F.adaptive_avg_pool1d")

@@ -79,17 +79,14 @@ def _scales(cost: Cost) -> bool:
     return cost.blas_flops >= MIN_SCALING_FLOPS
 
 
-def boosted_seconds(plan: Plan, unit: int, cores: int) -> float:
-    """A unit's estimated time when its large matrix products use ``cores`` BLAS threads."""
-    return sum(_boosted(plan.nodes[i].cost, cores) for i in plan.units[unit].nodes)
-
-
 def _boosted(cost: Cost, cores: int) -> float:
+    """A node's estimated time when its large matrix products use ``cores`` BLAS threads."""
     saved = 1 - 1 / (1 + BLAS_SCALING * (cores - 1))
     return cost.seconds - (cost.blas_seconds * saved if _scales(cost) else 0.0)
 
 
 def _shared(cost: Cost, workers: int) -> float:
+    """A node's estimated time when it is shared out among ``workers`` threads."""
     return cost.seconds / (1 + SPLIT_SCALING * (workers - 1)) + SPLIT_SECONDS
 
 

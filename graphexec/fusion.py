@@ -23,8 +23,8 @@ import numpy as np
 
 from graphexec.cost import nbytes
 from graphexec.program import Program, Step
-from layers.base import Layer, Piece
-from layers.specs import Spec, TensorSpec
+from layers.base import Layer, Piece, element_bands
+from layers.specs import Spec, TensorSpec, spec_of
 
 
 class Fused(Layer):
@@ -62,14 +62,22 @@ class Fused(Layer):
             layer.forward_into([out], [out])
 
     def splits(self, inputs: list[Spec], outputs: list[Spec]) -> bool:
-        return self.head.splits(inputs, outputs)
+        return self.head.splits(inputs, outputs) or any(layer.splits(outputs, outputs) for layer in self.tail)
 
     def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
-        """The head's pieces, each applying the activations to its own region as it ends."""
+        """The head's pieces, each applying the activations to its own region as it ends.
+        A head that runs whole while an activation is worth sharing out (a transcendental
+        one on a large tensor, such as the SiLU after EfficientNet's 1x1 convolutions) runs
+        here, on the run's BLAS threads, and the pieces are bands of the activations."""
         found = self.head.pieces(inputs, outputs, count)
-        if found is None:
+        if found is not None:
+            return [Piece(partial(self._piece, piece, outputs[0]), piece.region) for piece in found]
+        out = outputs[0]
+        specs = [spec_of(out)]
+        if count < 2 or not any(layer.splits(specs, specs) for layer in self.tail):
             return None
-        return [Piece(partial(self._piece, piece, outputs[0]), piece.region) for piece in found]
+        self.head.forward_into(inputs, outputs)
+        return [Piece(partial(self._finish, out[band]), band) for band in element_bands(out.shape, count)]
 
     def _piece(self, piece: Piece, out: np.ndarray) -> None:
         piece.run()

@@ -95,12 +95,15 @@ def run_unit(
         options.before_node(node.step)
         start = time.perf_counter_ns() if record else 0
         blas = 0
-        if assist is not None and index in assist.shared:
-            pieces = run_step(node.step, values, options.check_finite, buffers, assist.spreader)
-        elif assist is not None and assist.boost and index in assist.boosted:
+        if assist is not None and assist.boost and index in assist.boosted:
+            # A shared node's pieces run on one BLAS thread each; what its layer runs whole
+            # before them (a head whose activation alone is shared out) gets the boost.
+            spreader = assist.spreader if index in assist.shared else None
             with blas_boost(assist.boost) as raised:
-                pieces = run_step(node.step, values, options.check_finite, buffers)
+                pieces = run_step(node.step, values, options.check_finite, buffers, spreader)
             blas = assist.boost if raised else 0
+        elif assist is not None and index in assist.shared:
+            pieces = run_step(node.step, values, options.check_finite, buffers, assist.spreader)
         else:
             pieces = run_step(node.step, values, options.check_finite, buffers)
         if record:

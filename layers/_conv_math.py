@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from itertools import pairwise
 
@@ -78,13 +78,19 @@ WINOGRAD_MANY_TILES = 36
 #: on 112 x 112 and up 1.1-1.25x. SqueezeNet's 32 -> 128 Winograd on 27 x 27 (13 M
 #: multiply-adds a band) gained nothing or lost (0.75-1.1x), and so did 1x1 and small
 #: im2col convolutions split by output channels instead: two BLAS threads do as well.
-#: Depthwise convolutions split by channels ran 0.9-1.1x as fast in EfficientNet-B0 and
-#: MobileNet v3: their tap loops are many short numpy calls, bound by memory and the GIL.
 #: A band gets at least this many multiply-adds (counted as direct convolution) ...
 SPLIT_MIN_MACS = 16_000_000
 #: ... and, for Winograd, this many 4x4 tiles, for im2col this many output positions.
 SPLIT_MIN_TILES = 24
 SPLIT_MIN_POSITIONS = 2048
+#: A depthwise convolution is shared out by channels (by images in a batch) from this many
+#: multiply-adds (outputs x taps): no BLAS thread helps it, so one core did all of it.
+#: Measured on EfficientNet-B0's depthwise layers with their SiLU, two threads against
+#: one (2 cores): 2.7-4.7 M multiply-adds (32 x 112 x 112 to 672 x 14 x 14) ran 1.24-1.68x
+#: as fast, 1.4 M (1152 x 7 x 7, 5x5) 1.47x; 1.2 M and below 0.74-1.22x (waking the other
+#: thread costs ~50 us), 0.1 M 0.37x. The bands add each output's taps in the whole
+#: convolution's order, so they give its bits.
+SPLIT_MIN_DEPTHWISE_MACS = 1_300_000
 
 #: Elements of the depthwise accumulator per block (it and one temporary stay in L2).
 DEPTHWISE_BLOCK = 1 << 16
@@ -216,6 +222,8 @@ class Conv2dKernel:
             #: (C, multiplier, kh * kw) and, for channels-last runs, (kh * kw, C).
             self.taps = weight.reshape(groups, cout // groups, kh * kw)
             self.taps_last = aligned(self.taps[:, 0, :].T, weight.dtype) if cout == groups else None
+        #: Kernels of bands of channels (see :meth:`pieces`), by (first, stop) channel.
+        self._channel_kernels: dict[Pair, Conv2dKernel] = {}
 
     @cached_property
     def phase_groups(self) -> tuple[_PhaseGroup, ...]:
@@ -272,10 +280,7 @@ class Conv2dKernel:
             return out
         geo = self.geo
         if path == "depthwise":
-            if geo.padding_mode == "zeros":
-                depthwise(x, self, self.pads, out)
-            else:
-                depthwise(pad_input(x, self.pads, geo.padding_mode), self, ((0, 0), (0, 0)), out)
+            self._depthwise(x, out, self)
         elif path == "winograd":
             winograd_conv(x, self._winograd(m), self.bias, self.pads, m, out)  # type: ignore[arg-type]
         else:
@@ -286,20 +291,27 @@ class Conv2dKernel:
         """Whether :meth:`pieces` shares out an input of ``shape`` (see :data:`SPLIT_MIN_TILES`)."""
         out_shape, _, path, m = self.plan(tuple(shape), np.dtype(dtype))
         n, _, ho, wo = out_shape
-        if min(out_shape) < 1 or self.geo.groups != 1 or math.prod(out_shape) * self.matrix.shape[2] < 2 * SPLIT_MIN_MACS:
+        if min(out_shape) < 1:
+            return False
+        if path == "depthwise":
+            kh, kw = self.kernel_size
+            return math.prod(out_shape) * kh * kw >= SPLIT_MIN_DEPTHWISE_MACS and (n >= 2 or shape[1] >= 4)
+        if self.geo.groups != 1 or math.prod(out_shape) * self.matrix.shape[2] < 2 * SPLIT_MIN_MACS:
             return False
         if path == "winograd":
             return ho >= 2 * m and n * -(-ho // m) * -(-wo // m) >= 2 * SPLIT_MIN_TILES
         return path == "im2col" and ho >= 2 and n * ho * wo >= 2 * SPLIT_MIN_POSITIONS
 
     def pieces(self, x: np.ndarray, out: np.ndarray, count: int) -> list[tuple[Callable[[], None], tuple[slice, ...]]] | None:
-        """``self(x, out)`` as up to ``count`` bands of output rows, (run, region of ``out``)
-        pairs that may run on different threads at once; None where :meth:`splits` says
-        the convolution runs whole."""
+        """``self(x, out)`` as up to ``count`` bands of output rows (depthwise: of channels,
+        or of images in a batch), (run, region of ``out``) pairs that may run on different
+        threads at once; None where :meth:`splits` says the convolution runs whole."""
         shape, dtype, path, m = self.plan(x.shape, x.dtype)
         if count < 2 or not self.splits(x.shape, x.dtype) or out.shape != shape or out.dtype != dtype \
                 or not out.flags.c_contiguous:
             return None
+        if path == "depthwise":
+            return self._depthwise_pieces(x, out, count)
         every = slice(None)
         step = m if path == "winograd" else 1  # Winograd's bands are whole rows of tiles
         ho = shape[2]
@@ -319,6 +331,50 @@ class Conv2dKernel:
         else:
             im2col_conv(x, self.matrix, self.bias, self.kernel_size, self.pads, self.geo, out, self.biased,
                         rows=(r0, r1))
+
+    def _depthwise_pieces(self, x: np.ndarray, out: np.ndarray, count: int
+                          ) -> list[tuple[Callable[[], None], tuple[slice, ...]]]:
+        """Whole images when the batch has two or more (each band contiguous in ``x`` and
+        ``out``), else bands of channels, each run by a kernel of its channels' taps in the
+        layout the whole convolution would use (so the bands add their taps in its order)."""
+        n, c = x.shape[:2]
+        if n >= 2:
+            return [(partial(self, x[i0:i1], out[i0:i1]), (slice(i0, i1),)) for i0, i1 in _bounds(n, count)]
+        last = self._depthwise_layout(x.shape)
+        mult = self.taps.shape[1]
+        every = slice(None)
+        return [(partial(self._depthwise, x[:, c0:c1], out[:, c0 * mult:c1 * mult], self._channels(c0, c1), last),
+                 (every, slice(c0 * mult, c1 * mult)))
+                for c0, c1 in _bounds(c, min(count, c // 2))]  # a band of one channel is no depthwise kernel
+
+    def _channels(self, c0: int, c1: int) -> Conv2dKernel:
+        """The depthwise kernel of input channels ``c0:c1``, made on first use."""
+        key = (c0, c1)
+        kernel = self._channel_kernels.get(key)
+        if kernel is None:
+            mult = self.taps.shape[1]
+            bias = None if self.bias is None else self.bias[c0 * mult:c1 * mult]
+            kernel = Conv2dKernel(self.weight[c0 * mult:c1 * mult], bias, replace(self.geo, groups=c1 - c0))
+            if len(self._channel_kernels) < 16:
+                self._channel_kernels[key] = kernel
+        return kernel
+
+    def _depthwise(self, x: np.ndarray, out: np.ndarray, kernel: Conv2dKernel,
+                   channels_last: bool | None = None) -> None:
+        """``kernel``'s depthwise convolution of ``x`` into ``out``, padded as this one pads."""
+        if self.geo.padding_mode == "zeros":
+            depthwise(x, kernel, self.pads, out, channels_last)
+        else:
+            depthwise(pad_input(x, self.pads, self.geo.padding_mode), kernel, ((0, 0), (0, 0)), out, channels_last)
+
+    def _depthwise_layout(self, shape: tuple[int, ...]) -> bool:
+        """Whether :func:`depthwise` runs an input of ``shape`` channels-last."""
+        pads = self.pads
+        if self.geo.padding_mode != "zeros":
+            (top, bottom), (left, right) = pads
+            shape = (*shape[:2], shape[2] + top + bottom, shape[3] + left + right)
+            pads = ((0, 0), (0, 0))
+        return depthwise_channels_last(shape, self, pads)
 
     def _winograd(self, m: int) -> np.ndarray:
         """The weight transformed for F(m x m, 3x3), made on first use (two threads making it
@@ -518,29 +574,48 @@ def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: t
 # ----------------------------------------------------------------------------------------
 # depthwise
 # ----------------------------------------------------------------------------------------
-def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], out: np.ndarray) -> np.ndarray:
+def _wide_grid(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, Pair]) -> tuple[int, int, int, int]:
+    """(ho, wo, hq, wq) of a depthwise convolution of an input of ``shape``: the output's
+    size and that of the stride phases' "wide grid" (see :func:`depthwise`)."""
+    h, w = shape[2:]
+    kh, kw = kernel.weight.shape[2:]
+    (top, bottom), (left, right) = pads
+    (sh, sw), (dh, dw) = kernel.geo.stride, kernel.geo.dilation
+    ho = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    wo = (w + left + right - dw * (kw - 1) - 1) // sw + 1
+    shift_h, shift_w = (kh - 1) * dh // sh, (kw - 1) * dw // sw
+    wq = max(wo + shift_w, -(-(left + w) // sw))
+    hq = max(ho + shift_h + (1 if shift_w else 0), -(-(top + h) // sh))
+    return ho, wo, hq, wq
+
+
+def depthwise_channels_last(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, Pair]) -> bool:
+    """Channels last when the channels outnumber a channel's wide grid: its inner loops are
+    then the longer ones (and the weights, tiled along a row, stay small)."""
+    ho, _, _, wq = _wide_grid(shape, kernel, pads)
+    return kernel.taps_last is not None and shape[1] >= ho * wq * DEPTHWISE_CHANNELS_LAST
+
+
+def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], out: np.ndarray,
+              channels_last: bool | None = None) -> np.ndarray:
     """Depthwise conv of ``x`` (N, C, H, W), zero-padded by ``pads``, one tap at a time, into
     ``out`` (N, Cout, Ho, Wo): each block's accumulator is written there with the bias.
+    ``channels_last`` overrides the layout :func:`depthwise_channels_last` picks.
 
     Tap (i, j) reads padded row ``y*sh + i*dh``: in the polyphase split by the stride that
     is phase ``(i*dh) % sh``, row ``y + (i*dh) // sh``. On a phase flattened to a "wide
     grid" of width ``wq`` every tap is then one contiguous slice starting at
     ``shift_h * wq + shift_w``; outputs in the columns past ``wo`` are garbage and cut off.
     """
-    _, c, h, w = x.shape
     kh, kw = kernel.weight.shape[2:]
-    (top, bottom), (left, right) = pads
+    (top, _), (left, _) = pads
     (sh, sw), (dh, dw) = kernel.geo.stride, kernel.geo.dilation
-    ho = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
-    wo = (w + left + right - dw * (kw - 1) - 1) // sw + 1
+    ho, wo, hq, wq = _wide_grid(x.shape, kernel, pads)
     dtype = out.dtype
-    shift_h, shift_w = (kh - 1) * dh // sh, (kw - 1) * dw // sw
-    wq = max(wo + shift_w, -(-(left + w) // sw))
-    hq = max(ho + shift_h + (1 if shift_w else 0), -(-(top + h) // sh))
     taps = [((i * dh % sh, j * dw % sw), (i * dh // sh) * wq + j * dw // sw) for i in range(kh) for j in range(kw)]
-    # Channels last when the channels outnumber a channel's wide grid: its inner loops are then
-    # the longer ones (and the weights, tiled along a row, stay small).
-    channels_last = kernel.taps_last is not None and c >= ho * wq * DEPTHWISE_CHANNELS_LAST
+    if channels_last is None:
+        channels_last = depthwise_channels_last(x.shape, kernel, pads)
+    channels_last = channels_last and kernel.taps_last is not None
     phases = _phases(x, (top, left), (sh, sw), (hq, wq), dtype, channels_last)
     if channels_last:
         _depthwise_last(phases, kernel, (ho, wo, wq), out)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,18 @@ class Piece:
     run: Callable[[], None]
     #: The part of output 0 it writes (an index into the array), for what is fused after it.
     region: tuple[slice, ...]
+
+
+def element_bands(shape: tuple[int, ...], count: int) -> list[tuple[slice, ...]]:
+    """Up to ``count`` nearly equal bands of an array of ``shape`` along its first axis
+    that has ``count`` entries (contiguous when the axes before it have one): regions for
+    pieces of elementwise work. One band (everything) when no axis is that long."""
+    axis = next((k for k, size in enumerate(shape) if size >= count), None)
+    if axis is None or count < 2:
+        return [tuple(slice(None) for _ in shape)]
+    size = shape[axis]
+    cuts = [size * k // count for k in range(count + 1)]
+    return [(slice(None),) * axis + (slice(a, b),) for a, b in pairwise(cuts)]
 
 
 class ShapeMismatch(ValueError):

@@ -2,7 +2,8 @@
 piece runs once, on one BLAS thread; a failure comes after every started piece is done; a
 busy or shut-down pool never hangs the node; a default engine shares its large
 convolutions and still matches PyTorch, run after run with the same bits, while an
-explicit ``intra_op_threads`` shares nothing and equals the sequential reference."""
+explicit ``intra_op_threads`` shares nothing and equals the sequential reference; shared
+depthwise convolutions and activations give the very bits of an engine that shares nothing."""
 
 from __future__ import annotations
 
@@ -134,6 +135,49 @@ def test_a_default_engine_shares_its_large_convolutions_and_matches_pytorch(smal
     assert {e.node for e in events} == set(shared) and all(e.pieces == cpu_count() for e in events)
     assert f"{len(events)} shared out among the workers" in str(trace.summary())
     assert any(e.get("args", {}).get("pieces") for e in trace.to_chrome()["traceEvents"])
+
+
+def test_shared_depthwise_convolutions_give_the_bits_of_an_engine_that_shares_nothing(monkeypatch):
+    from graphexec.engine import cpu_count
+
+    if cpu_count() < 2:
+        pytest.skip("needs two cores")
+    monkeypatch.setattr(_conv_math, "SPLIT_MIN_DEPTHWISE_MACS", 0)
+    monkeypatch.setattr(regions, "SPLIT_SECONDS", -1.0)
+    x, want = reference("shuffle_mini")
+    path = MODELS / "shuffle_mini.pnnx.param"
+    with Engine.load(path) as engine, Engine.load(path, share_nodes=False) as whole:
+        plan = engine.plan()
+        shared = engine.shared_nodes(plan)
+        depthwise = {node.index for node in plan.nodes if node.index in shared
+                     and node.step.layer.kernel.path(plan.specs[node.step.inputs[0]].shape) == "depthwise"}
+        assert len(depthwise) == 4, "shuffle_mini's four depthwise convolutions"
+        trace = Trace()
+        got = engine.forward(x, trace=trace)
+        assert depthwise <= {e.node for e in shared_events(trace)}
+        np.testing.assert_array_equal(got, whole.forward(x))
+    assert float(np.abs(got - want).max()) <= 1e-4 * float(np.abs(want).max())
+
+
+def test_a_shared_gelu_gives_the_bits_of_an_engine_that_shares_nothing(monkeypatch):
+    """vit_tiny's GELUs, fused after their Linear: the Linear runs whole, the GELU in bands."""
+    from graphexec.engine import cpu_count
+    from layers import activation
+
+    if cpu_count() < 2:
+        pytest.skip("needs two cores")
+    monkeypatch.setattr(activation, "SHARE_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(regions, "SPLIT_SECONDS", -1.0)
+    folder = Path(__file__).resolve().parent / "fixtures" / "ops" / "attention" / "vit_tiny"
+    with np.load(folder / "io.npz") as io:
+        x, want = io["in0"], io["out0"]
+    path = folder / "model.pnnx.param"
+    with Engine.load(path, threads=1) as engine, Engine.load(path, threads=1, share_nodes=False) as whole:
+        trace = Trace()
+        got = engine.forward(x, trace=trace)
+        assert [e.type for e in shared_events(trace)] == ["nn.Linear+nn.GELU"] * 2
+        np.testing.assert_array_equal(got, whole.forward(x))
+    assert float(np.abs(got - want).max()) <= 1e-4 * float(np.abs(want).max())
 
 
 def test_an_explicit_intra_op_thread_count_shares_nothing(small_convs_split):

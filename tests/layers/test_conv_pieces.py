@@ -1,7 +1,8 @@
 """A convolution shared out among threads (``Layer.pieces``): its bands of output rows
 cover the output once, each writes only its own region, and together they give the whole
 convolution's result (to rounding: each band is its own product) in any order and on any
-thread; what does not split says so, and the sizes it splits at follow the documented rule."""
+thread; a depthwise one's bands of channels or images give the whole one's very bits;
+what does not split says so, and the sizes it splits at follow the documented rule."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def small_splits():
         patch.setattr(_conv_math, "SPLIT_MIN_MACS", 0)
         patch.setattr(_conv_math, "SPLIT_MIN_TILES", 1)
         patch.setattr(_conv_math, "SPLIT_MIN_POSITIONS", 1)
+        patch.setattr(_conv_math, "SPLIT_MIN_DEPTHWISE_MACS", 0)
         yield
 
 
@@ -95,6 +97,64 @@ def check_pieces(cfg):
     close(out, reference_conv2d(x, w, b, cfg["stride"], pads, cfg["dilation"], 1, "zeros"), rel=3e-5)
 
 
+@st.composite
+def depthwise_convs(draw):
+    channels = draw(st.integers(4, 24))
+    k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    padding = tuple(draw(st.integers(0, (kk - 1) * d // 2)) for kk, d in zip(k, dilation))
+    size = tuple(draw(st.integers(d * (kk - 1) + 1, 24)) for d, kk in zip(dilation, k))
+    return {"channels": channels, "multiplier": draw(st.sampled_from([1, 1, 2])), "k": k, "stride": stride,
+            "dilation": dilation, "padding": padding, "size": size, "bias": draw(st.booleans()),
+            "mode": draw(st.sampled_from(["zeros", "zeros", "reflect", "replicate"])),
+            "batch": draw(st.sampled_from([1, 1, 2, 3])), "count": draw(st.integers(2, 4)),
+            "order": draw(st.randoms(use_true_random=False)), "seed": draw(st.integers(0, 2**16))}
+
+
+@settings(max_examples=60, deadline=None)
+@given(depthwise_convs())
+def test_depthwise_bands_give_the_whole_convolutions_bits(cfg):
+    """By channels (one image) or by images: each band adds its taps in the whole run's
+    order and layout, so the result is the same bits, in any order of the bands."""
+    rng = np.random.default_rng(cfg["seed"])
+    c, mult = cfg["channels"], cfg["multiplier"]
+    layer, w, b = conv_layer(rng, c, c * mult, cfg["k"], stride=cfg["stride"], padding=cfg["padding"],
+                             dilation=cfg["dilation"], groups=c, mode=cfg["mode"], bias=cfg["bias"])
+    x = rng.standard_normal((cfg["batch"], c) + cfg["size"]).astype(np.float32)
+    assert layer.kernel.path(x.shape) == "depthwise"
+    (whole,) = layer.forward([x])
+    out = np.full_like(whole, np.nan)
+    with small_splits():
+        pieces = layer.pieces([x], [out], cfg["count"])
+    assert pieces is not None and 2 <= len(pieces) <= cfg["count"]
+    written = np.zeros(whole.shape, dtype=int)
+    for piece in pieces:
+        written[piece.region] += 1
+    assert (written == 1).all(), "the bands must cover the output exactly once"
+    cfg["order"].shuffle(pieces)
+    for piece in pieces:
+        piece.run()
+    np.testing.assert_array_equal(out, whole)
+    pads = tuple((p, p) for p in cfg["padding"])
+    close(out, reference_conv2d(x, w, b, cfg["stride"], pads, cfg["dilation"], c, cfg["mode"]), rel=3e-5)
+
+
+def test_depthwise_bands_keep_the_whole_convolutions_layout(split_small):
+    """72 channels on a 56 x 56 input run channels-last, but a band of 36 alone would run
+    channels-first and add its taps in another order: the bands keep the whole one's."""
+    rng = np.random.default_rng(11)
+    layer, _, _ = conv_layer(rng, 72, 72, (3, 3), stride=(2, 2), padding=(1, 1), groups=72)
+    x = rng.standard_normal((1, 72, 56, 56)).astype(np.float32)
+    kernel = layer.kernel
+    assert kernel._depthwise_layout(x.shape) and not kernel._depthwise_layout((1, 36, 56, 56))
+    (whole,) = layer.forward([x])
+    out = np.full_like(whole, np.nan)
+    for piece in layer.pieces([x], [out], 2):
+        piece.run()
+    np.testing.assert_array_equal(out, whole)
+
+
 def test_pieces_run_on_several_threads_at_once_give_the_same_bits_as_in_turn(split_small):
     rng = np.random.default_rng(7)
     layer, _, _ = conv_layer(rng, 64, 64, (3, 3), padding=(1, 1))
@@ -129,8 +189,8 @@ def test_a_fused_activation_is_applied_to_each_piece_region(split_small):
 
 
 def test_what_does_not_split_says_so():
-    """Depthwise, grouped, 1x1 and small convolutions run whole; the layer's
-    plan-time answer (``splits``) agrees with what ``pieces`` does."""
+    """Grouped, 1x1 and small convolutions run whole, and so do small depthwise ones; the
+    layer's plan-time answer (``splits``) agrees with what ``pieces`` does."""
     rng = np.random.default_rng(9)
     from layers.specs import TensorSpec
 
@@ -139,7 +199,10 @@ def test_what_does_not_split_says_so():
         (conv_layer(rng, 3, 64, (7, 7), stride=(2, 2), padding=(3, 3))[0], (1, 3, 224, 224), True),  # the 7x7 stem
         (conv_layer(rng, 32, 128, (3, 3), padding=(1, 1))[0], (1, 32, 27, 27), False),   # 13 M MACs a band
         (conv_layer(rng, 64, 64, (1, 1))[0], (1, 64, 56, 56), False),                    # 1x1: BLAS threads do
-        (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=64)[0], (1, 64, 56, 56), False),  # depthwise
+        (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=64)[0], (1, 64, 56, 56), True),  # depthwise, 1.8 M
+        (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=64)[0], (1, 64, 28, 28), False),  # depthwise, 0.45 M
+        (conv_layer(rng, 2, 2, (3, 3), padding=(1, 1), groups=2)[0], (1, 2, 400, 400), False),  # bands of 1 channel
+        (conv_layer(rng, 2, 2, (3, 3), padding=(1, 1), groups=2)[0], (2, 2, 300, 300), True),   # so by images
         (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=2)[0], (1, 64, 56, 56), False),   # grouped
         (conv_layer(rng, 16, 64, (3, 3), stride=(2, 2))[0], (2, 16, 224, 224), True),    # batched im2col
     ]

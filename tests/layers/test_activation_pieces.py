@@ -1,0 +1,121 @@
+"""A transcendental activation shared out among threads (``Layer.pieces``): bands of its
+elements that cover the tensor once and give the whole run's very bits, alone or fused
+after a convolution that runs whole; cheap or small activations run whole."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphexec.fusion import Fused
+from layers import activation
+from layers.base import element_bands
+from layers.specs import TensorSpec
+from tests.layers.test_conv import make
+from tests.layers.test_conv_math import conv_layer
+
+TRANSCENDENTAL = ["nn.SiLU", "nn.Sigmoid", "nn.Tanh", "nn.GELU", "nn.ELU", "nn.Mish", "nn.Softplus", "nn.LogSigmoid"]
+LARGE = (1, 8, 160, 160)  # 204,800 elements: just above SHARE_MIN_ELEMENTS
+
+
+def spec(shape, dtype=np.float32):
+    return TensorSpec(shape, np.dtype(dtype))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(1, 7), min_size=1, max_size=4), st.integers(1, 6))
+def test_element_bands_cover_every_element_once(shape, count):
+    shape = tuple(shape)
+    bands = element_bands(shape, count)
+    assert 1 <= len(bands) <= max(1, count)
+    seen = np.zeros(shape, dtype=int)
+    for band in bands:
+        seen[band] += 1
+    assert (seen == 1).all()
+    if count >= 2 and max(shape) >= count:
+        assert len(bands) == count
+
+
+@pytest.mark.parametrize("op_type", TRANSCENDENTAL)
+def test_bands_of_a_transcendental_activation_give_the_whole_bits(op_type):
+    layer = make(op_type, {})
+    x = (np.random.default_rng(0).standard_normal(LARGE) * 4).astype(np.float32)
+    (whole,) = layer.forward([x])
+    assert layer.splits([spec(LARGE)], [spec(LARGE)])
+    out = np.full_like(whole, np.nan)
+    pieces = layer.pieces([x], [out], 3)
+    assert pieces is not None and len(pieces) == 3
+    seen = np.zeros(LARGE, dtype=int)
+    for piece in reversed(pieces):
+        seen[piece.region] += 1
+        piece.run()
+    assert (seen == 1).all()
+    np.testing.assert_array_equal(out, whole)
+
+
+def test_bands_may_write_over_their_input_at_once():
+    """In place (the memory plan's block), on two threads at once: the same bits."""
+    layer = make("nn.SiLU", {})
+    x = (np.random.default_rng(1).standard_normal(LARGE) * 4).astype(np.float32)
+    (want,) = layer.forward([x])
+    threads = [threading.Thread(target=p.run) for p in layer.pieces([x], [x], 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    np.testing.assert_array_equal(x, want)
+
+
+def test_cheap_small_or_integer_activations_run_whole():
+    x = np.zeros(LARGE, np.float32)
+    relu = make("nn.ReLU", {})
+    assert not relu.splits([spec(LARGE)], [spec(LARGE)]) and relu.pieces([x], [x], 2) is None
+    silu = make("nn.SiLU", {})
+    small = (1, 8, 100, 100)
+    assert not silu.splits([spec(small)], [spec(small)])
+    assert silu.pieces([np.zeros(small, np.float32)], [np.zeros(small, np.float32)], 2) is None
+    assert silu.pieces([x], [x], 1) is None  # one thread: nothing to share
+    ints = np.zeros(LARGE, np.int64)
+    assert silu.pieces([ints], [ints], 2) is None
+
+
+def test_a_threshold_at_the_documented_size():
+    silu = make("nn.SiLU", {})
+    at = (activation.SHARE_MIN_ELEMENTS,)
+    below = (activation.SHARE_MIN_ELEMENTS - 1,)
+    assert silu.splits([spec(at)], [spec(at)])
+    assert not silu.splits([spec(below)], [spec(below)])
+
+
+def test_a_fused_activation_after_a_whole_convolution_is_shared_out_alone():
+    """A 1x1 convolution (BLAS threads do as well as pieces) runs whole inside ``pieces``;
+    the pieces are bands of its SiLU, and the node's result is the fused node's bits."""
+    rng = np.random.default_rng(2)
+    conv, _, _ = conv_layer(rng, 16, 32, (1, 1))
+    fused = Fused(conv, (make("nn.SiLU", {}),))
+    x = rng.standard_normal((1, 16, 96, 96)).astype(np.float32)  # 294,912 outputs
+    (want,) = fused.forward([x])
+    in_spec, out_spec = spec(x.shape), spec(want.shape)
+    assert not conv.splits([in_spec], [out_spec]) and fused.splits([in_spec], [out_spec])
+    out = np.full_like(want, np.nan)
+    pieces = fused.pieces([x], [out], 2)
+    assert pieces is not None and len(pieces) == 2
+    assert not np.isnan(out).any(), "the convolution ran whole before the pieces"
+    for piece in pieces:
+        piece.run()
+    np.testing.assert_array_equal(out, want)
+
+
+def test_a_fused_cheap_activation_after_a_whole_convolution_runs_whole():
+    rng = np.random.default_rng(3)
+    conv, _, _ = conv_layer(rng, 16, 32, (1, 1))
+    fused = Fused(conv, (make("nn.ReLU", {}),))
+    x = rng.standard_normal((1, 16, 96, 96)).astype(np.float32)
+    out = np.full((1, 32, 96, 96), np.nan, np.float32)
+    assert not fused.splits([spec(x.shape)], [spec(out.shape)])
+    assert fused.pieces([x], [out], 2) is None
+    assert np.isnan(out).all(), "nothing ran: the node runs whole afterwards"

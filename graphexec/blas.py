@@ -10,6 +10,7 @@ change it, and silently ignore the others).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections.abc import Iterator
@@ -99,22 +100,115 @@ class _BlasLimiter:
         self._applied = want
 
 
-def _openblas_setter(library: Any) -> Any:
-    """OpenBLAS's own ``openblas_set_num_threads``, to call straight: through threadpoolctl
-    a change costs ~10 us of Python, and a node given every core for BLAS makes two. None
-    for other libraries, and for OpenBLAS built with OpenMP (limits per thread there)."""
+def _openblas_symbol(library: Any, name: str) -> Any:
+    """``name`` from an OpenBLAS built with its own threads (not OpenMP), under any of the
+    prefixes and suffixes wheels give it; None for other libraries."""
     if getattr(library, "internal_api", None) != "openblas" or getattr(library, "threading_layer", None) == "openmp":
         return None
     dynlib = getattr(library, "dynlib", None)
     for prefix in ("", "scipy_"):
         for suffix in ("", "64_", "_64"):
-            setter = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
-            if setter is not None:
-                return setter
+            found = getattr(dynlib, f"{prefix}{name}{suffix}", None)
+            if found is not None:
+                return found
     return None
 
 
+def _openblas_setter(library: Any) -> Any:
+    """OpenBLAS's own ``openblas_set_num_threads``, to call straight: through threadpoolctl
+    a change costs ~10 us of Python, and a node given every core for BLAS makes two. None
+    for other libraries, and for OpenBLAS built with OpenMP (limits per thread there)."""
+    return _openblas_symbol(library, "openblas_set_num_threads")
+
+
+#: Bytes of glibc's ``cpu_set_t`` (1024 CPUs), as OpenBLAS's affinity calls take it.
+_CPU_SET_BYTES = 128
+
+
+def _cpu_set(cores: tuple[int, ...]) -> ctypes.Array:
+    mask = (ctypes.c_ubyte * _CPU_SET_BYTES)()
+    for core in cores:
+        if 0 <= core < 8 * _CPU_SET_BYTES:
+            mask[core // 8] |= 1 << (core % 8)
+    return mask
+
+
+class _WorkerPins:
+    """OpenBLAS's ``openblas_setaffinity`` / ``openblas_getaffinity`` for its worker threads.
+    OpenBLAS numbers them by the thread count in use at the call: of ``n``, threads
+    ``0 .. n - 2`` are workers and ``n - 1`` is the calling thread, so a call is made only
+    for a worker of the count in use then."""
+
+    def __init__(self, library: Any):
+        self.set = _openblas_symbol(library, "openblas_setaffinity")
+        self.get = _openblas_symbol(library, "openblas_getaffinity")
+        self.count = _openblas_symbol(library, "openblas_get_num_threads")
+        for function in (self.set, self.get):
+            if function is not None:
+                function.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+                function.restype = ctypes.c_int
+        #: Each worker's CPU set as first seen, which :meth:`restore` gives back.
+        self.original: dict[int, ctypes.Array] = {}
+
+    @property
+    def usable(self) -> bool:
+        return self.set is not None and self.get is not None and self.count is not None
+
+    def _workers(self) -> int:
+        return max(0, int(self.count()) - 1)
+
+    def move(self, cores: tuple[int, ...]) -> list[int]:
+        """Pin the workers now in use to ``cores`` (round robin); the workers moved."""
+        moved = []
+        for index in range(self._workers()):
+            if index not in self.original:
+                before = (ctypes.c_ubyte * _CPU_SET_BYTES)()
+                if self.get(index, _CPU_SET_BYTES, ctypes.byref(before)) != 0:
+                    break
+                self.original[index] = before
+            if self.set(index, _CPU_SET_BYTES, ctypes.byref(_cpu_set((cores[index % len(cores)],)))) != 0:
+                break
+            moved.append(index)
+        return moved
+
+    def restore(self, moved: list[int]) -> None:
+        """Give the ``moved`` workers their first CPU sets back; one that is no worker of
+        the count in use now (another run lowered it meanwhile) keeps its pin until a
+        later restore."""
+        workers = self._workers()
+        for index in moved:
+            if index < workers:
+                self.set(index, _CPU_SET_BYTES, ctypes.byref(self.original[index]))
+
+
 _LIMITER = _BlasLimiter()
+_PINS_LOCK = threading.Lock()
+_pins: list[_WorkerPins] | None = None
+
+
+def _worker_pins() -> list[_WorkerPins]:
+    global _pins
+    with _PINS_LOCK:
+        if _pins is None:
+            _pins = [pins for pins in map(_WorkerPins, _LIMITER._blas()) if pins.usable]
+        return _pins
+
+
+@contextmanager
+def blas_workers_off(cores: tuple[int, ...] | None) -> Iterator[None]:
+    """OpenBLAS's worker threads pinned to ``cores`` for the block, one each (their CPU sets
+    are restored after): where a held run's thread does not run (see
+    :func:`graphexec.affinity.held_on_its_core`). Nothing for None or no cores, other
+    BLAS libraries, or an OpenBLAS without these calls."""
+    if not cores:
+        yield
+        return
+    moved = [(pins, pins.move(cores)) for pins in _worker_pins()]
+    try:
+        yield
+    finally:
+        for pins, workers in moved:
+            pins.restore(workers)
 
 #: OPENBLAS_THREAD_TIMEOUT (log2 of the cycles an idle BLAS thread spins) up to which its
 #: threads are asleep within about a millisecond of a call (2^20 cycles).

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import weakref
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from concurrent.futures import Executor, ThreadPoolExecutor
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
@@ -37,9 +37,9 @@ from loguru import logger
 
 from devices import resolve as resolve_device
 from graphexec import dtypes, pnnx
-from graphexec.affinity import Pinner, cores_for
+from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
-from graphexec.blas import blas_threads, idle_threads_sleep
+from graphexec.blas import blas_threads, blas_workers_off, idle_threads_sleep
 from graphexec.executor import RunOptions, run_sequential
 from graphexec.fusion import fuse_activations
 from graphexec.ir import Dim, Graph
@@ -171,9 +171,11 @@ class Engine:
         #: The cores the engine's own workers are pinned to, one each (None: not pinned; see
         #: :mod:`graphexec.affinity`).
         self.worker_cores = cores_for(threads) if pin_workers and executor is None else None
+        #: Whether the engine places its threads on cores (``pin_workers``), its own pools.
+        self._pins = pin_workers and executor is None
         self._owned_executor: ThreadPoolExecutor | None = None
         #: Threads that run pieces of a shared node beside a one-worker run's thread.
-        self._piece_pool: ThreadPoolExecutor | None = None
+        self._piece_pool: ThreadPoolExecutor | CorePool | None = None
         self._executor_lock = threading.Lock()
 
     @classmethod
@@ -202,7 +204,9 @@ class Engine:
         ``reuse_memory``: give intermediate tensors regions of a preallocated arena, shared
         between tensors whose lives never overlap (see :mod:`graphexec.memory`);
         ``pin_workers``: pin the engine's own worker threads to a core each when there is one
-        for every usable core, on Linux (see :mod:`graphexec.affinity`, ``engine.worker_cores``);
+        for every usable core, on Linux (see :mod:`graphexec.affinity`, ``engine.worker_cores``),
+        and in a one-worker run on several cores keep the calling thread on its core and
+        OpenBLAS's threads and the shared nodes' pieces on the others;
         ``share_nodes``: a large node that runs alone (a convolution on a large image) is cut
         into pieces that run on every core at once, each on one BLAS thread (see
         :mod:`graphexec.regions`); by default on unless ``intra_op_threads`` is given.
@@ -256,14 +260,30 @@ class Engine:
             return self._owned_executor
 
     def _spreader(self) -> Spreader:
-        """Runs a shared node's pieces in a one-worker run: the run's thread takes one, a
-        thread of a small pool of its own each other (unpinned: the run's thread is not)."""
+        """Runs a shared node's pieces in a one-worker run: the run's thread takes one, and
+        a thread of a small pool of the engine's own each other: one thread per core, pinned
+        to it, a piece going to a core the run's thread is not on (see
+        :mod:`graphexec.affinity`); unpinned where the engine does not pin its threads."""
         with self._executor_lock:
             if self._piece_pool is None:
-                pool = ThreadPoolExecutor(max_workers=cpu_count() - 1, thread_name_prefix="graphexec-piece")
+                cores = cores_for(cpu_count()) if self._pins else None
+                pool: ThreadPoolExecutor | CorePool = (
+                    CorePool(cores) if cores is not None
+                    else ThreadPoolExecutor(max_workers=cpu_count() - 1, thread_name_prefix="graphexec-piece"))
                 self._piece_pool = pool
                 weakref.finalize(self, pool.shutdown, wait=False)
             return Spreader(self._piece_pool, cpu_count())
+
+    def _helpers_apart(self, wanted: bool):
+        """For a one-worker run that uses several cores (BLAS threads, shared nodes): the
+        run's thread held on its core and OpenBLAS's workers on the others, for the run
+        (see :mod:`graphexec.affinity`); nothing where the engine does not pin threads."""
+        if not (wanted and self._pins) or self.device is not None:  # a device's runtime may start threads
+            return nullcontext()
+        stack = ExitStack()
+        others = stack.enter_context(held_on_its_core())
+        stack.enter_context(blas_workers_off(others))
+        return stack
 
     # -- what the model looks like -------------------------------------------------------
     @property
@@ -362,8 +382,9 @@ class Engine:
         with blas_threads(self.intra_op_threads), arena as buffers:
             if self.threads == 1 and self._executor is None and trace is None:
                 shared = self._choice(plan).shared if self._share else frozenset()
-                values = run_sequential(plan.program, feeds, keep, options, buffers, shared,
-                                        self._spreader() if shared else None)
+                spreader = self._spreader() if shared else None
+                with self._helpers_apart(self.intra_op_threads > 1 or bool(shared)):
+                    values = run_sequential(plan.program, feeds, keep, options, buffers, shared, spreader)
             else:
                 values = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
         if plan.placement is not None:
@@ -386,14 +407,16 @@ class Engine:
             return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options, buffers=buffers)
         if self.threads == 1:  # sequential, through the scheduler only to record a trace
             choice = self._choice(plan) if self._share else None
-            return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers,
-                                  regions=choice, spreader=self._spreader() if choice and choice.shared else None)
+            spreader = self._spreader() if choice and choice.shared else None
+            with self._helpers_apart(self.intra_op_threads > 1 or spreader is not None):
+                return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers,
+                                      regions=choice, spreader=spreader)
         # Regions only where BLAS threads may be raised: otherwise every unit goes to the workers.
         choice = self._choice(plan) if self._boost else None
         spreader = (Spreader(self._pool(), self.threads, pinned=self.worker_cores is not None)
                     if choice is not None and choice.shared else None)
         return run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace, options, buffers=buffers,
-                              boost=self._boost, regions=choice, spreader=spreader)
+                              boost=self._boost, regions=choice, spreader=spreader, cores=self.worker_cores or ())
 
     def _choice(self, plan: Plan) -> RegionChoice:
         return self._per_plan(self._choices, plan, self._new_choice)

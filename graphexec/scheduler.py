@@ -29,7 +29,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphexec.blas import blas_boost
+from graphexec.affinity import current_core
+from graphexec.blas import blas_boost, blas_workers_off
 from graphexec.errors import ExecutionError, GraphexecError, RunTimeoutError
 from graphexec.executor import NO_OPTIONS, RunOptions, run_step
 from graphexec.plan import Plan, Unit
@@ -73,12 +74,22 @@ class SynchronousExecutor(Executor):
 class AloneHelp:
     """How a unit that runs alone uses the cores the idle workers leave (see
     :mod:`graphexec.regions`): its boosted nodes get ``boost`` BLAS threads, its shared
-    nodes are cut into pieces that ``spreader`` runs on the workers."""
+    nodes are cut into pieces that ``spreader`` runs on the workers. With the workers
+    pinned to ``cores``, OpenBLAS's threads go to the cores other than the boosted node's
+    for the node (see :mod:`graphexec.affinity`)."""
 
     boost: int = 0
     boosted: frozenset[int] = frozenset()
     shared: frozenset[int] = frozenset()
     spreader: Spreader | None = None
+    cores: tuple[int, ...] = ()
+
+    def helper_cores(self) -> tuple[int, ...] | None:
+        """The cores for OpenBLAS's threads while this thread runs a boosted node."""
+        if not self.cores:
+            return None
+        here = current_core()
+        return tuple(c for c in self.cores if c != here) if here in self.cores else None
 
 
 def run_unit(
@@ -99,7 +110,7 @@ def run_unit(
             # A shared node's pieces run on one BLAS thread each; what its layer runs whole
             # before them (a head whose activation alone is shared out) gets the boost.
             spreader = assist.spreader if index in assist.shared else None
-            with blas_boost(assist.boost) as raised:
+            with blas_boost(assist.boost) as raised, blas_workers_off(assist.helper_cores() if raised else None):
                 pieces = run_step(node.step, values, options.check_finite, buffers, spreader)
             blas = assist.boost if raised else 0
         elif assist is not None and index in assist.shared:
@@ -130,6 +141,7 @@ def run_concurrent(
     boost: int | None = None,
     regions: RegionChoice | None = None,
     spreader: Spreader | None = None,
+    cores: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     """Run ``plan`` with at most ``workers`` units at once on ``executor``.
 
@@ -143,10 +155,11 @@ def run_concurrent(
     ``buffers`` are the run's arena tensors (see :mod:`graphexec.memory`). The serial units
     of ``regions`` wait until nothing else runs, and with ``boost`` its boosted nodes get
     that many BLAS threads when they run alone; its shared nodes are cut into pieces that
-    run at once through ``spreader`` (see :mod:`graphexec.regions`).
+    run at once through ``spreader`` (see :mod:`graphexec.regions`). ``cores``: the cores
+    the workers are pinned to, if they are (see :class:`AloneHelp`).
     """
     run = _Run(plan, feeds, frozenset(keep), executor, max(1, workers), trace, options, buffers, boost,
-               regions, spreader)
+               regions, spreader, cores)
     try:
         return run.drive()
     except BaseException:
@@ -159,7 +172,8 @@ class _Run:
 
     def __init__(self, plan: Plan, feeds: dict[str, Any], keep: frozenset[str], executor: Executor,
                  workers: int, trace: Trace | None, options: RunOptions, buffers: dict[str, Any] | None,
-                 boost: int | None, regions: RegionChoice | None, spreader: Spreader | None = None):
+                 boost: int | None, regions: RegionChoice | None, spreader: Spreader | None = None,
+                 cores: tuple[int, ...] = ()):
         self.plan = plan
         self.keep = keep
         self.executor = executor
@@ -172,8 +186,8 @@ class _Run:
         shared = regions.shared if regions is not None and spreader is not None else frozenset()
         #: What a unit that runs alone does with the idle cores; a serial unit (always alone,
         #: so its nodes run the same way every run) also shares nodes out.
-        self.alone_help = AloneHelp(boost or 0, boosted) if boosted else None
-        self.serial_help = AloneHelp(boost or 0, boosted, shared, spreader) if shared else self.alone_help
+        self.alone_help = AloneHelp(boost or 0, boosted, cores=cores) if boosted else None
+        self.serial_help = AloneHelp(boost or 0, boosted, shared, spreader, cores) if shared else self.alone_help
         self.lock = threading.Lock()
         #: Set by the worker that leaves nothing running behind it.
         self.over = threading.Event()

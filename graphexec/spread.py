@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from concurrent.futures import Executor, Future
 
-from graphexec.affinity import on_pinned_worker
+from graphexec.affinity import CorePool, current_core, on_pinned_worker
 from graphexec.blas import blas_threads
 from layers.base import Piece
 
 
 class Spreader:
-    """Runs a node's pieces on ``executor`` beside the calling thread."""
+    """Runs a node's pieces on ``executor`` beside the calling thread; on a
+    :class:`~graphexec.affinity.CorePool`, each on a thread of a core the caller is not on."""
 
-    def __init__(self, executor: Executor, workers: int, pinned: bool = False):
+    def __init__(self, executor: Executor | CorePool, workers: int, pinned: bool = False):
         self.executor = executor
         #: How many pieces a node is cut into: one per worker.
         self.count = workers
@@ -45,7 +46,9 @@ class Spreader:
         hand_all = self.pinned and not on_pinned_worker()
         mine = [] if hand_all else pieces[:1]
         handed = pieces[len(mine):]
-        futures = [self._submit(piece) for piece in handed]
+        executors = (self.executor.away_from(current_core(), len(handed)) if isinstance(self.executor, CorePool)
+                     else [self.executor] * len(handed))
+        futures = [self._submit(executor, piece) for executor, piece in zip(executors, handed)]
         failure: BaseException | None = None
         for piece in mine:
             failure = _run(piece)
@@ -59,9 +62,10 @@ class Spreader:
         if failure is not None:
             raise failure
 
-    def _submit(self, piece: Piece) -> Future | None:
+    @staticmethod
+    def _submit(executor: Executor, piece: Piece) -> Future | None:
         try:
-            return self.executor.submit(piece.run)
+            return executor.submit(piece.run)
         except RuntimeError:  # a pool shut down meanwhile: the piece runs on this thread
             return None
 

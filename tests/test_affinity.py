@@ -95,3 +95,189 @@ def test_a_worker_that_may_not_pin_itself_runs_unpinned(monkeypatch):
     pinner()
     pinner()
     assert calls == [{3}, {5}, {3}]
+
+
+# -- a one-worker run on several cores: the caller held, its helpers on the other cores ------
+def openblas_worker_cpus() -> frozenset[int] | None:
+    """The CPU set of OpenBLAS's first worker thread, or None where it cannot be read."""
+    from graphexec import blas
+
+    pins = blas._worker_pins()
+    if not pins:
+        return None
+    mask = (blas.ctypes.c_ubyte * blas._CPU_SET_BYTES)()
+    if pins[0].get(0, blas._CPU_SET_BYTES, blas.ctypes.byref(mask)) != 0:
+        return None
+    return frozenset(k for k in range(8 * blas._CPU_SET_BYTES) if mask[k // 8] >> (k % 8) & 1)
+
+
+@needs_two_cores
+def test_a_one_worker_run_holds_its_caller_and_puts_blas_threads_and_pieces_on_other_cores(monkeypatch):
+    from graphexec import engine as engine_module
+    from graphexec import regions
+    from layers import _conv_math
+
+    for name in ("SPLIT_MIN_MACS", "SPLIT_MIN_TILES", "SPLIT_MIN_POSITIONS"):
+        monkeypatch.setattr(_conv_math, name, 0)
+    monkeypatch.setattr(regions, "SPLIT_SECONDS", -1.0)
+    allowed = frozenset(os.sched_getaffinity(0))
+    seen = {}
+    run_sequential = engine_module.run_sequential
+
+    def watched(*args, **kwargs):
+        seen["caller"] = frozenset(os.sched_getaffinity(0))
+        seen["blas"] = openblas_worker_cpus()
+        return run_sequential(*args, **kwargs)
+
+    rows = _conv_math.Conv2dKernel._rows
+    pieces = []
+
+    def piece(self, *args):
+        pieces.append((threading.current_thread().name, frozenset(os.sched_getaffinity(0))))
+        return rows(self, *args)
+
+    monkeypatch.setattr(engine_module, "run_sequential", watched)
+    monkeypatch.setattr(_conv_math.Conv2dKernel, "_rows", piece)
+    with np.load(MODELS / "inception_mini.io.npz") as io:
+        x = io["in0"]
+    blas_before = openblas_worker_cpus()
+    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=1) as engine, \
+            Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, pin_workers=False) as loose:
+        assert engine.intra_op_threads >= 2 and engine.shared_nodes(engine.plan())
+        got = engine.forward(x)
+        (core,) = seen["caller"]  # held on one core for the run ...
+        assert frozenset(os.sched_getaffinity(0)) == allowed  # ... and given its CPU set back
+        helpers = [cpus for thread, cpus in pieces if thread != threading.current_thread().name]
+        assert helpers and all(len(cpus) == 1 and core not in cpus for cpus in helpers)
+        if blas_before is not None:
+            assert seen["blas"] is not None and core not in seen["blas"] and len(seen["blas"]) == 1
+            assert openblas_worker_cpus() == blas_before
+        seen.clear()
+        pieces.clear()
+        np.testing.assert_array_equal(loose.forward(x), got)  # where threads run changes no bit
+        assert len(seen["caller"]) == len(allowed)  # not held without pinning
+        assert all(cpus == allowed for thread, cpus in pieces)
+
+
+@needs_two_cores
+def test_only_one_run_is_held_at_a_time_and_each_gets_its_cpu_set_back():
+    allowed = frozenset(os.sched_getaffinity(0))
+    inner = {}
+    holding, tried = threading.Event(), threading.Event()
+
+    def second():  # started before the hold: a thread made inside it would inherit its one core
+        holding.wait(timeout=10)
+        with affinity.held_on_its_core() as mine:
+            inner["others"] = mine
+            inner["cpus"] = frozenset(os.sched_getaffinity(0))
+        tried.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with affinity.held_on_its_core() as others:
+        assert others is not None and len(os.sched_getaffinity(0)) == 1
+        assert set(others) == allowed - set(os.sched_getaffinity(0))
+        holding.set()
+        assert tried.wait(timeout=10)
+    thread.join()
+    assert inner == {"others": None, "cpus": allowed}
+    assert frozenset(os.sched_getaffinity(0)) == allowed
+    with affinity.held_on_its_core(wanted=False) as others:
+        assert others is None
+    with affinity.held_on_its_core() as others:  # released: the next run is held again
+        assert others is not None
+    assert frozenset(os.sched_getaffinity(0)) == allowed
+
+
+def test_nothing_is_held_where_threads_cannot_be_pinned(monkeypatch):
+    monkeypatch.setattr(affinity, "_GETCPU", None)
+    with affinity.held_on_its_core() as others:
+        assert others is None
+    monkeypatch.undo()
+    if affinity.current_core() is None or not hasattr(os, "sched_setaffinity"):
+        return
+    before = frozenset(os.sched_getaffinity(0))
+
+    def refuse(pid, cpus):
+        raise PermissionError("not allowed here")
+
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", refuse)
+    with affinity.held_on_its_core() as others:
+        assert others is None
+    monkeypatch.undo()
+    assert frozenset(os.sched_getaffinity(0)) == before
+    if len(before) >= 2:
+        with affinity.held_on_its_core() as others:  # the refusal left nothing held
+            assert others is not None
+
+
+@needs_two_cores
+def test_a_core_pool_gives_pieces_to_pinned_threads_of_other_cores_first():
+    cores = tuple(sorted(os.sched_getaffinity(0)))[:2]
+    pool = affinity.CorePool(cores)
+    try:
+        first, second = cores
+        for core in cores:
+            (executor,) = pool.away_from(core, 1)
+            assert executor.submit(lambda: frozenset(os.sched_getaffinity(0))).result(timeout=10) == {
+                c for c in cores if c != core}
+        assert len(pool.away_from(first, 3)) == 3  # more pieces than cores: round robin, own core last
+        assert pool.away_from(first, 2)[1] is pool.away_from(second, 1)[0]
+    finally:
+        pool.shutdown()
+
+
+@needs_two_cores
+def test_blas_workers_move_off_a_core_and_back():
+    from graphexec.blas import blas_threads, blas_workers_off
+
+    before = openblas_worker_cpus()
+    if before is None:
+        pytest.skip("no OpenBLAS with its own threads here")
+    target = max(os.sched_getaffinity(0))
+    with blas_threads(2), blas_workers_off((target,)):
+        assert openblas_worker_cpus() == {target}
+    assert openblas_worker_cpus() == before
+    with blas_threads(2), blas_workers_off(None):
+        assert openblas_worker_cpus() == before
+
+
+@needs_two_cores
+def test_a_boosted_node_has_blas_threads_on_the_other_cores_and_everything_is_restored(monkeypatch):
+    from contextlib import contextmanager
+
+    from graphexec import engine as engine_module
+    from graphexec import regions, scheduler
+
+    before = openblas_worker_cpus()
+    if before is None:
+        pytest.skip("no OpenBLAS with its own threads here")
+    monkeypatch.setattr(engine_module, "idle_threads_sleep", lambda: True)  # boosts in a run with workers
+    monkeypatch.setattr(regions, "MIN_SCALING_FLOPS", 0)
+    moves = []
+    workers_off = scheduler.blas_workers_off
+
+    @contextmanager
+    def watched(cores):
+        here = affinity.current_core()
+        with workers_off(cores):
+            moves.append((here, cores, openblas_worker_cpus()))
+            yield
+
+    monkeypatch.setattr(scheduler, "blas_workers_off", watched)
+    allowed = frozenset(os.sched_getaffinity(0))
+    with np.load(MODELS / "inception_mini.io.npz") as io:
+        x = io["in0"]
+    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=len(allowed)) as engine:  # pinned workers
+        assert engine.worker_cores == tuple(sorted(allowed))
+        trace = Trace()
+        engine.forward(x, trace=trace)
+        boosted = [e.name for e in trace.events if e.blas_threads]
+        assert boosted, "inception_mini's stem and its alone units get every core"
+        placed = [(here, cores, blas) for here, cores, blas in moves if cores is not None]
+        assert len(placed) == len(boosted)
+        for here, cores, blas in placed:  # the thread's own core left to it, the others to BLAS
+            assert here not in cores and set(cores) == allowed - {here} and blas == set(cores)
+        assert openblas_worker_cpus() == before
+        assert sorted(worker_affinities(engine, len(allowed)), key=min) == [frozenset({c}) for c in sorted(allowed)]
+    assert frozenset(os.sched_getaffinity(0)) == allowed

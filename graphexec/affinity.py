@@ -20,8 +20,9 @@ per core, pinned, and a piece goes to a core other than the caller's (:class:`Co
 Left to the kernel, a helper woken after the engine sat idle was again put on the
 caller's core: OpenBLAS's waker then spins until its time slice ends, and a multi-threaded
 product that takes 0.8 ms took 11.7 ms on every call that came 20 ms or more after the
-previous one; EfficientNet-B0 called every 100 ms took 79 ms a forward against 34 ms
-back to back, and 47 ms with the threads placed as above.
+previous one. Called after 100 ms idle, EfficientNet-B0 took 78 ms a forward with every
+thread left to the kernel and 37 ms placed as above (36 ms back to back either way;
+``benchmarks/idle.py``).
 """
 
 from __future__ import annotations

@@ -257,9 +257,11 @@ class _Unary(Layer):
         raise NotImplementedError
 
     def splits(self, inputs: list[Spec], outputs: list[Spec]) -> bool:
+        """Large transcendental ones that write into given memory: the engine hands only
+        those an arena region to share out (others return a new array)."""
         out = outputs[0] if outputs else None
-        return (self.transcendental and isinstance(out, TensorSpec) and out.dtype.kind == "f"
-                and math.prod(out.shape) >= SHARE_MIN_ELEMENTS)
+        return (self.transcendental and self.writes_into and isinstance(out, TensorSpec)
+                and out.dtype.kind == "f" and math.prod(out.shape) >= SHARE_MIN_ELEMENTS)
 
     def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
         """Bands of the elements (each element is computed alone, so the bits are those of

@@ -149,8 +149,10 @@ def test_shared_depthwise_convolutions_give_the_bits_of_an_engine_that_shares_no
     with Engine.load(path) as engine, Engine.load(path, share_nodes=False) as whole:
         plan = engine.plan()
         shared = engine.shared_nodes(plan)
-        depthwise = {node.index for node in plan.nodes if node.index in shared
-                     and node.step.layer.kernel.path(plan.specs[node.step.inputs[0]].shape) == "depthwise"}
+        kernels = {node.index: getattr(getattr(node.step.layer, "head", node.step.layer), "kernel", None)
+                   for node in plan.nodes if node.index in shared}  # a fused node's head is the convolution
+        depthwise = {i for i, kernel in kernels.items()
+                     if kernel is not None and kernel.path(plan.specs[plan.nodes[i].step.inputs[0]].shape) == "depthwise"}
         assert len(depthwise) == 4, "shuffle_mini's four depthwise convolutions"
         trace = Trace()
         got = engine.forward(x, trace=trace)

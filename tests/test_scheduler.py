@@ -251,7 +251,7 @@ def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monk
     param = MODELS / "wide.pnnx.param"
     x = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
     with Engine.load(param) as engine:
-        assert engine.threads == 2 and engine.intra_op_threads == 1
+        assert engine.threads >= 2 and engine.intra_op_threads == 1  # a worker per core
         plan = engine.plan()
         choice = engine._choice(plan)
         trace = Trace()

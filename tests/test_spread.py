@@ -132,7 +132,7 @@ def test_a_default_engine_shares_its_large_convolutions_and_matches_pytorch(smal
         traced = engine.forward(x, trace=trace)
     assert np.array_equal(traced, got)
     events = shared_events(trace)
-    assert {e.node for e in events} == set(shared) and all(e.pieces == cpu_count() for e in events)
+    assert {e.node for e in events} == set(shared) and all(2 <= e.pieces <= cpu_count() for e in events)
     assert f"{len(events)} shared out among the workers" in str(trace.summary())
     assert any(e.get("args", {}).get("pieces") for e in trace.to_chrome()["traceEvents"])
 

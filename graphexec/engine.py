@@ -26,10 +26,10 @@ import os
 import threading
 import time
 import weakref
-from contextlib import ExitStack, nullcontext
+from contextlib import contextmanager, nullcontext
 from concurrent.futures import Executor, ThreadPoolExecutor
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -274,16 +274,16 @@ class Engine:
                 weakref.finalize(self, pool.shutdown, wait=False)
             return Spreader(self._piece_pool, cpu_count())
 
-    def _helpers_apart(self, wanted: bool):
+    @contextmanager
+    def _helpers_apart(self, wanted: bool) -> Iterator[None]:
         """For a one-worker run that uses several cores (BLAS threads, shared nodes): the
         run's thread held on its core and OpenBLAS's workers on the others, for the run
         (see :mod:`graphexec.affinity`); nothing where the engine does not pin threads."""
         if not (wanted and self._pins) or self.device is not None:  # a device's runtime may start threads
-            return nullcontext()
-        stack = ExitStack()
-        others = stack.enter_context(held_on_its_core())
-        stack.enter_context(blas_workers_off(others))
-        return stack
+            yield
+            return
+        with held_on_its_core() as others, blas_workers_off(others):
+            yield
 
     # -- what the model looks like -------------------------------------------------------
     @property

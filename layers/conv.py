@@ -25,16 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from layers._conv_math import (
-    Conv2dKernel,
-    Geometry,
-    aligned,
-    conv_transpose2d,
-    out_size,
-    same_padding,
-    transposed_kernel,
-    transposed_out_size,
-)
+from layers._conv_base import Geometry, aligned, out_size, same_padding, transposed_out_size
+from layers._conv_math import Conv2dKernel, conv_transpose2d, transposed_kernel
 from layers.base import Layer, Params, Piece, Shape, ShapeMismatch
 from layers.registry import register
 from layers.specs import Spec, TensorSpec

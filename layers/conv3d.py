@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from layers._conv_math import Conv2dKernel, Geometry, conv_transpose2d, tap_span, transposed_kernel
+from layers._conv_base import Geometry
+from layers._conv_math import Conv2dKernel, conv_transpose2d, tap_span, transposed_kernel
 from layers.base import Params, Shape
 from layers.conv import _Conv, _ConvFunctional
 from layers.registry import register

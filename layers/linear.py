@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from layers._conv_math import aligned
+from layers._conv_base import aligned
 from layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis
 from layers.registry import register
 

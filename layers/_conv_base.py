@@ -1,0 +1,96 @@
+"""Geometry and array helpers the convolution kernels share (:mod:`layers._conv_math`,
+:mod:`layers._depthwise_math`): output sizes, padding, aligned copies of weights, strided
+views and zero-framed scratch copies of inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from layers._scratch import SCRATCH
+
+Pair = tuple[int, int]
+
+#: PyTorch padding_mode -> numpy.pad mode.
+PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def same_padding(kernel: int, dilation: int) -> Pair:
+    """PyTorch's ``padding='same'`` for one dim: the odd extra pixel goes at the end."""
+    total = dilation * (kernel - 1)
+    return total // 2, total - total // 2
+
+
+def out_size(size: int, kernel: int, stride: int, dilation: int, pads: Pair) -> int:
+    """Output length of a convolution along one dim (may be < 1 when it does not fit)."""
+    return (size + pads[0] + pads[1] - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def transposed_out_size(size: int, kernel: int, stride: int, dilation: int, pad: int, out_pad: int) -> int:
+    """Output length of a transposed convolution along one dim."""
+    return (size - 1) * stride - 2 * pad + dilation * (kernel - 1) + out_pad + 1
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Stride, dilation and padding of a 2-D convolution (1-D ones have a unit first dim)."""
+
+    stride: Pair
+    dilation: Pair
+    #: ``((top, bottom), (left, right))`` or the string ``"same"`` (resolved per kernel).
+    padding: tuple[Pair, Pair] | str
+    groups: int
+    padding_mode: str = "zeros"
+
+    def pads(self, kernel: Pair) -> tuple[Pair, Pair]:
+        if self.padding == "same":
+            return same_padding(kernel[0], self.dilation[0]), same_padding(kernel[1], self.dilation[1])
+        return self.padding  # type: ignore[return-value]
+
+
+def aligned(a: np.ndarray, dtype: np.dtype | type = np.float32, align: int = 64) -> np.ndarray:
+    """A C-contiguous copy of ``a`` (as ``dtype``) starting on an ``align``-byte boundary.
+
+    Weights read from a ``.pnnx.bin`` are views into a zip archive, often not even
+    4-byte aligned; BLAS and numpy's SIMD loops want them aligned and contiguous.
+    """
+    a = np.asarray(a)
+    dtype = np.dtype(dtype)
+    raw = np.empty(a.size * dtype.itemsize + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    out = raw[start:start + a.size * dtype.itemsize].view(dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def strided(a: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """A read-only view of ``a``'s memory with ``shape`` and byte ``strides`` (the windows of
+    im2col and Winograd's tiles). numpy's ``as_strided`` takes 5-14 us a call here; building
+    the view straight on a contiguous buffer takes under 1 us, which small convolutions feel."""
+    if not a.flags.c_contiguous:
+        return as_strided(a, shape=shape, strides=strides, writeable=False)
+    view = np.ndarray(shape, a.dtype, a, 0, strides)
+    view.flags.writeable = False
+    return view
+
+
+def framed(slot: str, x: np.ndarray, shape: tuple[int, ...], top: int, left: int) -> np.ndarray:
+    """``x`` (..., h, w) at (top, left) in this thread's scratch ``slot`` of ``shape``, zero
+    elsewhere. The zero frame is kept between calls of the same layout, so a call usually
+    copies ``x`` in and nothing else."""
+    buffer, fresh = SCRATCH.kept(slot, shape, x.dtype, ("frame", x.shape, top, left))
+    if fresh:
+        buffer.fill(0)
+    h, w = x.shape[-2:]
+    buffer[..., top:top + h, left:left + w] = x
+    return buffer
+
+
+def pad_input(x: np.ndarray, pads: tuple[Pair, Pair], mode: str) -> np.ndarray:
+    """``x`` (N, C, H, W) padded on H and W; ``x`` itself when there is nothing to pad."""
+    if not any(pads[0]) and not any(pads[1]):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), pads[0], pads[1]), mode=PAD_MODES[mode])  # type: ignore[call-overload]
+

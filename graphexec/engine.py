@@ -15,9 +15,10 @@ the cores when some stretch of the plan is estimated faster with its branches si
 than one node at a time with every core for BLAS, else 1; M = cores // N, so N x M never
 exceeds the cores. With several workers, the other stretches run one node at a time and
 their large products get every core for BLAS; traces record it. Either way, a node that
-runs alone and that its layer can cut into pieces (a convolution on a large image: bands
-of output rows) is shared out among threads, one BLAS thread each (``share_nodes``, on
-unless ``intra_op_threads`` is given).
+runs alone and that its layer can cut into pieces (a convolution on a large image:
+bands of output rows; a large depthwise convolution or transcendental activation: bands
+of channels or elements) is shared out among threads, one BLAS thread each
+(``share_nodes``, on unless ``intra_op_threads`` is given).
 """
 
 from __future__ import annotations
@@ -207,8 +208,9 @@ class Engine:
         for every usable core, on Linux (see :mod:`graphexec.affinity`, ``engine.worker_cores``),
         and in a one-worker run on several cores keep the calling thread on its core and
         OpenBLAS's threads and the shared nodes' pieces on the others;
-        ``share_nodes``: a large node that runs alone (a convolution on a large image) is cut
-        into pieces that run on every core at once, each on one BLAS thread (see
+        ``share_nodes``: a large node that runs alone (a convolution on a large image, a
+        large depthwise convolution or SiLU) is cut into pieces that run on every core at
+        once, each on one BLAS thread (see
         :mod:`graphexec.regions`); by default on unless ``intra_op_threads`` is given.
 
         ``device``: ``"cpu"`` (default), ``"opencl"``, ``"opencl:1"``, ``"opencl:gpu"``,

@@ -11,8 +11,9 @@ side; a chain has nothing to run beside it.
 
 A third way uses every core for one node's whole work, not only its matrix products: a
 node that runs alone is *shared out* among threads, as pieces its layer cuts it into
-(:meth:`layers.base.Layer.pieces`: bands of a convolution's output rows), each piece on
-one BLAS thread. That also speeds up the im2col copies, Winograd transforms, bias and
+(:meth:`layers.base.Layer.pieces`: bands of a convolution's output rows, of a depthwise
+convolution's channels, of an activation's elements), each piece on one BLAS thread.
+That also speeds up the im2col copies, Winograd transforms, depthwise taps, bias and
 activation passes that BLAS threads leave on one core. Which nodes split is the layer's
 call (where that beats BLAS threads); the cost model only checks they are large enough.
 

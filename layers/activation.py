@@ -14,9 +14,7 @@ merge with an identical ``F.*`` call. pnnx folds a constant single-weight PReLU 
 
 from __future__ import annotations
 
-import functools
 import math
-import time
 from functools import partial
 from typing import Any
 
@@ -101,58 +99,15 @@ def _real(x: Any) -> np.ndarray:
     return x if x.dtype.kind == "f" else x.astype(np.float32)
 
 
-#: Row length over which a constant is spread for ``np.maximum``/``np.minimum``.
-_ROW = 4096
-
-
-@functools.lru_cache(maxsize=64)
-def _constant_row(value: float, dtype: str) -> np.ndarray:
-    row = np.full(_ROW, value, dtype=np.dtype(dtype))
-    row.flags.writeable = False
-    return row
-
-
-@functools.lru_cache(maxsize=1)
-def _rows_beat_scalars() -> bool:
-    """Whether ``np.maximum(x, row)`` beats ``np.maximum(x, scalar)`` here: numpy's AVX2 loops
-    run the scalar form 2-4x slower than the array one, its AVX-512 loops about as fast.
-    Timed once, on first use (a fraction of a millisecond)."""
-    x = np.linspace(-1, 1, 16 * _ROW, dtype=np.float32)
-    out, row, zero = np.empty_like(x), _constant_row(0.0, x.dtype.str), np.float32(0)
-    grid, grid_out = x.reshape(-1, _ROW), out.reshape(-1, _ROW)
-    best = {True: float("inf"), False: float("inf")}
-    for _ in range(5):
-        for rows in (True, False):
-            start = time.perf_counter()
-            np.maximum(grid, row, out=grid_out) if rows else np.maximum(x, zero, out=out)
-            best[rows] = min(best[rows], time.perf_counter() - start)
-    return best[True] < 0.8 * best[False]
-
-
-def _against(ufunc: np.ufunc, x: np.ndarray, value: float, out: np.ndarray | None = None) -> np.ndarray:
-    """``ufunc(x, value)`` into ``out`` (a new array by default) for a floating ``x``; where
-    numpy runs it faster so, long contiguous inputs meet a row of ``value`` instead of the
-    scalar itself (the result is the same either way)."""
-    if out is None:
-        out = np.empty(x.shape, dtype=x.dtype)
-    if x.size < _ROW or not (x.flags.c_contiguous and out.flags.c_contiguous) or not _rows_beat_scalars():
-        return ufunc(x, x.dtype.type(value), out=out)
-    row = _constant_row(float(value), x.dtype.str)
-    flat, dest = x.reshape(-1), out.reshape(-1)
-    body = flat.size - flat.size % _ROW
-    ufunc(flat[:body].reshape(-1, _ROW), row, out=dest[:body].reshape(-1, _ROW))
-    if body < flat.size:
-        ufunc(flat[body:], row[: flat.size - body], out=dest[body:])
-    return out
-
-
 def _clamped(x: np.ndarray, low: float, high: float, out: np.ndarray | None = None) -> np.ndarray:
-    """min(max(x, low), high) for a floating ``x``; NaN stays NaN, as with ``np.clip``."""
-    if x.size < _ROW or not _rows_beat_scalars():  # then np.clip's one pass is the faster
-        cast = x.dtype.type
-        return np.clip(x, cast(low), cast(high), out=out)
-    out = _against(np.maximum, x, low, out)
-    return _against(np.minimum, out, high, out)
+    """min(max(x, low), high) for a floating ``x``, a bound possibly infinite; NaN stays NaN.
+
+    One pass of numpy's clip loop, which is vectorised for two bounds: on AVX2 (numpy 2.4)
+    it runs a ReLU, ``clip(x, 0, inf)``, 1.5x as fast as ``maximum`` against a row of zeros
+    and 2.7x as fast as ``maximum(x, 0)``, whose loop with a scalar is not; clip(x, 0, 6)
+    2.6x as fast as a maximum and a minimum against rows (200 K float32)."""
+    cast = x.dtype.type
+    return np.clip(x, cast(low), cast(high), out=out)
 
 
 def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -286,11 +241,14 @@ class ReLU(_Unary):
 
     def apply(self, x):
         if x.dtype.kind == "f":
-            return _against(np.maximum, x, 0)
+            return _clamped(x, 0, np.inf)
         return np.maximum(x, x.dtype.type(0))
 
     def apply_into(self, x, out):
-        _against(np.maximum, x, 0, out)
+        if x.dtype.kind == "f":
+            _clamped(x, 0, np.inf, out)
+        else:
+            np.maximum(x, x.dtype.type(0), out=out)
 
 
 @register("nn.ReLU6", "F.relu6")

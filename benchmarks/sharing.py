@@ -36,7 +36,8 @@ def measure(name: str, rounds: int) -> str | None:
     with np.load(folder / "io.npz") as io:
         x, want = io["in0"], io["out0"]
     shared = Engine.load(folder / "model.pnnx.param")
-    whole = Engine.load(folder / "model.pnnx.param", threads=shared.threads, share_nodes=False)
+    whole = Engine.load(folder / "model.pnnx.param", threads=shared.threads,
+                        intra_op_threads=shared.intra_op_threads, share_nodes=False)
     trace = Trace()
     shared.forward(x, trace=trace)
     count = trace.summary().shared_nodes

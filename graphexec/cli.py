@@ -4,7 +4,7 @@
 
     graphexec info  MODEL [--device opencl]     inputs, outputs, operators, FLOPs, the plan, placement
     graphexec run   MODEL [--input x.npy ... | --random] [--device cpu|opencl[:N]] [--threads N] [--output out.npz]
-    graphexec bench MODEL [--threads 1 2 ...] [--rounds 20]       latency over thread counts
+    graphexec bench MODEL [--threads 1 2 ...] [--rounds 20]       latency over thread counts, and the engine's choice
     graphexec trace MODEL -o trace.json [--threads N]              a Chrome trace of one run
     graphexec graph MODEL -o graph.svg|graph.dot                   the pipeline drawn
 
@@ -24,7 +24,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -332,6 +332,8 @@ class BenchRow:
     intra_op_threads: int
     median: float
     p90: float
+    #: The engine chose its own threads (none given), as ``Engine.load(path)`` does.
+    chosen: bool = False
 
 
 def bench(
@@ -366,6 +368,8 @@ def cmd_bench(args: argparse.Namespace) -> None:
     device = open_device(args)  # one device shared by the engines
     engines = [Engine.load(param, threads=n, intra_op_threads=args.intra_op_threads, **device_options(args, device))
                for n in counts]
+    if args.intra_op_threads is None:  # and the engine's own choice, which may use BLAS threads
+        engines.append(Engine.load(param, **device_options(args, device)))
     try:
         inputs = make_inputs(engines[0], args)
         started = time.perf_counter()
@@ -375,6 +379,8 @@ def cmd_bench(args: argparse.Namespace) -> None:
         show = args.progress == "always" or (args.progress == "auto" and estimate > 2.0)
         bar = ProgressBar(args.rounds + args.warmup, "bench") if show else None
         rows = bench(engines, inputs, args.rounds, args.warmup, bar.advance if bar else None)
+        if args.intra_op_threads is None:
+            rows[-1] = replace(rows[-1], chosen=True)
         if bar:
             bar.close()
     finally:
@@ -386,7 +392,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
     print(f"{'workers':>7} {'BLAS':>5} {'median ms':>10} {'p90 ms':>9} {'speedup':>8}")
     for row in rows:
         print(f"{row.threads:>7} {row.intra_op_threads:>5} {row.median * 1e3:>10.3f} {row.p90 * 1e3:>9.3f} "
-              f"{base.median / row.median:>7.2f}x")
+              f"{base.median / row.median:>7.2f}x" + ("  (chosen by the engine)" if row.chosen else ""))
 
 
 def _default_thread_counts(cores: int) -> list[int]:

@@ -10,15 +10,20 @@
 
 Threads: ``Engine.load(..., threads=N, intra_op_threads=M)`` runs up to N independent nodes
 at once (N=1 is the sequential reference executor) with numpy's BLAS limited to M threads
-during a run. By default both come from the plan's regions (:mod:`graphexec.regions`): N is
-the cores when some stretch of the plan is estimated faster with its branches side by side
-than one node at a time with every core for BLAS, else 1; M = cores // N, so N x M never
-exceeds the cores. With several workers, the other stretches run one node at a time and
-their large products get every core for BLAS; traces record it. Either way, a node that
-runs alone and that its layer can cut into pieces (a convolution on a large image:
-bands of output rows; a large depthwise convolution or transcendental activation: bands
-of channels or elements) is shared out among threads, one BLAS thread each
-(``share_nodes``, on unless ``intra_op_threads`` is given).
+during a run. Given N (or an executor) and no M, M is 1 and nothing is shared out: every
+such engine gives the sequential one's very bits, whatever N (``share_nodes=True`` lets
+idle cores work inside nodes all the same). Given neither, the engine
+chooses both from the plan's regions (:mod:`graphexec.regions`): N is the cores when some
+stretch of the plan is estimated faster with its branches side by side than one node at a
+time with every core for BLAS, else 1; M = cores // N, so N x M never exceeds the cores.
+With several workers, the other stretches run one node at a time and their large products
+get every core for BLAS; traces record it. Either way, a node that runs alone and that its
+layer can cut into pieces (a convolution on a large image: bands of output rows; a large
+depthwise convolution or transcendental activation: bands of channels or elements) is
+shared out among threads, one BLAS thread each (``share_nodes``). BLAS threads and
+convolution bands round differently from one thread (OpenBLAS's own results change with
+its thread count and a product's shape), so this chosen engine agrees with the sequential
+one to rounding (~1e-6 relative), not bit for bit.
 """
 
 from __future__ import annotations
@@ -145,27 +150,28 @@ class Engine:
         self.output_names = [f"out{i}" for i in range(count)]
         cores = cpu_count()
         mixing = idle_threads_sleep()
-        #: Whether a large node that runs alone is shared out among threads (see
-        #: :mod:`graphexec.regions`). That is intra-op parallelism, as BLAS threads are, and
-        #: rounds differently from the node run whole: by default an explicit
-        #: ``intra_op_threads`` turns both off, so runs stay bit-identical to the sequential one.
+        #: Whether idle cores may work inside a node (``share_nodes``): a large node that runs
+        #: alone is shared out among threads or gets every core for BLAS, and without an
+        #: explicit ``intra_op_threads`` each worker gets cores // threads BLAS threads. All of
+        #: it rounds differently from one thread (OpenBLAS's results change with its thread
+        #: count and a product's shape), so by default it is on only where the engine
+        #: chooses its threads: given threads, every engine gives the sequential one's bits.
         if share_nodes is None:
-            share_nodes = intra_op_threads is None
+            share_nodes = threads is None and intra_op_threads is None and executor is None
         self._share = share_nodes and executor is None and cores > 1
         if threads is None:
             shared = self.shared_nodes(first_plan) if first_plan is not None else frozenset()
             threads = default_threads(first_plan, cores, mixing, shared) if first_plan is not None else min(2, cores)
         #: Inter-op workers: how many independent nodes may run at once (1: sequential).
         self.threads = threads
-        #: BLAS threads inside one node during a run (None: leave numpy's setting alone).
-        self.intra_op_threads = intra_op_threads if intra_op_threads is not None else max(1, cores // threads)
+        #: BLAS threads inside one node during a run.
+        self.intra_op_threads = intra_op_threads or (max(1, cores // threads) if share_nodes else 1)
         #: BLAS threads for a large node that runs alone in a concurrent run (None: never
-        #: raised). Only by default, since an explicit ``intra_op_threads`` is kept for every
-        #: node so that runs stay bit-identical (OpenBLAS rounds differently with more
-        #: threads); and only where BLAS threads sleep soon after a call, else they would spin
-        #: on the cores the branches after the node need (see graphexec.blas.idle_threads_sleep).
-        self._boost = (cores if intra_op_threads is None and threads > 1 and cores > self.intra_op_threads
-                       and mixing else None)
+        #: raised). Not with an explicit ``intra_op_threads``, which holds for every node; and
+        #: only where BLAS threads sleep soon after a call, else they would spin on the cores
+        #: the branches after the node need (see graphexec.blas.idle_threads_sleep).
+        self._boost = (cores if share_nodes and intra_op_threads is None and threads > 1
+                       and cores > self.intra_op_threads and mixing else None)
         #: Serial and boosted units per cached plan (see :mod:`graphexec.regions`).
         self._choices: weakref.WeakKeyDictionary[Plan, RegionChoice] = weakref.WeakKeyDictionary()
         self._executor = executor
@@ -199,7 +205,8 @@ class Engine:
         """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
 
         ``threads``: inter-op workers (1 = sequential); ``intra_op_threads``: BLAS threads
-        per node; ``executor``: run nodes on this ``concurrent.futures.Executor`` instead of
+        per node (by default 1 when ``threads`` or ``executor`` is given; with neither, the
+        engine chooses both, see the module docstring); ``executor``: run nodes on this ``concurrent.futures.Executor`` instead of
         the engine's own thread pool; ``memory_limit``: bytes of tensors a run may need at
         once (default: the machine's RAM), so a hostile shape fails before allocating;
         ``reuse_memory``: give intermediate tensors regions of a preallocated arena, shared
@@ -208,10 +215,13 @@ class Engine:
         for every usable core, on Linux (see :mod:`graphexec.affinity`, ``engine.worker_cores``),
         and in a one-worker run on several cores keep the calling thread on its core and
         OpenBLAS's threads and the shared nodes' pieces on the others;
-        ``share_nodes``: a large node that runs alone (a convolution on a large image, a
-        large depthwise convolution or SiLU) is cut into pieces that run on every core at
-        once, each on one BLAS thread (see
-        :mod:`graphexec.regions`); by default on unless ``intra_op_threads`` is given.
+        ``share_nodes``: idle cores work inside nodes: a large node that runs alone (a
+        convolution on a large image, a large depthwise convolution or SiLU) is cut into
+        pieces that run on every core at once, each on one BLAS thread (see
+        :mod:`graphexec.regions`), or gets every core for BLAS; without ``intra_op_threads``
+        each worker gets cores // threads BLAS threads. It rounds differently from one
+        thread, so by default it is on only where the engine chooses its threads (none of
+        ``threads``, ``intra_op_threads`` and ``executor`` given).
 
         ``device``: ``"cpu"`` (default), ``"opencl"``, ``"opencl:1"``, ``"opencl:gpu"``,
         ``"opencl:<name filter>"`` or an opened ``OpenCLDevice``: nodes the device runs go

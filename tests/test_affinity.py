@@ -12,6 +12,7 @@ import pytest
 
 from graphexec import Engine, Trace, affinity
 from graphexec.affinity import Pinner, cores_for
+from graphexec.engine import cpu_count
 from tests.graphs import overlaps
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
@@ -141,8 +142,9 @@ def test_a_one_worker_run_holds_its_caller_and_puts_blas_threads_and_pieces_on_o
     with np.load(MODELS / "inception_mini.io.npz") as io:
         x = io["in0"]
     blas_before = openblas_worker_cpus()
-    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=1) as engine, \
-            Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, pin_workers=False) as loose:
+    several = {"threads": 1, "intra_op_threads": cpu_count(), "share_nodes": True}  # every core for one worker
+    with Engine.load(MODELS / "inception_mini.pnnx.param", **several) as engine, \
+            Engine.load(MODELS / "inception_mini.pnnx.param", **several, pin_workers=False) as loose:
         assert engine.intra_op_threads >= 2 and engine.shared_nodes(engine.plan())
         got = engine.forward(x)
         (core,) = seen["caller"]  # held on one core for the run ...
@@ -268,7 +270,7 @@ def test_a_boosted_node_has_blas_threads_on_the_other_cores_and_everything_is_re
     allowed = frozenset(os.sched_getaffinity(0))
     with np.load(MODELS / "inception_mini.io.npz") as io:
         x = io["in0"]
-    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=len(allowed)) as engine:  # pinned workers
+    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=len(allowed), share_nodes=True) as engine:
         assert engine.worker_cores == tuple(sorted(allowed))
         trace = Trace()
         engine.forward(x, trace=trace)

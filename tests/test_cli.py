@@ -125,8 +125,9 @@ def test_bench_prints_a_table_over_thread_counts(capsys):
                  "--progress", "always"]) == 0
     captured = capsys.readouterr()
     rows = [line.split() for line in captured.out.splitlines() if line.strip() and line.split()[0].isdigit()]
-    assert [r[0] for r in rows] == ["1", "2"]
-    assert "median ms" in captured.out and "p90 ms" in captured.out and rows[0][-1] == "1.00x"
+    assert [r[:2] for r in rows[:2]] == [["1", "1"], ["2", "1"]]  # given workers: one BLAS thread each
+    assert rows[2][-4:] == ["(chosen", "by", "the", "engine)"]  # and what Engine.load(path) picks
+    assert "median ms" in captured.out and "p90 ms" in captured.out and rows[0][4] == "1.00x"
     assert "bench [" in captured.err and "4/4" in captured.err  # the bar on stderr, 1 warm-up + 3 rounds
 
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphexec import Engine, ExecutionError, Trace
+from graphexec.engine import cpu_count
 from graphexec.scheduler import SynchronousExecutor
 from tests.graphs import SHAPE, overlaps, random_dag
 
@@ -139,6 +140,37 @@ def test_synchronous_executor_and_pool_agree(executor_kind):
     executor.shutdown()
 
 
+@pytest.mark.parametrize("name", ["wide", "inception_mini", "shuffle_mini"])
+def test_given_any_thread_count_and_nothing_else_an_engine_gives_the_sequential_bits(name):
+    """``threads=N`` alone means N workers on one BLAS thread each, nothing shared out: the
+    engines of every N and of a synchronous executor give ``threads=1``'s very bits.
+    (Two BLAS threads alone change the wide net's bits: OpenBLAS rounds differently.)"""
+    param = MODELS / f"{name}.pnnx.param"
+    with np.load(MODELS / f"{name}.io.npz") as io:
+        x, want = io["in0"], io["out0"]
+    with Engine.load(param, threads=1) as sequential:
+        assert sequential.intra_op_threads == 1 and not sequential.shared_nodes(sequential.plan())
+        reference = sequential.forward(x)
+    assert float(np.abs(reference - want).max()) <= 1e-4 * float(np.abs(want).max())
+    for threads in (2, 3, 4, 8):
+        with Engine.load(param, threads=threads) as engine:
+            assert engine.intra_op_threads == 1 and not engine.shared_nodes(engine.plan())
+            assert np.array_equal(engine.forward(x), reference), f"{threads} workers differ from one"
+    with Engine.load(param, executor=SynchronousExecutor()) as synchronous:
+        assert synchronous.intra_op_threads == 1
+        assert np.array_equal(synchronous.forward(x), reference)
+
+
+def test_an_engine_given_no_threads_chooses_them_and_agrees_with_the_sequential_one_to_rounding():
+    param = MODELS / "wide.pnnx.param"
+    with np.load(MODELS / "wide.io.npz") as io:
+        x = io["in0"]
+    with Engine.load(param) as chosen, Engine.load(param, threads=1) as sequential:
+        assert chosen.threads * chosen.intra_op_threads == cpu_count()
+        got, want = chosen.forward(x), sequential.forward(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 30), st.data())
 def test_a_failing_node_raises_one_error_and_leaves_nothing_running(seed, n, data):
@@ -242,7 +274,6 @@ def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monk
     nothing is raised (a raised node would slow the branches after it)."""
     from graphexec import engine as engine_module
     from graphexec import regions
-    from graphexec.engine import cpu_count
 
     if cpu_count() < 2:
         pytest.skip("needs two cores")

@@ -111,7 +111,7 @@ def shared_events(trace):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_a_default_engine_shares_its_large_convolutions_and_matches_pytorch(small_convs_split, monkeypatch, threads):
+def test_an_engine_sharing_nodes_shares_its_large_convolutions_and_matches_pytorch(small_convs_split, monkeypatch, threads):
     from graphexec import engine as engine_module
     from graphexec.engine import cpu_count
 
@@ -119,7 +119,7 @@ def test_a_default_engine_shares_its_large_convolutions_and_matches_pytorch(smal
         pytest.skip("needs two cores")
     monkeypatch.setattr(engine_module, "idle_threads_sleep", lambda: True)  # regions in a run with workers
     x, want = reference("inception_mini")
-    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=threads) as engine:
+    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=threads, share_nodes=True) as engine:
         plan = engine.plan()
         shared = engine._choice(plan).shared
         assert shared and all(plan.nodes[i].type.startswith("nn.Conv2d") for i in shared)
@@ -174,7 +174,7 @@ def test_a_shared_gelu_gives_the_bits_of_an_engine_that_shares_nothing(monkeypat
     with np.load(folder / "io.npz") as io:
         x, want = io["in0"], io["out0"]
     path = folder / "model.pnnx.param"
-    with Engine.load(path, threads=1) as engine, Engine.load(path, threads=1, share_nodes=False) as whole:
+    with Engine.load(path, threads=1, share_nodes=True) as engine, Engine.load(path, threads=1) as whole:
         trace = Trace()
         got = engine.forward(x, trace=trace)
         assert [e.type for e in shared_events(trace)] == ["nn.Linear+nn.GELU"] * 2
@@ -199,7 +199,7 @@ def test_a_failure_inside_a_shared_node_names_the_node(small_convs_split, monkey
 
     monkeypatch.setattr(_conv_math.Conv2dKernel, "_rows", broken)
     x, _ = reference("inception_mini")
-    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=1) as engine, \
+    with Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, share_nodes=True) as engine, \
             pytest.raises(ExecutionError, match="band failed") as info:
         engine.forward(x)
     assert "nn.Conv2d" in str(info.value)

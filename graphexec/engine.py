@@ -206,9 +206,10 @@ class Engine:
 
         ``threads``: inter-op workers (1 = sequential); ``intra_op_threads``: BLAS threads
         per node (by default 1 when ``threads`` or ``executor`` is given; with neither, the
-        engine chooses both, see the module docstring); ``executor``: run nodes on this ``concurrent.futures.Executor`` instead of
-        the engine's own thread pool; ``memory_limit``: bytes of tensors a run may need at
-        once (default: the machine's RAM), so a hostile shape fails before allocating;
+        engine chooses both, see the module docstring); ``executor``: run nodes on this
+        ``concurrent.futures.Executor`` instead of the engine's own thread pool;
+        ``memory_limit``: bytes of tensors a run may need at once (default: the machine's
+        RAM), so a hostile shape fails before allocating;
         ``reuse_memory``: give intermediate tensors regions of a preallocated arena, shared
         between tensors whose lives never overlap (see :mod:`graphexec.memory`);
         ``pin_workers``: pin the engine's own worker threads to a core each when there is one

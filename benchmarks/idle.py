@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 # graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
 from graphexec import Engine  # isort: skip
 import numpy as np  # isort: skip
+from benchmarks._checks import warm_and_check  # isort: skip
 
 NETWORKS = ["googlenet", "inception_v3", "resnet50", "densenet121", "squeezenet1_1", "mobilenet_v3_small",
             "shufflenet_v2", "efficientnet_b0", "wide"]
@@ -60,12 +61,7 @@ def measure(name: str, rounds: int, pause: float) -> str | None:
     with np.load(io_path) as io:
         x, want = io["in0"], io["out0"]
     engines = {"placed": Engine.load(param), "kernel": Engine.load(param, pin_workers=False)}
-    for label, engine in engines.items():
-        for _ in range(3):
-            got = engine.forward(x)
-        error = float(np.abs(got - want).max() / np.abs(want).max())
-        if error > 1e-4:
-            raise SystemExit(f"{name}: {label} differs from PyTorch by {error:.2g}")
+    warm_and_check(name, engines, x, want)
     back_to_back = medians(engines, x, rounds, 0.0)
     paused = medians(engines, x, rounds, pause)
     placed = engines["placed"]

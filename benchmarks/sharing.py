@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 # graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
 from graphexec import Engine, Trace  # isort: skip
 import numpy as np  # isort: skip
+from benchmarks._checks import warm_and_check  # isort: skip
 
 NETWORKS = ["googlenet", "inception_v3", "resnet50", "densenet121", "squeezenet1_1", "mobilenet_v3_small",
             "shufflenet_v2", "efficientnet_b0"]
@@ -43,12 +44,7 @@ def measure(name: str, rounds: int) -> str | None:
     count = trace.summary().shared_nodes
     times: dict[str, list[float]] = {"shared": [], "whole": []}
     engines = {"shared": shared, "whole": whole}
-    for label, engine in engines.items():
-        for _ in range(3):
-            got = engine.forward(x)
-        error = float(np.abs(got - want).max() / np.abs(want).max())
-        if error > 1e-4:
-            raise SystemExit(f"{name}: {label} differs from PyTorch by {error:.2g}")
+    warm_and_check(name, engines, x, want)
     for _ in range(rounds):
         for label, engine in engines.items():
             start = time.perf_counter()

@@ -12,10 +12,10 @@ Threads: ``Engine.load(..., threads=N, intra_op_threads=M)`` runs up to N indepe
 at once (N=1 is the sequential reference executor) with numpy's BLAS limited to M threads
 during a run. Given N (or an executor) and no M, M is 1 and nothing is shared out: every
 such engine gives the sequential one's very bits, whatever N (``share_nodes=True`` lets
-idle cores work inside nodes all the same). Given neither, the engine
-chooses both from the plan's regions (:mod:`graphexec.regions`): N is the cores when some
-stretch of the plan is estimated faster with its branches side by side than one node at a
-time with every core for BLAS, else 1; M = cores // N, so N x M never exceeds the cores.
+idle cores work inside nodes all the same). Given neither, the engine chooses both from
+the plan's regions (:mod:`graphexec.regions`): N is the cores when some stretch of the
+plan is estimated faster with its branches side by side than one node at a time with
+every core for BLAS, else 1; M = cores // N, so N x M never exceeds the cores.
 With several workers, the other stretches run one node at a time and their large products
 get every core for BLAS; traces record it. Either way, a node that runs alone and that its
 layer can cut into pieces (a convolution on a large image: bands of output rows; a large

@@ -103,9 +103,10 @@ def _clamped(x: np.ndarray, low: float, high: float, out: np.ndarray | None = No
     """min(max(x, low), high) for a floating ``x``, a bound possibly infinite; NaN stays NaN.
 
     One pass of numpy's clip loop, which is vectorised for two bounds: on AVX2 (numpy 2.4)
-    it runs a ReLU, ``clip(x, 0, inf)``, 1.5x as fast as ``maximum`` against a row of zeros
-    and 2.7x as fast as ``maximum(x, 0)``, whose loop with a scalar is not; clip(x, 0, 6)
-    2.6x as fast as a maximum and a minimum against rows (200 K float32)."""
+    a ReLU, ``clip(x, 0, inf)``, runs 2.7x as fast as ``maximum(x, 0)``, whose loop with a
+    scalar is not, and as fast as ``maximum`` against a row of zeros in place (1.5x out of
+    place); clip(x, 0, 6) runs 2.3x as fast as a maximum and a minimum against rows
+    (200 K float32)."""
     cast = x.dtype.type
     return np.clip(x, cast(low), cast(high), out=out)
 
@@ -240,15 +241,16 @@ class ReLU(_Unary):
     writes_into = in_place = True
 
     def apply(self, x):
-        if x.dtype.kind == "f":
-            return _clamped(x, 0, np.inf)
-        return np.maximum(x, x.dtype.type(0))
+        return self._relu(x)
 
     def apply_into(self, x, out):
+        self._relu(x, out)
+
+    @staticmethod
+    def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if x.dtype.kind == "f":
-            _clamped(x, 0, np.inf, out)
-        else:
-            np.maximum(x, x.dtype.type(0), out=out)
+            return _clamped(x, 0, np.inf, out)
+        return np.maximum(x, x.dtype.type(0), out=out)
 
 
 @register("nn.ReLU6", "F.relu6")

@@ -77,8 +77,13 @@ def _describe(devices: list[DeviceInfo]) -> str:
     return "; ".join(str(d) for d in devices)
 
 
-def select(spec: str | None, devices: list[DeviceInfo]) -> DeviceInfo:
-    """The device ``spec`` names among ``devices``; DeviceError listing them otherwise."""
+def select(spec: str | int | None, devices: list[DeviceInfo]) -> DeviceInfo:
+    """The device ``spec`` names among ``devices`` (an int is an index, as in
+    ``opencl:<index>``); DeviceError listing them otherwise."""
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        spec = f"opencl:{spec}"
+    if spec is not None and not isinstance(spec, str):
+        raise DeviceError(f"an OpenCL device spec is a string or an index, given {type(spec).__name__} {spec!r}")
     text = "opencl" if spec is None else spec.strip()
     head, _, rest = text.partition(":")
     if head.lower() != "opencl":
@@ -108,7 +113,7 @@ def select(spec: str | None, devices: list[DeviceInfo]) -> DeviceInfo:
 
 
 def open_device(
-    spec: str | None = None,
+    spec: str | int | None = None,
     *,
     queues: int = 2,
     cache_dir: str | Path | None | bool = None,

@@ -60,7 +60,7 @@ def _infos():
 
 @pytest.mark.parametrize("spec, index", [
     (None, 1), ("opencl", 1), ("opencl:0", 0), ("opencl:2", 2), ("opencl:pocl", 0), ("opencl:gpu", 1),
-    ("opencl:cpu", 0), ("OpenCL:A100", 2), ("opencl:nvidia", 1), ("opencl: 2 ", 2),
+    ("opencl:cpu", 0), ("OpenCL:A100", 2), ("opencl:nvidia", 1), ("opencl: 2 ", 2), (2, 2), (0, 0),
 ])
 def test_select_by_index_name_or_type(spec, index):
     from devices.opencl.selection import select
@@ -73,6 +73,9 @@ def test_select_by_index_name_or_type(spec, index):
     ("opencl:fpga", "no OpenCL device matches 'fpga'; there are: opencl:0  pthread-AMD EPYC (ALL | CPU, Portable"),
     ("opencl:accelerator", "no OpenCL device matches 'accelerator'"),
     ("cuda:0", "'cuda:0' is not an OpenCL device spec"),
+    (7, "there is no OpenCL device 7"),
+    (1.5, "an OpenCL device spec is a string or an index, given float 1.5"),
+    (True, "given bool True"),
 ])
 def test_select_says_what_exists(spec, says):
     from devices.opencl.selection import select

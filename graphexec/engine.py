@@ -28,6 +28,7 @@ one to rounding (~1e-6 relative), not bit for bit.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -52,7 +53,7 @@ from graphexec.ir import Dim, Graph
 from graphexec.memory import ArenaPool, MemoryPlan
 from graphexec.placement import Placement, cpu_placement, fuses_on, placed_plan
 from graphexec.plan import Plan
-from graphexec.program import Program
+from graphexec.program import Program, Step
 from graphexec.regions import RegionChoice, choose, shared_nodes, worth_workers
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
@@ -134,6 +135,9 @@ class Engine:
                              **{n: n for n in self.program.inputs}}
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
         self._cache_lock = threading.Lock()
+        #: Whether plans give the nodes that run whole on several BLAS threads their layers'
+        #: variants for that (see :meth:`_with_blas_variants`); decided below, with the threads.
+        self._tune = False
         #: Reuse intermediate tensors' memory between and within runs (see graphexec.memory).
         self.reuse_memory = reuse_memory
         self._use_device(device, cpu_types, fallback)
@@ -175,6 +179,10 @@ class Engine:
         #: Serial and boosted units per cached plan (see :mod:`graphexec.regions`).
         self._choices: weakref.WeakKeyDictionary[Plan, RegionChoice] = weakref.WeakKeyDictionary()
         self._executor = executor
+        self._tune = self.device is None and (self.intra_op_threads > 1 or self._boost is not None)
+        if self._tune:  # the plan made to choose the threads has no variants yet
+            with self._cache_lock:
+                self._plans.clear()
         #: The cores the engine's own workers are pinned to, one each (None: not pinned; see
         #: :mod:`graphexec.affinity`).
         self.worker_cores = cores_for(threads) if pin_workers and executor is None else None
@@ -440,6 +448,42 @@ class Engine:
                      len(choice.serial), len(plan.units), len(choice.boosted), len(choice.shared))
         return choice
 
+    def _with_blas_variants(self, plan: Plan) -> Plan:
+        """``plan`` with each node that always runs whole on several BLAS threads given its
+        layer's variant for them (:meth:`layers.base.Layer.for_blas_threads`: a convolution
+        takes im2col instead of Winograd). Costs do not depend on the variant, so the
+        regions and shared nodes stay those of ``plan``."""
+        steps = list(plan.program.steps)
+        for index, count in self._blas_threads_per_node(plan).items():
+            step = steps[index]
+            variant = step.layer.for_blas_threads(count, [plan.specs[n] for n in step.inputs])
+            if variant is not None:
+                steps[index] = Step(variant, step.inputs, step.outputs)
+        if all(a is b for a, b in zip(steps, plan.program.steps)):
+            return plan
+        return Plan(dataclasses.replace(plan.program, steps=tuple(steps)), plan.specs)
+
+    def _blas_threads_per_node(self, plan: Plan) -> dict[int, int]:
+        """The BLAS threads of each node that runs whole on more than one in every run of
+        ``plan`` (as :meth:`forward` runs it): every node but the shared ones gets
+        ``intra_op_threads``; in a run with several workers, the boosted nodes of units that
+        run alone get the boost. Nodes of other units get it only when nothing runs beside
+        them, which changes from run to run, so they are left out."""
+        choice = None
+        if self._executor is None and (self._share if self.threads == 1 else self._boost):
+            choice = self._choice(plan)
+        found = {}
+        for node in plan.nodes:
+            if choice is not None and node.index in choice.shared:
+                continue
+            count = self.intra_op_threads
+            if (self.threads > 1 and choice is not None and node.index in choice.boosted
+                    and plan.unit_of[node.index] in choice.serial):
+                count = self._boost or count
+            if count > 1:
+                found[node.index] = count
+        return found
+
     def shared_nodes(self, plan: Plan) -> frozenset[int]:
         """The nodes of ``plan`` that are shared out among threads when they run alone
         (empty without ``share_nodes``; see :mod:`graphexec.regions`)."""
@@ -581,6 +625,8 @@ class Engine:
             program, fused_away = fuse_activations(self.program, specs, allow)
         if self.device is None:
             plan = Plan(program, specs)
+            if self._tune:
+                plan = self._with_blas_variants(plan)
         else:
             plan = placed_plan(program, specs, self.device, cpu_types=self.cpu_types,
                                fallback=self.fallback, failed=self._device_failures)

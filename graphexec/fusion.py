@@ -79,6 +79,10 @@ class Fused(Layer):
         self.head.forward_into(inputs, outputs)
         return [Piece(partial(self._finish, out[band]), band) for band in element_bands(out.shape, count)]
 
+    def for_blas_threads(self, threads: int, inputs: list[Spec]) -> Layer | None:
+        head = self.head.for_blas_threads(threads, inputs)
+        return None if head is None else Fused(head, self.tail)
+
     def _piece(self, piece: Piece, out: np.ndarray) -> None:
         piece.run()
         self._finish(out[piece.region])

@@ -29,6 +29,7 @@ then a col2im scatter-add, one vectorised add per kernel tap, clipped to the out
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -290,6 +291,18 @@ class Conv2dKernel:
         if weight is None:
             weight = self._winograd_weights[m] = winograd_weight(self.weight, m)
         return weight
+
+    def without_winograd(self) -> Conv2dKernel:
+        """This kernel with the same weights, taking im2col where it would take Winograd.
+
+        Winograd's 36 per-frequency products are small, and more BLAS threads barely speed
+        them up (0.9-1.3x on two), where the one im2col product scales nearly with the
+        threads: a 3x3 convolution that runs whole on several BLAS threads is faster by
+        im2col (GoogLeNet and ResNet-50 ran 8-9% faster on 2 cores: README, Threads)."""
+        kernel = copy.copy(self)
+        kernel.winograd = False
+        kernel._winograd_weights, kernel._plans, kernel._channel_kernels = {}, {}, {}
+        return kernel
 
     def expect(self, shape: tuple[int, ...]) -> None:
         """Prepare for inputs of ``shape`` (N, C, H, W) now rather than on the first call."""

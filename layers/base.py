@@ -257,6 +257,13 @@ class Layer:
         whole run (BLAS rounds by the shape of each product)."""
         return None
 
+    def for_blas_threads(self, threads: int, inputs: list[Spec]) -> Layer | None:
+        """A variant of this layer that runs faster when its node runs whole on ``threads``
+        BLAS threads, or None when this one is already the best choice there. The engine
+        asks at plan time, for nodes that always run that way; a variant computes the same
+        function (its rounding may differ, as with the thread count itself)."""
+        return None
+
     # -- helpers for subclasses ----------------------------------------------------------
     def bind_inputs(self, params: Params, names: Sequence[str]) -> list[int]:
         """The input index of each argument in ``names``: by its ``$name=`` binding, or by

@@ -20,6 +20,7 @@ allocates that array and runs the same code, so both give the same bits.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -289,6 +290,17 @@ class _ConvModule(_Conv):
             return None
         found = self.kernel.pieces(x, out, count)
         return None if found is None else [Piece(run, region) for run, region in found]
+
+    def for_blas_threads(self, threads: int, inputs: list[Spec]) -> Layer | None:
+        """Several BLAS threads: im2col where Winograd would run (see
+        :meth:`~layers._conv_math.Conv2dKernel.without_winograd`)."""
+        x = inputs[0]
+        if (threads < 2 or self.spatial != 2 or not isinstance(x, TensorSpec) or len(x.shape) != 4
+                or self.kernel.path(x.shape, x.dtype) != "winograd"):
+            return None
+        variant = copy.copy(self)
+        variant.kernel = self.kernel.without_winograd()
+        return variant
 
 
 @register("nn.Conv1d")

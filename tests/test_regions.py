@@ -90,3 +90,37 @@ def test_serial_units_run_with_nothing_beside_them(dag, data):
         if event.node in alone:
             for other in trace.events:
                 assert other is event or not overlaps(event, other)
+
+
+def _conv_paths(plan) -> list[str]:
+    found = []
+    for node in plan.nodes:
+        kernel = getattr(getattr(node.step.layer, "head", node.step.layer), "kernel", None)
+        if kernel is not None:
+            found.append(kernel.path(plan.specs[node.step.inputs[0]].shape))
+    return found
+
+
+def test_nodes_on_several_blas_threads_take_im2col_and_one_thread_keeps_winograd(monkeypatch):
+    """A plan whose nodes run whole on several BLAS threads gives its Winograd convolutions
+    their im2col variant (Layer.for_blas_threads); on one BLAS thread, whatever the worker
+    count, they stay Winograd and every worker count gives the sequential bits. Both
+    agree with PyTorch. The wide net's 32 -> 32 convolutions are made Winograd ones here."""
+    from layers import _conv_math
+
+    monkeypatch.setattr(_conv_math, "WINOGRAD_MIN_REDUCED_CHANNELS", 16)
+    param = MODELS / "wide.pnnx.param"
+    with np.load(MODELS / "wide.io.npz") as io:
+        x, want = io["in0"], io["out0"]
+    sequential = Engine.load(param, threads=1)
+    assert _conv_paths(sequential.plan()).count("winograd") == 48
+    blas = Engine.load(param, threads=1, intra_op_threads=2)
+    paths = _conv_paths(blas.plan())
+    assert "winograd" not in paths and paths.count("im2col") == 49
+    workers = Engine.load(param, threads=2)
+    assert _conv_paths(workers.plan()).count("winograd") == 48
+    got = sequential.forward(x)
+    np.testing.assert_array_equal(workers.forward(x), got)
+    scale = max(1.0, float(np.abs(want).max()))
+    for out in (got, blas.forward(x)):
+        assert np.abs(out - want).max() <= 1e-4 * scale

@@ -76,6 +76,28 @@ def test_forward_into_equals_forward_on_every_path(cin, cout, k, options, shape,
     close(got, want, rel=2e-5 if path == "winograd" else 1e-5)
 
 
+def test_several_blas_threads_take_im2col_where_winograd_would_run():
+    """``for_blas_threads``: a Winograd convolution gets an im2col variant on the same
+    weights (the original is left as it was); one thread, or another path, gets none."""
+    from layers.specs import TensorSpec
+
+    rng = np.random.default_rng(12)
+    layer, w, b = conv_layer(rng, 48, 64, (3, 3), padding=(1, 1))
+    x = rng.standard_normal((1, 48, 24, 26)).astype(np.float32)
+    spec = TensorSpec(x.shape, np.dtype(np.float32))
+    assert layer.for_blas_threads(1, [spec]) is None
+    variant = layer.for_blas_threads(2, [spec])
+    assert variant is not None and variant is not layer
+    assert variant.kernel.path(x.shape, x.dtype) == "im2col"
+    assert layer.kernel.path(x.shape, x.dtype) == "winograd"
+    assert variant.kernel.weight is layer.kernel.weight  # the weights are shared, not copied
+    got = assert_into_equals_forward(variant, [x])
+    close(got, reference_conv2d(x, w, b, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, "zeros"))
+    close(got, layer.forward([x])[0], rel=2e-5)
+    small, _, _ = conv_layer(rng, 8, 12, (3, 3), padding=(1, 1))
+    assert small.for_blas_threads(2, [TensorSpec((1, 8, 20, 18), np.dtype(np.float32))]) is None  # im2col already
+
+
 def test_forward_into_1d_and_unbatched():
     rng = np.random.default_rng(3)
     layer, w, b = conv_layer(rng, 4, 6, (3,), stride=(2,), padding=(1,), spatial=1)

@@ -76,13 +76,14 @@ SPLIT_MIN_MACS = 16_000_000
 SPLIT_MIN_TILES = 24
 SPLIT_MIN_POSITIONS = 2048
 #: A depthwise convolution is shared out by channels (by images in a batch) from this many
-#: multiply-adds (outputs x taps): no BLAS thread helps it, so one core did all of it.
-#: Measured on EfficientNet-B0's depthwise layers with their SiLU, two threads against
-#: one (2 cores): 2.7-4.7 M multiply-adds (32 x 112 x 112 to 672 x 14 x 14) ran 1.24-1.68x
-#: as fast, 1.4 M (1152 x 7 x 7, 5x5) 1.47x; 1.2 M and below 0.74-1.22x (waking the other
-#: thread costs ~50 us), 0.1 M 0.37x. The bands add each output's taps in the whole
-#: convolution's order, so they give its bits.
-SPLIT_MIN_DEPTHWISE_MACS = 1_300_000
+#: multiply-adds (outputs x taps): no BLAS thread helps it, so one core did all of it. The
+#: bands add each output's taps in the whole convolution's order, so they give its bits.
+#: Measured on EfficientNet-B0's depthwise layers with their SiLU, two threads against one:
+#: on a 2-core AMD EPYC, 2.7-4.7 M multiply-adds ran 1.24-1.68x as fast; on a 2-core Xeon
+#: (AVX-512, where a thread wake-up takes ~35 us and each of the bands' many small numpy
+#: calls may wait for the GIL) the whole network ran 1.37x as fast with none of its layers
+#: (at most 4.7 M) shared out, and MobileNet v2 and v3 no slower (21 interleaved rounds).
+SPLIT_MIN_DEPTHWISE_MACS = 5_000_000
 
 
 _SCRATCH = SCRATCH

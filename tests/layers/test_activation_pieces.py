@@ -93,13 +93,46 @@ def test_a_threshold_at_the_documented_size():
     assert not silu.splits([spec(below)], [spec(below)])
 
 
+def test_large_activations_of_several_passes_run_in_blocks_not_bands():
+    """From BLOCKED_MIN_ELEMENTS a SiLU runs block by block on one thread (no pieces); a
+    one-pass tanh is still shared out; the threshold sits where documented."""
+    silu, tanh = make("nn.SiLU", {}), make("nn.Tanh", {})
+    at = (activation.BLOCKED_MIN_ELEMENTS,)
+    below = (activation.BLOCKED_MIN_ELEMENTS - 1,)
+    assert silu.splits([spec(below)], [spec(below)])
+    assert not silu.splits([spec(at)], [spec(at)])
+    assert silu.pieces([np.zeros(at, np.float32)], [np.zeros(at, np.float32)], 2) is None
+    assert tanh.splits([spec(at)], [spec(at)])
+
+
+ONE_NODE_KINDS = ["nn.SiLU", "nn.Sigmoid", "nn.Tanh", "nn.GELU", "nn.Hardswish", "nn.Hardsigmoid", "nn.ReLU",
+                  "nn.ReLU6", "nn.Hardtanh"]
+
+
+@pytest.mark.parametrize("op_type", ONE_NODE_KINDS)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_an_activation_run_in_blocks_gives_the_whole_bits(op_type, in_place):
+    """Blocks of ACTIVATION_BLOCK elements (the last one short), in place or not, give the
+    bits of one pass over the whole tensor, NaN and infinities included."""
+    layer = make(op_type, {})
+    n = 2 * activation.BLOCKED_MIN_ELEMENTS + 123
+    x = (np.random.default_rng(4).standard_normal(n) * 6).astype(np.float32).reshape(1, -1, 1)
+    x.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, -100.0]
+    whole = np.empty_like(x)
+    out = x.copy() if in_place else np.full_like(x, np.nan)
+    with np.errstate(invalid="ignore"):  # -inf x 0 in Hardswish and GELU gives NaN, as in PyTorch
+        layer.apply_into(x, whole)
+        layer.forward_into([out if in_place else x], [out])
+    np.testing.assert_array_equal(out, whole)
+
+
 def test_a_fused_activation_after_a_whole_convolution_is_shared_out_alone():
     """A 1x1 convolution (BLAS threads do as well as pieces) runs whole inside ``pieces``;
     the pieces are bands of its SiLU, and the node's result is the fused node's bits."""
     rng = np.random.default_rng(2)
     conv, _, _ = conv_layer(rng, 16, 32, (1, 1))
     fused = Fused(conv, (make("nn.SiLU", {}),))
-    x = rng.standard_normal((1, 16, 96, 96)).astype(np.float32)  # 294,912 outputs
+    x = rng.standard_normal((1, 16, 80, 80)).astype(np.float32)  # 204,800 outputs
     (want,) = fused.forward([x])
     in_spec, out_spec = spec(x.shape), spec(want.shape)
     assert not conv.splits([in_spec], [out_spec]) and fused.splits([in_spec], [out_spec])

@@ -199,10 +199,10 @@ def test_what_does_not_split_says_so():
         (conv_layer(rng, 3, 64, (7, 7), stride=(2, 2), padding=(3, 3))[0], (1, 3, 224, 224), True),  # the 7x7 stem
         (conv_layer(rng, 32, 128, (3, 3), padding=(1, 1))[0], (1, 32, 27, 27), False),   # 13 M MACs a band
         (conv_layer(rng, 64, 64, (1, 1))[0], (1, 64, 56, 56), False),                    # 1x1: BLAS threads do
-        (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=64)[0], (1, 64, 56, 56), True),  # depthwise, 1.8 M
-        (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=64)[0], (1, 64, 28, 28), False),  # depthwise, 0.45 M
-        (conv_layer(rng, 2, 2, (3, 3), padding=(1, 1), groups=2)[0], (1, 2, 400, 400), False),  # bands of 1 channel
-        (conv_layer(rng, 2, 2, (3, 3), padding=(1, 1), groups=2)[0], (2, 2, 300, 300), True),   # so by images
+        (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=64)[0], (1, 64, 96, 96), True),  # depthwise, 5.3 M
+        (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=64)[0], (1, 64, 56, 56), False),  # depthwise, 1.8 M
+        (conv_layer(rng, 2, 2, (3, 3), padding=(1, 1), groups=2)[0], (1, 2, 600, 600), False),  # bands of 1 channel
+        (conv_layer(rng, 2, 2, (3, 3), padding=(1, 1), groups=2)[0], (2, 2, 400, 400), True),   # so by images
         (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=2)[0], (1, 64, 56, 56), False),   # grouped
         (conv_layer(rng, 16, 64, (3, 3), stride=(2, 2))[0], (2, 16, 224, 224), True),    # batched im2col
     ]

@@ -15,7 +15,9 @@ such engine gives the sequential one's very bits, whatever N (``share_nodes=True
 idle cores work inside nodes all the same). Given neither, the engine chooses both from
 the plan's regions (:mod:`graphexec.regions`): N is the cores when some stretch of the
 plan is estimated faster with its branches side by side than one node at a time with
-every core for BLAS, else 1; M = cores // N, so N x M never exceeds the cores.
+every core for BLAS, else 1; M = cores // N, so N x M never exceeds the cores (but
+M = 1 for one worker where BLAS threads are estimated to save less than
+:data:`graphexec.regions.MIN_BLAS_GAIN` of a run).
 With several workers, the other stretches run one node at a time and their large products
 get every core for BLAS; traces record it. Either way, a node that runs alone and that its
 layer can cut into pieces (a convolution on a large image: bands of output rows; a large
@@ -54,7 +56,7 @@ from graphexec.memory import ArenaPool, MemoryPlan
 from graphexec.placement import Placement, cpu_placement, fuses_on, placed_plan
 from graphexec.plan import Plan
 from graphexec.program import Program, Step
-from graphexec.regions import RegionChoice, choose, shared_nodes, worth_workers
+from graphexec.regions import MIN_BLAS_GAIN, RegionChoice, blas_threads_gain, choose, shared_nodes, worth_workers
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
 from graphexec.spread import Spreader
@@ -163,13 +165,18 @@ class Engine:
         if share_nodes is None:
             share_nodes = threads is None and intra_op_threads is None and executor is None
         self._share = share_nodes and executor is None and cores > 1
-        if threads is None:
+        chosen = threads is None
+        if chosen:
             shared = self.shared_nodes(first_plan) if first_plan is not None else frozenset()
             threads = default_threads(first_plan, cores, mixing, shared) if first_plan is not None else min(2, cores)
         #: Inter-op workers: how many independent nodes may run at once (1: sequential).
         self.threads = threads
+        intra = intra_op_threads or (max(1, cores // threads) if share_nodes else 1)
+        if (intra_op_threads is None and share_nodes and chosen and threads == 1 and first_plan is not None
+                and blas_threads_gain(first_plan, cores) < MIN_BLAS_GAIN):
+            intra = 1  # small products only: waking BLAS threads costs what they save
         #: BLAS threads inside one node during a run.
-        self.intra_op_threads = intra_op_threads or (max(1, cores // threads) if share_nodes else 1)
+        self.intra_op_threads = intra
         #: BLAS threads for a large node that runs alone in a concurrent run (None: never
         #: raised). Not with an explicit ``intra_op_threads``, which holds for every node; and
         #: only where BLAS threads sleep soon after a call, else they would spin on the cores

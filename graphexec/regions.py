@@ -86,6 +86,23 @@ def _boosted(cost: Cost, cores: int) -> float:
     return cost.seconds - (cost.blas_seconds * saved if _scales(cost) else 0.0)
 
 
+#: An engine that chooses one worker gives it every core for BLAS only when that is
+#: estimated to save at least this fraction of a run. Measured on a 2-core Xeon (a thread
+#: wake-up ~35 us), one worker with 2 BLAS threads against 1, 20 interleaved rounds:
+#: SqueezeNet 1.1 (estimated saving 0.30) 1.08x as fast with 2, GoogLeNet and ResNet-50
+#: (0.37, 0.38) 1.14-1.4x; MobileNet v3 small, ShuffleNet v2, MobileNet v2 (0.07-0.18)
+#: 0.88-0.95x, their products too small to pay for waking the second thread.
+MIN_BLAS_GAIN = 0.25
+
+
+def blas_threads_gain(plan: Plan, cores: int) -> float:
+    """The fraction of the plan's estimated time that ``cores`` BLAS threads save when every
+    node runs one at a time (only large matrix products gain, see :func:`_boosted`)."""
+    total = sum(node.cost.seconds for node in plan.nodes)
+    saved = sum(node.cost.seconds - _boosted(node.cost, cores) for node in plan.nodes)
+    return saved / total if total > 0 else 0.0
+
+
 def _shared(cost: Cost, workers: int) -> float:
     """A node's estimated time when it is shared out among ``workers`` threads."""
     return cost.seconds / (1 + SPLIT_SCALING * (workers - 1)) + SPLIT_SECONDS

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -124,3 +125,29 @@ def test_nodes_on_several_blas_threads_take_im2col_and_one_thread_keeps_winograd
     scale = max(1.0, float(np.abs(want).max()))
     for out in (got, blas.forward(x)):
         assert np.abs(out - want).max() <= 1e-4 * scale
+
+
+def test_an_engine_that_chooses_one_worker_gives_it_blas_threads_only_where_they_pay(monkeypatch):
+    """Given nothing, one worker gets every core for BLAS when that is estimated to save
+    at least MIN_BLAS_GAIN of a run, else one BLAS thread; given intra_op_threads, it gets
+    those whatever the estimate."""
+    from graphexec import engine as engine_module
+    from graphexec.regions import blas_threads_gain
+
+    cores = engine_module.cpu_count()
+    if cores < 2:
+        pytest.skip("one core: there is no second BLAS thread to give")
+    param = MODELS / "inception_mini.pnnx.param"
+    gain = blas_threads_gain(Engine.load(param, threads=1).plan(), cores)
+    assert 0 < gain < 1  # its 3x3 convolutions' products gain, its pools and concatenations do not
+    monkeypatch.setattr(engine_module, "MIN_BLAS_GAIN", gain + 0.01)
+    engine = Engine.load(param)
+    if engine.threads != 1:
+        pytest.skip(f"the engine chose {engine.threads} workers on {cores} cores: the rule is for one")
+    assert engine.intra_op_threads == 1
+    assert Engine.load(param, intra_op_threads=cores).intra_op_threads == cores
+    monkeypatch.setattr(engine_module, "MIN_BLAS_GAIN", gain - 0.01)
+    engine = Engine.load(param)
+    assert (engine.threads, engine.intra_op_threads) == (1, cores)
+    with np.load(MODELS / "inception_mini.io.npz") as io:
+        np.testing.assert_allclose(engine.forward(io["in0"]), io["out0"], rtol=1e-4, atol=1e-5)

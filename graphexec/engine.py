@@ -187,9 +187,9 @@ class Engine:
         self._choices: weakref.WeakKeyDictionary[Plan, RegionChoice] = weakref.WeakKeyDictionary()
         self._executor = executor
         self._tune = self.device is None and (self.intra_op_threads > 1 or self._boost is not None)
-        if self._tune:  # the plan made to choose the threads has no variants yet
-            with self._cache_lock:
-                self._plans.clear()
+        if self._tune:  # the plan made to choose the threads gets its variants now
+            for key, plan in list(self._plans.items()):
+                self._plans[key] = self._with_blas_variants(plan)
         #: The cores the engine's own workers are pinned to, one each (None: not pinned; see
         #: :mod:`graphexec.affinity`).
         self.worker_cores = cores_for(threads) if pin_workers and executor is None else None
@@ -409,7 +409,8 @@ class Engine:
         arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
         with blas_threads(self.intra_op_threads), arena as buffers:
             if self.threads == 1 and self._executor is None and trace is None:
-                shared = self._choice(plan).shared if self._share else frozenset()
+                choice = self._run_choice(plan)
+                shared = choice.shared if choice is not None else frozenset()
                 spreader = self._spreader() if shared else None
                 with self._helpers_apart(self.intra_op_threads > 1 or bool(shared)):
                     values = run_sequential(plan.program, feeds, keep, options, buffers, shared, spreader)
@@ -433,18 +434,26 @@ class Engine:
                         ) -> dict[str, Any]:
         if self._executor is not None:  # an injected executor: it does all the work
             return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options, buffers=buffers)
+        choice = self._run_choice(plan)
         if self.threads == 1:  # sequential, through the scheduler only to record a trace
-            choice = self._choice(plan) if self._share else None
             spreader = self._spreader() if choice and choice.shared else None
             with self._helpers_apart(self.intra_op_threads > 1 or spreader is not None):
                 return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers,
                                       regions=choice, spreader=spreader)
-        # Regions only where BLAS threads may be raised: otherwise every unit goes to the workers.
-        choice = self._choice(plan) if self._boost else None
         spreader = (Spreader(self._pool(), self.threads, pinned=self.worker_cores is not None)
                     if choice is not None and choice.shared else None)
         return run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace, options, buffers=buffers,
                               boost=self._boost, regions=choice, spreader=spreader, cores=self.worker_cores or ())
+
+    def _run_choice(self, plan: Plan) -> RegionChoice | None:
+        """The regions a run of ``plan`` follows; None: every node runs alike. With one
+        worker, where nodes may be shared out; with several, only where BLAS threads may be
+        raised (otherwise every unit goes to the workers); never with an injected executor."""
+        if self._executor is not None:
+            return None
+        if self.threads == 1:
+            return self._choice(plan) if self._share else None
+        return self._choice(plan) if self._boost else None
 
     def _choice(self, plan: Plan) -> RegionChoice:
         return self._per_plan(self._choices, plan, self._new_choice)
@@ -468,7 +477,9 @@ class Engine:
                 steps[index] = Step(variant, step.inputs, step.outputs)
         if all(a is b for a, b in zip(steps, plan.program.steps)):
             return plan
-        return Plan(dataclasses.replace(plan.program, steps=tuple(steps)), plan.specs)
+        tuned = Plan(dataclasses.replace(plan.program, steps=tuple(steps)), plan.specs)
+        tuned.fused_away = plan.fused_away
+        return tuned
 
     def _blas_threads_per_node(self, plan: Plan) -> dict[int, int]:
         """The BLAS threads of each node that runs whole on more than one in every run of
@@ -476,9 +487,7 @@ class Engine:
         ``intra_op_threads``; in a run with several workers, the boosted nodes of units that
         run alone get the boost. Nodes of other units get it only when nothing runs beside
         them, which changes from run to run, so they are left out."""
-        choice = None
-        if self._executor is None and (self._share if self.threads == 1 else self._boost):
-            choice = self._choice(plan)
+        choice = self._run_choice(plan)
         found = {}
         for node in plan.nodes:
             if choice is not None and node.index in choice.shared:

@@ -7,7 +7,9 @@ how much of it was achieved, what plain threads get from the same layers ("threa
 plan's nodes dealt to as many plain Python threads as cores, no scheduler, dependencies
 ignored: the most branch parallelism numpy allows on this machine), and the latency with
 ``device="opencl"`` (the same worker count; "n/a" when no OpenCL device can be opened). Rounds alternate between the engines
-so that noise on this small shared machine hits them alike.
+so that noise on this small shared machine hits them alike. Sibling convolutions stay
+apart (``merge_convs=False``; ``--merge-convs`` merges them as the default engine does), so
+that every branch the model has is one the scheduler may run beside another.
 
     python benchmarks/concurrency.py                    # bundled models + exported networks
     python benchmarks/concurrency.py --rounds 30 wide googlenet
@@ -120,6 +122,8 @@ def main() -> None:
     parser.add_argument("names", nargs="*", help="models to run (default: all found)")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--no-opencl", action="store_true", help="skip the OpenCL column")
+    parser.add_argument("--merge-convs", action="store_true",
+                        help="run sibling convolutions as one product (graphexec.siblings), as by default")
     args = parser.parse_args()
     device = opencl_device(not args.no_opencl)
     cores = cpu_count()
@@ -133,15 +137,16 @@ def main() -> None:
     for name in names:
         param, inputs = available[name]
         try:
-            sequential = Engine.load(param, threads=1, intra_op_threads=1)
+            sequential = Engine.load(param, threads=1, intra_op_threads=1, merge_convs=args.merge_convs)
         except UnsupportedOperatorError as exc:  # a bundled example that needs its custom layer
             print(f"{name:<22} skipped: {str(exc).splitlines()[0]}")
             continue
-        concurrent = Engine.load(param, threads=cores, intra_op_threads=1)
+        concurrent = Engine.load(param, threads=cores, intra_op_threads=1, merge_convs=args.merge_convs)
         plan = concurrent.plan(*[x.shape for x in inputs])
         engines = [sequential, concurrent]
         if device is not None:
-            engines.append(Engine.load(param, threads=cores, intra_op_threads=1, device=device))
+            engines.append(Engine.load(param, threads=cores, intra_op_threads=1, device=device,
+                                       merge_convs=args.merge_convs))
         times = interleaved_medians(engines, inputs, args.rounds)
         t_seq, t_conc = times[:2]
         t_opencl = f"{times[2]:>10.2f}" if device is not None else f"{'n/a':>10}"

@@ -59,6 +59,7 @@ from graphexec.program import Program, Step
 from graphexec.regions import MIN_BLAS_GAIN, RegionChoice, blas_threads_gain, choose, shared_nodes, worth_workers
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
+from graphexec.siblings import merge_sibling_convs
 from graphexec.spread import Spreader
 from graphexec.trace import Trace
 from layers.specs import SequenceSpec, Spec, TensorSpec
@@ -119,6 +120,7 @@ class Engine:
         fallback: bool = False,
         pin_workers: bool = True,
         share_nodes: bool | None = None,
+        merge_convs: bool = True,
     ):
         for label, value in (("threads", threads), ("intra_op_threads", intra_op_threads),
                              ("memory_limit", memory_limit)):
@@ -142,6 +144,10 @@ class Engine:
         self._tune = False
         #: Reuse intermediate tensors' memory between and within runs (see graphexec.memory).
         self.reuse_memory = reuse_memory
+        #: Run convolutions of the same input as one (see graphexec.siblings; CPU only).
+        self.merge_convs = merge_convs
+        #: The merged convolutions, by their siblings' names: every plan shares them.
+        self._merged_convs: dict[tuple[str, ...], Any] = {}
         self._use_device(device, cpu_types, fallback)
         #: Arenas per cached plan; they go when the plan leaves the cache.
         self._arena_pools: weakref.WeakKeyDictionary[Plan, ArenaPool] = weakref.WeakKeyDictionary()
@@ -216,6 +222,7 @@ class Engine:
         fallback: bool = False,
         pin_workers: bool = True,
         share_nodes: bool | None = None,
+        merge_convs: bool = True,
     ) -> Engine:
         """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
 
@@ -238,6 +245,9 @@ class Engine:
         each worker gets cores // threads BLAS threads. It rounds differently from one
         thread, so by default it is on only where the engine chooses its threads (none of
         ``threads``, ``intra_op_threads`` and ``executor`` given).
+        ``merge_convs``: convolutions of the same input with the same geometry run as one
+        matrix product, each reading its channels of the result (see
+        :mod:`graphexec.siblings`); on the CPU only.
 
         ``device``: ``"cpu"`` (default), ``"opencl"``, ``"opencl:1"``, ``"opencl:gpu"``,
         ``"opencl:<name filter>"`` or an opened ``OpenCLDevice``: nodes the device runs go
@@ -250,7 +260,8 @@ class Engine:
         graph = pnnx.load(param_path, bin_path)
         engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor,
                      memory_limit=memory_limit, reuse_memory=reuse_memory, device=device, cpu_types=cpu_types,
-                     fallback=fallback, pin_workers=pin_workers, share_nodes=share_nodes)
+                     fallback=fallback, pin_workers=pin_workers, share_nodes=share_nodes,
+                     merge_convs=merge_convs)
         logger.debug(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
@@ -640,6 +651,8 @@ class Engine:
             allow = None if self.device is None else fuses_on(self.device, self.cpu_types)
             program, fused_away = fuse_activations(self.program, specs, allow)
         if self.device is None:
+            if self.merge_convs:
+                program, specs = merge_sibling_convs(program, specs, self._merged_convs)
             plan = Plan(program, specs)
             if self._tune:
                 plan = self._with_blas_variants(plan)

@@ -32,7 +32,7 @@ def test_info_lists_inputs_operators_and_the_plan(capsys):
     out = capsys.readouterr().out
     assert "input  in0: (1, 3, 64, 64)" in out and "output out0: (1, 10)" in out
     assert "nn.Conv2d" in out and "parameters: 93,902" in out and "FLOPs:" in out
-    assert "width 4" in out and "critical path: 15 nodes" in out and "ideal speedup" in out
+    assert "width 4" in out and "critical path: 19 nodes" in out and "ideal speedup" in out
     assert re.search(r"regions: 4, \d estimated faster with their branches side by side", out)  # 0 on 2 cores
 
 
@@ -158,10 +158,12 @@ def test_graph_svg_draws_every_node_and_the_critical_path(tmp_path, capsys):
     ns = {"svg": "http://www.w3.org/2000/svg"}
     boxes = root.findall(".//svg:g/svg:rect", ns)
     plan = Engine.load(MODEL).plan()
-    assert len(plan.nodes) == 33  # 55 operators, 22 activations fused into their producers
+    # 55 operators, 22 activations fused into their producers, each block's three 1x1
+    # siblings one node with a view per sibling (graphexec.siblings)
+    assert len(plan.nodes) == 55 - 22 - 3 * 2 + 3 * 3
     assert len(boxes) == len(plan.nodes) + 2  # the plan's nodes, the input and the output
     critical = [b for b in boxes if b.get("stroke") == draw.CRITICAL_COLOUR]
-    assert len(critical) == len(plan.critical_path) == 15
+    assert len(critical) == len(plan.critical_path) == 19
     assert {b.get("fill") for b in boxes} == {draw.device_colour("cpu"), draw.BOUNDARY_COLOUR}
 
 
@@ -170,8 +172,8 @@ def test_graph_dot_has_every_node_and_edge(tmp_path, capsys):
     assert main(["graph", str(MODEL), "-o", str(path)]) == 0
     text = path.read_text()
     assert text.startswith('digraph "inception_mini" {') and text.rstrip().endswith("}")
-    assert sum(" [label=" in line for line in text.splitlines()) == 33 + 2
-    assert text.count("penwidth=2.5];") == 15 + 14 + 2  # critical nodes, edges between them, in and out
+    assert sum(" [label=" in line for line in text.splitlines()) == 36 + 2
+    assert text.count("penwidth=2.5];") == 19 + 18 + 2  # critical nodes, edges between them, in and out
     assert "dot -Tsvg" in capsys.readouterr().out
 
 

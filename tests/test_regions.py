@@ -106,19 +106,20 @@ def test_nodes_on_several_blas_threads_take_im2col_and_one_thread_keeps_winograd
     """A plan whose nodes run whole on several BLAS threads gives its Winograd convolutions
     their im2col variant (Layer.for_blas_threads); on one BLAS thread, whatever the worker
     count, they stay Winograd and every worker count gives the sequential bits. Both
-    agree with PyTorch. The wide net's 32 -> 32 convolutions are made Winograd ones here."""
+    agree with PyTorch. The wide net's 32 -> 32 convolutions are made Winograd ones here
+    (and its siblings kept apart, so that there are 48 of them)."""
     from layers import _conv_math
 
     monkeypatch.setattr(_conv_math, "WINOGRAD_MIN_REDUCED_CHANNELS", 16)
     param = MODELS / "wide.pnnx.param"
     with np.load(MODELS / "wide.io.npz") as io:
         x, want = io["in0"], io["out0"]
-    sequential = Engine.load(param, threads=1)
+    sequential = Engine.load(param, threads=1, merge_convs=False)
     assert _conv_paths(sequential.plan()).count("winograd") == 48
-    blas = Engine.load(param, threads=1, intra_op_threads=2)
+    blas = Engine.load(param, threads=1, intra_op_threads=2, merge_convs=False)
     paths = _conv_paths(blas.plan())
     assert "winograd" not in paths and paths.count("im2col") == 49
-    workers = Engine.load(param, threads=2)
+    workers = Engine.load(param, threads=2, merge_convs=False)
     assert _conv_paths(workers.plan()).count("winograd") == 48
     got = sequential.forward(x)
     np.testing.assert_array_equal(workers.forward(x), got)

@@ -68,3 +68,46 @@ CASES = [
     Case("fconvT1d_groups", Fn(lambda a, w: F.conv_transpose1d(a, w, stride=2, padding=1, groups=2)),
          (x(1, 4, 7), x(4, 3, 3))),
 ]
+
+
+class Siblings2d(nn.Module):
+    """Convolutions of one input (see graphexec/siblings.py): two 3x3 ones with a ReLU (one
+    without bias) run as one, and so do two with the same Hardtanh; one with other bounds,
+    a bare one, a 1x1 one and a strided one stay alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.relu_a = nn.Conv2d(6, 5, 3, padding=1)
+        self.relu_b = nn.Conv2d(6, 3, 3, padding=1, bias=False)
+        self.bare = nn.Conv2d(6, 4, 3, padding=1)
+        self.clamp_a = nn.Conv2d(6, 2, 3, padding=1)
+        self.clamp_b = nn.Conv2d(6, 3, 3, padding=1)
+        self.wider = nn.Conv2d(6, 2, 3, padding=1)
+        self.pointwise = nn.Conv2d(6, 4, 1)
+        self.strided = nn.Conv2d(6, 4, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        a, b = F.relu(self.relu_a(x)), F.relu(self.relu_b(x))
+        bare = self.bare(x)
+        ca, cb = F.hardtanh(self.clamp_a(x), -1.0, 1.0), F.hardtanh(self.clamp_b(x), -1.0, 1.0)
+        wider = F.hardtanh(self.wider(x), -2.0, 2.0)
+        joined = torch.cat([a, b, bare, ca, cb, wider, F.relu(self.pointwise(x))], 1)
+        return joined, b * 2 + bare[:, :3], F.relu(self.strided(x))
+
+
+class Siblings1d(nn.Module):
+    """Two 1-D convolutions of one input with a ReLU each: one product."""
+
+    def __init__(self):
+        super().__init__()
+        self.left = nn.Conv1d(4, 3, 3, padding=1)
+        self.right = nn.Conv1d(4, 5, 3, padding=1)
+
+    def forward(self, x):
+        return torch.cat([F.relu(self.left(x)), F.relu(self.right(x))], 1) * 3
+
+
+CASES += [
+    Case("conv2d_siblings_batch2", Siblings2d(), (x(2, 6, 7, 7),)),
+    Case("conv1d_siblings", Siblings1d(), (x(1, 4, 10),)),
+]

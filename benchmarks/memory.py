@@ -11,7 +11,10 @@ Columns (MiB unless said):
 - ``plan/seq``: the plan over ``seq best``;
 - ``rss ge``, ``rss ge-noreuse``, ``rss ort``: peak resident memory of a fresh process that
   loads the model and runs 20 forwards (graphexec with and without the plan, onnxruntime
-  sequential on the ONNX export of the same model), each in a process of its own.
+  sequential on the ONNX export of the same model), each in a process of its own;
+- ``ge end``, ``ort end``: the resident memory of those processes after the 20 forwards
+  (the peak also counts what loading held for a while: the weight file as it is read, the
+  weights as they are laid out).
 
     python benchmarks/memory.py                      # every exported network
     python benchmarks/memory.py googlenet resnet50   # some of them
@@ -57,20 +60,23 @@ else:
 for _ in range(20):
     run()
 # VmHWM: this process's own peak (ru_maxrss would include the parent's, inherited at fork)
-hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps(int(hwm.split()[1]) * 1024))
+status = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in open("/proc/self/status")
+          if line.startswith(("VmHWM:", "VmRSS:"))}
+print(json.dumps([status["VmHWM"], status["VmRSS"]]))
 """
 
 
-def peak_rss(kind: str, folder: Path) -> float | None:
-    """Peak RSS in MiB of a child process running ``kind`` on ``folder``'s model (None: n/a)."""
+def rss(kind: str, folder: Path) -> tuple[float | None, float | None]:
+    """(peak, final) RSS in MiB of a child process running ``kind`` on ``folder``'s model
+    (None: n/a)."""
     if kind == "ort" and not (folder / "model.onnx").exists():
-        return None
+        return None, None
     done = subprocess.run([sys.executable, "-c", _CHILD, kind, str(folder), str(ROOT)],
                           capture_output=True, text=True)
     if done.returncode != 0:
-        return None
-    return json.loads(done.stdout.strip().splitlines()[-1]) / 2**20
+        return None, None
+    peak, final = json.loads(done.stdout.strip().splitlines()[-1])
+    return peak / 2**20, final / 2**20
 
 
 def main() -> None:
@@ -86,7 +92,7 @@ def main() -> None:
         sys.exit("no exported networks: run `python tools/export_networks.py` first")
     header = f"{'network':20s} {'no reuse':>9s} {'plan':>7s} {'seq best':>9s} {'floor':>7s} {'plan/seq':>9s}"
     if not args.no_rss:
-        header += f" {'rss ge':>8s} {'rss ge-noreuse':>15s} {'rss ort':>8s}"
+        header += f" {'rss ge':>8s} {'ge end':>7s} {'rss ge-noreuse':>15s} {'rss ort':>8s} {'ort end':>8s}"
     print("MiB, batch 1, the exported input size")
     print(header)
     mib = 2**20
@@ -96,8 +102,9 @@ def main() -> None:
                f"{memory.sequential_bytes / mib:9.1f} {memory.floor_bytes / mib:7.1f} "
                f"{memory.arena_bytes / max(1, memory.sequential_bytes):8.2f}x")
         if not args.no_rss:
-            cells = [peak_rss(kind, base / name) for kind in ("ge", "ge-noreuse", "ort")]
-            row += "".join(f" {'-' if c is None else f'{c:.0f}':>{w}s}" for c, w in zip(cells, (8, 15, 8)))
+            (ge, ge_end), (noreuse, _), (ort, ort_end) = (rss(kind, base / name) for kind in ("ge", "ge-noreuse", "ort"))
+            cells = (ge, ge_end, noreuse, ort, ort_end)
+            row += "".join(f" {'-' if c is None else f'{c:.0f}':>{w}s}" for c, w in zip(cells, (8, 7, 15, 8, 8)))
         print(row, flush=True)
 
 

@@ -50,7 +50,7 @@ from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.blas import blas_threads, blas_workers_off, idle_threads_sleep
 from graphexec.executor import RunOptions, run_sequential
-from graphexec.fusion import fuse_activations
+from graphexec.fusion import Fused, fuse_activations
 from graphexec.ir import Dim, Graph
 from graphexec.memory import ArenaPool, MemoryPlan
 from graphexec.placement import Placement, cpu_placement, fuses_on, placed_plan
@@ -196,6 +196,9 @@ class Engine:
         if self._tune:  # the plan made to choose the threads gets its variants now
             for key, plan in list(self._plans.items()):
                 self._plans[key] = self._with_blas_variants(plan)
+        if first_plan is not None and self.device is None:  # the load's plan, as tuned above
+            self._forget_unused(next(iter(self._plans.values())))
+        graph.drop_weight_pages()  # the layers have made their own copies of what they use
         #: The cores the engine's own workers are pinned to, one each (None: not pinned; see
         #: :mod:`graphexec.affinity`).
         self.worker_cores = cores_for(threads) if pin_workers and executor is None else None
@@ -492,6 +495,16 @@ class Engine:
         tuned.fused_away = plan.fused_away
         return tuned
 
+    def _forget_unused(self, plan: Plan) -> None:
+        """Free what layers prepared at load for a way of running that ``plan``, the load's
+        own, does not take: the Winograd weights of convolutions that run as im2col
+        variants or merged with their siblings (45 MiB of ResNet-50's, 24 of GoogLeNet's).
+        A later plan that needs them makes them again, once."""
+        running = {id(layer) for node in plan.nodes for layer in _layers_of(node.step.layer)}
+        for layer in [step.layer for step in self.program.steps] + list(self._merged_convs.values()):
+            if id(layer) not in running:
+                layer.forget_prepared()
+
     def _blas_threads_per_node(self, plan: Plan) -> dict[int, int]:
         """The BLAS threads of each node that runs whole on more than one in every run of
         ``plan`` (as :meth:`forward` runs it): every node but the shared ones gets
@@ -666,6 +679,13 @@ class Engine:
                 self._plans.popitem(last=False)
         logger.debug("planned inputs {}: {} nodes in {} units, width {}", key, len(plan.nodes), len(plan.units), plan.width)
         return plan
+
+
+def _layers_of(layer: Any) -> list[Any]:
+    """A layer and, for a fused one, the layers it runs."""
+    if isinstance(layer, Fused):
+        return [layer, layer.head, *layer.tail]
+    return [layer]
 
 
 def _leaves(value: Any) -> list[Any]:

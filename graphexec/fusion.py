@@ -83,6 +83,9 @@ class Fused(Layer):
         head = self.head.for_blas_threads(threads, inputs)
         return None if head is None else Fused(head, self.tail)
 
+    def forget_prepared(self) -> None:
+        self.head.forget_prepared()
+
     def _piece(self, piece: Piece, out: np.ndarray) -> None:
         piece.run()
         self._finish(out[piece.region])

@@ -93,6 +93,16 @@ class Graph:
 
     operators: list[Operator] = field(default_factory=list)
     operands: dict[str, Operand] = field(default_factory=dict)
+    #: Where the attributes' data lies (a :class:`graphexec.pnnx.WeightArchive`), if anywhere.
+    weights: object = field(default=None, repr=False)
+
+    def drop_weight_pages(self) -> None:
+        """Let the OS drop the pages of the weight file this process holds: once the layers
+        have copied their weights (aligned, in their own layout) the file's pages only add to
+        the resident memory. Anything still reading them reads them in again."""
+        drop = getattr(self.weights, "drop_pages", None)
+        if drop is not None:
+            drop()
 
     # -- building -----------------------------------------------------------------------
     def operand(self, name: str) -> Operand:

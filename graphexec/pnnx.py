@@ -335,6 +335,15 @@ class WeightArchive:
     def __contains__(self, name: str) -> bool:
         return name in self._entries
 
+    def drop_pages(self) -> None:
+        """Drop the map's resident pages (``madvise(MADV_DONTNEED)``; the map is read-only
+        and backed by the file, so a later read faults them in again, unchanged)."""
+        if isinstance(self._map, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+            try:
+                self._map.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError):  # an OS that will not: the pages stay, harmlessly
+                pass
+
     def names(self) -> list[str]:
         """The entry names, in archive order."""
         return list(self._entries)
@@ -448,7 +457,7 @@ def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<para
     if magic != MAGIC:
         raise ModelFormatError(f"bad magic number {magic}, expected {MAGIC}", path=path, line=1)
     operator_count, operand_count = reader.header_ints(2, 2, "'<operator count> <operand count>'")
-    graph = Graph()
+    graph = Graph(weights=archive)
     body = [(number, line) for number, line in enumerate(lines[2:], start=3) if line.strip()]
     if len(body) != operator_count:
         raise ModelFormatError(

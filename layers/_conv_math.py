@@ -305,6 +305,10 @@ class Conv2dKernel:
         kernel._winograd_weights, kernel._plans, kernel._channel_kernels = {}, {}, {}
         return kernel
 
+    def forget_winograd(self) -> None:
+        """Drop the transformed weights (:meth:`_winograd` makes them again if needed)."""
+        self._winograd_weights = {}
+
     def expect(self, shape: tuple[int, ...]) -> None:
         """Prepare for inputs of ``shape`` (N, C, H, W) now rather than on the first call."""
         m = winograd_tile(shape, self.pads, self.weight.shape[0]) if self.winograd else None

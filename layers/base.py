@@ -264,6 +264,11 @@ class Layer:
         function (its rounding may differ, as with the thread count itself)."""
         return None
 
+    def forget_prepared(self) -> None:
+        """Free what :meth:`build` prepared for a way of running that the engine's plan does
+        not take (a variant or a merged layer runs instead); a later run that needs it
+        makes it again. The default prepares nothing of the kind."""
+
     # -- helpers for subclasses ----------------------------------------------------------
     def bind_inputs(self, params: Params, names: Sequence[str]) -> list[int]:
         """The input index of each argument in ``names``: by its ``$name=`` binding, or by

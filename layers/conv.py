@@ -302,6 +302,10 @@ class _ConvModule(_Conv):
         variant.kernel = self.kernel.without_winograd()
         return variant
 
+    def forget_prepared(self) -> None:
+        """Drop the Winograd weights made at load (4x the 3x3 weight each)."""
+        self.kernel.forget_winograd()
+
 
 @register("nn.Conv1d")
 class Conv1d(_ConvModule):

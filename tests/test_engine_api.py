@@ -355,3 +355,41 @@ def test_all_those_errors_are_graphexec_errors():
         ExecutionError, InputError, InputShapeError, ModelFormatError, UnsupportedOperatorError, WeightError
     ):
         assert issubclass(cls, GraphexecError)
+
+
+MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
+
+
+def test_weight_pages_dropped_after_load_read_in_again_unchanged():
+    """The layers copy their weights at load, so the engine lets the OS drop the weight
+    file's pages; a value still read from the file reads the same bytes."""
+    graph = pnnx.load(MODELS / "inception_mini.pnnx.param")
+    attrs = [a for op in graph.operators for a in op.attrs.values() if a.data is not None]
+    before = [np.array(a.data) for a in attrs]
+    graph.drop_weight_pages()
+    for attr, want in zip(attrs, before):
+        np.testing.assert_array_equal(attr.data, want)
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+def test_a_loaded_engine_holds_none_of_the_weight_file(tmp_path):
+    import subprocess
+    import sys
+
+    script = f"""
+from graphexec import Engine
+engine = Engine.load({str(MODELS / "inception_mini.pnnx.param")!r})
+resident, current = 0, ""
+for line in open("/proc/self/smaps"):
+    fields = line.split()
+    if not fields[0].endswith(":"):  # a mapping's first line: range, perms, offset, dev, inode[, path]
+        current = fields[5] if len(fields) > 5 else ""
+    elif fields[0] == "Rss:" and current.endswith("inception_mini.pnnx.bin"):
+        resident += int(fields[1])
+print(resident)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    size_kb = (MODELS / "inception_mini.pnnx.bin").stat().st_size // 1024
+    assert size_kb > 300 and int(done.stdout) < size_kb // 4  # 368 kB of weights; pages stay out

@@ -128,6 +128,30 @@ def test_nodes_on_several_blas_threads_take_im2col_and_one_thread_keeps_winograd
         assert np.abs(out - want).max() <= 1e-4 * scale
 
 
+def test_load_frees_the_winograd_weights_its_plan_does_not_use(monkeypatch):
+    """Convolutions that the load's plan runs as im2col variants, or merged with their
+    siblings, give back the Winograd weights made for them at load; those the plan runs
+    as Winograd keep theirs, and every engine keeps its answer."""
+    from layers import _conv_math
+
+    monkeypatch.setattr(_conv_math, "WINOGRAD_MIN_REDUCED_CHANNELS", 16)
+    param = MODELS / "wide.pnnx.param"
+    with np.load(MODELS / "wide.io.npz") as io:
+        x, want = io["in0"], io["out0"]
+
+    def holding(engine) -> int:
+        kernels = [getattr(getattr(s.layer, "head", s.layer), "kernel", None) for s in engine.program.steps]
+        return sum(bool(k._winograd_weights) for k in kernels if k is not None)
+
+    scale = max(1.0, float(np.abs(want).max()))
+    for kwargs, kept in ((dict(threads=1, merge_convs=False), 48),  # every one runs Winograd
+                         (dict(threads=1, intra_op_threads=2, merge_convs=False), 0),  # im2col variants
+                         (dict(threads=1), 24)):  # each block's first eight run merged
+        engine = Engine.load(param, **kwargs)
+        assert holding(engine) == kept, kwargs
+        assert np.abs(engine.forward(x) - want).max() <= 1e-4 * scale
+
+
 def test_an_engine_that_chooses_one_worker_gives_it_blas_threads_only_where_they_pay(monkeypatch):
     """Given nothing, one worker gets every core for BLAS when that is estimated to save
     at least MIN_BLAS_GAIN of a run, else one BLAS thread; given intra_op_threads, it gets

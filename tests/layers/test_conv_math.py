@@ -238,3 +238,15 @@ def test_scratch_keeps_content_only_for_the_same_layout():
     assert scratch.kept("pad", (3, 2), np.float64, "ones")[1]
     view = scratch.take("cols", (5, 7), np.float32)
     assert view.ctypes.data % 64 == 0 and view.flags.c_contiguous and view.shape == (5, 7)
+
+
+def test_forgotten_winograd_weights_are_made_again_with_the_same_bits():
+    rng = np.random.default_rng(13)
+    layer, _, _ = conv_layer(rng, 48, 64, (3, 3), padding=(1, 1))
+    x = rng.standard_normal((1, 48, 24, 26)).astype(np.float32)
+    want = layer.forward([x])[0]
+    assert layer.kernel._winograd_weights
+    layer.forget_prepared()
+    assert not layer.kernel._winograd_weights
+    np.testing.assert_array_equal(layer.forward([x])[0], want)
+    assert layer.kernel._winograd_weights  # made again on first use

@@ -1,6 +1,6 @@
 """Convolutions written into given memory: ``forward_into`` a buffer full of NaN gives the
 same bits as ``forward``, on every kernel path, and the paths agree with a float64
-reference; the Winograd / im2col choice follows its documented rule."""
+reference; the Winograd / im2col / by-positions choice follows its documented rule."""
 
 from __future__ import annotations
 
@@ -53,6 +53,11 @@ PATHS = [
     (6, 10, (3, 3), dict(dilation=(2, 2), padding=(2, 2)), (1, 6, 11, 9), "im2col"),
     (6, 10, (3, 3), dict(padding=(1, 1), mode="reflect"), (1, 6, 11, 9), "im2col"),
     (8, 12, (3, 3), dict(padding=(1, 1), groups=4), (2, 8, 10, 9), "im2col"),
+    (32, 8, (3, 3), dict(padding=(1, 1)), (1, 32, 9, 11), "positions"),
+    (32, 8, (3, 3), dict(stride=(2, 2), padding=(1, 1), dilation=(1, 2)), (2, 32, 13, 12), "positions"),
+    (24, 6, (5, 3), dict(padding=(2, 0)), (1, 24, 8, 9), "positions"),
+    (24, 6, (3, 3), dict(padding=(1, 1), mode="reflect"), (1, 24, 8, 9), "im2col"),  # zeros padding only
+    (24, 8, (3, 3), dict(padding=(1, 1)), (1, 24, 8, 9), "im2col"),  # 3 input channels per output one
     (8, 8, (3, 3), dict(padding=(1, 1), groups=8), (1, 8, 12, 10), "depthwise"),
     (8, 16, (3, 3), dict(padding=(1, 1), groups=8), (2, 8, 12, 10), "depthwise"),
     (96, 96, (5, 5), dict(padding=(2, 2), stride=(2, 2), groups=96), (1, 96, 9, 9), "depthwise"),
@@ -250,3 +255,18 @@ def test_forgotten_winograd_weights_are_made_again_with_the_same_bits():
     assert not layer.kernel._winograd_weights
     np.testing.assert_array_equal(layer.forward([x])[0], want)
     assert layer.kernel._winograd_weights  # made again on first use
+
+
+def test_positions_path_reads_a_strided_input_and_agrees_with_im2col():
+    """A channel slice of a batch (what a merged sibling hands on) is not contiguous."""
+    rng = np.random.default_rng(14)
+    layer, w, b = conv_layer(rng, 40, 8, (3, 3), padding=(1, 1))
+    wide = rng.standard_normal((2, 50, 10, 9)).astype(np.float32)
+    x = wide[:, 5:45]
+    assert not x.flags.c_contiguous and layer.kernel.path(x.shape, x.dtype) == "positions"
+    got = assert_into_equals_forward(layer, [x])
+    close(got, reference_conv2d(x, w, b, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, "zeros"))
+    layer.kernel._by_positions = False
+    layer.kernel._plans.clear()
+    assert layer.kernel.path(x.shape, x.dtype) == "im2col"
+    close(got, layer.forward([x])[0], rel=1e-5)

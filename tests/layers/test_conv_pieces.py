@@ -45,8 +45,9 @@ def splittable_convs(draw):
         k, stride, dilation = (3, 3), (1, 1), (1, 1)
         padding = draw(st.sampled_from([(0, 0), (1, 1), (1, 0)]))
         size = (draw(st.integers(16, 30)), draw(st.integers(16, 30)))
-    else:
-        cin, cout = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    else:  # by positions when cin >= 4 cout and the kernel has several taps, else by channels
+        cin, cout = draw(st.one_of(st.tuples(st.integers(1, 8), st.integers(1, 8)),
+                                   st.sampled_from([(16, 4), (24, 3), (32, 8)])))
         k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
         stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
         dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))

@@ -168,9 +168,13 @@ class Engine:
         #: it rounds differently from one thread (OpenBLAS's results change with its thread
         #: count and a product's shape), so by default it is on only where the engine
         #: chooses its threads: given threads, every engine gives the sequential one's bits.
+        asked_to_share = bool(share_nodes)
         if share_nodes is None:
             share_nodes = threads is None and intra_op_threads is None and executor is None
-        self._share = share_nodes and executor is None and cores > 1
+        # A node's pieces run on single-threaded BLAS beside BLAS threads that may still spin
+        # on the other cores: unless asked, only where those sleep soon (numpy loaded first,
+        # ResNet-50, GoogLeNet and Inception v3 ran 1.13-1.26x slower with nodes shared out).
+        self._share = share_nodes and executor is None and cores > 1 and (mixing or asked_to_share)
         chosen = threads is None
         if chosen:
             shared = self.shared_nodes(first_plan) if first_plan is not None else frozenset()

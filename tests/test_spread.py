@@ -92,6 +92,15 @@ def test_a_failing_piece_is_raised_once_every_started_piece_is_done():
             assert finished.is_set()
 
 
+@pytest.fixture(autouse=True)
+def blas_threads_sleep_soon(monkeypatch):
+    """Engines share nodes out by default only where BLAS threads sleep soon after a call,
+    as they do when graphexec is imported before numpy; here numpy may have come first."""
+    from graphexec import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "idle_threads_sleep", lambda: True)
+
+
 @pytest.fixture
 def small_convs_split(monkeypatch):
     """inception_mini's convolutions (64 x 64 input) shared out as a large network's are."""
@@ -217,3 +226,21 @@ def test_info_says_which_nodes_are_shared_out(small_convs_split, capsys):
     assert "large nodes are cut into pieces for every core when they run alone" in out
     assert main(["info", str(MODELS / "inception_mini.pnnx.param"), "--intra-op-threads", "1"]) == 0
     assert "cut into pieces" not in capsys.readouterr().out
+
+
+def test_nothing_is_shared_out_beside_long_blas_spins_unless_asked(monkeypatch, small_convs_split):
+    """With OpenBLAS's default spins (numpy loaded before graphexec) a piece would run beside
+    a spinning BLAS thread: the default engine shares nothing, share_nodes=True still does."""
+    from graphexec import engine as engine_module
+    from graphexec.engine import cpu_count
+
+    if cpu_count() < 2:
+        pytest.skip("needs two cores")
+    path = MODELS / "inception_mini.pnnx.param"
+    with Engine.load(path) as sleeping:
+        assert sleeping.shared_nodes(sleeping.plan())
+    monkeypatch.setattr(engine_module, "idle_threads_sleep", lambda: False)
+    with Engine.load(path) as spinning, Engine.load(path, share_nodes=True) as asked:
+        assert not spinning.shared_nodes(spinning.plan())
+        assert spinning.intra_op_threads == sleeping.intra_op_threads  # still every core for BLAS
+        assert asked.shared_nodes(asked.plan())

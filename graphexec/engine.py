@@ -251,7 +251,9 @@ class Engine:
         :mod:`graphexec.regions`), or gets every core for BLAS; without ``intra_op_threads``
         each worker gets cores // threads BLAS threads. It rounds differently from one
         thread, so by default it is on only where the engine chooses its threads (none of
-        ``threads``, ``intra_op_threads`` and ``executor`` given).
+        ``threads``, ``intra_op_threads`` and ``executor`` given), and nodes are shared out
+        by default only where BLAS threads sleep soon after a call (graphexec imported
+        before numpy, see :mod:`graphexec.blas`).
         ``merge_convs``: convolutions of the same input with the same geometry run as one
         matrix product, each reading its channels of the result (see
         :mod:`graphexec.siblings`); on the CPU only.

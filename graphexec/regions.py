@@ -88,11 +88,13 @@ def _boosted(cost: Cost, cores: int) -> float:
 
 #: An engine that chooses one worker gives it every core for BLAS only when that is
 #: estimated to save at least this fraction of a run. Measured on a 2-core Xeon (a thread
-#: wake-up ~35 us), one worker with 2 BLAS threads against 1, 20 interleaved rounds:
-#: SqueezeNet 1.1 (estimated saving 0.30) 1.08x as fast with 2, GoogLeNet and ResNet-50
-#: (0.37, 0.38) 1.14-1.4x; MobileNet v3 small, ShuffleNet v2, MobileNet v2 (0.07-0.18)
-#: 0.88-0.95x, their products too small to pay for waking the second thread.
-MIN_BLAS_GAIN = 0.25
+#: wake-up ~35 us), one worker with 2 BLAS threads against 1, 21-31 interleaved rounds,
+#: BLAS threads spinning 2^20 cycles after a call (see graphexec/__init__.py): MobileNet v3
+#: small (estimated saving 0.07) 0.96x as fast with 2, its products too small to pay for
+#: the second thread; EfficientNet-B0, MobileNet v2 and v3 large, MnasNet (0.11-0.13)
+#: 1.02-1.05x, ShuffleNet v2 (0.18) 1.07x, RegNet-Y 400MF (0.24) 1.08x. (With spins of
+#: 2^4, every product woke the thread, and all but the last lost 2-14%.)
+MIN_BLAS_GAIN = 0.1
 
 
 def blas_threads_gain(plan: Plan, cores: int) -> float:

@@ -128,17 +128,17 @@ def open_device(args: argparse.Namespace, profiling: bool = False) -> Any:
     return device
 
 
-def device_options(args: argparse.Namespace, device: Any) -> dict[str, Any]:
-    """The Engine arguments for the device options of the command line."""
+def engine_options(args: argparse.Namespace, device: Any) -> dict[str, Any]:
+    """The Engine arguments for the device and plan options of the command line."""
     return {"device": device, "cpu_types": getattr(args, "cpu_types", None) or (),
-            "fallback": getattr(args, "fallback", False)}
+            "fallback": getattr(args, "fallback", False), "merge_convs": not getattr(args, "keep_siblings", False)}
 
 
 def load_engine(args: argparse.Namespace, profiling: bool = False) -> Engine:
     """The engine for the command's model, device and thread options."""
     device = open_device(args, profiling)
     return Engine.load(resolve_model(args), threads=args.threads, intra_op_threads=args.intra_op_threads,
-                       **device_options(args, device))
+                       **engine_options(args, device))
 
 
 def _read_input_files(paths: Sequence[str]) -> list[np.ndarray]:
@@ -199,7 +199,7 @@ def cmd_info(args: argparse.Namespace) -> None:
     device = open_device(args)
     try:
         engine: Engine | None = Engine(graph, threads=args.threads, intra_op_threads=args.intra_op_threads,
-                                       **device_options(args, device))
+                                       **engine_options(args, device))
         unsupported: dict[str, list[str]] = {}
     except UnsupportedOperatorError as exc:
         engine, unsupported = None, exc.unsupported
@@ -366,10 +366,10 @@ def cmd_bench(args: argparse.Namespace) -> None:
     param = resolve_model(args)
     counts = list(dict.fromkeys(args.threads or _default_thread_counts(cpu_count())))
     device = open_device(args)  # one device shared by the engines
-    engines = [Engine.load(param, threads=n, intra_op_threads=args.intra_op_threads, **device_options(args, device))
+    engines = [Engine.load(param, threads=n, intra_op_threads=args.intra_op_threads, **engine_options(args, device))
                for n in counts]
     if args.intra_op_threads is None:  # and the engine's own choice, which may use BLAS threads
-        engines.append(Engine.load(param, **device_options(args, device)))
+        engines.append(Engine.load(param, **engine_options(args, device)))
     try:
         inputs = make_inputs(engines[0], args)
         started = time.perf_counter()
@@ -447,6 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated operator types kept on the cpu (e.g. nn.Softmax,F.gelu)")
         p.add_argument("--fallback", action="store_true",
                        help="move a node whose device warm-up fails to the cpu instead of stopping")
+        p.add_argument("--keep-siblings", action="store_true",
+                       help="run convolutions of the same input apart, not as one product (merge_convs=False)")
         p.add_argument("--input-shape", type=_shape, action="append", metavar="SHAPE",
                        help="for a .pt model: an input shape such as 1,3,224,224 (once per input)")
         p.add_argument("--cache-dir", default=None, help="where converted .pt models are kept "

@@ -36,6 +36,13 @@ def test_info_lists_inputs_operators_and_the_plan(capsys):
     assert re.search(r"regions: 4, \d estimated faster with their branches side by side", out)  # 0 on 2 cores
 
 
+def test_keep_siblings_shows_the_plan_with_every_branch_apart(capsys):
+    assert main(["info", str(MODEL), "--keep-siblings"]) == 0
+    assert "plan: 33 nodes" in capsys.readouterr().out  # 55 operators, 22 activations fused
+    assert main(["info", str(MODEL)]) == 0
+    assert "plan: 36 nodes" in capsys.readouterr().out  # each block's 1x1 siblings one node, three views
+
+
 def test_info_lists_unsupported_operators_instead_of_failing(capsys):
     assert main(["info", str(UNSUPPORTED)]) == 0
     captured = capsys.readouterr()

@@ -50,7 +50,7 @@ from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.blas import blas_threads, blas_workers_off, idle_threads_sleep
 from graphexec.executor import RunOptions, run_sequential
-from graphexec.fusion import Fused, fuse_activations
+from graphexec.fusion import fuse_activations, head_and_tail
 from graphexec.ir import Dim, Graph
 from graphexec.memory import ArenaPool, MemoryPlan
 from graphexec.placement import Placement, cpu_placement, fuses_on, placed_plan
@@ -506,7 +506,10 @@ class Engine:
         own, does not take: the Winograd weights of convolutions that run as im2col
         variants or merged with their siblings (45 MiB of ResNet-50's, 24 of GoogLeNet's).
         A later plan that needs them makes them again, once."""
-        running = {id(layer) for node in plan.nodes for layer in _layers_of(node.step.layer)}
+        running = set()
+        for node in plan.nodes:
+            head, tail = head_and_tail(node.step.layer)
+            running.update(map(id, (node.step.layer, head, *tail)))
         for layer in [step.layer for step in self.program.steps] + list(self._merged_convs.values()):
             if id(layer) not in running:
                 layer.forget_prepared()
@@ -685,13 +688,6 @@ class Engine:
                 self._plans.popitem(last=False)
         logger.debug("planned inputs {}: {} nodes in {} units, width {}", key, len(plan.nodes), len(plan.units), plan.width)
         return plan
-
-
-def _layers_of(layer: Any) -> list[Any]:
-    """A layer and, for a fused one, the layers it runs."""
-    if isinstance(layer, Fused):
-        return [layer, layer.head, *layer.tail]
-    return [layer]
 
 
 def _leaves(value: Any) -> list[Any]:

@@ -100,6 +100,13 @@ class Fused(Layer):
         return self.head.work_bytes(inputs, outputs) + sum(2 * nbytes(s) for s in outputs) * len(self.tail)
 
 
+def head_and_tail(layer: Layer) -> tuple[Layer, tuple[Layer, ...]]:
+    """A fused layer's producer and activations; any other layer and no activations."""
+    if isinstance(layer, Fused):
+        return layer.head, layer.tail
+    return layer, ()
+
+
 def _fusable_tail(layer: Layer) -> bool:
     return layer.in_place and layer.writes_into and layer.num_inputs == 1 and layer.num_outputs == 1
 

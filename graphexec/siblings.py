@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.fusion import Fused
+from graphexec.fusion import Fused, head_and_tail
 from graphexec.program import Program, Step
 from layers._conv_math import Conv2dKernel
 from layers.base import Layer, Shape
@@ -103,15 +103,9 @@ def merge_sibling_convs(program: Program, specs: dict[str, Spec], made: dict[tup
     return Program(program.graph, tuple(steps), program.inputs, program.outputs), new_specs
 
 
-def _conv_and_tail(layer: Layer) -> tuple[Layer, tuple[Layer, ...]]:
-    if isinstance(layer, Fused):
-        return layer.head, layer.tail
-    return layer, ()
-
-
 def _sibling_key(step: Step, specs: dict[str, Spec]) -> tuple | None:
     """What two steps must share to be merged; None for a step that is no candidate."""
-    conv, tail = _conv_and_tail(step.layer)
+    conv, tail = head_and_tail(step.layer)
     if type(conv) not in _MERGEABLE or len(step.inputs) != 1 or len(step.outputs) != 1:
         return None
     x, y = specs.get(step.inputs[0]), specs.get(step.outputs[0])
@@ -143,8 +137,8 @@ def _activation_key(layer: Layer) -> tuple | None:
 def _merged_steps(siblings: list[Step], specs: dict[str, Spec], new_specs: dict[str, Spec],
                   made: dict[tuple[str, ...], Layer]) -> list[Step]:
     """The merged convolution's step and one slicing step per sibling."""
-    convs = [_conv_and_tail(step.layer)[0] for step in siblings]
-    tail = _conv_and_tail(siblings[0].layer)[1]
+    convs = [head_and_tail(step.layer)[0] for step in siblings]
+    tail = head_and_tail(siblings[0].layer)[1]
     names = tuple(c.name for c in convs)
     conv = made.get(names)
     if conv is None:

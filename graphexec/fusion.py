@@ -111,6 +111,18 @@ def _fusable_tail(layer: Layer) -> bool:
     return layer.in_place and layer.writes_into and layer.num_inputs == 1 and layer.num_outputs == 1
 
 
+def _hosts_inputs(step: Step, specs: dict[str, Spec]) -> bool:
+    """Whether ``step`` is a join whose inputs the memory plan may write inside its output
+    (see :meth:`layers.base.Layer.input_offsets`). Such a join is not fused with an
+    activation: written over in place, its output would no longer hold those inputs for
+    their other readers, and unfused the join copies nothing while the activation makes
+    the same one pass."""
+    if not all(n in specs for n in (*step.inputs, *step.outputs)):
+        return False
+    offsets = step.layer.input_offsets([specs[n] for n in step.inputs], [specs[n] for n in step.outputs])
+    return offsets is not None and any(o is not None for o in offsets)
+
+
 def fuse_activations(
     program: Program, specs: dict[str, Spec], allow: Callable[[Fused, list[Spec]], bool] | None = None,
 ) -> tuple[Program, frozenset[str]]:
@@ -139,6 +151,8 @@ def fuse_activations(
         spec, out = specs.get(name), specs.get(nxt.outputs[0]) if nxt.outputs else None
         if not (_fusable_tail(nxt.layer) and nxt.inputs == (name,) and isinstance(spec, TensorSpec)
                 and spec == out and spec.dtype.kind == "f"):
+            return None
+        if _hosts_inputs(step, specs):
             return None
         return after[0]
 

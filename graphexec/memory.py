@@ -14,6 +14,14 @@ of them is handed to the caller; everything else is allocated by numpy as before
 marked ``in_place`` writes over its first input when it is that input's only reader, so
 the two tensors form one *block*. Outputs handed to the user never live in the arena.
 
+A join (``torch.cat``) need not copy: where a layer says an input could already lie inside
+its output (``Layer.input_offsets``), the input's block is *hosted* there, its producer
+writing straight into that part of the join's region, and the join skips it. A join whose
+inputs all lie, in order, inside an enclosing join's region is hosted there too, so
+DenseNet's growing concatenations of the same features copy nothing. A host and the blocks
+it holds form one *group*: its bytes live from the first of their writers to the last of
+their users, and no block is written in place over any of them.
+
 The arena is one aligned byte buffer per place tensors live (the host, and a device's
 memory when nodes run there: one OpenCL buffer, tensors at offsets in it). On a device the
 "happens before" above holds too: a kernel waits for the events of its inputs, so it
@@ -63,23 +71,48 @@ class Block:
     home: str = "cpu"
 
 
+@dataclass(frozen=True)
+class Group:
+    """A block and the blocks hosted inside its bytes: the unit the arena places."""
+
+    index: int
+    #: The host block first, then the blocks inside it.
+    blocks: tuple[int, ...]
+    nbytes: int
+    #: The nodes that write any of the blocks.
+    writers: frozenset[int]
+    #: Every node that writes or reads any of the blocks' operands or a view of one.
+    users: frozenset[int]
+    home: str = "cpu"
+
+
 class MemoryPlan:
     """Where each arena tensor of one :class:`~graphexec.plan.Plan` lives."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
         self.specs: dict[str, TensorSpec] = {}
+        self._aliases = _view_closure(plan)
+        #: operand -> (the join output whose region holds it, byte offset there).
+        self.hosted: dict[str, tuple[str, int]] = self._hosting()
         self.blocks: tuple[Block, ...] = self._blocks()
+        #: Each block's group and byte offset inside the group's region.
+        self.groups, self._inside = self._groups()
         descendants = _descendants(plan)
-        #: For each block, the nodes that every one of its users reaches (run strictly after all of them).
+        #: For each group, the nodes that every one of its users reaches (run strictly after all of them).
         self._after: tuple[int, ...] = tuple(
-            _intersection(descendants[u] for u in block.users) for block in self.blocks
+            _intersection(descendants[u] for u in group.users) for group in self.groups
         )
-        self.offsets: tuple[int, ...] = self._place()
+        #: Byte offset of each group in its arena.
+        self.group_offsets: tuple[int, ...] = self._place()
+        #: Byte offset of each block in its arena.
+        self.offsets: tuple[int, ...] = tuple(
+            self.group_offsets[g] + inside for g, inside in self._inside
+        )
         #: Bytes of the arena in each place tensors live (``"cpu"``, a device's kind).
         self.bytes_on: dict[str, int] = {}
-        for offset, block in zip(self.offsets, self.blocks):
-            self.bytes_on[block.home] = max(self.bytes_on.get(block.home, 0), offset + _aligned(block.nbytes))
+        for offset, group in zip(self.group_offsets, self.groups):
+            self.bytes_on[group.home] = max(self.bytes_on.get(group.home, 0), offset + _aligned(group.nbytes))
         #: Bytes of the host's arena.
         self.arena_bytes: int = self.bytes_on.get("cpu", 0)
         #: The device whose arena holds the blocks not on the host (None: all on the host).
@@ -98,7 +131,8 @@ class MemoryPlan:
     def _blocks(self) -> tuple[Block, ...]:
         plan = self.plan
         program = plan.program
-        aliases = _view_closure(plan)
+        aliases = self._aliases
+        grouped = set(self.hosted) | {host for host, _ in self.hosted.values()}
         readers: dict[str, set[int]] = {}
         for node in plan.nodes:
             for name in node.step.inputs:
@@ -108,20 +142,12 @@ class MemoryPlan:
         def users_of(name: str) -> set[int]:
             return {u for alias in aliases[name] for u in readers.get(alias, ())}
 
-        def eligible(name: str, layer) -> bool:
-            spec = plan.specs.get(name)
-            return (
-                layer.writes_into and layer.fresh_outputs and isinstance(spec, TensorSpec)
-                and spec.dtype.kind in "biufc" and math.prod(spec.shape) > 0
-                and not (aliases[name] & handed_out)
-            )
-
         blocks: list[dict] = []
         owner: dict[str, int] = {}
         for i in plan.order:
             node = plan.nodes[i]
             layer = node.step.layer
-            if not all(eligible(name, layer) for name in node.step.outputs):
+            if not self._in_arena(node):
                 continue  # forward_into writes every output or none
             for k, name in enumerate(node.step.outputs):
                 spec = plan.specs[name]
@@ -129,7 +155,7 @@ class MemoryPlan:
                 source = node.step.inputs[0] if node.step.inputs else None
                 home = getattr(layer, "output_home", "cpu")
                 if (
-                    k == 0 and layer.in_place and source in owner
+                    k == 0 and layer.in_place and source in owner and source not in grouped
                     and blocks[owner[source]]["home"] == home
                     and node.step.inputs.count(source) == 1
                     and plan.specs[source] == spec
@@ -151,23 +177,115 @@ class MemoryPlan:
             for k, b in enumerate(blocks)
         )
 
-    # -- where each block goes ---------------------------------------------------------------
+    def _in_arena(self, node) -> bool:
+        """Whether ``node``'s outputs get arena regions: a layer that writes into given
+        memory and returns fresh arrays, none of them handed to the caller (or viewed by
+        something that is)."""
+        layer = node.step.layer
+        if not (layer.writes_into and layer.fresh_outputs):
+            return False
+        handed_out = set(self.plan.program.outputs)
+        for name in node.step.outputs:
+            spec = self.plan.specs.get(name)
+            if not (isinstance(spec, TensorSpec) and spec.dtype.kind in "biufc" and math.prod(spec.shape) > 0
+                    and not (self._aliases[name] & handed_out)):
+                return False
+        return True
+
+    def _hosting(self) -> dict[str, tuple[str, int]]:
+        """Which inputs of joins are written straight into the join's region, and where.
+
+        Joins are visited consumers first, so a join already inside an enclosing one
+        places its inputs inside that one too. A host-side input qualifies when its
+        producer's outputs get arena regions, it is not hosted yet (a tensor read by
+        several joins lies in the latest one) and the join reads it once."""
+        plan = self.plan
+        home = {name: getattr(node.step.layer, "output_home", "cpu")
+                for node in plan.nodes if self._in_arena(node) for name in node.step.outputs}
+        hosted: dict[str, tuple[str, int]] = {}
+
+        def root(name: str) -> tuple[str, int]:
+            offset = 0
+            while name in hosted:
+                name, inside = hosted[name]
+                offset += inside
+            return name, offset
+
+        for i in reversed(plan.order):
+            step = plan.nodes[i].step
+            if len(step.outputs) != 1 or home.get(step.outputs[0]) != "cpu":
+                continue
+            out = step.outputs[0]
+            spec = plan.specs[out]
+            slots = step.layer.input_offsets([plan.specs[n] for n in step.inputs], [spec])
+            if not slots:
+                continue
+            item = spec.dtype.itemsize
+            if out not in hosted and all(n in hosted for n in step.inputs) and None not in slots:
+                places = [root(n) for n in step.inputs]
+                host, first = places[0]
+                start = first - slots[0] * item
+                if (all(h == host and off == start + slot * item for (h, off), slot in zip(places, slots))
+                        and start >= 0 and start + spec.nbytes <= plan.specs[host].nbytes):
+                    hosted[out] = (host, start)  # every input already lies there, in order
+                    continue
+            for name, slot in zip(step.inputs, slots):
+                if (slot is not None and home.get(name) == "cpu" and name not in hosted
+                        and step.inputs.count(name) == 1 and plan.specs[name].dtype == spec.dtype):
+                    hosted[name] = (out, slot * item)
+        return hosted
+
+    def _groups(self) -> tuple[tuple[Group, ...], tuple[tuple[int, int], ...]]:
+        """The groups (a host block and the blocks inside it), and for each block its
+        group's index and its byte offset inside the group's region."""
+        block_of = {name: b.index for b in self.blocks for name in b.operands}
+        parent: dict[int, tuple[int, int]] = {}
+        for name, (host, offset) in self.hosted.items():
+            parent[block_of[name]] = (block_of[host], offset)
+
+        def root(b: int) -> tuple[int, int]:
+            offset = 0
+            while b in parent:
+                b, inside = parent[b]
+                offset += inside
+            return b, offset
+
+        members: dict[int, list[int]] = {}
+        inside_root = [root(b.index) for b in self.blocks]
+        for b, (r, _) in enumerate(inside_root):
+            members.setdefault(r, []).append(b)
+        groups: list[Group] = []
+        group_of: dict[int, int] = {}
+        for r in sorted(members):
+            blocks = [r] + [b for b in members[r] if b != r]
+            group_of[r] = len(groups)
+            groups.append(Group(
+                len(groups), tuple(blocks), self.blocks[r].nbytes,
+                frozenset(self.blocks[b].writer for b in blocks),
+                frozenset().union(*(self.blocks[b].users for b in blocks)), self.blocks[r].home,
+            ))
+        inside = tuple((group_of[r], offset) for r, offset in inside_root)
+        return tuple(groups), inside
+
+    # -- where each group goes ---------------------------------------------------------------
     def may_share(self, a: int, b: int) -> bool:
-        """Whether blocks ``a`` and ``b`` may use the same bytes: one's users all happen
-        before the other's writer (blocks in different places never meet)."""
-        if self.blocks[a].home != self.blocks[b].home:
+        """Whether groups ``a`` and ``b`` may use the same bytes: one's users all happen
+        before every writer of the other (groups in different places never meet)."""
+        ga, gb = self.groups[a], self.groups[b]
+        if ga.home != gb.home:
             return True
-        return bool(self._after[a] >> self.blocks[b].writer & 1 or self._after[b] >> self.blocks[a].writer & 1)
+        return (all(self._after[a] >> w & 1 for w in gb.writers)
+                or all(self._after[b] >> w & 1 for w in ga.writers))
 
     def _place(self) -> tuple[int, ...]:
-        """Greedy by size: largest blocks first, each at the lowest offset that overlaps no
-        placed block it may not share with."""
-        offsets = [0] * len(self.blocks)
+        """Greedy by size: largest groups first, each at the lowest offset that overlaps no
+        placed group it may not share with."""
+        offsets = [0] * len(self.groups)
         placed: list[int] = []
-        for b in sorted(range(len(self.blocks)), key=lambda k: (-self.blocks[k].nbytes, k)):
-            size = _aligned(self.blocks[b].nbytes)
+        for b in sorted(range(len(self.groups)), key=lambda k: (-self.groups[k].nbytes, k)):
+            size = _aligned(self.groups[b].nbytes)
             taken = sorted(
-                (offsets[p], offsets[p] + _aligned(self.blocks[p].nbytes))
+                (offsets[p], offsets[p] + _aligned(self.groups[p].nbytes))
                 for p in placed if not self.may_share(b, p)
             )
             offset = 0
@@ -183,7 +301,7 @@ class MemoryPlan:
     @cached_property
     def unshared_bytes(self) -> int:
         """Bytes the host's arena tensors would take with no reuse at all."""
-        return sum(_aligned(b.nbytes) for b in self.blocks if b.home == "cpu")
+        return sum(_aligned(g.nbytes) for g in self._host_groups)
 
     @cached_property
     def sequential_bytes(self) -> int:
@@ -194,24 +312,24 @@ class MemoryPlan:
 
     @cached_property
     def floor_bytes(self) -> int:
-        """A true lower bound for any order: the blocks one node touches must coexist."""
+        """A true lower bound for any order: the groups one node touches must coexist."""
         touching: dict[int, int] = {}
-        for b in self._host_blocks:
-            for u in b.users:
-                touching[u] = touching.get(u, 0) + _aligned(b.nbytes)
+        for g in self._host_groups:
+            for u in g.users:
+                touching[u] = touching.get(u, 0) + _aligned(g.nbytes)
         return max(touching.values(), default=0)
 
     @cached_property
-    def _host_blocks(self) -> tuple[Block, ...]:
-        return tuple(b for b in self.blocks if b.home == "cpu")
+    def _host_groups(self) -> tuple[Group, ...]:
+        return tuple(g for g in self.groups if g.home == "cpu")
 
     def live_peak(self, order: tuple[int, ...] | list[int]) -> int:
-        """Most bytes of host blocks alive at once when nodes run one at a time in ``order``."""
+        """Most bytes of host groups alive at once when nodes run one at a time in ``order``."""
         position = {node: k for k, node in enumerate(order)}
         delta = [0] * (len(order) + 1)
-        for b in self._host_blocks:
-            delta[position[b.writer]] += _aligned(b.nbytes)
-            delta[max(position[u] for u in b.users) + 1] -= _aligned(b.nbytes)
+        for g in self._host_groups:
+            delta[min(position[w] for w in g.writers)] += _aligned(g.nbytes)
+            delta[max(position[u] for u in g.users) + 1] -= _aligned(g.nbytes)
         peak = live = 0
         for d in delta[:-1]:
             live += d
@@ -222,27 +340,33 @@ class MemoryPlan:
         """A topological order that, among ready nodes, runs first the one that leaves the
         fewest bytes alive (frees the most, allocates the least)."""
         plan = self.plan
-        allocates = [0] * len(plan.nodes)
-        for b in self._host_blocks:
-            allocates[b.writer] += _aligned(b.nbytes)
-        pending_users = [len(b.users) for b in self.blocks]
-        blocks_of: dict[int, list[int]] = {}
-        for b in self._host_blocks:
-            for u in b.users:
-                blocks_of.setdefault(u, []).append(b.index)
+        pending_writers = [len(g.writers) for g in self.groups]
+        writes: dict[int, list[int]] = {}
+        for g in self._host_groups:
+            for w in g.writers:
+                writes.setdefault(w, []).append(g.index)
+        pending_users = [len(g.users) for g in self.groups]
+        groups_of: dict[int, list[int]] = {}
+        for g in self._host_groups:
+            for u in g.users:
+                groups_of.setdefault(u, []).append(g.index)
         waiting = [len(p) for p in plan.predecessors]
         ready = {i for i, w in enumerate(waiting) if w == 0}
         order: list[int] = []
         while ready:
             def gain(i: int) -> tuple[int, int]:
-                frees = sum(_aligned(self.blocks[b].nbytes) for b in blocks_of.get(i, ()) if pending_users[b] == 1)
-                return allocates[i] - frees, i
+                allocates = sum(_aligned(self.groups[g].nbytes) for g in writes.get(i, ())
+                                if pending_writers[g] == len(self.groups[g].writers))
+                frees = sum(_aligned(self.groups[g].nbytes) for g in groups_of.get(i, ()) if pending_users[g] == 1)
+                return allocates - frees, i
 
             i = min(ready, key=gain)
             ready.remove(i)
             order.append(i)
-            for b in blocks_of.get(i, ()):
-                pending_users[b] -= 1
+            for g in writes.get(i, ()):
+                pending_writers[g] -= 1
+            for g in groups_of.get(i, ()):
+                pending_users[g] -= 1
             for j in plan.successors[i]:
                 waiting[j] -= 1
                 if waiting[j] == 0:

@@ -264,6 +264,14 @@ class Layer:
         function (its rounding may differ, as with the thread count itself)."""
         return None
 
+    def input_offsets(self, inputs: list[Spec], outputs: list[Spec]) -> list[int | None] | None:
+        """For a layer whose output 0 holds its inputs side by side (a join): each input's
+        element offset in output 0 where it is a contiguous run of the same layout and
+        dtype, or None where it is not. The memory plan may then have the input's producer
+        write it there, so :meth:`forward_into` must leave an input it finds inside
+        ``outputs[0]`` as it is. None (the default): no input can lie in the output."""
+        return None
+
     def forget_prepared(self) -> None:
         """Free what :meth:`build` prepared for a way of running that the engine's plan does
         not take (a variant or a merged layer runs instead); a later run that needs it

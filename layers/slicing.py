@@ -24,6 +24,7 @@ whatever the index); otherwise shape inference refuses it, as the shape is data-
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -163,8 +164,39 @@ class Cat(Layer):
         dtype = torch_promote([x.dtype for x in inputs])
         return [np.concatenate(inputs, axis=axis, dtype=dtype, casting="unsafe")]
 
+    def input_offsets(self, inputs: list[Spec], outputs: list[Spec]) -> list[int | None] | None:
+        """Each input is one contiguous run of the output where the dims before ``dim`` are
+        all 1 (the channels of a batch-1 NCHW tensor): it may be written there directly."""
+        out = outputs[0]
+        if not all(isinstance(s, TensorSpec) for s in [*inputs, out]):
+            return None
+        axis = _axis(self.dim, len(out.shape))
+        if math.prod(out.shape[:axis]) != 1:
+            return None
+        inner = math.prod(out.shape[axis + 1:])
+        offsets: list[int | None] = []
+        start = 0
+        for spec in inputs:
+            offsets.append(start * inner if spec.dtype == out.dtype else None)
+            start += spec.shape[axis]
+        return offsets
+
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
-        np.concatenate(inputs, axis=_axis(self.dim, inputs[0].ndim), out=outputs[0], casting="unsafe")
+        out = outputs[0]
+        axis = _axis(self.dim, inputs[0].ndim)
+        if not any(np.may_share_memory(x, out) for x in inputs):
+            np.concatenate(inputs, axis=axis, out=out, casting="unsafe")
+            return
+        # Some inputs were written inside ``out`` by their producers (see input_offsets): one
+        # that overlaps its own place is exactly there and is left as it is. (An input may lie
+        # elsewhere in ``out``, inside another input's place, and is copied like the rest.)
+        start = 0
+        for x in inputs:
+            stop = start + x.shape[axis]
+            place = out[(slice(None),) * axis + (slice(start, stop),)]
+            if not np.may_share_memory(x, place):
+                np.copyto(place, x, casting="unsafe")
+            start = stop
 
 
 @register("torch.stack")

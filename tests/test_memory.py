@@ -112,8 +112,8 @@ def _register() -> None:
 
 
 def random_graph(rng: np.random.Generator, n_nodes: int, n_inputs: int, pause: float = 0.0) -> Graph:
-    """A random DAG mixing layers that write into the arena, run in place, return views
-    and allocate their own outputs."""
+    """A random DAG mixing layers that write into the arena, run in place, return views,
+    allocate their own outputs and join their inputs (whose inputs may lie inside them)."""
     _register()
     graph = Graph()
     available: list[tuple[str, tuple[int, ...]]] = []
@@ -122,10 +122,17 @@ def random_graph(rng: np.random.Generator, n_nodes: int, n_inputs: int, pause: f
         op.outputs[0].shape, op.outputs[0].dtype = SHAPE, "f32"
         available.append((f"in{i}", SHAPE))
     for i in range(n_nodes):
-        kind = str(rng.choice(["test.Into", "test.Into", "test.IntoInPlace", "test.View", "test.Plain"]))
+        kind = str(rng.choice(["test.Into", "test.Into", "test.IntoInPlace", "test.View", "test.Plain", "torch.cat"]))
         lo = max(0, len(available) - 6)
         first = available[int(rng.integers(lo, len(available)))]
         picks = [first]
+        if kind == "torch.cat":  # along dim 0, so its inputs may be written inside its output
+            fits = [a for a in available[lo:] if a[1][1:] == first[1][1:]]
+            picks += [fits[int(j)] for j in rng.integers(0, len(fits), size=int(rng.integers(1, 4)))]
+            names = [f"n{i}_o0"]
+            graph.add_operator(kind, f"node{i}", [p[0] for p in picks], names, params={"dim": 0})
+            available.append((names[0], (sum(p[1][0] for p in picks), *first[1][1:])))
+            continue
         if kind in ("test.Into", "test.Plain"):
             same = [a for a in available[lo:] if a[1] == first[1] and a != first]
             extra = int(rng.integers(0, 3))
@@ -168,19 +175,20 @@ def run_adversarially(plan: Plan, memory: MemoryPlan, feeds, rng: np.random.Gene
     each step either start a ready node or finish a running one, chosen at random.
 
     A node reads its inputs when it starts and again when it finishes; it may write its
-    outputs at any time in between, so its regions get garbage (NaN) when it starts. A
-    block is poisoned (NaN) as soon as its last user finishes."""
+    outputs at any time in between, so its regions get garbage (NaN) when it starts (a
+    join's, around the inputs written inside it). A group of blocks is poisoned (NaN) as
+    soon as its last user finishes."""
     arena, views = memory.new_arena()
     arena.view(np.float32)[:] = np.nan
     values = dict(feeds)
     waiting = [len(p) for p in plan.predecessors]
     ready = [i for i, w in enumerate(waiting) if w == 0]
     running: list[tuple[int, list[np.ndarray]]] = []
-    users_left = {b.index: len(b.users) for b in memory.blocks}
-    blocks_of = {}
-    for b in memory.blocks:
-        for u in b.users:
-            blocks_of.setdefault(u, []).append(b)
+    users_left = {g.index: len(g.users) for g in memory.groups}
+    groups_of = {}
+    for g in memory.groups:
+        for u in g.users:
+            groups_of.setdefault(u, []).append(g)
     done = 0
     while done < len(plan.nodes):
         if ready and (not running or rng.random() < 0.5):
@@ -191,7 +199,11 @@ def run_adversarially(plan: Plan, memory: MemoryPlan, feeds, rng: np.random.Gene
             snapshot = [x.copy() for x in inputs]
             for name in step.outputs:
                 if name in views and name not in memory.in_place:
+                    kept = {h: views[h].copy() for h in step.inputs  # a join's inputs lying in it
+                            if h in memory.hosted and np.shares_memory(views[h], views[name])}
                     views[name][...] = np.nan  # the writer may scribble from its start on
+                    for h, value in kept.items():
+                        views[h][...] = value
             running.append((i, snapshot))
             continue
         i, snapshot = running.pop(int(rng.integers(len(running))))
@@ -205,10 +217,10 @@ def run_adversarially(plan: Plan, memory: MemoryPlan, feeds, rng: np.random.Gene
         else:
             outs = step.layer.forward(inputs)
         values.update(zip(step.outputs, outs))
-        for block in blocks_of.get(i, ()):
-            users_left[block.index] -= 1
-            if users_left[block.index] == 0:
-                views[block.operands[0]].reshape(-1)[:] = np.nan
+        for group in groups_of.get(i, ()):
+            users_left[group.index] -= 1
+            if users_left[group.index] == 0:
+                views[memory.blocks[group.blocks[0]].operands[0]].reshape(-1)[:] = np.nan
         done += 1
         for j in plan.successors[i]:
             waiting[j] -= 1
@@ -234,23 +246,52 @@ def test_no_schedule_reads_a_reused_region_early(seed, n_nodes, n_inputs):
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_nodes=st.integers(1, 40))
 def test_blocks_sharing_bytes_are_ordered_in_the_dag(seed, n_nodes):
-    """Checked directly: overlapping regions belong to blocks one of which is wholly done
-    (every user is an ancestor of the other's writer) before the other is written."""
+    """Checked directly: overlapping regions belong to groups one of which is wholly done
+    (every user is an ancestor of each of the other's writers) before the other is
+    written; inside a group, each input of a join lies at its place in the join's region."""
     import networkx as nx
 
     rng = np.random.default_rng(seed)
     plan = _plan(random_graph(rng, n_nodes, 2))
     memory = MemoryPlan(plan)
-    for a in memory.blocks:
-        for b in memory.blocks:
+    for a in memory.groups:
+        for b in memory.groups:
             if a.index >= b.index:
                 continue
-            lo_a, lo_b = memory.offsets[a.index], memory.offsets[b.index]
+            lo_a, lo_b = memory.group_offsets[a.index], memory.group_offsets[b.index]
             if lo_a < lo_b + b.nbytes and lo_b < lo_a + a.nbytes:
-                before = all(nx.has_path(plan.dag, u, b.writer) and u != b.writer for u in a.users)
-                after = all(nx.has_path(plan.dag, u, a.writer) and u != a.writer for u in b.users)
-                assert before or after, f"blocks {a.operands} and {b.operands} overlap but may run together"
+                before = all(nx.has_path(plan.dag, u, w) and u != w for u in a.users for w in b.writers)
+                after = all(nx.has_path(plan.dag, u, w) and u != w for u in b.users for w in a.writers)
+                assert before or after, f"groups {a.blocks} and {b.blocks} overlap but may run together"
+    _check_joins(plan, memory)
     assert memory.arena_bytes <= memory.unshared_bytes
+
+
+def _check_joins(plan: Plan, memory: MemoryPlan) -> None:
+    """Every tensor hosted in a join lies inside it, and each input of a join that
+    overlaps its own place in the join's output (which the join then leaves as it is)
+    lies exactly there."""
+    def span(name: str) -> tuple[int, int]:
+        start, spec = memory.regions[name]
+        return start, start + spec.nbytes
+
+    for name, (host, offset) in memory.hosted.items():
+        (start, end), (low, high) = span(name), span(host)
+        assert start == low + offset and end <= high
+    for node in plan.nodes:
+        step = node.step
+        out = step.outputs[0] if step.outputs else None
+        slots = step.layer.input_offsets([plan.specs[n] for n in step.inputs], [plan.specs.get(out)]) if out else None
+        if out not in memory.regions or slots is None:
+            continue
+        low, _ = span(out)
+        for name, slot in zip(step.inputs, slots):
+            if name not in memory.regions or slot is None:
+                continue
+            start, end = span(name)
+            place = low + slot * plan.specs[out].dtype.itemsize
+            overlaps = start < place + (end - start) and place < end
+            assert not overlaps or start == place, f"{name} overlaps its place in {out} without lying there"
 
 
 def test_in_place_layers_write_over_their_input_when_they_are_its_only_reader():
@@ -421,4 +462,23 @@ def test_layers_keep_their_memory_promises(folder):
                 own = [np.array(args[0], copy=True)] + args[1:]
                 layer.forward_into(own, [own[0]] + given[1:])
                 assert np.array_equal(own[0], outs[0], equal_nan=True), f"{layer}: in place differs"
+            offsets = layer.input_offsets([plan.specs[n] for n in step.inputs], specs)
+            if offsets and any(o is not None for o in offsets):
+                _check_inputs_left_in_place(layer, args, offsets, given[0], outs[0])
         values.update(zip(step.outputs, outs))
+
+
+def _check_inputs_left_in_place(layer, args, offsets, out, want) -> None:
+    """``input_offsets``: with the inputs it names already written at their offsets in
+    garbage-filled memory, ``forward_into`` gives forward's bits and leaves them there."""
+    out[...] = np.nan if out.dtype.kind == "f" else 7
+    flat = out.reshape(-1)
+    placed = list(args)
+    for k, (x, offset) in enumerate(zip(args, offsets)):
+        if offset is not None:
+            placed[k] = flat[offset:offset + x.size].reshape(x.shape)
+            placed[k][...] = x
+    layer.forward_into(placed, [out])
+    assert np.array_equal(out, want, equal_nan=True), f"{layer}: inputs in place change the result"
+    for x, y in zip(placed, args):
+        assert np.array_equal(x, y, equal_nan=True), f"{layer}: wrote over an input lying in place"

@@ -4,6 +4,7 @@ Tensor.slice / Tensor.select, narrow and nn.ChannelShuffle."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tools.cases import Case, Fn
@@ -28,6 +29,33 @@ class ShuffleByView(nn.Module):
         x = x.view(b, 2, c // 2, h, w)
         x = torch.transpose(x, 1, 2).contiguous()
         return x.view(b, -1, h, w)
+
+
+class DenseJoins(nn.Module):
+    """DenseNet's joins (graphexec/memory.py writes their inputs inside them): each layer
+    reads the concatenation of every feature so far and the block returns them all; a
+    feature also read after the joins; the block's output joined again with a ReLU after."""
+
+    def __init__(self, channels: int = 4, growth: int = 3, layers: int = 3):
+        super().__init__()
+        self.stem = nn.Conv2d(3, channels, 3, padding=1)
+        self.layers = nn.ModuleList(
+            nn.Sequential(nn.BatchNorm2d(channels + k * growth), nn.ReLU(),
+                          nn.Conv2d(channels + k * growth, growth, 3, padding=1))
+            for k in range(layers)
+        )
+        self.side = nn.Conv2d(channels, 2, 1)
+        for module in self.modules():
+            if isinstance(module, nn.BatchNorm2d):  # eval-mode statistics that do something
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        features = [self.stem(x)]
+        for layer in self.layers:
+            features.append(layer(torch.cat(features, 1)))
+        block = torch.cat(features, 1)
+        return F.relu(torch.cat([block, self.side(features[0])], 1)), features[1] * 2
 
 
 torch.manual_seed(0)
@@ -64,4 +92,6 @@ CASES = [
          (r(2, 6, 5), torch.tensor([3]))),
     Case("channel_shuffle", Holder(nn.ChannelShuffle(3)), (r(1, 6, 2, 2),)),
     Case("channel_shuffle_by_view", ShuffleByView(), (r(1, 6, 2, 3),)),
+    Case("cat_dense_joins", DenseJoins().eval(), (r(1, 3, 6, 5),)),
+    Case("cat_dense_joins_batch2", DenseJoins().eval(), (r(2, 3, 6, 5),)),
 ]

@@ -48,7 +48,11 @@ def depthwise_channels_last(shape: tuple[int, ...], kernel: Conv2dKernel, pads: 
     """Channels last when the channels outnumber a channel's wide grid: its inner loops are
     then the longer ones (and the weights, tiled along a row, stay small)."""
     ho, _, _, wq = _wide_grid(shape, kernel, pads)
-    return kernel.taps_last is not None and shape[1] >= ho * wq * DEPTHWISE_CHANNELS_LAST
+    return kernel.taps_last is not None and _channels_outnumber(shape[1], ho, wq)
+
+
+def _channels_outnumber(channels: int, ho: int, wq: int) -> bool:
+    return channels >= ho * wq * DEPTHWISE_CHANNELS_LAST
 
 
 def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], out: np.ndarray,
@@ -67,14 +71,15 @@ def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], out:
     (sh, sw), (dh, dw) = kernel.geo.stride, kernel.geo.dilation
     ho, wo, hq, wq = _wide_grid(x.shape, kernel, pads)
     dtype = out.dtype
-    taps = [((i * dh % sh, j * dw % sw), (i * dh // sh) * wq + j * dw // sw) for i in range(kh) for j in range(kw)]
     if channels_last is None:
-        channels_last = depthwise_channels_last(x.shape, kernel, pads)
+        channels_last = _channels_outnumber(x.shape[1], ho, wq)
     channels_last = channels_last and kernel.taps_last is not None
     phases = _phases(x, (top, left), (sh, sw), (hq, wq), dtype, channels_last)
     if channels_last:
         _depthwise_last(phases, kernel, (ho, wo, wq), out)
     else:
+        taps = [((i * dh % sh, j * dw % sw), (i * dh // sh) * wq + j * dw // sw)
+                for i in range(kh) for j in range(kw)]
         _depthwise_first(phases, kernel, taps, (ho, wo, wq), out)
     return out
 

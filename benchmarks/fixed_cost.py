@@ -1,0 +1,87 @@
+"""What each node costs when it has almost nothing to compute.
+
+Runs each network on one worker with one BLAS thread at its exported input size and at a
+small one (32 x 32 by default, 75 x 75 for Inception v3, which needs it): the arithmetic
+shrinks about fifty-fold, while what a node costs whatever its size (the scheduler, the
+Python of its layer, the fixed price of each numpy call) stays. The small run's time per
+node is that fixed cost, and its share of the full run says how much of a network's time
+no faster kernel would remove. Usage::
+
+    python benchmarks/fixed_cost.py                      # the networks of benchmarks/peers.py
+    python benchmarks/fixed_cost.py mobilenet_v3_small --size 48 --rounds 50
+
+The networks come from ``python tools/export_networks.py`` (``artifacts/networks/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
+from graphexec import Engine  # noqa: E402
+import numpy as np  # noqa: E402
+
+NETWORKS = ["googlenet", "inception_v3", "resnet50", "densenet121", "squeezenet1_1", "mobilenet_v3_small",
+            "shufflenet_v2", "efficientnet_b0", "wide"]
+#: The smallest input some networks accept (their pools and strides need it).
+MIN_SIZE = {"inception_v3": 75}
+
+
+def model_path(name: str) -> Path:
+    if name == "wide":
+        return ROOT / "examples" / "models" / "wide.pnnx.param"
+    return ROOT / "artifacts" / "networks" / name / "model.pnnx.param"
+
+
+def median_ms(engine: Engine, x: np.ndarray, rounds: int, warmup: int) -> float:
+    for _ in range(warmup):
+        engine.forward(x)
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        engine.forward(x)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="each network's time per node with almost nothing to compute")
+    parser.add_argument("names", nargs="*", help=f"models (default: {' '.join(NETWORKS)})")
+    parser.add_argument("--size", type=int, default=32, help="the small input's height and width (default 32)")
+    parser.add_argument("--rounds", type=int, default=30, help="timed runs per size (default 30)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
+    args = parser.parse_args()
+    print("one worker, one BLAS thread; median ms over "
+          f"{args.rounds} runs after {args.warmup}; small: {args.size} x {args.size} unless the network needs more")
+    print(f"{'network':<20}{'nodes':>6}{'full ms':>10}{'small':>9}{'small ms':>10}{'us/node':>9}{'small/full':>12}")
+    for name in args.names or NETWORKS:
+        path = model_path(name)
+        if not path.exists():
+            print(f"{name:<20} not exported (python tools/export_networks.py {name})")
+            continue
+        with Engine.load(path, threads=1, intra_op_threads=1) as engine:
+            (shape,) = engine.input_shapes.values()
+            full = np.random.default_rng(0).random(shape, dtype=np.float32)
+            size = max(args.size, MIN_SIZE.get(name, 0))
+            full_ms = median_ms(engine, full, args.rounds, args.warmup)
+            if size >= min(shape[-2:]):  # exported that small already: its full run is the small one
+                nodes = len(engine.plan(full.shape).nodes)
+                print(f"{name:<20}{nodes:>6}{full_ms:>10.2f}{'(full)':>9}{full_ms:>10.2f}"
+                      f"{full_ms / nodes * 1e3:>9.1f}{1:>12.0%}")
+                continue
+            small = np.random.default_rng(0).random((*shape[:-2], size, size), dtype=np.float32)
+            nodes = len(engine.plan(small.shape).nodes)
+            small_ms = median_ms(engine, small, args.rounds, args.warmup)
+        print(f"{name:<20}{nodes:>6}{full_ms:>10.2f}{f'{size}x{size}':>9}{small_ms:>10.2f}"
+              f"{small_ms / nodes * 1e3:>9.1f}{small_ms / full_ms:>12.0%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,9 @@
-"""What the benchmark scripts share: engines warmed up and checked against PyTorch."""
+"""What the benchmark scripts share: engines warmed up, checked against PyTorch, timed."""
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -19,3 +21,15 @@ def warm_and_check(name: str, engines: Mapping[str, Engine], x: np.ndarray, want
         error = float(np.abs(got - want).max() / np.abs(want).max())
         if error > 1e-4:
             raise SystemExit(f"{name}: {label} differs from PyTorch by {error:.2g}")
+
+
+def median_seconds(engine: Engine, x: np.ndarray, rounds: int, warmup: int = 5) -> float:
+    """The median of ``rounds`` timed ``engine.forward(x)`` calls after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        engine.forward(x)
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        engine.forward(x)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)

@@ -16,17 +16,17 @@ The networks come from ``python tools/export_networks.py`` (``artifacts/networks
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
-from graphexec import Engine  # noqa: E402
-import numpy as np  # noqa: E402
+from graphexec import Engine  # isort: skip
+import numpy as np  # isort: skip
+
+from benchmarks._checks import median_seconds  # isort: skip
 
 NETWORKS = ["googlenet", "inception_v3", "resnet50", "densenet121", "squeezenet1_1", "mobilenet_v3_small",
             "shufflenet_v2", "efficientnet_b0", "wide"]
@@ -38,17 +38,6 @@ def model_path(name: str) -> Path:
     if name == "wide":
         return ROOT / "examples" / "models" / "wide.pnnx.param"
     return ROOT / "artifacts" / "networks" / name / "model.pnnx.param"
-
-
-def median_ms(engine: Engine, x: np.ndarray, rounds: int, warmup: int) -> float:
-    for _ in range(warmup):
-        engine.forward(x)
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        engine.forward(x)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def main() -> None:
@@ -70,7 +59,7 @@ def main() -> None:
             (shape,) = engine.input_shapes.values()
             full = np.random.default_rng(0).random(shape, dtype=np.float32)
             size = max(args.size, MIN_SIZE.get(name, 0))
-            full_ms = median_ms(engine, full, args.rounds, args.warmup)
+            full_ms = median_seconds(engine, full, args.rounds, args.warmup) * 1e3
             if size >= min(shape[-2:]):  # exported that small already: its full run is the small one
                 nodes = len(engine.plan(full.shape).nodes)
                 print(f"{name:<20}{nodes:>6}{full_ms:>10.2f}{'(full)':>9}{full_ms:>10.2f}"
@@ -78,7 +67,7 @@ def main() -> None:
                 continue
             small = np.random.default_rng(0).random((*shape[:-2], size, size), dtype=np.float32)
             nodes = len(engine.plan(small.shape).nodes)
-            small_ms = median_ms(engine, small, args.rounds, args.warmup)
+            small_ms = median_seconds(engine, small, args.rounds, args.warmup) * 1e3
         print(f"{name:<20}{nodes:>6}{full_ms:>10.2f}{f'{size}x{size}':>9}{small_ms:>10.2f}"
               f"{small_ms / nodes * 1e3:>9.1f}{small_ms / full_ms:>12.0%}")
 

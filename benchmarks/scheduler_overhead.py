@@ -8,9 +8,7 @@ sequential executor and of the thread-pool scheduler. Usage::
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -21,6 +19,8 @@ from graphexec.ir import Graph  # noqa: E402
 from layers.base import Layer  # noqa: E402
 from layers.registry import lookup, register  # noqa: E402
 import numpy as np
+
+from benchmarks._checks import median_seconds  # isort: skip
 
 
 class Nop(Layer):
@@ -57,14 +57,7 @@ def graph(branches: int, depth: int, joins: int) -> Graph:
 
 
 def per_node_us(engine: Engine, x: np.ndarray, nodes: int, rounds: int = 30) -> float:
-    for _ in range(5):
-        engine.forward(x)
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        engine.forward(x)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) / nodes * 1e6
+    return median_seconds(engine, x, rounds) / nodes * 1e6
 
 
 def main() -> None:

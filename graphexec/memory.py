@@ -93,6 +93,7 @@ class MemoryPlan:
         self.plan = plan
         self.specs: dict[str, TensorSpec] = {}
         self._aliases = _view_closure(plan)
+        self._handed_out = frozenset(plan.program.outputs)
         #: operand -> (the join output whose region holds it, byte offset there).
         self.hosted: dict[str, tuple[str, int]] = self._hosting()
         self.blocks: tuple[Block, ...] = self._blocks()
@@ -130,14 +131,12 @@ class MemoryPlan:
     # -- which tensors, in which blocks ----------------------------------------------------
     def _blocks(self) -> tuple[Block, ...]:
         plan = self.plan
-        program = plan.program
         aliases = self._aliases
         grouped = set(self.hosted) | {host for host, _ in self.hosted.values()}
         readers: dict[str, set[int]] = {}
         for node in plan.nodes:
             for name in node.step.inputs:
                 readers.setdefault(name, set()).add(node.index)
-        handed_out = set(program.outputs)
 
         def users_of(name: str) -> set[int]:
             return {u for alias in aliases[name] for u in readers.get(alias, ())}
@@ -184,11 +183,10 @@ class MemoryPlan:
         layer = node.step.layer
         if not (layer.writes_into and layer.fresh_outputs):
             return False
-        handed_out = set(self.plan.program.outputs)
         for name in node.step.outputs:
             spec = self.plan.specs.get(name)
             if not (isinstance(spec, TensorSpec) and spec.dtype.kind in "biufc" and math.prod(spec.shape) > 0
-                    and not (self._aliases[name] & handed_out)):
+                    and not (self._aliases[name] & self._handed_out)):
                 return False
         return True
 
@@ -203,14 +201,6 @@ class MemoryPlan:
         home = {name: getattr(node.step.layer, "output_home", "cpu")
                 for node in plan.nodes if self._in_arena(node) for name in node.step.outputs}
         hosted: dict[str, tuple[str, int]] = {}
-
-        def root(name: str) -> tuple[str, int]:
-            offset = 0
-            while name in hosted:
-                name, inside = hosted[name]
-                offset += inside
-            return name, offset
-
         for i in reversed(plan.order):
             step = plan.nodes[i].step
             if len(step.outputs) != 1 or home.get(step.outputs[0]) != "cpu":
@@ -222,7 +212,7 @@ class MemoryPlan:
                 continue
             item = spec.dtype.itemsize
             if out not in hosted and all(n in hosted for n in step.inputs) and None not in slots:
-                places = [root(n) for n in step.inputs]
+                places = [_outermost(hosted, n) for n in step.inputs]
                 host, first = places[0]
                 start = first - slots[0] * item
                 if (all(h == host and off == start + slot * item for (h, off), slot in zip(places, slots))
@@ -242,16 +232,8 @@ class MemoryPlan:
         parent: dict[int, tuple[int, int]] = {}
         for name, (host, offset) in self.hosted.items():
             parent[block_of[name]] = (block_of[host], offset)
-
-        def root(b: int) -> tuple[int, int]:
-            offset = 0
-            while b in parent:
-                b, inside = parent[b]
-                offset += inside
-            return b, offset
-
         members: dict[int, list[int]] = {}
-        inside_root = [root(b.index) for b in self.blocks]
+        inside_root = [_outermost(parent, b.index) for b in self.blocks]
         for b, (r, _) in enumerate(inside_root):
             members.setdefault(r, []).append(b)
         groups: list[Group] = []
@@ -428,6 +410,16 @@ class ArenaPool:
             with self._lock:
                 if len(self._free) < self.keep:
                     self._free.append(arena)
+
+
+def _outermost(hosts: dict[Any, tuple[Any, int]], key: Any) -> tuple[Any, int]:
+    """Where ``key`` lies, following ``hosts`` (key -> (host, byte offset in it)) outwards:
+    the outermost host and the summed offset (``key`` itself and 0 when it has no host)."""
+    offset = 0
+    while key in hosts:
+        key, inside = hosts[key]
+        offset += inside
+    return key, offset
 
 
 def _descendants(plan: Plan) -> list[int]:

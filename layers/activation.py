@@ -130,10 +130,27 @@ def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         np.copyto(out, _sigmoid_blended(x))
         return out
     with np.errstate(over="ignore"):
-        e = np.negative(x, out=out)
-        np.exp(e, out=e)
+        e = _exp_negated(x, out)
     e += x.dtype.type(1)
     return np.reciprocal(e, out=e)
+
+
+#: -log2(e), to take exp(-x) as exp2(x * -log2(e)) in float32 (see :func:`_exp_negated`).
+_MINUS_LOG2_E = -1.4426950408889634
+
+
+def _exp_negated(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """exp(-x) for a float32/64 ``x``, into ``out`` when given (it may be ``x``); overflow
+    gives inf. In float32 it is exp2(x * -log2 e): numpy's exp2 loop runs 1.7x as fast as
+    its exp (22 against 38 us per 64 K elements, AVX-512, numpy 2.4) and the multiply costs
+    what the negation did, so SiLU and sigmoid take 0.75-0.87x the time (56 K to 1.2 M
+    elements); the rounded product leaves a relative error up to 1.1e-6 for |x| < 20
+    (exp: 2.3e-7). In float64 exp is as fast as exp2, so it stays."""
+    if x.dtype != np.float32:
+        e = np.negative(x, out=out)
+        return np.exp(e, out=e)
+    e = np.multiply(x, np.float32(_MINUS_LOG2_E), out=out)
+    return np.exp2(e, out=e)
 
 
 def _sigmoid_blended(x: np.ndarray) -> np.ndarray:
@@ -520,8 +537,7 @@ class SiLU(_Unary):
         # x / (1 + exp(-x)): where exp overflows the result is -0 (and NaN at -inf, as in PyTorch).
         # The denominator is a temporary, so that out may be x itself.
         with np.errstate(over="ignore", invalid="ignore"):
-            denominator = np.negative(x)
-            np.exp(denominator, out=denominator)
+            denominator = _exp_negated(x)
             denominator += x.dtype.type(1)
             np.divide(x, denominator, out=out)
 

@@ -81,11 +81,33 @@ def framed(slot: str, x: np.ndarray, shape: tuple[int, ...], top: int, left: int
     elsewhere. The zero frame is kept between calls of the same layout, so a call usually
     copies ``x`` in and nothing else."""
     buffer, fresh = SCRATCH.kept(slot, shape, x.dtype, ("frame", x.shape, top, left))
-    if fresh:
-        buffer.fill(0)
     h, w = x.shape[-2:]
+    if fresh:
+        fill_frame(buffer, (top, top + h), (left, left + w))
     buffer[..., top:top + h, left:left + w] = x
     return buffer
+
+
+#: A buffer of at most this many elements is filled whole by :func:`fill_frame`: one numpy
+#: call (a few microseconds) costs less than the four of a frame.
+FILL_WHOLE_MAX = 1 << 14
+
+
+def fill_frame(buffer: np.ndarray, rows: Pair, cols: Pair, value: float = 0, axis: int = -2) -> None:
+    """Set ``buffer`` to ``value`` outside rows ``rows`` by columns ``cols`` of its axes
+    ``axis`` and ``axis + 1`` (the spatial ones); the inside is the caller's to write (it
+    copies its input there). A large buffer gets four writes around the inside rather
+    than a fill of the whole, which costs as much as the copy (EfficientNet-B0's layers
+    refilled their padded inputs 12 times a run, 0.5 ms of about 35)."""
+    if buffer.size <= FILL_WHOLE_MAX:
+        buffer.fill(value)
+        return
+    lead = (slice(None),) * (axis % buffer.ndim)
+    (y0, y1), (x0, x1) = rows, cols
+    h, w = buffer.shape[axis % buffer.ndim], buffer.shape[axis % buffer.ndim + 1]
+    for frame in ((slice(0, y0),), (slice(y1, h),), (slice(y0, y1), slice(0, x0)), (slice(y0, y1), slice(x1, w))):
+        if all(part.start < part.stop for part in frame):
+            buffer[lead + frame] = value
 
 
 def pad_input(x: np.ndarray, pads: tuple[Pair, Pair], mode: str) -> np.ndarray:

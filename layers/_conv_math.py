@@ -5,7 +5,9 @@ ones with ``H == 1`` (a view, no copy). :class:`Conv2dKernel` holds a stored wei
 out once (aligned, contiguous) for the path that runs it:
 
 * **1x1** convolutions: the input *is* the column matrix (a reshape, no copy when the
-  input is contiguous, unpadded and the stride is 1); one matmul.
+  input is contiguous, unpadded and the stride is 1); one matmul. One that widens the
+  channels (:data:`ONES_ROW_MIN_EXPANSION`) copies its input below a row of ones, as
+  im2col does (next), where the bias would cost a pass over a larger output.
 * **3x3, stride 1, dense** convolutions wide enough to pay for it: Winograd F(4x4, 3x3)
   (Lavin & Gray). The input tiles are gathered once, transformed by two small matmuls,
   the 36 per-frequency products are one batched matmul over a weight transformed at load,
@@ -43,7 +45,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from layers._conv_base import Geometry, Pair, aligned, framed, out_size, pad_input, strided
+from layers._conv_base import Geometry, Pair, aligned, fill_frame, framed, out_size, pad_input, strided
 from layers._depthwise_math import PhaseGroup, depthwise, depthwise_channels_last, phase_groups_of
 from layers._scratch import SCRATCH
 
@@ -91,6 +93,16 @@ SPLIT_MIN_POSITIONS = 2048
 SPLIT_MIN_DEPTHWISE_MACS = 5_000_000
 
 
+#: A 1x1 convolution with a stored bias folds the bias into its matmul (its input copied
+#: under a row of ones, like im2col's columns) when it has at least this many times as
+#: many output channels as input ones: the copy, a plain one of C rows, then costs less
+#: than adding the bias over the Cout rows of the output. Measured per convolution on a
+#: 2-core AMD EPYC, 1 and 2 BLAS threads: 4x wider (ResNet-50's 64 -> 256 to 512 -> 2048,
+#: SqueezeNet's 16 -> 64, MobileNet's 16 -> 72) took 0.70-0.96x the time, 2-3x (48 -> 96,
+#: 40 -> 120, 160 -> 320) 0.87-1.01x; as wide (ShuffleNet's 58 -> 58) 0.88-1.20x and
+#: narrower (256 -> 64, 1024 -> 256) 1.03-1.16x lose.
+ONES_ROW_MIN_EXPANSION = 2
+
 #: A k x k convolution (groups 1, zero padding, float32) takes im2col by positions when its
 #: input has at least this many times its output channels. Measured on two cores against
 #: im2col by channels (whole convolution, 1 and 2 BLAS threads): 128 -> 32 ran 0.53-0.94x
@@ -127,9 +139,14 @@ class Conv2dKernel:
         self.matrix = weight.reshape(groups, cout // groups, cg * kh * kw)
         #: The im2col matrix with the bias as an extra last column (stored weights only).
         self.biased = None
-        if prepare and bias is not None and (kh, kw) != (1, 1):
+        widens = cout // groups >= ONES_ROW_MIN_EXPANSION * cg
+        if prepare and bias is not None and ((kh, kw) != (1, 1) or widens):
             biased = np.concatenate([self.matrix, bias.reshape(groups, cout // groups, 1)], axis=2)
             self.biased = aligned(biased, np.result_type(weight.dtype, bias.dtype))
+            if (kh, kw) == (1, 1) and self.biased.dtype == weight.dtype:
+                # The weight as a view of the biased matrix (rows cg + 1 apart), not a second copy.
+                self.weight = weight = self.biased[:, :, :cg].reshape(weight.shape)
+                self.matrix = weight.reshape(groups, cout // groups, cg)
         self.depthwise = cg == 1 and groups > 1 and cout % groups == 0
         self.winograd = (
             prepare and (kh, kw) == (3, 3) and groups == 1 and geo.stride == (1, 1)
@@ -394,9 +411,16 @@ def im2col_columns(x: np.ndarray, depth: int, groups: int, kernel: Pair, pads: t
     (top, bottom), (left, right) = pads
     (sh, sw), (dh, dw) = geo.stride, geo.dilation
     padded = bool(top or bottom or left or right)
-    if kh == kw == 1 and (sh, sw) == (1, 1) and not padded and not fold:
-        # The input is the column matrix: (N, G, C/G, H * W), a view when contiguous.
-        return x.reshape(n, groups, depth, ho * wo)[..., r0 * wo:r1 * wo]
+    if kh == kw == 1 and (sh, sw) == (1, 1) and not padded:
+        # The input is the column matrix: (N, G, C/G, H * W), a view when contiguous ...
+        matrix = x.reshape(n, groups, depth, ho * wo)[..., r0 * wo:r1 * wo]
+        if not fold:
+            return matrix
+        cols, fresh = _SCRATCH.kept("cols", (n, groups, depth + 1, (r1 - r0) * wo), x.dtype, "ones")
+        if fresh:
+            cols[:, :, depth] = 1
+        np.copyto(cols[:, :, :depth], matrix)  # ... copied whole rows at a time under the ones
+        return cols
     if not padded:
         xp = x
     elif geo.padding_mode != "zeros":
@@ -440,7 +464,7 @@ def positions_conv(x: np.ndarray, matrix: np.ndarray, bias: np.ndarray | None, k
     hp, wp = h + top + bottom, w + left + right
     last, fresh = _SCRATCH.kept("last", (n, hp, wp, c), x.dtype, ("frame", x.shape, top, left))
     if fresh:
-        last.fill(0)
+        fill_frame(last, (top, top + h), (left, left + w), axis=1)
     y0, y1 = max(0, r0 * sh - top), min(h, (r1 - 1) * sh + (kh - 1) * dh + 1 - top)  # the input rows used
     if y1 > y0:
         last[:, top + y0:top + y1, left:left + w, :] = x[:, :, y0:y1, :].transpose(0, 2, 3, 1)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from layers._conv_base import fill_frame
 from layers._scratch import SCRATCH
 
 
@@ -105,7 +106,7 @@ def pool_windows(x: np.ndarray, window: Any, outs: tuple[int, ...], ufunc: Calla
     # The padded input's frame of ``fill`` is kept between calls: a call copies the input in.
     padded, fresh = SCRATCH.kept("pool0", shape, x.dtype, ("frame", h, w, before, after, fill))
     if fresh:
-        padded.fill(fill)
+        fill_frame(padded, (before[0], before[0] + h), (before[1], before[1] + w), fill)
     work = [padded] + [SCRATCH.take(f"pool{k}", shape, x.dtype) for k in (1, 2)]
     for start in range(0, batch, block):
         stop = min(batch, start + block)

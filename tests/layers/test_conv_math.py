@@ -43,6 +43,9 @@ def assert_into_equals_forward(layer, inputs):
 PATHS = [
     (16, 24, (1, 1), {}, (1, 16, 9, 11), "1x1"),
     (16, 24, (1, 1), {}, (2, 16, 9, 11), "1x1"),
+    (8, 24, (1, 1), {}, (1, 8, 9, 11), "1x1"),                          # widening: bias in the matmul
+    (8, 24, (1, 1), {}, (2, 8, 9, 11), "1x1"),
+    (8, 32, (1, 1), dict(groups=2), (2, 8, 9, 11), "1x1"),
     (16, 24, (1, 1), dict(stride=(2, 2)), (1, 16, 9, 11), "im2col"),
     (48, 64, (3, 3), dict(padding=(1, 1)), (1, 48, 24, 26), "winograd"),
     (48, 64, (3, 3), dict(padding=(1, 1)), (2, 48, 17, 15), "winograd"),
@@ -79,6 +82,20 @@ def test_forward_into_equals_forward_on_every_path(cin, cout, k, options, shape,
     want = reference_conv2d(x, w, b, options.get("stride", (1, 1)), pads, options.get("dilation", (1, 1)),
                             options.get("groups", 1), options.get("mode", "zeros"))
     close(got, want, rel=2e-5 if path == "winograd" else 1e-5)
+
+
+def test_a_widening_1x1_convolution_folds_its_bias_and_keeps_one_copy_of_its_weight():
+    from layers._conv_math import ONES_ROW_MIN_EXPANSION
+
+    rng = np.random.default_rng(3)
+    wide, w, b = conv_layer(rng, 8, 8 * ONES_ROW_MIN_EXPANSION, (1, 1))
+    narrow, _, _ = conv_layer(rng, 8, 8 * ONES_ROW_MIN_EXPANSION - 1, (1, 1))
+    assert wide.kernel.biased is not None and narrow.kernel.biased is None
+    assert np.shares_memory(wide.kernel.weight, wide.kernel.biased)
+    np.testing.assert_array_equal(wide.kernel.weight, w)
+    np.testing.assert_array_equal(wide.kernel.biased[0, :, -1], b)
+    x = rng.standard_normal((1, 8, 5, 6)).astype(np.float32)
+    close(wide.forward([x])[0], reference_conv2d(x, w, b, (1, 1), ((0, 0), (0, 0)), (1, 1), 1, "zeros"), rel=1e-5)
 
 
 def test_several_blas_threads_take_im2col_where_winograd_would_run():
@@ -205,6 +222,21 @@ SHARED_LAYOUTS = [
     (48, 64, (3, 3), dict(padding=(0, 0)), (1, 48, 26, 28)),
     (8, 8, (3, 3), dict(padding=(2, 2), groups=8), (1, 8, 5, 5)),
     (8, 8, (3, 3), dict(padding=(1, 1), groups=8), (1, 8, 7, 7)),
+    (64, 64, (3, 3), dict(padding=(2, 2), groups=64), (1, 64, 5, 5)),    # depthwise, channels last
+    (64, 64, (3, 3), dict(padding=(1, 1), groups=64), (1, 64, 7, 7)),
+    (64, 64, (3, 3), dict(padding=(1, 1), stride=(2, 2), groups=64), (1, 64, 7, 7)),
+    (64, 64, (3, 3), dict(padding=(2, 2), stride=(2, 2), groups=64), (1, 64, 5, 5)),
+    (32, 8, (3, 3), dict(padding=(2, 2)), (1, 32, 5, 5)),                # by positions
+    (32, 8, (3, 3), dict(padding=(1, 1)), (1, 32, 7, 7)),
+    # Large enough that only the frame is written (see FILL_WHOLE_MAX), the inside kept.
+    (64, 64, (3, 3), dict(padding=(2, 2), groups=64), (1, 64, 20, 20)),
+    (64, 64, (3, 3), dict(padding=(1, 1), groups=64), (1, 64, 22, 22)),
+    (64, 64, (3, 3), dict(padding=(2, 2), stride=(2, 2), groups=64), (1, 64, 20, 20)),
+    (64, 64, (3, 3), dict(padding=(1, 1), stride=(2, 2), groups=64), (1, 64, 22, 22)),
+    (8, 8, (3, 3), dict(padding=(2, 2), groups=8), (1, 8, 60, 60)),      # depthwise, channels first
+    (8, 8, (3, 3), dict(padding=(1, 1), groups=8), (1, 8, 62, 62)),
+    (32, 8, (3, 3), dict(padding=(2, 2)), (1, 32, 24, 24)),
+    (32, 8, (3, 3), dict(padding=(1, 1)), (1, 32, 26, 26)),
 ]
 
 
@@ -217,10 +249,28 @@ def test_convolutions_sharing_scratch_stay_right_in_any_order():
         layer, w, b = conv_layer(rng, cin, cout, k, **options)
         x = rng.standard_normal(shape).astype(np.float32)
         pads = tuple((p, p) for p in options["padding"])
-        cases.append((layer, x, reference_conv2d(x, w, b, (1, 1), pads, (1, 1), options.get("groups", 1), "zeros")))
+        stride = options.get("stride", (1, 1))
+        cases.append((layer, x, reference_conv2d(x, w, b, stride, pads, (1, 1), options.get("groups", 1), "zeros")))
     for layer, x, want in cases + cases[::-1] + cases:
         (got,) = layer.forward([x])
         close(got, want, rel=2e-5)
+
+
+def test_fill_frame_sets_what_lies_outside_the_inside():
+    from layers._conv_base import FILL_WHOLE_MAX, fill_frame
+
+    large = 2 * FILL_WHOLE_MAX                                           # a frame, the inside kept
+    first = np.ones((2, large // 42, 6, 7), np.float32)
+    fill_frame(first, (1, 4), (2, 7), value=-1)
+    inside = np.zeros_like(first, dtype=bool)
+    inside[:, :, 1:4, 2:7] = True
+    assert (first[inside] == 1).all() and (first[~inside] == -1).all()
+    last = np.ones((2, 6, 7, large // 84), np.float32)                   # channels last
+    fill_frame(last, (0, 6), (3, 5), axis=-3)
+    assert (last[:, :, 3:5] == 1).all() and (last[:, :, :3] == 0).all() and (last[:, :, 5:] == 0).all()
+    small = np.ones((1, 2, 5, 5), np.float32)                            # filled whole
+    fill_frame(small, (1, 4), (1, 4), value=7)
+    assert (small[:, :, 0] == 7).all() and (small[:, :, :, 4] == 7).all()
 
 
 def test_scratch_keeps_content_only_for_the_same_layout():

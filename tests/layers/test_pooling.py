@@ -316,6 +316,9 @@ def test_pools_sharing_scratch_stay_right_in_any_order():
         ("max", (5, 5), (1, 1), (2, 2), rng.standard_normal((1, 4, 5, 5)).astype(np.float32)),
         ("max", (3, 3), (1, 1), (1, 1), rng.standard_normal((1, 4, 7, 7)).astype(np.float32)),
         ("avg", (3, 3), (1, 1), (1, 1), rng.standard_normal((1, 4, 7, 7)).astype(np.float32)),
+        # large enough that only the frame is written (see FILL_WHOLE_MAX)
+        ("max", (5, 5), (2, 2), (2, 2), rng.standard_normal((1, 8, 69, 69)).astype(np.float32)),
+        ("max", (3, 3), (2, 2), (1, 1), rng.standard_normal((1, 8, 71, 71)).astype(np.float32)),
     ]
     runs = []
     for kind, k, s, p, x in cases:

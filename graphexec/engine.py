@@ -55,6 +55,7 @@ from graphexec.ir import Dim, Graph
 from graphexec.memory import ArenaPool, MemoryPlan
 from graphexec.placement import Placement, cpu_placement, fuses_on, placed_plan
 from graphexec.plan import Plan
+from graphexec.preactivation import fold_preactivations
 from graphexec.program import Program, Step
 from graphexec.regions import MIN_BLAS_GAIN, RegionChoice, blas_threads_gain, choose, shared_nodes, worth_workers
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
@@ -121,6 +122,7 @@ class Engine:
         pin_workers: bool = True,
         share_nodes: bool | None = None,
         merge_convs: bool = True,
+        fold_preactivations: bool = True,
     ):
         for label, value in (("threads", threads), ("intra_op_threads", intra_op_threads),
                              ("memory_limit", memory_limit)):
@@ -148,6 +150,10 @@ class Engine:
         self.merge_convs = merge_convs
         #: The merged convolutions, by their siblings' names: every plan shares them.
         self._merged_convs: dict[tuple[str, ...], Any] = {}
+        #: Run batch norm + ReLU before a 1x1 convolution as one floor (see
+        #: graphexec.preactivation; CPU only), and the rewritten pairs, by the norm's name.
+        self.fold_preactivations = fold_preactivations
+        self._folded: dict[str, Any] = {}
         self._use_device(device, cpu_types, fallback)
         #: Arenas per cached plan; they go when the plan leaves the cache.
         self._arena_pools: weakref.WeakKeyDictionary[Plan, ArenaPool] = weakref.WeakKeyDictionary()
@@ -230,6 +236,7 @@ class Engine:
         pin_workers: bool = True,
         share_nodes: bool | None = None,
         merge_convs: bool = True,
+        fold_preactivations: bool = True,
     ) -> Engine:
         """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
 
@@ -257,6 +264,9 @@ class Engine:
         ``merge_convs``: convolutions of the same input with the same geometry run as one
         matrix product, each reading its channels of the result (see
         :mod:`graphexec.siblings`); on the CPU only.
+        ``fold_preactivations``: a batch norm and ReLU read only by a 1x1 convolution
+        (DenseNet's) run as one per-channel floor, the norm folded into the convolution's
+        weights (see :mod:`graphexec.preactivation`); on the CPU only.
 
         ``device``: ``"cpu"`` (default), ``"opencl"``, ``"opencl:1"``, ``"opencl:gpu"``,
         ``"opencl:<name filter>"`` or an opened ``OpenCLDevice``: nodes the device runs go
@@ -270,7 +280,7 @@ class Engine:
         engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor,
                      memory_limit=memory_limit, reuse_memory=reuse_memory, device=device, cpu_types=cpu_types,
                      fallback=fallback, pin_workers=pin_workers, share_nodes=share_nodes,
-                     merge_convs=merge_convs)
+                     merge_convs=merge_convs, fold_preactivations=fold_preactivations)
         logger.debug(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
@@ -510,7 +520,8 @@ class Engine:
         for node in plan.nodes:
             head, tail = head_and_tail(node.step.layer)
             running.update(map(id, (node.step.layer, head, *tail)))
-        for layer in [step.layer for step in self.program.steps] + list(self._merged_convs.values()):
+        folded = [layer for pair in self._folded.values() for layer in pair]
+        for layer in [step.layer for step in self.program.steps] + list(self._merged_convs.values()) + folded:
             if id(layer) not in running:
                 layer.forget_prepared()
 
@@ -673,6 +684,9 @@ class Engine:
             allow = None if self.device is None else fuses_on(self.device, self.cpu_types)
             program, fused_away = fuse_activations(self.program, specs, allow)
         if self.device is None:
+            if fuse and self.fold_preactivations:
+                program, floors = fold_preactivations(program, specs, self._folded)
+                fused_away |= floors
             if self.merge_convs:
                 program, specs = merge_sibling_convs(program, specs, self._merged_convs)
             plan = Plan(program, specs)

@@ -34,6 +34,37 @@ def trained(module):
     return module
 
 
+class PreActivation(nn.Module):
+    """DenseNet's bottleneck: batch norm and ReLU read only by a 1x1 convolution, which
+    graphexec/preactivation.py runs as one per-channel floor before the convolution with
+    folded weights (norm1, before a convolution without bias; norm2, before one of stride
+    2); beside them, pairs it must leave as they are: a negative scale (norm3), a ReLU also
+    given out (norm4), a padded 3x3 convolution (norm5)."""
+
+    def __init__(self, channels: int = 6):
+        super().__init__()
+        self.norm1, self.conv1 = nn.BatchNorm2d(channels), nn.Conv2d(channels, 8, 1, bias=False)
+        self.norm2, self.conv2 = nn.BatchNorm2d(8), nn.Conv2d(8, 5, 1, stride=2)
+        self.norm3, self.conv3 = nn.BatchNorm2d(channels), nn.Conv2d(channels, 4, 1)
+        self.norm4, self.conv4 = nn.BatchNorm2d(channels), nn.Conv2d(channels, 4, 1)
+        self.norm5, self.conv5 = nn.BatchNorm2d(channels), nn.Conv2d(channels, 4, 3, padding=1)
+        with torch.no_grad():
+            for norm in (self.norm1, self.norm2, self.norm3, self.norm4, self.norm5):
+                norm.running_mean.normal_()
+                norm.running_var.uniform_(0.5, 2.0)
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.normal_()
+            self.norm3.weight[1] = -0.7
+
+    def forward(self, x):
+        y1 = self.conv1(F.relu(self.norm1(x)))        # given out too: pnnx cannot fold norm2 into conv1
+        y2 = self.conv2(F.relu(self.norm2(y1)))
+        y3 = self.conv3(F.relu(self.norm3(x)))
+        r4 = F.relu(self.norm4(x))
+        y5 = self.conv5(F.relu(self.norm5(x)))
+        return y1, y2, y3, self.conv4(r4), r4, y5
+
+
 CASES = [
     Case("batchnorm2d", trained(nn.BatchNorm2d(4)), (x(2, 4, 5, 5),)),
     Case("batchnorm2d_eps", trained(nn.BatchNorm2d(3, eps=1e-2)), (x(1, 3, 4, 6),)),
@@ -75,5 +106,6 @@ CASES = [
     Case("rmsnorm_2d_eps", Wrap(trained(nn.RMSNorm((3, 4), eps=1e-3))), (x(2, 3, 4),)),
     Case("rmsnorm_no_affine", Wrap(nn.RMSNorm(5, elementwise_affine=False)), (x(3, 5),)),
     Case("frms_norm_weight", Fn(lambda a, w: F.rms_norm(a, (4,), w, eps=1e-4)), (x(2, 3, 4), x(4))),
+    Case("preactivation", PreActivation(), (x(2, 6, 7, 7),)),
 ]
 

@@ -84,18 +84,28 @@ def test_forward_into_equals_forward_on_every_path(cin, cout, k, options, shape,
     close(got, want, rel=2e-5 if path == "winograd" else 1e-5)
 
 
-def test_a_widening_1x1_convolution_folds_its_bias_and_keeps_one_copy_of_its_weight():
+@pytest.mark.parametrize("cout, k, groups", [(16, (1, 1), 1), (8, (3, 3), 1), (12, (3, 3), 2), (8, (5, 3), 1)])
+def test_a_convolution_folding_its_bias_keeps_one_copy_of_its_weight(cout, k, groups):
+    """k x k convolutions and 1x1 ones that widen the channels (ONES_ROW_MIN_EXPANSION)
+    fold the bias into the matmul; the weight is then a view of that biased matrix."""
+    rng = np.random.default_rng(3)
+    layer, w, b = conv_layer(rng, 8, cout, k, groups=groups, padding=tuple(n // 2 for n in k))
+    kernel = layer.kernel
+    assert kernel.biased is not None and np.shares_memory(kernel.weight, kernel.biased)
+    np.testing.assert_array_equal(kernel.weight, w)
+    np.testing.assert_array_equal(kernel.biased[..., -1].reshape(-1), b)
+    x = rng.standard_normal((1, 8, 5, 6)).astype(np.float32)
+    pads = tuple((n // 2, n // 2) for n in k)
+    close(layer.forward([x])[0], reference_conv2d(x, w, b, (1, 1), pads, (1, 1), groups, "zeros"), rel=1e-5)
+
+
+def test_a_narrowing_1x1_or_depthwise_convolution_adds_its_bias_apart():
     from layers._conv_math import ONES_ROW_MIN_EXPANSION
 
-    rng = np.random.default_rng(3)
-    wide, w, b = conv_layer(rng, 8, 8 * ONES_ROW_MIN_EXPANSION, (1, 1))
+    rng = np.random.default_rng(4)
     narrow, _, _ = conv_layer(rng, 8, 8 * ONES_ROW_MIN_EXPANSION - 1, (1, 1))
-    assert wide.kernel.biased is not None and narrow.kernel.biased is None
-    assert np.shares_memory(wide.kernel.weight, wide.kernel.biased)
-    np.testing.assert_array_equal(wide.kernel.weight, w)
-    np.testing.assert_array_equal(wide.kernel.biased[0, :, -1], b)
-    x = rng.standard_normal((1, 8, 5, 6)).astype(np.float32)
-    close(wide.forward([x])[0], reference_conv2d(x, w, b, (1, 1), ((0, 0), (0, 0)), (1, 1), 1, "zeros"), rel=1e-5)
+    depthwise, _, _ = conv_layer(rng, 8, 8, (3, 3), groups=8, padding=(1, 1))
+    assert narrow.kernel.biased is None and depthwise.kernel.biased is None
 
 
 def test_several_blas_threads_take_im2col_where_winograd_would_run():

@@ -146,10 +146,16 @@ def test_a_one_worker_run_holds_its_caller_and_puts_blas_threads_and_pieces_on_o
     with Engine.load(MODELS / "inception_mini.pnnx.param", **several) as engine, \
             Engine.load(MODELS / "inception_mini.pnnx.param", **several, pin_workers=False) as loose:
         assert engine.intra_op_threads >= 2 and engine.shared_nodes(engine.plan())
-        got = engine.forward(x)
+        # The caller runs pieces too; on a loaded machine it may finish a run's pieces before
+        # a helper wakes, so a few runs are allowed for a helper to take one.
+        for _ in range(20):
+            pieces.clear()
+            got = engine.forward(x)
+            helpers = [cpus for thread, cpus in pieces if thread != threading.current_thread().name]
+            if helpers:
+                break
         (core,) = seen["caller"]  # held on one core for the run ...
         assert frozenset(os.sched_getaffinity(0)) == allowed  # ... and given its CPU set back
-        helpers = [cpus for thread, cpus in pieces if thread != threading.current_thread().name]
         assert helpers and all(len(cpus) == 1 and core not in cpus for cpus in helpers)
         if blas_before is not None:
             assert seen["blas"] is not None and core not in seen["blas"] and len(seen["blas"]) == 1

@@ -192,7 +192,7 @@ def _pool_block(x, out, work, kernel, stride, dilation, pads, ufunc, divisor) ->
         xp[:, top:top + h, left:left + w] = x
     else:
         xp = np.ascontiguousarray(x)
-    batch, hp, wp = xp.shape
+    batch, _, wp = xp.shape
     if sh > 1:                          # along H, strided: the output rows only, then along W
         span = (ho - 1) * sh + 1
         kept = work[1].reshape(-1)[: batch * ho * wp].reshape(batch, ho, wp)
@@ -202,20 +202,10 @@ def _pool_block(x, out, work, kernel, stride, dilation, pads, ufunc, divisor) ->
             ufunc(xp[:, :span:sh], xp[:, dh:dh + span:sh], out=kept)
             for i in range(2, kh):
                 ufunc(kept, xp[:, i * dh:i * dh + span:sh], out=kept)
-        picked = _along_w(kept, work[2], kw, dw, ufunc)
-    else:
-        rows = _along_w(xp, work[1], kw, dw, ufunc)
-        if kh == 1:
-            picked = rows[:, :ho]
-        else:                           # along H, stride 1: again shifted slices of the block
-            flat = rows.reshape(-1)
-            step = dh * wp
-            cut = flat.size - (kh - 1) * step
-            acc = work[2].reshape(-1)
-            ufunc(flat[:cut], flat[step:step + cut], out=acc[:cut])
-            for i in range(2, kh):
-                ufunc(acc[:cut], flat[i * step:i * step + cut], out=acc[:cut])
-            picked = acc.reshape(batch, hp, wp)[:, :ho]
+        picked = _shifted(kept, work[2], kw, dw, ufunc)
+    else:                               # along W, then along H by shifts of whole rows
+        rows = _shifted(xp, work[1], kw, dw, ufunc)
+        picked = _shifted(rows, work[2], kh, dh * wp, ufunc)[:, :ho]
     picked = picked[:, :, : (wo - 1) * sw + 1: sw]
     if divisor is None:
         np.copyto(out, picked)
@@ -223,21 +213,23 @@ def _pool_block(x, out, work, kernel, stride, dilation, pads, ufunc, divisor) ->
         np.divide(picked, divisor, out=out)
 
 
-def _along_w(block: np.ndarray, scratch: np.ndarray, kw: int, dw: int, ufunc: Callable) -> np.ndarray:
-    """``ufunc`` over the ``kw`` taps along W of the contiguous ``block`` (B, R, Wp), each tap
-    one shifted slice of it flattened, into ``scratch``'s first elements (the last columns,
-    whose windows run off the row, hold what no output reads); ``block`` when ``kw`` is 1."""
-    if kw == 1:
+def _shifted(block: np.ndarray, scratch: np.ndarray, taps: int, shift: int, ufunc: Callable) -> np.ndarray:
+    """``ufunc`` over ``taps`` slices of the contiguous ``block`` flattened, each ``shift``
+    elements after the one before (``dw`` for taps along W, ``dh`` rows for taps along H),
+    into ``scratch``'s first elements, shaped as ``block``; ``block`` itself for one tap.
+    The last ``(taps - 1) * shift`` elements, whose windows run off the block, are copied
+    as they are: only outputs that are cut off read them."""
+    if taps == 1:
         return block
     flat = block.reshape(-1)
     size = flat.size
-    cut = size - (kw - 1) * dw
-    rows = scratch.reshape(-1)[:size]
-    ufunc(flat[:cut], flat[dw:dw + cut], out=rows[:cut])
-    for j in range(2, kw):
-        ufunc(rows[:cut], flat[j * dw:j * dw + cut], out=rows[:cut])
-    rows[cut:] = flat[cut:]
-    return rows.reshape(block.shape)
+    cut = size - (taps - 1) * shift
+    reduced = scratch.reshape(-1)[:size]
+    ufunc(flat[:cut], flat[shift:shift + cut], out=reduced[:cut])
+    for k in range(2, taps):
+        ufunc(reduced[:cut], flat[k * shift:k * shift + cut], out=reduced[:cut])
+    reduced[cut:] = flat[cut:]
+    return reduced.reshape(block.shape)
 
 
 def copied_if_view(result: np.ndarray, source: np.ndarray) -> np.ndarray:

@@ -12,15 +12,18 @@ from graphexec import Engine
 
 
 def warm_and_check(name: str, engines: Mapping[str, Engine], x: np.ndarray, want: np.ndarray,
-                   runs: int = 3) -> None:
+                   runs: int = 3) -> dict[str, float]:
     """Run each engine ``runs`` times untimed, and stop the script if its output is not
-    PyTorch's ``want`` (relative 1e-4): a timing of a wrong answer means nothing."""
+    PyTorch's ``want`` (relative 1e-4): a timing of a wrong answer means nothing. Returns
+    each engine's error, max |out - want| / max |want|."""
+    errors = {}
     for label, engine in engines.items():
         for _ in range(runs):
             got = engine.forward(x)
-        error = float(np.abs(got - want).max() / np.abs(want).max())
+        errors[label] = error = float(np.abs(got - want).max() / np.abs(want).max())
         if error > 1e-4:
             raise SystemExit(f"{name}: {label} differs from PyTorch by {error:.2g}")
+    return errors
 
 
 def median_seconds(engine: Engine, x: np.ndarray, rounds: int, warmup: int = 5) -> float:

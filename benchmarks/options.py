@@ -50,9 +50,7 @@ def measure(name: str, setting: tuple[str, object], rounds: int) -> str:
         x, want = io["in0"], io["out0"]
     engines = {"default": Engine.load(folder / "model.pnnx.param"),
                "option": Engine.load(folder / "model.pnnx.param", **dict([setting]))}
-    warm_and_check(name, engines, x, want)
-    errors = {label: float(np.abs(engine.forward(x) - want).max() / np.abs(want).max())
-              for label, engine in engines.items()}
+    errors = warm_and_check(name, engines, x, want)
     times: dict[str, list[float]] = {label: [] for label in engines}
     for k in range(rounds):
         for label in (("default", "option") if k % 2 else ("option", "default")):

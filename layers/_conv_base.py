@@ -1,6 +1,6 @@
 """Geometry and array helpers the convolution kernels share (:mod:`layers._conv_math`,
 :mod:`layers._depthwise_math`): output sizes, padding, aligned copies of weights, strided
-views and zero-framed scratch copies of inputs."""
+views, zero-framed scratch copies of inputs and their stride phases."""
 
 from __future__ import annotations
 
@@ -116,3 +116,34 @@ def pad_input(x: np.ndarray, pads: tuple[Pair, Pair], mode: str) -> np.ndarray:
         return x
     return np.pad(x, ((0, 0), (0, 0), pads[0], pads[1]), mode=PAD_MODES[mode])  # type: ignore[call-overload]
 
+
+
+def stride_phases(slot: str, x: np.ndarray, offset: Pair, stride: Pair, size: Pair, dtype: np.dtype,
+                  channels_last: bool = False) -> np.ndarray:
+    """``x`` (N, C, H, W), zero-padded by ``offset`` (top, left) and beyond, split into its
+    ``sh x sw`` stride phases of ``size`` (hq, wq) each, in this thread's scratch ``slot``:
+    (sh, sw, N, C, hq, wq), or (sh, sw, N, hq, wq, C) when ``channels_last``. Phase
+    ``(a, b)`` holds padded rows ``a, a + sh, ...`` and columns ``b, b + sw, ...``, so a strided
+    convolution reads each phase with unit steps (the strided gather happens once here)."""
+    n, c, h, w = x.shape
+    (top, left), (sh, sw), (hq, wq) = offset, stride, size
+    shape = (sh, sw, n, hq, wq, c) if channels_last else (sh, sw, n, c, hq, wq)
+    # Only the input is copied in: the zero padding around it is kept between calls.
+    phases, fresh = SCRATCH.kept(slot, shape, dtype, ("phases", x.shape, offset, stride, channels_last))
+    if fresh and phases.size <= FILL_WHOLE_MAX:  # one call, not a frame per phase
+        phases.fill(0)
+        fresh = False
+    for a in range(sh):
+        y0 = max(0, -(-(top - a) // sh))                 # first phase row holding an input row
+        y1 = max(y0, min(hq, -(-(top + h - a) // sh)))
+        for b in range(sw):
+            x0 = max(0, -(-(left - b) // sw))
+            x1 = max(x0, min(wq, -(-(left + w - b) // sw)))
+            if fresh:
+                fill_frame(phases[a, b], (y0, y1), (x0, x1), axis=-3 if channels_last else -2)
+            src = x[:, :, y0 * sh + a - top::sh, x0 * sw + b - left::sw][:, :, :y1 - y0, :x1 - x0]
+            if channels_last:
+                phases[a, b, :, y0:y1, x0:x1, :] = src.transpose(0, 2, 3, 1)
+            else:
+                phases[a, b, :, :, y0:y1, x0:x1] = src
+    return phases

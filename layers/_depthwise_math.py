@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from layers._conv_base import FILL_WHOLE_MAX, Geometry, Pair, aligned, fill_frame, strided
+from layers._conv_base import Geometry, Pair, aligned, stride_phases, strided
 from layers._scratch import SCRATCH as _SCRATCH
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], out:
     if channels_last is None:
         channels_last = _channels_outnumber(x.shape[1], ho, wq)
     channels_last = channels_last and kernel.taps_last is not None
-    phases = _phases(x, (top, left), (sh, sw), (hq, wq), dtype, channels_last)
+    phases = stride_phases("phases", x, (top, left), (sh, sw), (hq, wq), dtype, channels_last)
     if channels_last:
         _depthwise_last(phases, kernel, (ho, wo, wq), out)
     else:
@@ -82,34 +82,6 @@ def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], out:
                 for i in range(kh) for j in range(kw)]
         _depthwise_first(phases, kernel, taps, (ho, wo, wq), out)
     return out
-
-
-def _phases(x: np.ndarray, offset: Pair, stride: Pair, size: Pair, dtype: np.dtype, channels_last: bool) -> np.ndarray:
-    """The zero-padded ``x`` split into ``sh x sw`` stride phases of ``size`` (hq, wq) each:
-    (sh, sw, N, C, hq, wq), or (sh, sw, N, hq, wq, C) when ``channels_last``."""
-    n, c, h, w = x.shape
-    (top, left), (sh, sw), (hq, wq) = offset, stride, size
-    shape = (sh, sw, n, hq, wq, c) if channels_last else (sh, sw, n, c, hq, wq)
-    # Only the input is copied in: the zero padding around it is kept between calls.
-    phases, fresh = _SCRATCH.kept("phases", shape, dtype, ("phases", x.shape, offset, stride, channels_last))
-    if fresh and phases.size <= FILL_WHOLE_MAX:  # one call, not a frame per phase
-        phases.fill(0)
-        fresh = False
-    for a in range(sh):
-        y0 = max(0, -(-(top - a) // sh))                 # first phase row holding an input row
-        y1 = min(hq, -(-(top + h - a) // sh))
-        for b in range(sw):
-            x0 = max(0, -(-(left - b) // sw))
-            x1 = min(wq, -(-(left + w - b) // sw))
-            y1, x1 = max(y0, y1), max(x0, x1)
-            if fresh:
-                fill_frame(phases[a, b], (y0, y1), (x0, x1), axis=-3 if channels_last else -2)
-            src = x[:, :, y0 * sh + a - top::sh, x0 * sw + b - left::sw][:, :, :y1 - y0, :x1 - x0]
-            if channels_last:
-                phases[a, b, :, y0:y1, x0:x1, :] = src.transpose(0, 2, 3, 1)
-            else:
-                phases[a, b, :, :, y0:y1, x0:x1] = src
-    return phases
 
 
 def _depthwise_first(phases, kernel: Conv2dKernel, taps, size, out: np.ndarray) -> None:

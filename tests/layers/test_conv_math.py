@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layers._conv_math import Conv2dKernel, Geometry, winograd_tile
+import layers._conv_math as conv_math
+from layers._conv_math import Conv2dKernel, Geometry, im2col_columns, phase_split_pays, winograd_tile
 from tests.layers.test_conv import close, conv2d_params, make, reference_conv2d
 
 
@@ -53,6 +54,9 @@ PATHS = [
     (8, 12, (3, 3), dict(padding=(1, 1)), (1, 8, 20, 18), "im2col"),
     (6, 10, (5, 3), dict(padding=(2, 1)), (2, 6, 11, 9), "im2col"),
     (6, 10, (3, 3), dict(stride=(2, 2), padding=(1, 1)), (1, 6, 11, 9), "im2col"),
+    (3, 16, (7, 7), dict(stride=(2, 2), padding=(3, 3)), (1, 3, 30, 27), "im2col"),  # by stride phases
+    (4, 6, (5, 4), dict(stride=(2, 3), padding=(2, 0), groups=2), (2, 4, 13, 17), "im2col"),
+    (3, 16, (7, 7), dict(stride=(2, 2), padding=(3, 3), mode="reflect"), (1, 3, 20, 19), "im2col"),
     (6, 10, (3, 3), dict(dilation=(2, 2), padding=(2, 2)), (1, 6, 11, 9), "im2col"),
     (6, 10, (3, 3), dict(padding=(1, 1), mode="reflect"), (1, 6, 11, 9), "im2col"),
     (8, 12, (3, 3), dict(padding=(1, 1), groups=4), (2, 8, 10, 9), "im2col"),
@@ -247,6 +251,10 @@ SHARED_LAYOUTS = [
     (8, 8, (3, 3), dict(padding=(1, 1), groups=8), (1, 8, 62, 62)),
     (32, 8, (3, 3), dict(padding=(2, 2)), (1, 32, 24, 24)),
     (32, 8, (3, 3), dict(padding=(1, 1)), (1, 32, 26, 26)),
+    (3, 8, (7, 7), dict(padding=(3, 3), stride=(2, 2)), (1, 3, 40, 40)),  # im2col by stride phases
+    (3, 8, (7, 7), dict(padding=(2, 2), stride=(2, 2)), (1, 3, 41, 41)),
+    (3, 8, (7, 7), dict(padding=(3, 3), stride=(2, 2)), (1, 3, 120, 120)),
+    (3, 8, (7, 7), dict(padding=(2, 2), stride=(2, 2)), (1, 3, 121, 121)),
 ]
 
 
@@ -330,3 +338,53 @@ def test_positions_path_reads_a_strided_input_and_agrees_with_im2col():
     layer.kernel._plans.clear()
     assert layer.kernel.path(x.shape, x.dtype) == "im2col"
     close(got, layer.forward([x])[0], rel=1e-5)
+
+
+@st.composite
+def strided_geometries(draw):
+    """Strided convolutions whose kernels reuse each input element often enough for im2col
+    to read the input through its stride phases, with a band of output rows."""
+    kernel = (draw(st.integers(2, 7)), draw(st.integers(2, 7)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    pads = tuple((draw(st.integers(0, 3)), draw(st.integers(0, 3))) for _ in range(2))
+    groups = draw(st.sampled_from([1, 2]))
+    shape = (draw(st.integers(1, 2)), groups * draw(st.integers(1, 3)),
+             draw(st.integers(kernel[0], 16)), draw(st.integers(kernel[1], 16)))
+    return kernel, stride, pads, groups, shape, draw(st.booleans()), draw(st.integers(0, 2**16))
+
+
+@settings(max_examples=120, deadline=None)
+@given(strided_geometries())
+def test_columns_read_through_stride_phases_equal_the_strided_gather(cfg):
+    """The phase split only changes where im2col's columns are copied from: the same bits."""
+    kernel, stride, pads, groups, shape, fold, seed = cfg
+    geo = Geometry(stride=stride, dilation=(1, 1), padding=pads, groups=groups)
+    ho = (shape[2] + sum(pads[0]) - kernel[0]) // stride[0] + 1
+    wo = (shape[3] + sum(pads[1]) - kernel[1]) // stride[1] + 1
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    depth = shape[1] // groups * kernel[0] * kernel[1]
+    r0 = seed % ho
+    r1 = r0 + 1 + (seed // 7) % (ho - r0)
+
+    def columns():
+        return im2col_columns(x, depth, groups, kernel, pads, geo, (ho, wo), fold, (r0, r1)).copy()
+
+    by_phases = columns()
+    original = conv_math.PHASE_SPLIT_MIN_REUSE
+    conv_math.PHASE_SPLIT_MIN_REUSE = 10**9  # the strided gather, whatever the kernel
+    try:
+        gathered = columns()
+    finally:
+        conv_math.PHASE_SPLIT_MIN_REUSE = original
+    np.testing.assert_array_equal(by_phases, gathered)
+    assert phase_split_pays(kernel, geo) == (stride != (1, 1) and kernel[0] * kernel[1] >= 4 * stride[0] * stride[1])
+
+
+def test_phase_split_follows_the_reuse_of_each_input_element():
+    def pays(kernel, stride, dilation=(1, 1)):
+        return phase_split_pays(kernel, Geometry(stride=stride, dilation=dilation, padding=((0, 0), (0, 0)), groups=1))
+
+    assert pays((7, 7), (2, 2)) and pays((11, 11), (4, 4)) and pays((5, 5), (2, 2))
+    assert not pays((3, 3), (2, 2))          # 2.25 columns per element
+    assert not pays((7, 7), (1, 1))          # no stride: nothing to gather
+    assert not pays((7, 7), (2, 2), (2, 2))  # dilated: the plain gather

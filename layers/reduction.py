@@ -5,7 +5,8 @@ norm over the last dim.
 pnnx writes ``dim`` as a list (``dim=(0,2)``), a single int (``torch.prod``, ``torch.max``,
 ``torch.argmax``), ``None`` or nothing (every dim), and ``keepdim``. Floating sums are
 accumulated in float64 and handed back in the input's dtype, as close to PyTorch's cascaded
-sums as a plain reduction gets. A global ``prod``/``std``/``var`` (no dim) is exported as
+sums as a plain reduction gets; a mean over the last dims is one matrix-vector product
+(:data:`ROW_MEAN_MAX_TERMS`). A global ``prod``/``std``/``var`` (no dim) is exported as
 ``aten::`` operators pnnx cannot convert, so only their per-dim forms exist here.
 """
 
@@ -150,14 +151,51 @@ class Sum(_Summing):
         return np.sum(source, axis=axes, keepdims=True, dtype=self.accumulator(x, axes), out=out)
 
 
+#: A mean over a trailing block of at most this many elements (a global average pool, a
+#: mean over the features of each token) is one matrix-vector product with a vector of
+#: ``1/n``, in the input's own float dtype: 8-12x as fast as summing through float64
+#: (ShuffleNet's mean over 1024 x 7 x 7: 4 us against 37), within 1e-7 of the float64 mean
+#: on such rows; BLAS keeps many partial sums, so a longer row would still be close, but
+#: the float64 sum is kept where rows get long.
+ROW_MEAN_MAX_TERMS = 4096
+
+
 @register("torch.mean")
 class Mean(_Summing):
     """The mean over ``dims`` (None: all); floating inputs only, as in PyTorch."""
 
     needs_float = True
 
+    def accumulator(self, x: np.ndarray, axes: tuple[int, ...]) -> np.dtype:
+        return x.dtype if _averages_rows(x, axes) else super().accumulator(x, axes)
+
     def reduce(self, x: np.ndarray, axes: tuple[int, ...], out: np.ndarray | None = None) -> np.ndarray:
+        if _averages_rows(x, axes):
+            return _row_means(x, len(axes), out)
         return np.mean(x, axis=axes, keepdims=True, dtype=self.accumulator(x, axes), out=out)
+
+
+def _averages_rows(x: np.ndarray, axes: tuple[int, ...]) -> bool:
+    """Whether ``axes`` are ``x``'s last ones and their block suits :func:`_row_means`."""
+    return (x.dtype in (np.float32, np.float64) and bool(axes) and axes == tuple(range(x.ndim - len(axes), x.ndim))
+            and SHORT_SUM < _terms(x, axes) <= ROW_MEAN_MAX_TERMS)
+
+
+def _row_means(x: np.ndarray, trailing: int, out: np.ndarray | None) -> np.ndarray:
+    """The mean of ``x`` over its last ``trailing`` axes (keepdims) as rows times ``1/n``."""
+    lead = x.shape[:x.ndim - trailing]
+    n = math.prod(x.shape[x.ndim - trailing:])
+    rows = x.reshape(math.prod(lead), n)
+    weights = np.full(n, 1 / n, dtype=x.dtype)
+    kept = lead + (1,) * trailing
+    if out is not None and out.flags.c_contiguous:
+        np.matmul(rows, weights, out=out.reshape(-1))
+        return out
+    means = np.matmul(rows, weights).reshape(kept)
+    if out is None:
+        return means
+    np.copyto(out, means)
+    return out
 
 
 @register("torch.prod")

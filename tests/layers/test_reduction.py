@@ -128,3 +128,29 @@ def test_inputs_are_not_modified():
                             ("torch.std", "dim=(0)")]:
         build(op_type, params).forward([x])
     np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("shape, params", [
+    ((2, 1024, 7, 7), "dim=(2,3) keepdim=False"),      # a global average pool
+    ((2, 64, 9, 5), "dim=(-2,-1) keepdim=True"),
+    ((3, 20, 48), "dim=(-1) keepdim=False"),           # per token
+    ((5, 6), "dim=None keepdim=False"),                # every dim: one row
+    ((2, 3, 70, 70), "dim=(2,3) keepdim=False"),       # longer than a row mean takes
+    ((2, 30, 4, 5), "dim=(1,2) keepdim=False"),        # not the last dims
+])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_mean_agrees_with_the_float64_mean_written_anywhere(shape, params, dtype):
+    """Means over the last dims are a product with ``1/n``; every form stays within float
+    rounding of the float64 mean, contiguous or not, into a given buffer or not."""
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    wide = (rng.standard_normal(shape[:-1] + (shape[-1] + 3,)) + 0.5).astype(dtype)
+    layer = build("torch.mean", params)
+    (out_shape,) = layer.infer_shapes([shape])
+    for x in (np.ascontiguousarray(wide[..., 2:-1]), wide[..., 2:-1]):
+        want = np.asarray(np.mean(x.astype(np.float64), axis=layer.axes(x.ndim), keepdims="True" in params))
+        (got,) = layer.forward([x])
+        into = np.full(out_shape, np.nan, dtype)
+        layer.forward_into([x], [into])
+        for result in (got, into):
+            assert result.shape == out_shape and result.dtype == dtype
+            np.testing.assert_allclose(result, want, rtol=0, atol=2e-6 * np.abs(want).max())

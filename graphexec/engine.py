@@ -655,13 +655,13 @@ class Engine:
         return specs
 
     def _plan_for(self, given: dict[str, Spec], *, given_by_user: bool, fuse: bool = True) -> Plan:
-        key = (*((n, str(s)) for n, s in given.items()), fuse)
+        key = (*given.items(), fuse)  # specs are frozen (hashable): no text built per call
         with self._cache_lock:
             cached = self._plans.get(key)
             if cached is not None:
                 self._plans.move_to_end(key)
         if cached is not None:
-            logger.debug("reusing the plan for inputs {}", key)
+            logger.opt(lazy=True).debug("reusing the plan for inputs {}", lambda: _shown(given))
             return cached
         try:
             specs = infer_specs(self.program, given)
@@ -700,8 +700,14 @@ class Engine:
             self._plans[key] = plan
             while len(self._plans) > PLAN_CACHE_SIZE:
                 self._plans.popitem(last=False)
-        logger.debug("planned inputs {}: {} nodes in {} units, width {}", key, len(plan.nodes), len(plan.units), plan.width)
+        logger.opt(lazy=True).debug("planned inputs {}: {} nodes in {} units, width {}", lambda: _shown(given),
+                                    lambda: len(plan.nodes), lambda: len(plan.units), lambda: plan.width)
         return plan
+
+
+def _shown(given: dict[str, Spec]) -> str:
+    """Input specs as a log line shows them: ``0=(1,3,224,224)float32``."""
+    return ", ".join(f"{name}={spec}" for name, spec in given.items())
 
 
 def _leaves(value: Any) -> list[Any]:

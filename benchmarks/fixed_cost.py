@@ -5,7 +5,14 @@ small one (32 x 32 by default, 75 x 75 for Inception v3, which needs it): the ar
 shrinks about fifty-fold, while what a node costs whatever its size (the scheduler, the
 Python of its layer, the fixed price of each numpy call) stays. The small run's time per
 node is that fixed cost, and its share of the full run says how much of a network's time
-no faster kernel would remove. Usage::
+no faster kernel would remove.
+
+At the small size the fixed cost is then split three ways: ``alone``, the sum of each
+node's layer timed on its own, called again and again (hot caches, trained branch
+predictors); ``in order``, the layers called once each in the plan's order by a plain loop,
+with no scheduler and no arena (what running different layers one after another adds:
+weights and code fetched again); and the engine's run (what the executor and ``forward``
+add). Usage::
 
     python benchmarks/fixed_cost.py                      # the networks of benchmarks/peers.py
     python benchmarks/fixed_cost.py mobilenet_v3_small --size 48 --rounds 50
@@ -16,7 +23,11 @@ The networks come from ``python tools/export_networks.py`` (``artifacts/networks
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +38,8 @@ from graphexec import Engine  # isort: skip
 import numpy as np  # isort: skip
 
 from benchmarks._checks import median_seconds  # isort: skip
+from graphexec.blas import blas_threads  # isort: skip
+from layers.specs import TensorSpec  # isort: skip
 
 NETWORKS = ["googlenet", "inception_v3", "resnet50", "densenet121", "squeezenet1_1", "mobilenet_v3_small",
             "shufflenet_v2", "efficientnet_b0", "wide"]
@@ -40,6 +53,55 @@ def model_path(name: str) -> Path:
     return ROOT / "artifacts" / "networks" / name / "model.pnnx.param"
 
 
+def node_calls(engine: Engine, x: np.ndarray) -> list[Callable[[], object]]:
+    """One call per node of ``engine``'s plan for ``x``, in the plan's order, each with its
+    inputs (the values the calls before it made) and its output buffers ready."""
+    plan = engine.plan(x.shape)
+    values = dict(zip(plan.program.inputs, [x]))
+    calls = []
+    for step in plan.program.steps:
+        inputs = [values[name] for name in step.inputs]
+        specs = [plan.specs[name] for name in step.outputs]
+        if all(isinstance(spec, TensorSpec) for spec in specs):
+            outputs = [np.empty(spec.shape, spec.dtype) for spec in specs]
+            call = partial(step.layer.forward_into, inputs, outputs)
+            call()
+        else:
+            call = partial(step.layer.forward, inputs)
+            outputs = call()
+        values.update(zip(step.outputs, outputs))
+        calls.append(call)
+    return calls
+
+
+def alone_and_in_order_ms(calls: list[Callable[[], object]], rounds: int, warmup: int) -> tuple[float, float]:
+    """(the sum of each call's median time called 20 times running, the median time of one
+    pass calling each once in order), in ms, on one BLAS thread as the engine runs them."""
+    with blas_threads(1):
+        return _alone_and_in_order_ms(calls, rounds, warmup)
+
+
+def _alone_and_in_order_ms(calls: list[Callable[[], object]], rounds: int, warmup: int) -> tuple[float, float]:
+    alone = 0.0
+    for call in calls:
+        for _ in range(warmup):
+            call()
+        times = []
+        for _ in range(20):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        alone += statistics.median(times)
+    passes = []
+    for k in range(warmup + rounds):
+        start = time.perf_counter()
+        for call in calls:
+            call()
+        if k >= warmup:
+            passes.append(time.perf_counter() - start)
+    return alone * 1e3, statistics.median(passes) * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="each network's time per node with almost nothing to compute")
     parser.add_argument("names", nargs="*", help=f"models (default: {' '.join(NETWORKS)})")
@@ -49,7 +111,8 @@ def main() -> None:
     args = parser.parse_args()
     print("one worker, one BLAS thread; median ms over "
           f"{args.rounds} runs after {args.warmup}; small: {args.size} x {args.size} unless the network needs more")
-    print(f"{'network':<20}{'nodes':>6}{'full ms':>10}{'small':>9}{'small ms':>10}{'us/node':>9}{'small/full':>12}")
+    print(f"{'network':<20}{'nodes':>6}{'full ms':>10}{'small':>9}{'small ms':>10}{'us/node':>9}{'small/full':>12}"
+          f"{'alone ms':>10}{'in order ms':>13}")
     for name in args.names or NETWORKS:
         path = model_path(name)
         if not path.exists():
@@ -62,14 +125,16 @@ def main() -> None:
             full_ms = median_seconds(engine, full, args.rounds, args.warmup) * 1e3
             if size >= min(shape[-2:]):  # exported that small already: its full run is the small one
                 nodes = len(engine.plan(full.shape).nodes)
+                alone_ms, in_order_ms = alone_and_in_order_ms(node_calls(engine, full), args.rounds, args.warmup)
                 print(f"{name:<20}{nodes:>6}{full_ms:>10.2f}{'(full)':>9}{full_ms:>10.2f}"
-                      f"{full_ms / nodes * 1e3:>9.1f}{1:>12.0%}")
+                      f"{full_ms / nodes * 1e3:>9.1f}{1:>12.0%}{alone_ms:>10.2f}{in_order_ms:>13.2f}")
                 continue
             small = np.random.default_rng(0).random((*shape[:-2], size, size), dtype=np.float32)
             nodes = len(engine.plan(small.shape).nodes)
             small_ms = median_seconds(engine, small, args.rounds, args.warmup) * 1e3
+            alone_ms, in_order_ms = alone_and_in_order_ms(node_calls(engine, small), args.rounds, args.warmup)
         print(f"{name:<20}{nodes:>6}{full_ms:>10.2f}{f'{size}x{size}':>9}{small_ms:>10.2f}"
-              f"{small_ms / nodes * 1e3:>9.1f}{small_ms / full_ms:>12.0%}")
+              f"{small_ms / nodes * 1e3:>9.1f}{small_ms / full_ms:>12.0%}{alone_ms:>10.2f}{in_order_ms:>13.2f}")
 
 
 if __name__ == "__main__":

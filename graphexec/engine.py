@@ -49,6 +49,7 @@ from graphexec import dtypes, pnnx
 from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.blas import blas_threads, blas_workers_off, idle_threads_sleep
+from graphexec.excitation import fuse_excitations
 from graphexec.executor import RunOptions, run_sequential
 from graphexec.fusion import fuse_activations, head_and_tail
 from graphexec.ir import Dim, Graph
@@ -123,6 +124,7 @@ class Engine:
         share_nodes: bool | None = None,
         merge_convs: bool = True,
         fold_preactivations: bool = True,
+        fuse_excitations: bool = True,
     ):
         for label, value in (("threads", threads), ("intra_op_threads", intra_op_threads),
                              ("memory_limit", memory_limit)):
@@ -153,6 +155,7 @@ class Engine:
         #: Run batch norm + ReLU before a 1x1 convolution as one floor (see
         #: graphexec.preactivation; CPU only), and the rewritten pairs, by the norm's name.
         self.fold_preactivations = fold_preactivations
+        self.fuse_excitations = fuse_excitations
         self._folded: dict[str, Any] = {}
         self._use_device(device, cpu_types, fallback)
         #: Arenas per cached plan; they go when the plan leaves the cache.
@@ -237,6 +240,7 @@ class Engine:
         share_nodes: bool | None = None,
         merge_convs: bool = True,
         fold_preactivations: bool = True,
+        fuse_excitations: bool = True,
     ) -> Engine:
         """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
 
@@ -267,6 +271,9 @@ class Engine:
         ``fold_preactivations``: a batch norm and ReLU read only by a 1x1 convolution
         (DenseNet's) run as one per-channel floor, the norm folded into the convolution's
         weights (see :mod:`graphexec.preactivation`); on the CPU only.
+        ``fuse_excitations``: squeeze-and-excitation blocks (MobileNet v3's, EfficientNet's:
+        average pool, two 1x1 convolutions, a product) run as one node (see
+        :mod:`graphexec.excitation`); on the CPU only.
 
         ``device``: ``"cpu"`` (default), ``"opencl"``, ``"opencl:1"``, ``"opencl:gpu"``,
         ``"opencl:<name filter>"`` or an opened ``OpenCLDevice``: nodes the device runs go
@@ -280,7 +287,8 @@ class Engine:
         engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor,
                      memory_limit=memory_limit, reuse_memory=reuse_memory, device=device, cpu_types=cpu_types,
                      fallback=fallback, pin_workers=pin_workers, share_nodes=share_nodes,
-                     merge_convs=merge_convs, fold_preactivations=fold_preactivations)
+                     merge_convs=merge_convs, fold_preactivations=fold_preactivations,
+                     fuse_excitations=fuse_excitations)
         logger.debug(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
@@ -684,6 +692,9 @@ class Engine:
             allow = None if self.device is None else fuses_on(self.device, self.cpu_types)
             program, fused_away = fuse_activations(self.program, specs, allow)
         if self.device is None:
+            if fuse and self.fuse_excitations:
+                program, blocks = fuse_excitations(program, specs)
+                fused_away |= blocks
             if fuse and self.fold_preactivations:
                 program, floors = fold_preactivations(program, specs, self._folded)
                 fused_away |= floors

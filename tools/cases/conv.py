@@ -111,3 +111,45 @@ CASES += [
     Case("conv2d_siblings_batch2", Siblings2d(), (x(2, 6, 7, 7),)),
     Case("conv1d_siblings", Siblings1d(), (x(1, 4, 10),)),
 ]
+
+
+class SqueezeExcite(nn.Module):
+    """A squeeze-and-excitation block (see graphexec/excitation.py): an average pool to one
+    pixel, two 1x1 convolutions with their activations, the product with the input."""
+
+    def __init__(self, channels: int, hidden: int, activation, gate, bias: bool = True):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Conv2d(channels, hidden, 1, bias=bias)
+        self.fc2 = nn.Conv2d(hidden, channels, 1)
+        self.activation, self.gate = activation, gate
+
+    def scale(self, x):
+        return self.gate(self.fc2(self.activation(self.fc1(self.pool(x)))))
+
+
+class Excitations(nn.Module):
+    """Blocks run as one node each: MobileNet v3's (ReLU, hardsigmoid, ``scale * x``) and
+    EfficientNet's (SiLU, sigmoid, ``x * scale``, fc1 without bias); and ones to leave as
+    they are: a pooled vector also given out, a gate applied to another tensor."""
+
+    def __init__(self, channels: int = 8):
+        super().__init__()
+        self.mobile = SqueezeExcite(channels, 4, nn.ReLU(), nn.Hardsigmoid())
+        self.efficient = SqueezeExcite(channels, 2, nn.SiLU(), nn.Sigmoid(), bias=False)
+        self.given_out = SqueezeExcite(channels, 4, nn.ReLU(), nn.Sigmoid())
+        self.elsewhere = SqueezeExcite(channels, 4, nn.ReLU(), nn.Sigmoid())
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        y = self.mobile.scale(x) * x
+        z = F.relu(self.conv(y))
+        z = z * self.efficient.scale(z)
+        pooled = self.given_out.pool(z)
+        w = self.given_out.gate(self.given_out.fc2(F.relu(self.given_out.fc1(pooled)))) * z
+        return w, pooled, self.elsewhere.scale(y) * z
+
+
+CASES += [
+    Case("conv2d_excitations_batch2", Excitations(), (x(2, 8, 9, 7),)),
+]

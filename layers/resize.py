@@ -27,6 +27,7 @@ import numpy as np
 from layers.aten import NOT_CONSTANT, constant_input
 from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
 from layers.registry import register
+from layers.shape import known_ints, runtime_ints
 
 _NEAREST = ("nearest", "nearest-exact")
 #: How many trailing dims each mode resizes (None: any of 1, 2, 3).
@@ -136,7 +137,9 @@ class Interpolate(Layer):
 
     With a scale factor PyTorch maps output to source positions with ``1/scale`` unless
     ``recompute_scale_factor=True``, which uses ``in/out`` (as ``size`` does); nearest takes
-    ``floor(dst*scale)``, nearest-exact ``floor((dst+0.5)*scale)``.
+    ``floor(dst*scale)``, nearest-exact ``floor((dst+0.5)*scale)``. A dynamic export whose
+    size comes from a shape (``size=x.shape[-2:]``, ``size=(h * 2, w * 2)``) gives the size
+    as input 1 (``$size``), computed from the shapes at run time.
     """
 
     default_mode = "nearest"
@@ -152,10 +155,14 @@ class Interpolate(Layer):
             raise params.error("antialias=True is not supported")
         size = params.raw("size", None)
         scale = params.raw("scale_factor", None)
-        if size is None and scale is None:
-            raise params.error("needs size or scale_factor (both are None or missing)")
+        #: Whether the size is input 1 rather than a param.
+        self.size_input = size is None and scale is None and self.num_inputs == 2
+        if size is None and scale is None and not self.size_input:
+            raise params.error("needs size or scale_factor (both are None or missing), or a size input")
+        if self.num_inputs != (2 if self.size_input else 1):
+            raise params.error(f"takes one input with a size= or scale_factor= param, got {self.num_inputs} inputs")
         self.size: tuple[int, ...] | None = params.ints("size") if size is not None else None
-        self.scale_factor: tuple[float, ...] | None = params.floats("scale_factor") if size is None else None
+        self.scale_factor: tuple[float, ...] | None = params.floats("scale_factor") if scale is not None and size is None else None
         if self.size is not None and any(s < 1 for s in self.size):
             raise params.error(f"size={self.size} must be positive")
         if self.scale_factor is not None and any(not s > 0 or math.isinf(s) for s in self.scale_factor):
@@ -165,12 +172,17 @@ class Interpolate(Layer):
         #: The size or scale values as written (one value stands for every resized dim).
         self.given: tuple = self.size or self.scale_factor or ()
         need = _MODE_DIMS[self.mode]
-        if need is not None and len(self.given) not in (1, need):
+        if need is not None and not self.size_input and len(self.given) not in (1, need):
             raise params.error(f"mode={self.mode} resizes {need} dims, got {len(self.given)} sizes/scales")
 
-    def _plan(self, shape: Shape) -> list[tuple[int, int, float | None]]:
-        """(input size, output size, kernel scale) for each resized trailing dim."""
-        given = self.given
+    def _plan(self, shape: Shape, sizes: tuple[int, ...] | None = None) -> list[tuple[int, int, float | None]]:
+        """(input size, output size, kernel scale) for each resized trailing dim; ``sizes``:
+        the size input's value, when the size is an input."""
+        given = self.given if sizes is None else sizes
+        if sizes is not None:
+            need = _MODE_DIMS[self.mode]
+            if not sizes or (need is not None and len(sizes) not in (1, need)) or any(s < 1 for s in sizes):
+                raise ShapeMismatch(f"mode={self.mode} cannot resize to size {list(sizes)}")
         nd = len(given) if len(given) > 1 else (_MODE_DIMS[self.mode] or len(shape) - 2)
         if len(shape) != nd + 2 or nd > 3:
             raise ShapeMismatch(
@@ -180,7 +192,7 @@ class Interpolate(Layer):
         values = given * nd if len(given) == 1 else given
         plan = []
         for size, value in zip(shape[2:], values):
-            if self.size is not None:
+            if self.size is not None or sizes is not None:
                 plan.append((size, int(value), None))
                 continue
             out = math.floor(float(size) * value)
@@ -189,14 +201,30 @@ class Interpolate(Layer):
             plan.append((size, out, None if self.recompute else float(value)))
         return plan
 
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if not self.size_input:
+            return super().infer(specs)
+        self.expect_inputs(specs, 2)
+        data = specs[0]
+        if not isinstance(data, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {data}, expected a tensor")
+        sizes = known_ints(specs[1])
+        if sizes is None:
+            raise ShapeMismatch(f"the size {specs[1]} depends on runtime values that shape inference does not know")
+        return [TensorSpec(self._out_shape(data.shape, sizes), data.dtype)]
+
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if self.size_input:
+            raise ShapeMismatch("the size is an input, not a shape; use infer()")
         self.expect_inputs(shapes, 1)
-        shape = shapes[0]
-        return [shape[:2] + tuple(out for _, out, _ in self._plan(shape))]
+        return [self._out_shape(shapes[0])]
+
+    def _out_shape(self, shape: Shape, sizes: tuple[int, ...] | None = None) -> Shape:
+        return shape[:2] + tuple(out for _, out, _ in self._plan(shape, sizes))
 
     def forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         x = y = inputs[0]
-        plan = self._plan(x.shape)
+        plan = self._plan(x.shape, runtime_ints(inputs[1], "the size") if self.size_input else None)
         nearest_2d = self.mode == "nearest" and len(plan) == 2
         for j in reversed(range(len(plan))):
             size, out, scale = plan[j]

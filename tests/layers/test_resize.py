@@ -320,3 +320,42 @@ def test_pixel_shuffle_shape_errors():
         make("nn.PixelUnshuffle", dict(downscale_factor=2)).infer_shapes([(1, 1, 3, 4)])
     with pytest.raises(LayerConfigError, match="upscale_factor"):
         make("F.pixel_shuffle", dict(upscale_factor=0))
+
+
+# --------------------------------------------------------------------------------------
+# the size as an input (dynamic exports)
+# --------------------------------------------------------------------------------------
+def test_a_size_computed_from_shapes_follows_every_input_shape():
+    """pnnx exports ``size=(h * 2, w * 2)`` and ``size=y.shape[-2:]`` of a dynamic model as a
+    size input computed from the shapes; each run resizes to the size of its own inputs."""
+    from graphexec import Engine
+    from tests.golden import OPS, load_io
+
+    folder = OPS / "resize" / "interpolate_size_from_shapes"
+    engine = Engine.load(folder / "model.pnnx.param")
+    inputs, outputs = load_io(folder)
+    for got, want in zip(engine.forward(*inputs), outputs):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    x, y = rand((3, 2, 5, 3), 1), rand((3, 1, 4, 9), 2)
+    doubled, matched = engine.forward(x, y)
+    assert np.array_equal(doubled, x.repeat(2, axis=2).repeat(2, axis=3))
+    want = make("F.upsample", dict(mode="bilinear", size=[4, 9], align_corners=False)).forward([x])[0]
+    assert matched.shape == (3, 2, 4, 9) and np.array_equal(matched, want)
+
+
+def _with_size_input(params):
+    op = Operator("F.upsample", "op", inputs=[Operand("in0"), Operand("size")], outputs=[Operand("out0")],
+                  params=params, input_names=["input", "size"])
+    return lookup("F.upsample")(op)
+
+
+def test_a_size_input_is_checked_when_it_arrives():
+    layer = _with_size_input(dict(mode="bilinear"))
+    x = rand((1, 2, 3, 3))
+    assert layer.forward([x, np.array([5, 4])])[0].shape == (1, 2, 5, 4)
+    with pytest.raises(ShapeMismatch, match=r"cannot resize to size \[0, 4\]"):
+        layer.forward([x, np.array([0, 4])])
+    with pytest.raises(ShapeMismatch, match="use infer"):
+        layer.infer_shapes([x.shape])
+    with pytest.raises(LayerConfigError, match="one input"):  # a size param and a size input
+        _with_size_input(dict(mode="bilinear", size=[2, 2]))

@@ -69,6 +69,12 @@ CASES = [
          (_x(23, 1, 3, 5),)),
     Case("interpolate_trilinear", _interp(scale_factor=2, mode="trilinear"), (_x(24, 1, 2, 2, 3, 3),)),
     Case("upsample_bilinear_fn", Fn(lambda x: F.upsample_bilinear(x, scale_factor=2)), (_x(25, 1, 2, 3, 4),)),
+    # exported with two input shapes, so the sizes stay symbolic: pnnx computes them from
+    # the shapes at run time and hands them over as an input ($size)
+    Case("interpolate_size_from_shapes",
+         Fn(lambda x, y: (F.interpolate(x, size=(x.shape[2] * 2, x.shape[3] * 2)),
+                          F.interpolate(x, size=y.shape[-2:], mode="bilinear"))),
+         (_x(26, 1, 2, 3, 4), _x(27, 1, 1, 5, 7)), inputs2=(_x(28, 2, 2, 4, 6), _x(29, 2, 1, 7, 3))),
     # -- padding -----------------------------------------------------------------------------
     Case("pad_constant_crop", _pad((1, 2, 0, -1)), (_x(31, 1, 2, 5, 5),)),
     Case("pad_constant_value", _pad((1, 2, 3, 1), value=2.5), (_x(32, 1, 2, 4, 5),)),

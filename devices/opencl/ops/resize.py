@@ -26,6 +26,8 @@ def _axis_table(layer, plan, j: int, nearest_2d: bool) -> tuple[np.ndarray, np.n
 @implements(Interpolate, UpsamplingBilinear2d)
 class InterpolateOp(Op):
     def check(self, layer):
+        if layer.size_input:
+            return "the size is an input, known only at run time"
         if layer.mode == "trilinear" or (len(layer.given) == 3):
             return "3-D interpolation is not implemented"
         return None

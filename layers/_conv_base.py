@@ -117,7 +117,6 @@ def pad_input(x: np.ndarray, pads: tuple[Pair, Pair], mode: str) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), pads[0], pads[1]), mode=PAD_MODES[mode])  # type: ignore[call-overload]
 
 
-
 def stride_phases(slot: str, x: np.ndarray, offset: Pair, stride: Pair, size: Pair, dtype: np.dtype,
                   channels_last: bool = False) -> np.ndarray:
     """``x`` (N, C, H, W), zero-padded by ``offset`` (top, left) and beyond, split into its

@@ -45,3 +45,22 @@ def assert_matches(got: np.ndarray, want: np.ndarray, *, rel: float = 1e-4, what
         scale = max(1.0, float(np.abs(want[finite]).max()))
         diff = float(np.abs(got[finite].astype(np.float64) - want[finite]).max())
         assert diff <= rel * scale, f"{what}: max|diff| {diff:.3g} > {rel} x {scale:.3g}"
+
+
+def assert_rewritten_runs_agree(param: Path, threads: int, option: str, *, atol: float) -> None:
+    """An engine that rewrites part of the plan (``option`` on, as by default), on ``threads``
+    workers, gives the sequential engine's bits, and PyTorch's outputs and those of an engine
+    with ``option`` off within float32 rounding, run after run."""
+    from graphexec import Engine
+
+    inputs, outputs = load_io(param.parent)
+    with Engine.load(param, threads=threads, intra_op_threads=1) as engine, \
+            Engine.load(param, threads=1, intra_op_threads=1, **{option: False}) as plain:
+        sequential = Engine.load(param, threads=1, intra_op_threads=1).forward(*inputs)
+        unrewritten = plain.forward(*inputs)
+        for _ in range(3):
+            got = engine.forward(*inputs)
+            for g, s, p, want in zip(got, sequential, unrewritten, outputs):
+                assert np.array_equal(g, s)  # concurrent == sequential, bit for bit
+                np.testing.assert_allclose(g, want, rtol=1e-5, atol=atol)
+                np.testing.assert_allclose(g, p, rtol=1e-5, atol=atol)

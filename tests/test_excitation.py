@@ -9,7 +9,7 @@ import pytest
 from graphexec import Engine
 from graphexec.excitation import SqueezeExcite
 from layers.base import ShapeMismatch
-from tests.golden import OPS, load_io
+from tests.golden import OPS, assert_rewritten_runs_agree
 
 EXCITATIONS = OPS / "conv" / "conv2d_excitations_batch2"
 PARAM = EXCITATIONS / "model.pnnx.param"
@@ -32,17 +32,7 @@ def test_only_whole_blocks_whose_gate_multiplies_their_own_input_become_one_node
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fused_runs_match_pytorch_and_the_unfused_engine(threads):
-    inputs, outputs = load_io(EXCITATIONS)
-    with Engine.load(PARAM, threads=threads, intra_op_threads=1) as engine, \
-            Engine.load(PARAM, threads=1, intra_op_threads=1, fuse_excitations=False) as unfused:
-        sequential = Engine.load(PARAM, threads=1, intra_op_threads=1).forward(*inputs)
-        plain = unfused.forward(*inputs)
-        for _ in range(3):
-            got = engine.forward(*inputs)
-            for g, s, p, want in zip(got, sequential, plain, outputs):
-                assert np.array_equal(g, s)  # concurrent == sequential, bit for bit
-                np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
-                np.testing.assert_allclose(g, p, rtol=1e-5, atol=1e-6)
+    assert_rewritten_runs_agree(PARAM, threads, "fuse_excitations", atol=1e-6)
 
 
 def test_other_batches_and_sizes_run_and_extracting_a_gate_takes_the_unfused_plan():

@@ -9,7 +9,7 @@ import pytest
 
 from graphexec import Engine
 from graphexec.preactivation import ChannelFloor, _folded
-from tests.golden import OPS, load_io
+from tests.golden import OPS, assert_rewritten_runs_agree, load_io
 from tests.layers.test_conv import close, reference_conv2d
 from tests.layers.test_conv_math import conv_layer
 
@@ -30,18 +30,7 @@ def test_only_a_positive_norm_and_relu_read_by_a_1x1_convolution_alone_become_a_
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_folded_runs_match_pytorch_and_the_unfolded_engine(threads):
-    inputs, outputs = load_io(PREACTIVATION)
-    with Engine.load(PREACTIVATION / "model.pnnx.param", threads=threads, intra_op_threads=1) as engine, \
-            Engine.load(PREACTIVATION / "model.pnnx.param", threads=1, intra_op_threads=1,
-                        fold_preactivations=False) as unfolded:
-        sequential = Engine.load(PREACTIVATION / "model.pnnx.param", threads=1, intra_op_threads=1).forward(*inputs)
-        plain = unfolded.forward(*inputs)
-        for _ in range(3):
-            got = engine.forward(*inputs)
-            for g, s, p, want in zip(got, sequential, plain, outputs):
-                assert np.array_equal(g, s)  # concurrent == sequential, bit for bit
-                np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
-                np.testing.assert_allclose(g, p, rtol=1e-5, atol=1e-5)
+    assert_rewritten_runs_agree(PREACTIVATION / "model.pnnx.param", threads, "fold_preactivations", atol=1e-5)
 
 
 def test_extracting_a_floor_operand_gives_the_relu_output():

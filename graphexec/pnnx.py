@@ -468,6 +468,7 @@ def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<para
     names: set[str] = set()
     for number, line in body:
         _parse_operator(graph, line, archive, path, number, names)
+    _drop_restated_weights(graph)
     # pnnx counts operands that its passes left unconnected (a folded nn.EmbeddingBag
     # declares 8 and uses 5), so only a header that declares fewer than are used is wrong.
     if len(graph.operands) > operand_count:
@@ -481,6 +482,42 @@ def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<para
     except GraphStructureError as exc:
         raise GraphStructureError(f"{path}: {exc}") from None
     return graph
+
+
+def _drop_restated_weights(graph: Graph) -> None:
+    """Undo how pnnx writes a module registered under two names (CoaT's shared convolutions):
+    as ``nn.Conv2d`` with its weight and bias stored (``@weight``, ``@bias``) and also handed
+    over as leading inputs from ``pnnx.Attribute`` operators, a call no PyTorch module takes.
+    Where every input before the last holds exactly one of the operator's own attributes,
+    those inputs are dropped, and so is each attribute operator that nothing reads then."""
+    emptied: list[Operator] = []
+    for op in graph.operators:
+        if not op.type.startswith("nn.") or len(op.inputs) < 2:
+            continue
+        own = [a.data for a in op.attrs.values() if a.data is not None]
+        leading = op.inputs[:-1]
+        if not all(_restates(operand, own) for operand in leading):
+            continue
+        for operand in leading:
+            operand.consumers.remove(op)
+            if not operand.consumers:
+                emptied.append(operand.producer)  # type: ignore[arg-type]
+        op.inputs, op.input_names = op.inputs[-1:], op.input_names[-1:]
+    for producer in emptied:
+        graph.operators.remove(producer)
+        for operand in producer.outputs:
+            del graph.operands[operand.name]
+
+
+def _restates(operand: Operand, attributes: list[np.ndarray]) -> bool:
+    """Whether ``operand`` comes from a ``pnnx.Attribute`` whose data equals one of ``attributes``."""
+    producer = operand.producer
+    if producer is None or producer.type != "pnnx.Attribute" or len(producer.outputs) != 1:
+        return False
+    data = producer.attrs.get("data")
+    if data is None or data.data is None:
+        return False
+    return any(a.dtype == data.data.dtype and np.array_equal(a, data.data) for a in attributes)
 
 
 class _LineReader:

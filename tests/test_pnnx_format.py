@@ -25,9 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from graphexec import dtypes, pnnx
+from graphexec import Engine, dtypes, pnnx
 from graphexec.errors import GraphexecError, GraphStructureError, ModelFormatError, WeightError
 from graphexec.ir import Attribute, Graph
+from tests.golden import OPS, load_io
 
 FORMAT = Path(__file__).resolve().parent / "fixtures" / "format"
 REAL_PARAM = FORMAT / "m.pnnx.param"
@@ -846,3 +847,42 @@ def test_a_flipped_byte_inside_a_weight_is_caught_by_its_crc(tmp_path, real_copy
     bin_path.write_bytes(bytes(data))
     with pytest.raises(WeightError, match="CRC-32"):
         pnnx.load(real_copy)
+
+
+def _shared_convolution(weight_data: np.ndarray) -> Graph:
+    """A graph as pnnx writes a module registered twice: ``nn.Conv2d`` with its own weight and
+    bias, and the weight (here ``weight_data``) and bias handed over again as inputs."""
+    rng = np.random.default_rng(0)
+    weight, bias = rng.standard_normal((4, 1, 3, 3)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    graph = Graph()
+    graph.add_operator("pnnx.Input", "in", [], ["x"])
+    graph.add_operator("pnnx.Attribute", "w", [], ["w"], attrs={"data": Attribute.from_array(weight_data(weight))})
+    graph.add_operator("pnnx.Attribute", "b", [], ["b"], attrs={"data": Attribute.from_array(bias)})
+    graph.add_operator("nn.Conv2d", "conv", ["w", "b", "x"], ["y"],
+                       params=dict(in_channels=4, out_channels=4, kernel_size=[3, 3], groups=4, padding=[1, 1], bias=True),
+                       attrs={"weight": Attribute.from_array(weight), "bias": Attribute.from_array(bias)})
+    graph.add_operator("pnnx.Output", "out", ["y"], [])
+    return graph
+
+
+def test_a_module_registered_twice_loads_with_its_weights_read_once():
+    """pnnx hands a shared module's weight and bias over again as inputs (CoaT); inputs that
+    restate the operator's own attributes are dropped with their attribute operators."""
+    folder = OPS / "conv" / "conv2d_shared_module"
+    graph = pnnx.load(folder / "model.pnnx.param")
+    convs = [op for op in graph.operators if op.type == "nn.Conv2d"]
+    assert len(convs) == 2 and all(len(op.inputs) == 1 for op in convs)
+    assert not [op for op in graph.operators if op.type == "pnnx.Attribute"]
+    inputs, outputs = load_io(folder)
+    np.testing.assert_allclose(Engine.load(folder / "model.pnnx.param").forward(*inputs), outputs[0],
+                               rtol=1e-5, atol=1e-6)
+
+    same = _shared_convolution(lambda w: w)
+    pnnx._drop_restated_weights(same)
+    assert [op.name for op in same.operators] == ["in", "conv", "out"]
+    (conv,) = [op for op in same.operators if op.type == "nn.Conv2d"]
+    assert [o.name for o in conv.inputs] == ["x"] and "w" not in same.operands and "b" not in same.operands
+    other = _shared_convolution(lambda w: w * 2)  # inputs that are not its own weights stay
+    pnnx._drop_restated_weights(other)
+    (conv,) = [op for op in other.operators if op.type == "nn.Conv2d"]
+    assert [o.name for o in conv.inputs] == ["w", "b", "x"]

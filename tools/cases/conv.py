@@ -153,3 +153,32 @@ class Excitations(nn.Module):
 CASES += [
     Case("conv2d_excitations_batch2", Excitations(), (x(2, 8, 9, 7),)),
 ]
+
+
+class SharedBlock(nn.Module):
+    def __init__(self, shared: nn.Module):
+        super().__init__()
+        self.position = shared  # the same module, registered again under this block's name
+
+    def forward(self, x):
+        return x + self.position(x)
+
+
+class SharedConvolution(nn.Module):
+    """One convolution registered under several names (CoaT's shared positional
+    convolution): pnnx hands its weight and bias over again as inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.blocks = nn.ModuleList([SharedBlock(self.conv), SharedBlock(self.conv)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+CASES += [
+    Case("conv2d_shared_module", SharedConvolution(), (x(1, 8, 12, 10),)),
+]

@@ -118,10 +118,7 @@ def fuse_excitations(program: Program, specs: dict[str, Spec]) -> tuple[Program,
     """``program`` with each squeeze-and-excitation block (a 1 x 1 average pool of ``x`` read
     only by a 1x1 convolution, read only by another, read only by ``mul`` with ``x``) as one
     :class:`SqueezeExcite` step where the ``mul`` was, and the operands it removed."""
-    readers: dict[str, list[int]] = {}
-    for k, step in enumerate(program.steps):
-        for name in step.inputs:
-            readers.setdefault(name, []).append(k)
+    readers = program.readers()
     handed_out = set(program.outputs)
 
     def only_reader(step: Step) -> int | None:

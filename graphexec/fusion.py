@@ -131,10 +131,7 @@ def fuse_activations(
 
     ``allow(fused, input_specs)``, if given, must also accept each fused node (a chain is
     extended one activation at a time, as long as it accepts the longer one)."""
-    readers: dict[str, list[int]] = {}
-    for k, step in enumerate(program.steps):
-        for name in step.inputs:
-            readers.setdefault(name, []).append(k)
+    readers = program.readers()
     outputs = set(program.outputs)
 
     def follower(k: int) -> int | None:

@@ -69,10 +69,7 @@ def fold_preactivations(program: Program, specs: dict[str, Spec], made: dict[str
     that no longer hold what the model computes there (the floors' outputs). ``made`` keeps
     the rewritten pairs by the batch norm's name, so that the plans of other input shapes
     share their folded weights rather than folding them again."""
-    readers: dict[str, list[int]] = {}
-    for k, step in enumerate(program.steps):
-        for name in step.inputs:
-            readers.setdefault(name, []).append(k)
+    readers = program.readers()
     handed_out = set(program.outputs)
     replaced: dict[int, Step] = {}
     changed: set[str] = set()

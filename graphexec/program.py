@@ -57,6 +57,15 @@ class Program:
         inputs = tuple(o.name for o in graph.input_operands)
         return Program(graph, steps, inputs, tuple(o.name for o in outputs))
 
+    def readers(self) -> dict[str, list[int]]:
+        """Operand name -> the indices of the steps that read it, in order (what the plan
+        rewrites ask before merging a step into the one that reads its output)."""
+        found: dict[str, list[int]] = {}
+        for k, step in enumerate(self.steps):
+            for name in step.inputs:
+                found.setdefault(name, []).append(k)
+        return found
+
 
 def _output_packers(graph: Graph) -> set[str]:
     """Names of the pack operators that exist only to bundle the graph's outputs."""

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import layers._conv_math as conv_math
+import layers._depthwise_math as depthwise_math
 from layers._conv_math import Conv2dKernel, Geometry, im2col_columns, phase_split_pays, winograd_tile
+from layers._depthwise_math import depthwise_channels_last
 from tests.layers.test_conv import close, conv2d_params, make, reference_conv2d
 
 
@@ -69,6 +71,8 @@ PATHS = [
     (8, 16, (3, 3), dict(padding=(1, 1), groups=8), (2, 8, 12, 10), "depthwise"),
     (96, 96, (5, 5), dict(padding=(2, 2), stride=(2, 2), groups=96), (1, 96, 9, 9), "depthwise"),
     (96, 96, (3, 3), dict(padding=(1, 1), groups=96), (1, 96, 7, 7), "depthwise"),
+    (512, 512, (3, 3), dict(padding=(1, 1), groups=512), (1, 512, 5, 6), "depthwise"),  # weights not along rows
+    (512, 512, (3, 3), dict(padding=(1, 1), stride=(2, 2), groups=512), (2, 512, 7, 6), "depthwise"),
     (64, 64, (3, 5), dict(padding=(2, 1), stride=(2, 3), dilation=(2, 1), groups=64), (2, 64, 11, 13), "depthwise"),
     (8, 8, (3, 3), dict(padding=(2, 2), dilation=(2, 2), groups=8, mode="replicate"), (1, 8, 9, 9), "depthwise"),
 ]
@@ -212,6 +216,27 @@ def test_forward_into_equals_forward_on_random_shapes(cfg):
     x = rng.standard_normal(cfg["shape"]).astype(np.float32)
     got = assert_into_equals_forward(layer, [x])
     assert got.shape == layer.infer_shapes([x.shape])[0]
+
+
+@pytest.mark.parametrize("stride, dilation", [((1, 1), (1, 1)), ((2, 2), (1, 1)), ((2, 1), (1, 2))])
+def test_channels_last_depthwise_gives_the_same_bits_with_its_weights_along_rows_or_not(monkeypatch, stride,
+                                                                                       dilation):
+    """Few channels repeat each tap's weights along a wide row (ROW_TILED_MAX_CHANNELS), made
+    per input width; the sums are those of the per-position loop, in the same order."""
+    rng = np.random.default_rng(11)
+    layer, w, b = conv_layer(rng, 48, 48, (5, 3), stride=stride, padding=(2, 1), dilation=dilation, groups=48)
+    for shape in [(1, 48, 9, 9), (2, 48, 6, 11), (1, 48, 9, 9)]:  # two widths, then the first again
+        x = rng.standard_normal(shape).astype(np.float32)
+        assert depthwise_channels_last(x.shape, layer.kernel, layer.kernel.pads)
+        monkeypatch.setattr(depthwise_math, "ROW_TILED_MAX_CHANNELS", 0)
+        (plain,) = layer.forward([x])
+        monkeypatch.setattr(depthwise_math, "ROW_TILED_MAX_CHANNELS", 49)
+        (along_rows,) = layer.forward([x])
+        np.testing.assert_array_equal(along_rows, plain)
+        pads = ((2, 2), (1, 1))
+        close(along_rows, reference_conv2d(x, w, b, stride, pads, dilation, 48, "zeros"), rel=1e-5)
+    widths = {key[0] for group in layer.kernel.phase_groups for key in group._along_rows}
+    assert len(widths) == 2
 
 
 def test_winograd_choice_follows_the_channel_ratio_and_tile_count():

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 DEPTHWISE_BLOCK = 1 << 16
 #: Channels-last depthwise with fewer channels than this repeats each tap's weights along a
 #: wide row, so its loops run over rows rather than one position's channels. Measured per
-#: layer on MobileNet v2/v3, ShuffleNet v2 and EfficientNet-B0 (2-core AMD EPYC): 58-288
-#: channels took 0.5-0.9x the time; from 480 on, about the same (0.93-1.06x), so there the
+#: layer on MobileNet v2/v3, ShuffleNet v2 and EfficientNet-B0 (2-core AMD EPYC): 58-384
+#: channels took 0.5-0.95x the time; from 480 on, about the same (0.93-1.06x), so there the
 #: copies (up to 1.3 MiB a layer) are not made.
 ROW_TILED_MAX_CHANNELS = 512
 #: Depthwise runs channels-last when channels >= this x a channel's (wide) output plane
@@ -135,7 +135,7 @@ class PhaseGroup:
     step: Pair        # shift from one tap of the grid to the next, along rows and columns
     weights: np.ndarray  # (rows, columns, C): the grid's taps, channels last, contiguous
     #: ``weights`` repeated along a wide row of each width met, by (width, dtype).
-    _along_rows: dict = field(default_factory=dict, repr=False)
+    _along_rows: dict[tuple[int, np.dtype], np.ndarray] = field(default_factory=dict, repr=False)
 
     def along_row(self, width: int, dtype: np.dtype) -> np.ndarray:
         """(rows, columns, width * C): each tap's C weights repeated ``width`` times, so a

@@ -5,7 +5,7 @@
     Triangle            aten::tril / aten::triu (x, diagonal)
     Lerp                aten::lerp (start, end, weight)
     Outer, Dot          aten::outer (u, v), aten::dot (u, v)
-    IsNan               aten::isnan
+    FloatClassTest      aten::isnan / isinf / isfinite / isposinf / isneginf
     OneHot              aten::one_hot (indices, num_classes)
     CosineSimilarity    aten::cosine_similarity (x1, x2, dim, eps)
     Sort, ArgSort       aten::sort / aten::argsort (x, dim, descending)
@@ -152,9 +152,15 @@ class Dot(_Aten):
         return [np.asarray(np.dot(inputs[0], inputs[1]))]
 
 
-@register("aten::isnan")
-class IsNan(_Aten):
-    """Where the input is NaN (bool)."""
+#: numpy's test for each of the ``aten::is*`` operators below.
+_FLOAT_CLASS_TESTS = {"aten::isnan": np.isnan, "aten::isinf": np.isinf, "aten::isfinite": np.isfinite,
+                      "aten::isposinf": np.isposinf, "aten::isneginf": np.isneginf}
+
+
+@register(*_FLOAT_CLASS_TESTS)
+class FloatClassTest(_Aten):
+    """Where the input is NaN, infinite, finite, +inf or -inf (bool; integers are always
+    finite, never NaN nor infinite)."""
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         return [shapes[0]]
@@ -163,7 +169,10 @@ class IsNan(_Aten):
         return [np.dtype(np.bool_)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        return [np.isnan(np.asarray(inputs[0]))]
+        x = np.asarray(inputs[0])
+        if x.dtype.kind not in "fc":  # numpy's isposinf refuses integers; bools too for all
+            return [np.full(x.shape, self.type == "aten::isfinite")]
+        return [np.asarray(_FLOAT_CLASS_TESTS[self.type](x))]
 
 
 @register("aten::one_hot")

@@ -10,6 +10,7 @@
     PDist            aten::pdist (x, p)                           distances of every row pair i < j
     MatrixNorm       aten::linalg_matrix_norm (x, ord, dim, keepdim, dtype)
     AddCMul, AddCDiv aten::addcmul / aten::addcdiv (x, t1, t2, value)
+    Frac, Hypot      aten::frac (x), aten::hypot (a, b)
 
 Computed in float64 where PyTorch accumulates in a wider type, then cast back.
 """
@@ -299,3 +300,39 @@ class AddCDiv(_AddC):
     def combine(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return a / b
+
+
+def _floating(specs: list[Spec], what: str) -> np.dtype:
+    """The dtype of floating tensor inputs that PyTorch combines; ShapeMismatch otherwise."""
+    if not all(isinstance(s, TensorSpec) for s in specs):
+        raise ShapeMismatch(f"{what} takes tensors")
+    dtype = np.result_type(*(s.dtype for s in specs))
+    if dtype.kind != "f":
+        raise ShapeMismatch(f"{what} needs floating point inputs, given {', '.join(str(s.dtype) for s in specs)}")
+    return dtype
+
+
+@register("aten::frac")
+class Frac(_Aten):
+    """``x - trunc(x)``: the fractional part, with the sign of ``x`` (floating inputs only)."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [TensorSpec(specs[0].shape, _floating(specs, self.type))]  # type: ignore[union-attr]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [x - np.trunc(x)]
+
+
+@register("aten::hypot")
+class Hypot(_Aten):
+    """``sqrt(a**2 + b**2)`` without overflow in between, the two broadcast together."""
+
+    arity = 2
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        dtype = _floating(specs, self.type)
+        return [TensorSpec(broadcast(specs[0].shape, specs[1].shape, self.type), dtype)]  # type: ignore[union-attr]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.asarray(np.hypot(inputs[0], inputs[1]))]

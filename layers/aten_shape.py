@@ -1,4 +1,5 @@
-"""Rearrangements pnnx leaves as TorchScript operators: movedim, rot90, channel_shuffle."""
+"""Rearrangements pnnx leaves as TorchScript operators: movedim, rot90, channel_shuffle,
+diagonal and unfold (sliding windows)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,69 @@ class AtenChannelShuffle(ChannelShuffle):
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         return super().infer_shapes(shapes[:1])
+
+
+@register("aten::diagonal")
+class Diagonal(_Aten):
+    """``torch.diagonal(x, offset, dim1, dim2)``: the diagonal of the planes of ``dim1`` and
+    ``dim2`` (``offset`` above it when positive), those dims removed and the diagonal last."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.offset = required_constant(params, 1, "offset", int)
+        self.dims = (required_constant(params, 2, "dim1", int), required_constant(params, 3, "dim2", int))
+
+    def _axes(self, rank: int) -> tuple[int, int]:
+        a, b = (normalize_axis(d, rank) for d in self.dims)
+        if a == b:
+            raise ShapeMismatch(f"diagonal needs two different dims, given {self.dims}")
+        return a, b
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        shape = shapes[0]
+        a, b = self._axes(len(shape))
+        rows, cols = shape[a], shape[b]
+        length = max(0, min(rows, cols - self.offset) if self.offset >= 0 else min(rows + self.offset, cols))
+        return [tuple(n for k, n in enumerate(shape) if k not in (a, b)) + (length,)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        a, b = self._axes(x.ndim)
+        return [np.diagonal(x, self.offset, a, b).copy()]  # numpy's is a read-only view
+
+
+@register("aten::unfold")
+class Windows(_Aten):
+    """``x.unfold(dimension, size, step)``: the windows of ``size`` elements every ``step``
+    along ``dimension``, which then counts the windows; the window is a new last dim."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.dim = required_constant(params, 1, "dimension", int)
+        self.size = required_constant(params, 2, "size", int)
+        self.step = required_constant(params, 3, "step", int)
+        if self.size < 0 or self.step < 1:
+            raise params.error(f"size={self.size} must be >= 0 and step={self.step} positive")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        shape = shapes[0]
+        if not shape:
+            raise ShapeMismatch("unfold needs a tensor of rank >= 1")
+        axis = normalize_axis(self.dim, len(shape))
+        if self.size > shape[axis]:
+            raise ShapeMismatch(f"windows of {self.size} do not fit in dim {self.dim} of size {shape[axis]}")
+        out = list(shape)
+        out[axis] = (shape[axis] - self.size) // self.step + 1
+        return [(*out, self.size)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        axis = normalize_axis(self.dim, x.ndim)
+        windows = np.lib.stride_tricks.sliding_window_view(x, self.size, axis=axis)
+        index = [slice(None)] * windows.ndim
+        index[axis] = slice(None, None, self.step)
+        return [np.ascontiguousarray(windows[tuple(index)])]

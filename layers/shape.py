@@ -622,7 +622,7 @@ class Tile(Layer):
 # --------------------------------------------------------------------------------------
 # copies and casts
 # --------------------------------------------------------------------------------------
-@register("torch.clone")
+@register("torch.clone", "Tensor.clone")
 class Clone(Layer):
     """A fresh copy that shares no memory with the input."""
 

@@ -5,10 +5,11 @@
     joining                 Cat (torch.cat), Stack (torch.stack)
     pieces along one dim    Chunk, Split, TensorSplit, Unbind     (one output per piece)
     one view                Slice (Tensor.slice), Select (Tensor.select), Narrow
+    slice assignment        SliceCopy (Tensor.slice_copy: a copy with its slice written)
     reordering              ChannelShuffle (nn.ChannelShuffle)
 
-Every piece and view is a numpy view of the input (``is_view``); only joining and the
-channel shuffle copy. pnnx writes one output operand per piece, so a layer refuses an
+Every piece and view is a numpy view of the input (``is_view``); only joining, slice
+assignment and the channel shuffle copy. pnnx writes one output operand per piece, so a layer refuses an
 input whose size would give a different number of pieces than the graph has outputs.
 
 ``Tensor.slice`` comes in two forms. ``dim/start/end/step`` is ``x[..., start:end:step]``
@@ -441,16 +442,53 @@ class Slice(Layer):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = inputs[0]
+        return [x[self._index(x.ndim, inputs)]]
+
+    def _index(self, rank: int, inputs: list[Any]) -> tuple[Any, ...]:
+        """The numpy index of this run's slice of a tensor of ``rank``."""
         starts, ends, steps, selects = (bound.resolve(inputs) for bound in self.bounds)
-        index: list[Any] = [slice(None)] * x.ndim
-        for i, axis in enumerate(self._axes(x.ndim)):
+        index: list[Any] = [slice(None)] * rank
+        for i, axis in enumerate(self._axes(rank)):
             if selects[i] != INT_MAX:
                 index[axis] = selects[i]  # numpy raises IndexError when out of range
             elif steps[i] < 1:
                 raise ValueError(f"slice step {steps[i]} must be positive")
             else:
                 index[axis] = slice(starts[i], ends[i], steps[i])
-        return [x[(*index, Ellipsis)]]
+        return (*index, Ellipsis)
+
+
+@register("Tensor.slice_copy")
+class SliceCopy(Slice):
+    """Slice assignment, ``y[:, 1:3] = z``: a copy of input 0 whose slice (read as
+    :class:`Slice` reads it) holds input 1, broadcast to it and cast to input 0's dtype."""
+
+    is_view = False
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if len(specs) < 2 or not all(isinstance(s, TensorSpec) for s in specs[:2]):
+            raise ShapeMismatch("takes the tensor to copy and the values for its slice as its first two inputs")
+        target, values = specs[0], specs[1]
+        self._fits(values.shape, self._shape(target.shape, specs))  # type: ignore[union-attr]
+        return [TensorSpec(target.shape, target.dtype)]  # type: ignore[union-attr]
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if len(shapes) < 2:
+            raise ShapeMismatch("takes the tensor to copy and the values for its slice")
+        self._fits(shapes[1], self._shape(shapes[0], []))
+        return [shapes[0]]
+
+    @staticmethod
+    def _fits(values: Shape, region: Shape) -> None:
+        """ShapeMismatch unless ``values`` broadcasts to the slice's shape, as torch's copy_ needs."""
+        if len(values) > len(region) or any(v not in (1, r) for v, r in zip(reversed(values), reversed(region))):
+            raise ShapeMismatch(f"values of shape {values} do not broadcast to the slice's shape {region}")
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        out = x.copy()
+        out[self._index(x.ndim, inputs)] = inputs[1]
+        return [out]
 
 
 @register("Tensor.select")

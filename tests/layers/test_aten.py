@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
 from layers.base import ShapeMismatch
 from layers.registry import lookup
@@ -129,3 +130,61 @@ def test_index_add_copy_fill_along_a_dim():
     np.testing.assert_array_equal(filled[:, 1:3], np.full((3, 2), -1.5))
     with pytest.raises(IndexError, match="out of range"):
         aten("aten::index_copy", 0, ..., ...).forward([x, None, np.array([3]), np.ones((1, 4), np.float32)])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=3), st.data())
+def test_tensor_unfold_gives_every_step_th_window_along_its_dim(shape, data):
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    size = data.draw(st.integers(1, shape[axis]))
+    step = data.draw(st.integers(1, 3))
+    layer = aten("aten::unfold", axis - len(shape), size, step)
+    (got,) = layer.forward([x, None, None, None])
+    starts = range(0, shape[axis] - size + 1, step)
+    want = np.stack([np.moveaxis(np.take(x, range(s, s + size), axis=axis), axis, -1) for s in starts], axis=axis)
+    np.testing.assert_array_equal(got, want)
+    assert layer.infer_shapes([shape, (), (), ()]) == [want.shape]
+
+
+def test_tensor_unfold_refuses_windows_longer_than_the_dim_and_a_zero_step():
+    with pytest.raises(ShapeMismatch, match="windows of 4 do not fit in dim 1 of size 3"):
+        aten("aten::unfold", 1, 4, 1).infer_shapes([(2, 3), (), (), ()])
+    with pytest.raises(LayerConfigError, match="step=0"):
+        aten("aten::unfold", 0, 1, 0)
+
+
+@pytest.mark.parametrize("offset, dims", [(0, (0, 1)), (2, (1, 2)), (-1, (2, 0)), (-7, (0, 1)), (9, (-1, -2))])
+def test_diagonal_matches_numpy_and_its_inferred_shape(offset, dims):
+    x = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
+    layer = aten("aten::diagonal", offset, *dims)
+    (got,) = layer.forward([x, None, None, None])
+    np.testing.assert_array_equal(got, np.diagonal(x, offset, *dims))
+    assert got.flags.writeable
+    assert layer.infer_shapes([x.shape, (), (), ()]) == [got.shape]
+    with pytest.raises(ShapeMismatch, match="two different dims"):
+        aten("aten::diagonal", 0, 1, -2).infer_shapes([x.shape, (), (), ()])
+
+
+def test_float_class_tests_on_floats_and_integers():
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -2.5], np.float32)
+    want = {"aten::isnan": [1, 0, 0, 0, 0], "aten::isinf": [0, 1, 1, 0, 0], "aten::isfinite": [0, 0, 0, 1, 1],
+            "aten::isposinf": [0, 1, 0, 0, 0], "aten::isneginf": [0, 0, 1, 0, 0]}
+    ints = np.array([3, -1], np.int64)
+    for op_type, expected in want.items():
+        layer = aten(op_type)
+        np.testing.assert_array_equal(layer.forward([x])[0], np.array(expected, bool))
+        (on_ints,) = layer.forward([ints])
+        assert on_ints.dtype == np.bool_ and on_ints.tolist() == [op_type == "aten::isfinite"] * 2
+
+
+def test_frac_and_hypot_keep_float32_and_refuse_integers():
+    a = np.array([[-2.75, 1.5, 3.0]], np.float32)
+    b = np.array([4.0], np.float32)
+    np.testing.assert_array_equal(aten("aten::frac").forward([a])[0], np.array([[-0.75, 0.5, 0.0]], np.float32))
+    hypot = aten("aten::hypot", ...)
+    np.testing.assert_allclose(hypot.forward([a, b])[0], np.sqrt(a.astype(np.float64) ** 2 + 16), rtol=1e-6)
+    assert hypot.infer([TensorSpec((2, 3), np.float32), TensorSpec((3,), np.float32)]) == [
+        TensorSpec((2, 3), np.float32)]
+    with pytest.raises(ShapeMismatch, match="needs floating point inputs"):
+        aten("aten::frac").infer([TensorSpec((2,), np.int64)])

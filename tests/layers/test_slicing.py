@@ -378,3 +378,29 @@ def test_channel_shuffle_refusals():
         shapes_of(layer, (1, 8))
     with pytest.raises(LayerConfigError, match="groups=0"):
         make("nn.ChannelShuffle", {"groups": 0})
+
+
+# -- slice assignment ------------------------------------------------------------------------
+def test_slice_copy_writes_a_broadcast_cast_copy_and_leaves_its_input_alone():
+    layer = make("Tensor.slice_copy", {"dims": [1, 2], "starts": [2, 0], "ends": [5, INT_MAX], "steps": [1, 2],
+                                       "selects": [INT_MAX, INT_MAX]}, inputs=2, names=["self", "src"])
+    x = X.copy()
+    values = np.array([7, 8, 9], np.int64)  # broadcast over the (2, 3, 3) slice, cast to float32
+    (got,) = layer.forward([x, values])
+    want = X.copy()
+    want[:, 2:5, ::2] = values
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.float32 and not np.shares_memory(got, x)
+    np.testing.assert_array_equal(x, X)
+    assert shapes_of(layer, X.shape, (3,)) == [X.shape]
+
+
+def test_slice_copy_into_a_select_and_its_shape_errors():
+    layer = make("Tensor.slice_copy", {"dim": -1, "start": 0, "end": 0, "step": 0, "select": -1}, inputs=2,
+                 names=["self", "src"])
+    (got,) = layer.forward([X, np.full((2, 6), -1.0, np.float32)])
+    assert (got[..., -1] == -1).all() and (got[..., :-1] == X[..., :-1]).all()
+    with pytest.raises(ShapeMismatch, match=r"values of shape \(2, 5\) do not broadcast to the slice's shape \(2, 6\)"):
+        shapes_of(layer, X.shape, (2, 5))
+    with pytest.raises(ShapeMismatch, match="takes the tensor to copy"):
+        shapes_of(layer, X.shape)

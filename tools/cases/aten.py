@@ -24,6 +24,10 @@ CASES = [
     ),
     Case("outer_dot", Fn(lambda u, v: (torch.outer(u, v), torch.dot(u, v))), (x(4), x(4))),
     Case("isnan", Fn(lambda a: torch.isnan(torch.log(a))), (x(3, 4),)),
+    Case("isinf_isfinite_isposinf_isneginf",
+         Fn(lambda a: (torch.isinf(1 / a), torch.isfinite(torch.log(a)), torch.isposinf(1 / a),
+                       torch.isneginf(1 / a))),
+         (torch.tensor([[0.0, -0.0, 1.5, -2.0], [3.0, 0.0, -1.0, 0.5]]),)),
     Case("one_hot", Fn(lambda i: F.one_hot(i, 6)), (torch.tensor([[1, 0, 5], [3, 3, 2]]),)),
     Case("cosine_similarity", Fn(lambda a, b: F.cosine_similarity(a, b, dim=-1)), (x(2, 3, 5), x(3, 5))),
     Case(

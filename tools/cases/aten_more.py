@@ -58,4 +58,8 @@ CASES = [
          Fn(lambda a: (torch.movedim(a, 1, 3), torch.movedim(a, (0, 1), (2, 0)), torch.rot90(a, 1, (2, 3)),
                        torch.rot90(a, -3, (3, 1)), F.channel_shuffle(a, 2))),
          (x(1, 4, 3, 5),)),
+    Case("frac_hypot", Fn(lambda a, b: (torch.frac(a * 3), torch.hypot(a, b))), (x(3, 4), x(4))),
+    Case("diagonal", Fn(lambda a: (torch.diagonal(a), torch.diagonal(a, 1, 1, 2), torch.diagonal(a, -2, -1, 0))),
+         (x(4, 5, 6),)),
+    Case("tensor_unfold", Fn(lambda a: (a.unfold(2, 3, 2), a.unfold(-1, 2, 1), a.unfold(0, 2, 1))), (x(3, 2, 9),)),
 ]

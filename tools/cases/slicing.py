@@ -65,6 +65,18 @@ def r(*shape):
     return torch.randn(*shape)
 
 
+class SliceAssignments(nn.Module):
+    """Slice assignment, which pnnx writes as Tensor.clone and Tensor.slice_copy: a constant
+    into a selected row, a tensor into a strided slice, and a slice of the result itself."""
+
+    def forward(self, x, z):
+        y = x.clone()
+        y[:, 0] = 0
+        y[:, 2:5, ::2] = z
+        y[..., -1] = y[..., 0] * 2
+        return y
+
+
 CASES = [
     Case("cat_negative_dim", Fn(lambda a, b: torch.cat([a, b], dim=-1)), (r(2, 3, 4), r(2, 3, 2))),
     Case("cat_three_inputs", Fn(lambda a, b, c: torch.cat((a, b, c), 1)),
@@ -90,6 +102,7 @@ CASES = [
     # start arrives at runtime: Tensor.select on the index input, then pnnx.Expression int(@0)
     Case("narrow_runtime_start", Fn(lambda x, i: torch.narrow(x, 1, i[0], 2)),
          (r(2, 6, 5), torch.tensor([3]))),
+    Case("slice_assignments", SliceAssignments(), (r(2, 6, 5), r(2, 3, 3))),
     Case("channel_shuffle", Holder(nn.ChannelShuffle(3)), (r(1, 6, 2, 2),)),
     Case("channel_shuffle_by_view", ShuffleByView(), (r(1, 6, 2, 3),)),
     Case("cat_dense_joins", DenseJoins().eval(), (r(1, 3, 6, 5),)),

@@ -199,6 +199,11 @@ class MultiheadAttention(Layer):
             v = given[2] if given[2] is not None else next(order, k)
         if q is None:
             raise params.error("no query input")
+        if params.op.inputs and q < len(params.op.inputs) and params.op.inputs[q].dtype == "bool":
+            raise params.error(
+                "its query is a boolean tensor: pnnx writes a boolean attn_mask or key_padding_mask in "
+                "the query's place; export the model with a float mask (0 to attend, -inf to mask) instead"
+            )
         self.q_at, self.k_at, self.v_at = q, k, v
 
     # -- shapes ------------------------------------------------------------------------
@@ -226,8 +231,10 @@ class MultiheadAttention(Layer):
         if self.mask_at is not None:
             mask = shapes[self.mask_at]
             if mask not in ((length, source), (n * h, length, source)):
+                hint = (" (pnnx writes a key_padding_mask as attn_mask: pass the padding as a float "
+                        f"attn_mask of shape ({n * h}, {length}, {source}) instead)" if mask == (n, source) else "")
                 raise ShapeMismatch(
-                    f"attn_mask should be ({length}, {source}) or ({n * h}, {length}, {source}), given {mask}"
+                    f"attn_mask should be ({length}, {source}) or ({n * h}, {length}, {source}), given {mask}{hint}"
                 )
         if self.padding_at is not None and shapes[self.padding_at] not in ((n, source), (source,)):
             raise ShapeMismatch(

@@ -79,6 +79,7 @@ CASES = [
     Broken("weight_disagrees_with_params", LayerConfigError, ("operator l", "@weight", "(4, 9)")),
     # graphexec bug: ast.literal_eval's SyntaxError escapes Layer.__init__ (layers/indexing.py)
     Broken("index_expr_unparsable", LayerConfigError, ("Tensor.index_1", "SyntaxError")),
+    Broken("mha_bool_mask_in_the_query_place", LayerConfigError, ("operator attn", "boolean", "float mask")),
     # graphexec bug: 4 x 1e308 is inf; math.floor(inf) raises OverflowError in infer_shapes
     # (layers/resize.py), which graphexec/shapes.py does not catch
     Broken("upsample_scale_overflows", LayerConfigError, ("module", "nn.Upsample")),

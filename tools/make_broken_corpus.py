@@ -38,6 +38,7 @@ UPSAMPLE_PARAM, UPSAMPLE_BIN = _real(OPS / "resize" / "upsample_nearest_x2", "mo
 EXPAND_PARAM, EXPAND_BIN = _real(OPS / "shape" / "expand", "model")
 RELU_PARAM, RELU_BIN = _real(OPS / "activation" / "relu", "model")
 INDEX_PARAM, INDEX_BIN = _real(OPS / "indexing" / "index_constant_bool_mask", "model")
+MASKED_PARAM, MASKED_BIN = _real(OPS / "attention" / "mha_float_mask", "model")
 
 
 # --------------------------------------------------------------------------------------
@@ -196,6 +197,11 @@ CASES: dict[str, Callable[[], Files]] = {
     "unknown_operator_type": lambda: m(edit_operator(M_PARAM, "c", lambda t: retype(t, "nn.Conv9d"))),
     "bad_param_value": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace("stride=(1,1)", "stride=(0,0)") for x in t])),
     "index_expr_unparsable": lambda: (replace(INDEX_PARAM, "expr=[None,[True,False,True]]", "expr=[None,[True,False,True)").encode(), INDEX_BIN),
+    # as pnnx writes a boolean attn_mask: the mask first, the query bound to $attn_mask
+    "mha_bool_mask_in_the_query_place": lambda: (
+        replace(replace(replace(MASKED_PARAM, "#1=(5,5)f32\n", "#1=(5,5)bool\n"), "2 1 0 1 2 ", "2 1 1 0 2 "),
+                "$attn_mask=1 #0=(1,5,16)f32 #1=(5,5)f32", "$attn_mask=0 #1=(5,5)bool #0=(1,5,16)f32").encode(),
+        MASKED_BIN),
     "upsample_scale_overflows": lambda: (replace(UPSAMPLE_PARAM, "scale_factor=(2.0,2.0)", "scale_factor=(1e308,1e308)").encode(), UPSAMPLE_BIN),
     "weight_disagrees_with_params": lambda: m(edit_operator(M_PARAM, "l", lambda t: [x.replace("in_features=8", "in_features=9") for x in t])),
     # the graph

@@ -75,6 +75,14 @@ def test_a_query_of_the_wrong_width_names_the_expected_shape():
         net.forward(np.zeros((1, 5, 15), np.float32))
 
 
+def test_a_mask_shaped_as_key_padding_says_how_pnnx_writes_one():
+    """pnnx hands a key_padding_mask over as ``$attn_mask``, (N, S): the error says so."""
+    net = engine("mha_float_mask")
+    (x, _), _ = load_io(ATTENTION / "mha_float_mask")
+    with pytest.raises(GraphexecError, match=r"given \(1, 5\) \(pnnx writes a key_padding_mask as attn_mask"):
+        net.forward(x, np.zeros((1, 5), np.float32))
+
+
 def test_keys_and_values_of_different_lengths_are_refused():
     net = engine("sdpa")
     (q, k, v), _ = load_io(ATTENTION / "sdpa")

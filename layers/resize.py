@@ -50,7 +50,7 @@ def _kernel_scale(size: int, out: int, align_corners: bool, scale: float | None)
     return np.float32(size) / np.float32(out)
 
 
-def _cubic_weights(t: np.ndarray) -> np.ndarray:
+def cubic_weights(t: np.ndarray) -> np.ndarray:
     """(n, 4) Keys cubic-convolution weights (A=-0.75) for fractional offsets ``t``."""
     a = np.float32(_CUBIC_A)
 
@@ -100,7 +100,7 @@ def axis_taps(
         low = np.minimum(np.floor(src).astype(np.int64), size - 1)
         frac = np.clip(src - low, 0, 1).astype(np.float32)
         index = np.clip(low[:, None] + np.arange(-1, 3), 0, size - 1)
-        weights = _cubic_weights(frac)
+        weights = cubic_weights(frac)
     index.setflags(write=False)
     if weights is not None:
         weights = weights.astype(np.float32)

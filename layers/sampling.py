@@ -3,7 +3,7 @@
 ::
 
     AffineGrid      theta (N, 2, 3) or (N, 3, 4) -> a grid of (x, y[, z]) in [-1, 1]
-    GridSample      input (N, C, H, W) read at a grid (N, Ho, Wo, 2): bilinear or nearest,
+    GridSample      input (N, C, H, W) read at a grid (N, Ho, Wo, 2): bilinear, nearest or bicubic,
                     zeros / border / reflection outside
 
 Coordinates follow PyTorch: -1 and 1 are the centres of the corner pixels with
@@ -18,6 +18,7 @@ import numpy as np
 
 from layers.base import Layer, Params, Shape, ShapeMismatch
 from layers.registry import register
+from layers.resize import cubic_weights
 
 
 def base_coordinates(size: int, align_corners: bool, dtype: np.dtype) -> np.ndarray:
@@ -80,9 +81,9 @@ def _reflect(position: np.ndarray, size: int, align_corners: bool) -> np.ndarray
 
 @register("F.grid_sample")
 class GridSample(Layer):
-    """``F.grid_sample(input, grid)`` over 2-D images with bilinear or nearest sampling."""
+    """``F.grid_sample(input, grid)`` over 2-D images with bilinear, nearest or bicubic sampling."""
 
-    MODES = ("bilinear", "nearest")
+    MODES = ("bilinear", "nearest", "bicubic")
     PADDING = ("zeros", "border", "reflection")
 
     def build(self, params: Params) -> None:
@@ -112,6 +113,8 @@ class GridSample(Layer):
         x = self._source(grid[..., 0].astype(dtype, copy=False), w)
         y = self._source(grid[..., 1].astype(dtype, copy=False), h)
         batch = np.arange(n).reshape(n, 1, 1)
+        if self.mode == "bicubic":
+            return [self._bicubic(image, grid.astype(dtype, copy=False), batch).astype(dtype, copy=False)]
         if self.mode == "nearest":
             # round half to even, as PyTorch's nearbyint does
             return [self._gather(image, batch, np.rint(y), np.rint(x)).astype(dtype, copy=False)]
@@ -124,6 +127,33 @@ class GridSample(Layer):
             + self._gather(image, batch, y0 + 1, x0 + 1) * fx * fy
         )
         return [out.astype(dtype, copy=False)]
+
+    def _bicubic(self, image: np.ndarray, grid: np.ndarray, batch: np.ndarray) -> np.ndarray:
+        """Keys' cubic (A = -0.75) over the 4 x 4 pixels around each point, as PyTorch does:
+        the point is not folded by the padding mode, each of the 16 pixels is (so a point
+        just outside still weighs the pixels inside)."""
+        h, w = image.shape[2:]
+        x = _unnormalize(grid[..., 0], w, self.align_corners)
+        y = _unnormalize(grid[..., 1], h, self.align_corners)
+        x0, y0 = np.floor(x), np.floor(y)
+        wx, wy = (cubic_weights((t - t0).reshape(-1)).reshape(*t.shape, 4) for t, t0 in ((x, x0), (y, y0)))
+        out = 0
+        for i in range(4):
+            rows = self._pixel(y0 + (i - 1), h)
+            row = 0
+            for j in range(4):
+                row = row + self._gather(image, batch, rows, self._pixel(x0 + (j - 1), w)) * wx[:, None, ..., j]
+            out = out + row * wy[:, None, ..., i]
+        return out
+
+    def _pixel(self, index: np.ndarray, size: int) -> np.ndarray:
+        """Integer pixel indices along one axis, folded by the padding mode (zeros: left
+        outside, where :meth:`_gather` reads 0)."""
+        if self.padding_mode == "border":
+            return np.clip(index, 0, size - 1)
+        if self.padding_mode == "reflection":
+            return _reflect(index, size, self.align_corners)
+        return index
 
     def _source(self, coord: np.ndarray, size: int) -> np.ndarray:
         """Pixel positions to read along one axis, after the padding mode's folding."""

@@ -91,6 +91,21 @@ def test_points_outside_read_zeros_border_or_reflection():
     assert got == {"zeros": 0.0, "border": 1.0, "reflection": 4.0}
 
 
-def test_bicubic_sampling_is_refused_by_name():
-    with pytest.raises(LayerConfigError, match="bicubic"):
-        make("F.grid_sample", {"mode": "bicubic"}, 2, ["input", "grid"])
+def test_an_unknown_sampling_mode_is_refused_by_name():
+    with pytest.raises(LayerConfigError, match="'area' is not supported"):
+        make("F.grid_sample", {"mode": "area"}, 2, ["input", "grid"])
+
+
+def test_bicubic_sampling_hits_pixel_centres_and_keeps_a_constant_image():
+    """At a pixel centre the cubic weights are (0, 1, 0, 0): the pixel itself; with the
+    border padding a constant image stays that constant anywhere (the weights sum to 1)."""
+    rng = np.random.default_rng(5)
+    image = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    rows, cols = np.meshgrid(np.arange(4), np.arange(5), indexing="ij")
+    centres = np.stack([cols / 4 * 2 - 1, rows / 3 * 2 - 1], axis=-1)[None].astype(np.float32)
+    sample = make("F.grid_sample", {"mode": "bicubic", "align_corners": True}, 2, ["input", "grid"])
+    np.testing.assert_allclose(sample.forward([image, centres])[0], image, rtol=0, atol=1e-6)
+    flat = np.full((1, 1, 4, 5), 2.5, np.float32)
+    anywhere = rng.uniform(-1.5, 1.5, (1, 3, 7, 2)).astype(np.float32)
+    border = make("F.grid_sample", {"mode": "bicubic", "padding_mode": "border"}, 2, ["input", "grid"])
+    np.testing.assert_allclose(border.forward([flat, anywhere])[0], 2.5, rtol=1e-6)

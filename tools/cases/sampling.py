@@ -60,6 +60,22 @@ CASES = [
     Case(
         "grid_sample_nearest", sample(mode="nearest", align_corners=False), (x(1, 3, 6, 6), grid(1, 5, 5, 2))
     ),
+    Case("grid_sample_bicubic_zeros", sample(mode="bicubic", align_corners=False), (x(2, 2, 5, 6), grid(2, 4, 7, 2))),
+    Case(
+        "grid_sample_bicubic_border_aligned",
+        sample(mode="bicubic", padding_mode="border", align_corners=True),
+        (x(1, 2, 6, 5), grid(1, 5, 5, 2)),
+    ),
+    Case(
+        "grid_sample_bicubic_reflection",
+        sample(mode="bicubic", padding_mode="reflection", align_corners=False),
+        (x(1, 2, 5, 5), grid(1, 6, 4, 2)),
+    ),
+    Case(
+        "grid_sample_bicubic_reflection_aligned",
+        sample(mode="bicubic", padding_mode="reflection", align_corners=True),
+        (x(1, 2, 5, 5), grid(1, 6, 4, 2)),
+    ),
     Case("affine_grid_2d", Fn(lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=False)), (x(2, 2, 3),)),
     Case(
         "affine_grid_2d_aligned",

@@ -7,6 +7,7 @@
     RealPart      torch.real          ImagPart   torch.imag
     ViewAsReal    torch.view_as_real  (..., 2) float        ViewAsComplex  torch.view_as_complex
     Complex       torch.complex(real, imag)                 Angle          aten::angle
+    STFT          torch.stft          windowed frames of a signal, Fourier transformed
 
 numpy's pocketfft computes them; the result is cast to PyTorch's dtype (complex64 from
 float32 or complex64 input, complex128 from double precision; the inverse real transforms
@@ -266,3 +267,78 @@ class Complex(Layer):
         out = np.empty(np.broadcast_shapes(real.shape, imag.shape), complex_of(real.dtype))
         out.real, out.imag = real, imag
         return [out]
+
+
+#: torch.stft's pad_mode -> numpy's pad mode (the padding of ``center=True``).
+_STFT_PADS = {"reflect": "reflect", "constant": "constant", "replicate": "edge", "circular": "wrap"}
+
+
+@register("torch.stft")
+class STFT(Layer):
+    """``torch.stft``: the Fourier transform of windowed frames of a (L,) or (B, L) signal,
+    (B, n_fft // 2 + 1 or n_fft, frames), complex (or its real view with
+    ``return_complex=False``). The window (an input, or all ones) is centred and zero-padded
+    to ``n_fft``; ``center`` pads the signal by ``n_fft // 2`` on each side first."""
+
+    def build(self, params: Params) -> None:
+        self.n_fft = params.int("n_fft")
+        self.hop = params.raw("hop_length", None)
+        self.hop = self.n_fft // 4 if self.hop is None else params.int("hop_length")
+        width = params.raw("win_length", None)
+        self.win_length = self.n_fft if width is None else params.int("win_length")
+        self.center = params.bool("center", True)
+        self.pad_mode = params.str("pad_mode", "reflect", choices=tuple(_STFT_PADS))
+        self.normalized = params.bool("normalized", False)
+        onesided = params.raw("onesided", None)
+        self.onesided = None if onesided is None else params.bool("onesided")
+        self.complex_out = params.bool("return_complex", True)
+        if self.n_fft < 1 or self.hop < 1 or not 0 < self.win_length <= self.n_fft:
+            raise params.error(f"needs n_fft >= 1, hop_length >= 1 and 0 < win_length <= n_fft, given "
+                               f"{self.n_fft}, {self.hop} and {self.win_length}")
+        names = ("input", "window") if self.num_inputs == 2 else ("input",)
+        at = self.bind_inputs(params, names)
+        self.signal_at, self.window_at = at[0], (at[1] if len(at) == 2 else None)
+
+    def _sides(self, dtypes: list[np.dtype]) -> bool:
+        """Whether the output keeps only the non-negative frequencies: by default when the
+        signal and window are real."""
+        real = all(np.dtype(d).kind != "c" for d in dtypes)
+        if self.onesided and not real:
+            raise ShapeMismatch("onesided=True needs a real signal and window")
+        return real if self.onesided is None else self.onesided
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        signal = specs[self.signal_at]
+        if len(signal.shape) not in (1, 2):
+            raise ShapeMismatch(f"stft takes a (L,) or (B, L) signal, given shape {signal.shape}")
+        if self.window_at is not None and tuple(specs[self.window_at].shape) != (self.win_length,):
+            raise ShapeMismatch(f"the window should be ({self.win_length},), given {specs[self.window_at].shape}")
+        length = signal.shape[-1] + (2 * (self.n_fft // 2) if self.center else 0)
+        if length < self.n_fft or (self.center and self.pad_mode == "reflect" and signal.shape[-1] <= self.n_fft // 2):
+            raise ShapeMismatch(f"a signal of {signal.shape[-1]} samples is too short for frames of {self.n_fft}")
+        frames = 1 + (length - self.n_fft) // self.hop
+        dtypes = [s.dtype for s in specs]
+        bins = self.n_fft // 2 + 1 if self._sides(dtypes) else self.n_fft
+        dtype = complex_of(np.result_type(*dtypes))
+        shape = (*signal.shape[:-1], bins, frames)
+        if self.complex_out:
+            return [TensorSpec(shape, dtype)]
+        return [TensorSpec((*shape, 2), real_of(dtype))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        signal = np.asarray(inputs[self.signal_at])
+        window = (np.ones(self.win_length, signal.dtype) if self.window_at is None
+                  else np.asarray(inputs[self.window_at]))
+        dtype = complex_of(np.result_type(signal.dtype, window.dtype))
+        left = (self.n_fft - self.win_length) // 2
+        window = np.pad(window, (left, self.n_fft - self.win_length - left))
+        if self.center:
+            half = self.n_fft // 2
+            signal = np.pad(signal, [(0, 0)] * (signal.ndim - 1) + [(half, half)], mode=_STFT_PADS[self.pad_mode])
+        frames = np.lib.stride_tricks.sliding_window_view(signal, self.n_fft, axis=-1)[..., :: self.hop, :]
+        framed = frames * window
+        onesided = self._sides([signal.dtype, window.dtype])
+        spectrum = (np.fft.rfft if onesided else np.fft.fft)(framed, axis=-1, norm="ortho" if self.normalized else None)
+        spectrum = np.ascontiguousarray(np.swapaxes(spectrum, -1, -2), dtype=dtype)
+        return [spectrum if self.complex_out else np.ascontiguousarray(spectrum.view(real_of(dtype)).reshape(
+            *spectrum.shape, 2))]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
 from layers.base import ShapeMismatch
 from layers.registry import lookup
@@ -68,3 +69,43 @@ def test_refusals():
     from graphexec.errors import LayerConfigError
     with pytest.raises(LayerConfigError, match="norm='half'"):
         layer("torch.fft.fft", n=None, dim=-1, norm="half")
+
+
+def stft(**params):
+    """A torch.stft layer on one signal input (its window all ones)."""
+    params = {"n_fft": 8, "hop_length": 2, "win_length": None, "center": True, "pad_mode": "reflect",
+              "normalized": False, "onesided": None, "return_complex": True, "window": None} | params
+    return layer("torch.stft", **params)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(5, 40), st.integers(1, 5), st.booleans(), st.sampled_from(["reflect", "constant", "replicate"]))
+def test_stft_frames_are_the_fourier_transforms_of_the_signal_s_windows(length, hop, center, pad_mode):
+    """Each column is rfft of n_fft samples starting hop later than the last, from the signal
+    padded by n_fft // 2 when centred; the inferred spec is what runs."""
+    n_fft = 8
+    x = np.random.default_rng(length).standard_normal((2, length)).astype(np.float32)
+    transform = stft(n_fft=n_fft, hop_length=hop, center=center, pad_mode=pad_mode)
+    spec = TensorSpec(x.shape, x.dtype)
+    if length + (n_fft if center else 0) < n_fft or (center and pad_mode == "reflect" and length <= n_fft // 2):
+        with pytest.raises(ShapeMismatch, match="too short"):
+            transform.infer([spec])
+        return
+    (got,) = transform.forward([x])
+    padded = np.pad(x, [(0, 0), (n_fft // 2,) * 2], mode={"replicate": "edge"}.get(pad_mode, pad_mode)) if center else x
+    starts = range(0, padded.shape[-1] - n_fft + 1, hop)
+    want = np.stack([np.fft.rfft(padded[:, s:s + n_fft].astype(np.float64), axis=-1) for s in starts], axis=-1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert transform.infer([spec]) == [TensorSpec(got.shape, got.dtype)] and got.dtype == np.complex64
+
+
+def test_stft_real_view_and_refusals():
+    x = np.arange(20, dtype=np.float32)
+    (real,) = stft(return_complex=False).forward([x])
+    (both,) = stft().forward([x])
+    np.testing.assert_array_equal(real[..., 0] + 1j * real[..., 1], both)
+    assert real.shape == both.shape + (2,) and real.dtype == np.float32
+    with pytest.raises(ShapeMismatch, match=r"\(L,\) or \(B, L\)"):
+        stft().infer([TensorSpec((1, 2, 20), np.float32)])
+    with pytest.raises(LayerConfigError, match="0 < win_length <= n_fft"):
+        stft(win_length=9)

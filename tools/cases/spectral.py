@@ -57,4 +57,11 @@ CASES = [
     Case("fft2_ihfft_view_as_complex",
          Fn(lambda a, b: (torch.fft.fft2(a).real, torch.fft.ihfft(a[0]).imag, torch.view_as_complex(b).abs())),
          (x(2, 3, 7), x(4, 3, 2))),
+    Case("stft_hann_centred", Fn(lambda a: torch.view_as_real(
+        torch.stft(a, 32, 8, window=torch.hann_window(32), return_complex=True))), (x(1, 150),)),
+    Case("stft_short_window_uncentred_normalized", Fn(lambda a: torch.stft(
+        a, 16, 5, win_length=10, window=torch.hamming_window(10), center=False, normalized=True,
+        return_complex=True).abs()), (x(2, 70),)),
+    Case("stft_no_window_constant_pad_twosided", Fn(lambda a: torch.view_as_real(torch.stft(
+        a, 12, pad_mode="constant", onesided=False, return_complex=True))), (x(40),)),
 ]

@@ -10,6 +10,8 @@
     CosineSimilarity    aten::cosine_similarity (x1, x2, dim, eps)
     Sort, ArgSort       aten::sort / aten::argsort (x, dim, descending)
     MomentsAndMean      aten::var_mean / aten::std_mean (x, dim, unbiased, keepdim)
+    Spread              aten::std / aten::var (x, unbiased): over every element
+    MinMax              aten::aminmax (x, dim, keepdim)
     AllAny              aten::all / aten::any (x[, dim, keepdim])
     NanToNum            aten::nan_to_num (x, nan, posinf, neginf)
     Diff                aten::diff (x, n, dim, prepend, append)
@@ -307,11 +309,45 @@ class MomentsAndMean(_Reducing):
             spread = np.sum(np.square(wide - mean), axis=axes, keepdims=True) / max(
                 count - self.correction, 0
             )
-        if self.type == "aten::std_mean":
+        if self.type in ("aten::std_mean", "aten::std"):
             spread = np.sqrt(spread)
         if not self.keepdim:
             spread, mean = np.squeeze(spread, axis=axes), np.squeeze(mean, axis=axes)
         return [spread.astype(x.dtype), mean.astype(x.dtype)][: self.num_outputs]
+
+
+@register("aten::std", "aten::var")
+class Spread(MomentsAndMean):
+    """``x.std()`` / ``x.var()`` over every element, ``(x, unbiased)`` as pnnx writes them
+    (with a dim they are ``torch.std`` / ``torch.var``), or ``(x, dim, correction, keepdim)``."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 2:
+            super().build(params)
+            return
+        unbiased = constant_input(params, 1)
+        if not isinstance(unbiased, bool):
+            raise params.error("unbiased (input 1) must be a constant flag")
+        self.dims, self.keepdim, self.correction = None, False, float(unbiased)
+
+
+@register("aten::aminmax")
+class MinMax(_Reducing):
+    """``torch.aminmax(x, dim=None, keepdim=False)``: (smallest, largest) over ``dim`` (NaN
+    wins, as in PyTorch)."""
+
+    arity = 3
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [dtypes[0]] * 2
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        axes = self.axes(x.ndim)
+        if x.size == 0:
+            raise ValueError(f"aminmax of an empty tensor of shape {x.shape}")
+        return [np.asarray(np.amin(x, axis=axes, keepdims=self.keepdim)),
+                np.asarray(np.amax(x, axis=axes, keepdims=self.keepdim))]
 
 
 @register("aten::all", "aten::any")

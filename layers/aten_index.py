@@ -7,6 +7,7 @@
     IndexFill       aten::index_fill (x, dim, index, value)           value written in the rows at index
     ScatterReduce   aten::scatter_reduce (x, dim, index, src, reduce, include_self)
     TakeAlongDim    aten::take_along_dim (x, indices, dim)
+    Take            aten::take (x, indices)                           from the flattened input
     SearchSorted    aten::searchsorted (sorted, values, out_int32, right, side, sorter)
     Bucketize       aten::bucketize (values, boundaries, out_int32, right)
 
@@ -216,6 +217,24 @@ class TakeAlongDim(_Aten):
         x = np.broadcast_to(x, shape[:axis] + (x.shape[axis],) + shape[axis + 1:])
         index = np.broadcast_to(index, shape)
         return [np.take_along_axis(x, index, axis=axis)]
+
+
+@register("aten::take")
+class Take(_Aten):
+    """``torch.take(x, index)``: elements of the flattened input at ``index``, in its shape."""
+
+    arity = 2
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x, index = specs[0], specs[1]
+        if index.dtype.kind not in "iu":
+            raise ShapeMismatch(f"indices must hold integers, given {index.dtype}")
+        return [TensorSpec(index.shape, x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        flat, index = np.asarray(inputs[0]).reshape(-1), np.asarray(inputs[1])
+        check_range(index, flat.size, "take index", negative=True)
+        return [flat[index]]
 
 
 class _Searching(_Aten):

@@ -11,6 +11,7 @@
     MatrixNorm       aten::linalg_matrix_norm (x, ord, dim, keepdim, dtype)
     AddCMul, AddCDiv aten::addcmul / aten::addcdiv (x, t1, t2, value)
     Frac, Hypot      aten::frac (x), aten::hypot (a, b)
+    Trace, Cross     aten::trace (x), aten::linalg_cross (a, b, dim)
 
 Computed in float64 where PyTorch accumulates in a wider type, then cast back.
 """
@@ -336,3 +337,45 @@ class Hypot(_Aten):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [np.asarray(np.hypot(inputs[0], inputs[1]))]
+
+
+@register("aten::trace")
+class Trace(_Aten):
+    """``torch.trace(x)``: the sum of a matrix's diagonal (integers summed as int64)."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if len(x.shape) != 2:  # type: ignore[union-attr]
+            raise ShapeMismatch(f"trace needs a matrix, given shape {x.shape}")  # type: ignore[union-attr]
+        dtype = np.dtype(np.int64) if x.dtype.kind in "iub" else x.dtype  # type: ignore[union-attr]
+        return [TensorSpec((), dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        dtype = np.int64 if x.dtype.kind in "iub" else x.dtype
+        return [np.asarray(np.trace(x, dtype=dtype), dtype=dtype)]
+
+
+@register("aten::linalg_cross")
+class Cross(_Aten):
+    """``torch.linalg.cross(a, b, dim)``: the cross product of 3-vectors along ``dim``, the
+    two broadcast together."""
+
+    arity = 3
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.dim = required_constant(params, 2, "dim", int)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        a, b = specs[0], specs[1]
+        shape = broadcast(a.shape, b.shape, self.type)  # type: ignore[union-attr]
+        if shape[normalize_axis(self.dim, len(shape))] != 3:
+            raise ShapeMismatch(f"cross products need 3 entries along dim {self.dim}, given {a.shape} and {b.shape}")
+        return [TensorSpec(shape, np.result_type(a.dtype, b.dtype))]  # type: ignore[union-attr]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        axis = normalize_axis(self.dim, len(shape))
+        return [np.ascontiguousarray(np.cross(np.broadcast_to(a, shape), np.broadcast_to(b, shape), axis=axis))]

@@ -1,5 +1,5 @@
 """Rearrangements pnnx leaves as TorchScript operators: movedim, rot90, channel_shuffle,
-diagonal and unfold (sliding windows)."""
+diagonal, unfold (sliding windows) and narrow_copy."""
 
 from __future__ import annotations
 
@@ -158,3 +158,34 @@ class Windows(_Aten):
         index = [slice(None)] * windows.ndim
         index[axis] = slice(None, None, self.step)
         return [np.ascontiguousarray(windows[tuple(index)])]
+
+
+@register("aten::narrow_copy")
+class NarrowCopy(_Aten):
+    """``torch.narrow_copy(x, dim, start, length)``: a copy of ``length`` entries of ``dim``
+    from ``start`` (negative counts from the end)."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.dim = required_constant(params, 1, "dim", int)
+        self.start = required_constant(params, 2, "start", int)
+        self.length = required_constant(params, 3, "length", int)
+
+    def _span(self, shape: Shape) -> tuple[int, int]:
+        axis = normalize_axis(self.dim, len(shape))
+        size = shape[axis]
+        start = self.start + size if self.start < 0 else self.start
+        if not 0 <= start <= size or self.length < 0 or start + self.length > size:
+            raise ShapeMismatch(f"narrow of {self.length} from {self.start} runs out of dim {self.dim} of size {size}")
+        return axis, start
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        axis, _ = self._span(shapes[0])
+        return [tuple(self.length if k == axis else n for k, n in enumerate(shapes[0]))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        axis, start = self._span(x.shape)
+        return [np.take(x, range(start, start + self.length), axis=axis)]

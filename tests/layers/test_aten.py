@@ -188,3 +188,34 @@ def test_frac_and_hypot_keep_float32_and_refuse_integers():
         TensorSpec((2, 3), np.float32)]
     with pytest.raises(ShapeMismatch, match="needs floating point inputs"):
         aten("aten::frac").infer([TensorSpec((2,), np.int64)])
+
+
+def test_take_narrow_copy_trace_and_cross_refuse_what_torch_refuses():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with pytest.raises(IndexError, match="take index"):
+        aten("aten::take", ...).forward([x, np.array([12])])
+    np.testing.assert_array_equal(aten("aten::take", ...).forward([x, np.array([[-1, 0]])])[0], [[11.0, 0.0]])
+    narrow = aten("aten::narrow_copy", 1, -3, 2)
+    (got,) = narrow.forward([x, None, None, None])
+    np.testing.assert_array_equal(got, x[:, 1:3])
+    assert not np.shares_memory(got, x) and narrow.infer_shapes([x.shape, (), (), ()]) == [(3, 2)]
+    with pytest.raises(ShapeMismatch, match="runs out of dim 1 of size 4"):
+        aten("aten::narrow_copy", 1, 3, 2).infer_shapes([x.shape, (), (), ()])
+    assert aten("aten::trace").forward([x])[0] == 0 + 5 + 10
+    with pytest.raises(ShapeMismatch, match="needs a matrix"):
+        aten("aten::trace").infer([TensorSpec((2, 2, 2), np.float32)])
+    with pytest.raises(ShapeMismatch, match="3 entries along dim -1"):
+        aten("aten::linalg_cross", ..., -1).infer([TensorSpec((2, 4), np.float32)] * 2 + [TensorSpec((), np.int64)])
+
+
+def test_aminmax_and_whole_tensor_spread():
+    x = np.array([[3.0, -1.0, 2.0], [0.5, 7.0, -4.0]], np.float32)
+    low, high = aten("aten::aminmax", 1, True, outputs=2).forward([x, None, None])
+    np.testing.assert_array_equal(low, [[-1.0], [-4.0]])
+    np.testing.assert_array_equal(high, [[3.0], [7.0]])
+    low, high = aten("aten::aminmax", None, False, outputs=2).forward([x, None, None])
+    assert (low, high) == (-4.0, 7.0)
+    (std,) = aten("aten::std", True).forward([x, None])
+    np.testing.assert_allclose(std, np.std(x.astype(np.float64), ddof=1), rtol=1e-6)
+    (var,) = aten("aten::var", False).forward([x, None])
+    np.testing.assert_allclose(var, np.var(x.astype(np.float64)), rtol=1e-6)

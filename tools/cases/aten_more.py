@@ -62,4 +62,13 @@ CASES = [
     Case("diagonal", Fn(lambda a: (torch.diagonal(a), torch.diagonal(a, 1, 1, 2), torch.diagonal(a, -2, -1, 0))),
          (x(4, 5, 6),)),
     Case("tensor_unfold", Fn(lambda a: (a.unfold(2, 3, 2), a.unfold(-1, 2, 1), a.unfold(0, 2, 1))), (x(3, 2, 9),)),
+    Case("std_var_of_everything", Fn(lambda a: (a.std().reshape(1), a.var(unbiased=False).reshape(1))), (x(4, 6),)),
+    Case("aminmax", Fn(lambda a: (*torch.aminmax(a, dim=1), *torch.aminmax(a, dim=-1, keepdim=True),
+                                  torch.stack(torch.aminmax(a)))), (x(3, 4, 5),)),
+    Case("take_narrow_copy_trace",
+         Fn(lambda a: (torch.take(a, torch.tensor([[0, 5], [17, -1]])), torch.narrow_copy(a, 1, -4, 3),
+                       torch.trace(a[:, :4]).reshape(1))),
+         (x(4, 6),)),
+    Case("linalg_cross", Fn(lambda a, b: (torch.linalg.cross(a, b), torch.linalg.cross(a.transpose(1, 2), b[:1].transpose(1, 2), dim=1))),
+         (x(4, 5, 3), x(4, 5, 3))),
 ]

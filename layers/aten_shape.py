@@ -1,5 +1,5 @@
 """Rearrangements pnnx leaves as TorchScript operators: movedim, rot90, channel_shuffle,
-diagonal, unfold (sliding windows) and narrow_copy."""
+diagonal, unfold (sliding windows), narrow_copy, meshgrid and broadcast_tensors."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from layers.aten import _Aten, constant_input, required_constant
+from layers.aten import _Aten, constant_input, constant_text, required_constant
 from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from layers.registry import register
 from layers.slicing import ChannelShuffle
+from layers.specs import SequenceSpec
 
 
 def _dims(value: Any) -> tuple[int, ...]:
@@ -189,3 +190,52 @@ class NarrowCopy(_Aten):
         x = np.asarray(inputs[0])
         axis, start = self._span(x.shape)
         return [np.take(x, range(start, start + self.length), axis=axis)]
+
+
+def _tensors(spec: Spec, what: str) -> tuple[TensorSpec, ...]:
+    """The tensors of a list argument (pnnx's ``expr=[@0,@1]``); ShapeMismatch otherwise."""
+    if not isinstance(spec, SequenceSpec) or not all(isinstance(s, TensorSpec) for s in spec.items):
+        raise ShapeMismatch(f"{what} takes a list of tensors, given {spec}")
+    return spec.items  # type: ignore[return-value]
+
+
+@register("aten::meshgrid")
+class MeshGrid(_Aten):
+    """``torch.meshgrid(*tensors, indexing=)`` of 0-d or 1-d tensors: a list of grids, each
+    input repeated along the other inputs' dims (``xy`` swaps the first two dims)."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (1, 2):
+            raise params.error(f"takes 1 or 2 inputs (tensors, indexing), given {self.num_inputs}")
+        self.indexing = "ij" if self.num_inputs == 1 else constant_text(params, 1)
+        if self.indexing not in ("ij", "xy"):
+            raise params.error(f"indexing={self.indexing!r} must be a constant 'ij' or 'xy'")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        items = _tensors(specs[0], "meshgrid")
+        if not items or any(len(s.shape) > 1 for s in items) or len({s.dtype for s in items}) > 1:
+            raise ShapeMismatch(f"meshgrid takes 0-d or 1-d tensors of one dtype, given {specs[0]}")
+        shape = [s.shape[0] if s.shape else 1 for s in items]
+        if self.indexing == "xy" and len(shape) > 1:
+            shape[0], shape[1] = shape[1], shape[0]
+        return [SequenceSpec(tuple(TensorSpec(tuple(shape), s.dtype) for s in items))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        grids = np.meshgrid(*(np.asarray(a).reshape(-1) for a in inputs[0]), indexing=self.indexing)
+        return [tuple(np.ascontiguousarray(g) for g in grids)]
+
+
+@register("aten::broadcast_tensors")
+class BroadcastTensors(_Aten):
+    """``torch.broadcast_tensors(*tensors)``: each tensor broadcast to their common shape."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        items = _tensors(specs[0], "broadcast_tensors")
+        try:
+            shape = np.broadcast_shapes(*(s.shape for s in items))
+        except ValueError:
+            raise ShapeMismatch(f"broadcast_tensors: shapes {[s.shape for s in items]} do not broadcast") from None
+        return [SequenceSpec(tuple(TensorSpec(shape, s.dtype) for s in items))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [tuple(np.ascontiguousarray(a) for a in np.broadcast_arrays(*(np.asarray(v) for v in inputs[0])))]

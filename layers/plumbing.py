@@ -11,9 +11,9 @@ What pnnx (20261020) actually leaves in a graph, as checked by exporting:
   (``aten::meshgrid``, ``aten::broadcast_tensors``), and ``pnnx.SliceIndexes`` only in models
   exported with dynamic shapes (``inputs2``); ``prim::Constant`` is always folded away.
 
-:class:`SequenceUnpack` and :class:`SliceIndexes` are ready for those two, but not registered:
-no golden fixture can hold them yet (the fixture exporter fails on ``aten::`` operators and
-cannot export dynamic shapes), and every registered type must have one.
+:class:`SequenceUnpack` takes those lists apart (golden fixtures: ``aten_more/meshgrid_*``).
+:class:`SliceIndexes` is ready but not registered: the fixture exporter cannot export
+dynamic shapes, so no golden fixture can hold it, and every registered type must have one.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class TupleConstruct(Layer):
         return [tuple(inputs)]
 
 
+@register("prim::ListUnpack")
 class SequenceUnpack(Layer):
     """``prim::ListUnpack`` / ``prim::TupleUnpack``: one sequence in, its elements out."""
 

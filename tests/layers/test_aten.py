@@ -12,7 +12,7 @@ from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
 from layers.base import ShapeMismatch
 from layers.registry import lookup
-from layers.specs import TensorSpec
+from layers.specs import SequenceSpec, TensorSpec
 
 
 def aten(op_type, *constants, outputs=1):
@@ -219,3 +219,18 @@ def test_aminmax_and_whole_tensor_spread():
     np.testing.assert_allclose(std, np.std(x.astype(np.float64), ddof=1), rtol=1e-6)
     (var,) = aten("aten::var", False).forward([x, None])
     np.testing.assert_allclose(var, np.var(x.astype(np.float64)), rtol=1e-6)
+
+
+def test_meshgrid_and_broadcast_tensors_check_their_lists():
+    vector, matrix = TensorSpec((3,), np.float32), TensorSpec((2, 2), np.float32)
+    grid = aten("aten::meshgrid", "xy")
+    (out,) = grid.infer([SequenceSpec((vector, TensorSpec((5,), np.float32))), TensorSpec((), np.int64)])
+    assert [s.shape for s in out.items] == [(5, 3), (5, 3)]
+    with pytest.raises(ShapeMismatch, match="0-d or 1-d tensors"):
+        grid.infer([SequenceSpec((vector, matrix)), TensorSpec((), np.int64)])
+    with pytest.raises(LayerConfigError, match="indexing='yx'"):
+        aten("aten::meshgrid", "yx")
+    with pytest.raises(ShapeMismatch, match="do not broadcast"):
+        aten("aten::broadcast_tensors").infer([SequenceSpec((vector, matrix))])
+    a, b = aten("aten::broadcast_tensors").forward([(np.ones((2, 1)), np.arange(3.0))])[0]
+    assert a.shape == b.shape == (2, 3) and a.flags.writeable and b.flags.c_contiguous

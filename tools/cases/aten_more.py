@@ -71,4 +71,9 @@ CASES = [
          (x(4, 6),)),
     Case("linalg_cross", Fn(lambda a, b: (torch.linalg.cross(a, b), torch.linalg.cross(a.transpose(1, 2), b[:1].transpose(1, 2), dim=1))),
          (x(4, 5, 3), x(4, 5, 3))),
+    Case("meshgrid_of_inputs", Fn(lambda a, b, c: (torch.stack(torch.meshgrid(a, b, indexing="xy"), 0),
+                                                   sum(torch.meshgrid(a, b, c, indexing="ij")))),
+         (x(5), x(7), x(3))),
+    Case("meshgrid_broadcast_tensors", Fn(lambda a, b: torch.stack(torch.broadcast_tensors(a, b), 0)),
+         (x(4, 1), x(3))),
 ]

@@ -282,8 +282,7 @@ class STFT(Layer):
 
     def build(self, params: Params) -> None:
         self.n_fft = params.int("n_fft")
-        self.hop = params.raw("hop_length", None)
-        self.hop = self.n_fft // 4 if self.hop is None else params.int("hop_length")
+        self.hop = self.n_fft // 4 if params.raw("hop_length", None) is None else params.int("hop_length")
         width = params.raw("win_length", None)
         self.win_length = self.n_fft if width is None else params.int("win_length")
         self.center = params.bool("center", True)

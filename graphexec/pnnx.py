@@ -31,8 +31,8 @@ import io
 import math
 import mmap
 import os
-import stat
 import re
+import stat
 import struct
 import zipfile
 import zlib
@@ -49,7 +49,8 @@ from graphexec.ir import Attribute, Dim, Graph, Operand, Operator, ParamValue
 MAGIC = 7767517
 
 _INT = re.compile(r"[+-]?[0-9]+")
-_NUMBER = r"(?:(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|nan)"
+# pnnx writes NaN as "nan.0" (its float format adds ".0" to what has no point), inf as "inf"
+_NUMBER = r"(?:(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?|(?:inf|nan)(?:\.0+)?)"
 _FLOAT = re.compile(r"[+-]?" + _NUMBER, re.IGNORECASE)
 # pnnx writes a complex as "%e+%ej", so a negative imaginary part reads "1.0e+00+-2.0e+00j".
 _COMPLEX = re.compile(
@@ -79,12 +80,17 @@ def _parse_scalar(text: str) -> ParamValue:
     if _INT.fullmatch(text):
         return _parse_int(text)
     if _FLOAT.fullmatch(text):
-        return float(text)
+        return _float(text)
     match = _COMPLEX.fullmatch(text)
     if match:
-        imag = float(match["imag"])
-        return complex(float(match["real"]), -imag if match["sign"].endswith("-") else imag)
+        imag = _float(match["imag"])
+        return complex(_float(match["real"]), -imag if match["sign"].endswith("-") else imag)
     return text
+
+
+def _float(text: str) -> float:
+    """A float as pnnx writes it, ``nan.0`` included."""
+    return float(text.split(".")[0] if text.lstrip("+-")[:1] in "iInN" else text)
 
 
 def parse_value(text: str) -> ParamValue:

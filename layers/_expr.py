@@ -33,6 +33,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from layers import _special
 from layers._promotion import (
     BOOL,
     BOOL_CAT,
@@ -82,6 +83,12 @@ def _rule_float(common: np.dtype, weak: bool) -> tuple[np.dtype, np.dtype]:
     return out, out
 
 
+def _rule_double(common: np.dtype, weak: bool) -> tuple[np.dtype, np.dtype]:
+    """``torch.float_power``: always double precision (complex128 for complex operands)."""
+    out = C128 if category(common) == COMPLEX_CAT else F64
+    return out, out
+
+
 def _rule_bool(common: np.dtype, weak: bool) -> tuple[np.dtype, np.dtype]:
     return common, BOOL
 
@@ -126,38 +133,24 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
     return np.reciprocal(np.sqrt(x))
 
 
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+def _sgn(x: np.ndarray) -> np.ndarray:
+    """``torch.sgn``: the sign, and ``x / |x|`` (0 at 0) for complex numbers."""
+    if x.dtype.kind != "c":
+        return _sign(x)
+    magnitude = np.abs(x)
+    return np.where(magnitude == 0, 0, x / np.where(magnitude == 0, 1, magnitude)).astype(x.dtype)
 
 
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function, vectorised, to float64 accuracy (numpy has none).
+def _heaviside(x: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """0 below zero, 1 above, ``values`` at zero (and 0 at NaN, as in PyTorch)."""
+    return np.where(x == 0, values, x > 0).astype(np.result_type(x, values))
 
-    |x| < 2.5: erf(a) = 2/sqrt(pi) exp(-a^2) sum_n (2a^2)^n a / (1*3*...*(2n+1)), every term
-    positive so nothing cancels; beyond, 1 - erfc(a) with erfc's continued fraction.
-    """
-    x64 = np.asarray(x, dtype=np.float64)
-    a = np.abs(x64)
-    out = np.ones_like(a)
-    small = a < 2.5
-    s = a[small]
-    term = s.copy()
-    total = s.copy()
-    twice_square = 2.0 * s * s
-    for n in range(1, 60):
-        term = term * twice_square / (2 * n + 1)
-        total += term
-        if n % 8 == 0 and not (term > 1e-17 * total).any():
-            break
-    out[small] = _TWO_OVER_SQRT_PI * np.exp(-s * s) * total
-    big = ~small & (a < 6.0)  # erf is 1 to float64 precision from 6 on
-    z = a[big]
-    fraction = z.copy()
-    for k in range(120, 0, -1):
-        fraction = z + (k / 2.0) / fraction
-    out[big] = 1.0 - np.exp(-z * z) / (math.sqrt(math.pi) * fraction)
-    out[np.isnan(a)] = np.nan
-    result = np.copysign(out, x64)
-    return result.astype(x.dtype, copy=False) if isinstance(x, np.ndarray) else result
+
+def _xlogy(log: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """``x * log(y)``, 0 where ``x`` is 0 unless ``y`` is NaN (``torch.xlogy``, ``xlog1py``)."""
+    def apply(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.where((x == 0) & ~np.isnan(y), 0, x * log(y))
+    return apply
 
 
 @dataclass(frozen=True)
@@ -188,7 +181,8 @@ class Function:
         if weak and out.kind == "i" and result.dtype.kind == "f" and not np.isfinite(result):
             raise ValueError(f"{self.name}({result.item()}): cannot convert to an integer")
         if result.dtype != out:
-            result = result.astype(out)
+            with np.errstate(over="ignore"):  # a float64 result beyond float32 is inf, as in PyTorch
+                result = result.astype(out)
         return result.item() if weak else result
 
 
@@ -221,7 +215,22 @@ _UNARY: dict[str, tuple[Callable[..., Any], Callable[[np.dtype, bool], tuple[np.
     "sqrt": (np.sqrt, _rule_float),
     "rsqrt": (_rsqrt, _rule_float),
     "reciprocal": (np.reciprocal, _rule_float),
-    "erf": (erf, _rule_float),
+    "erf": (_special.erf, _rule_float),
+    "erfc": (_special.erfc, _rule_float),
+    "erfinv": (_special.erfinv, _rule_float),
+    "erfcx": (_special.erfcx, _rule_float),
+    "ndtr": (_special.ndtr, _rule_float),
+    "log_ndtr": (_special.log_ndtr, _rule_float),
+    "entr": (_special.entr, _rule_float),
+    "exp2": (np.exp2, _rule_float),
+    "log2": (np.log2, _rule_float),
+    "ndtri": (_special.ndtri, _rule_float),
+    "lgamma": (_special.lgamma, _rule_float),
+    "digamma": (_special.digamma, _rule_float),
+    "i0e": (_special.i0e, _rule_float),
+    "sinc": (_special.sinc, _rule_float),
+    "sgn": (_sgn, _rule_same),
+    "signbit": (np.signbit, _rule_bool),
     "logical_not": (np.logical_not, _rule_bool),
     "bitwise_not": (np.invert, _rule_bits),
 }
@@ -241,6 +250,17 @@ _BINARY: dict[str, tuple[Callable[..., Any], Callable[[np.dtype, bool], tuple[np
     "minimum": (np.minimum, _rule_same),
     "atan2": (np.arctan2, _rule_float),
     "logaddexp": (np.logaddexp, _rule_float),
+    "logaddexp2": (np.logaddexp2, _rule_float),
+    "fmax": (np.fmax, _rule_same),  # NaN loses, unlike maximum
+    "fmin": (np.fmin, _rule_same),
+    "float_power": (np.power, _rule_double),
+    "copysign": (np.copysign, _rule_float),
+    "nextafter": (np.nextafter, _rule_float),
+    "heaviside": (_heaviside, _rule_same),
+    "xlogy": (_xlogy(np.log), _rule_float),
+    "xlog1py": (_xlogy(np.log1p), _rule_float),
+    "gcd": (np.gcd, _rule_bits),
+    "lcm": (np.lcm, _rule_bits),
     "and": (np.bitwise_and, _rule_bits),
     "or": (np.bitwise_or, _rule_bits),
     "xor": (np.bitwise_xor, _rule_bits),
@@ -346,7 +366,8 @@ def floor_divisions(node: Node) -> Node:
 # ----------------------------------------------------------------------------------------
 # parsing
 # ----------------------------------------------------------------------------------------
-_UNSIGNED = r"(?:(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|inf|nan)"
+# pnnx writes NaN as "nan.0" (its float format adds ".0" to what has no point), inf as "inf"
+_UNSIGNED = r"(?:(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|(?:inf|nan)(?:\.0+)?)"
 _NUMBER = rf"[+-]?{_UNSIGNED}"
 _INT_RE = re.compile(r"[+-]?\d+")
 _FLOAT_RE = re.compile(_NUMBER, re.IGNORECASE)
@@ -354,6 +375,11 @@ _COMPLEX_RE = re.compile(rf"(?:{_NUMBER})?[+-]{_UNSIGNED}j", re.IGNORECASE)
 _INPUT_RE = re.compile(r"@(\d+)")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _PIECES = re.compile(r"[\[\](),]|[^\[\](),]+")
+
+
+def _float(text: str) -> float:
+    """A float token, pnnx's ``nan.0`` included."""
+    return float(text.split(".")[0] if text.lstrip("+-")[:1] in "iInN" else text)
 
 
 @dataclass(frozen=True)
@@ -479,7 +505,7 @@ def _literal(text: str) -> Literal | None:
     if _INT_RE.fullmatch(text):
         return Literal(int(text))
     if _FLOAT_RE.fullmatch(text):
-        return Literal(float(text))
+        return Literal(_float(text))
     if _COMPLEX_RE.fullmatch(text):
         return Literal(complex(text))
     return None

@@ -11,13 +11,15 @@
     Sort, ArgSort       aten::sort / aten::argsort (x, dim, descending)
     MomentsAndMean      aten::var_mean / aten::std_mean (x, dim, unbiased, keepdim)
     Spread              aten::std / aten::var (x, unbiased): over every element
+    WholeProduct        aten::prod (x, dtype): of every element
     MinMax              aten::aminmax (x, dim, keepdim)
     AllAny              aten::all / aten::any (x[, dim, keepdim])
     NanToNum            aten::nan_to_num (x, nan, posinf, neginf)
     Diff                aten::diff (x, n, dim, prepend, append)
     Kron                aten::kron (a, b)
-    Scatter             aten::scatter (x, dim, index, src or value)
-    Median, KthValue    aten::median (x[, dim, keepdim]), aten::kthvalue (x, k, dim, keepdim)
+    Scatter             aten::scatter (x, dim, index, src or value[, reduce])
+    Median, KthValue    aten::median / nanmedian (x[, dim, keepdim]), aten::kthvalue (x, k, dim, keepdim)
+    Mode                aten::mode (x, dim, keepdim)
     CumulativeExtreme   aten::cummax / aten::cummin (x, dim)
     CDist               aten::cdist (x1, x2, p, compute_mode)
     TensorDot           aten::tensordot (a, b, dims_a, dims_b)
@@ -331,6 +333,31 @@ class Spread(MomentsAndMean):
         self.dims, self.keepdim, self.correction = None, False, float(unbiased)
 
 
+@register("aten::prod")
+class WholeProduct(_Aten):
+    """``x.prod()`` over every element, as pnnx writes it (with a dim it is ``torch.prod``):
+    integers and bools multiply to int64, floats in float64 and back."""
+
+    arity = 2
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        if constant_input(params, 1) is not None:
+            raise params.error("a dtype (input 1) is not supported")
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [dtypes[0] if dtypes[0].kind in "fc" else np.dtype(np.int64)]
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        return [()]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        out = x.dtype if x.dtype.kind in "fc" else np.dtype(np.int64)
+        wide = {"f": np.float64, "c": np.complex128}.get(x.dtype.kind, np.int64)
+        return [np.asarray(np.prod(x, dtype=wide), dtype=out)]
+
+
 @register("aten::aminmax")
 class MinMax(_Reducing):
     """``torch.aminmax(x, dim=None, keepdim=False)``: (smallest, largest) over ``dim`` (NaN
@@ -444,20 +471,29 @@ class Kron(_Aten):
 
 @register("aten::scatter")
 class Scatter(_Aten):
-    """``x.scatter(dim, index, src)``: a copy of ``x`` with ``src`` (a tensor or one number)
-    written where ``index`` points along ``dim``."""
+    """``x.scatter(dim, index, src[, reduce])``: a copy of ``x`` with ``src`` (a tensor or one
+    number) written where ``index`` points along ``dim``, or with ``reduce='add'`` /
+    ``'multiply'`` added to or multiplied into what is there (repeated places accumulate)."""
 
     arity = 4
+    _REDUCE = {"add": np.add, "multiply": np.multiply}
 
     def build(self, params: Params) -> None:
-        super().build(params)
+        if self.num_inputs not in (4, 5):
+            raise params.error(f"takes 4 or 5 inputs (x, dim, index, src[, reduce]), given {self.num_inputs}")
         self.dim = required_constant(params, 1, "dim", int)
+        reduce = constant_text(params, 4) if self.num_inputs == 5 else None
+        if reduce is not None and reduce not in self._REDUCE:
+            raise params.error(f"reduce (input 4) must be a constant 'add' or 'multiply', given {reduce!r}")
+        self.reduce = reduce
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        x, index = shapes[0], shapes[2]
-        if len(index) != len(x) or any(i > d for i, d in zip(index, x)):
-            raise ShapeMismatch(f"the index {index} must have the rank of the input {x} and fit inside it")
-        normalize_axis(self.dim, len(x))
+        x, index, src = shapes[0], shapes[2], shapes[3]
+        axis = normalize_axis(self.dim, len(x)) if x else 0
+        if len(index) != len(x) or any(i > d for k, (i, d) in enumerate(zip(index, x)) if k != axis) \
+                or (src and (len(src) != len(index) or any(i > n for i, n in zip(index, src)))):
+            raise ShapeMismatch(f"the index {index} must have the rank of the input {x}, fit inside it but along "
+                                f"dim {self.dim}, and inside the source {src}")
         return [x]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
@@ -467,7 +503,11 @@ class Scatter(_Aten):
             raise IndexError(f"scatter: indices must lie in [0, {x.shape[axis]}) along dim {self.dim}")
         if src.ndim:
             src = src[tuple(slice(0, n) for n in index.shape)]
-        x[scatter_places(index, axis)] = src.astype(x.dtype)  # index may be smaller than x on any dim
+        places = scatter_places(index, axis)  # index may be smaller than x on any dim
+        if self.reduce is None:
+            x[places] = src.astype(x.dtype)
+        else:
+            self._REDUCE[self.reduce].at(x, places, src.astype(x.dtype))
         return [x]
 
 
@@ -530,10 +570,15 @@ class _Picking(_Aten):
 
 
 class _Selecting(_Picking):
-    """The value of rank ``position(n)`` (0-based, ascending) along ``dim``, and where it is."""
+    """The value of rank ``position(n)`` (0-based, ascending, NaN sorting last) along
+    ``dim``, and where it is; :meth:`ranks` may move it per row by the row's NaN count."""
 
     def position(self, n: int) -> int:
         raise NotImplementedError
+
+    def ranks(self, valid: np.ndarray, n: int) -> np.ndarray:
+        """The rank picked in each row holding ``valid`` non-NaN values of ``n``."""
+        return np.full(valid.shape, self.position(n))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         x = shapes[0]
@@ -551,24 +596,28 @@ class _Selecting(_Picking):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         if self.dim is None:
-            flat = x.reshape(-1)
-            order = np.argsort(flat, kind="stable")
-            at = order[self.position(flat.size)]
-            return [np.asarray(flat[at]), np.asarray(at, np.int64)][: self.num_outputs]
+            values, at = self._pick(x.reshape(1, -1), 1)
+            return [np.asarray(values[0, 0]), np.asarray(at[0, 0], np.int64)][: self.num_outputs]
         axis = normalize_axis(self.dim, x.ndim) if x.ndim else 0
-        y = x if x.ndim else x.reshape(1)
-        order = np.argsort(y, axis=axis, kind="stable")  # NaN sorts last, as the largest value
-        at = np.take(order, [self.position(y.shape[axis])], axis=axis)
-        values = np.take_along_axis(y, at, axis=axis)
+        values, at = self._pick(x if x.ndim else x.reshape(1), axis)
         if not self.keepdim or not x.ndim:
             values, at = np.squeeze(values, axis=axis), np.squeeze(at, axis=axis)
         return [values.copy(), at.astype(np.int64)][: self.num_outputs]  # copies: 0-d stays 0-d
 
+    def _pick(self, y: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+        """The picked values and their indices along ``axis``, kept as size 1."""
+        order = np.argsort(y, axis=axis, kind="stable")  # NaN sorts last, as the largest value
+        valid = np.sum(~np.isnan(y), axis=axis, keepdims=True) if y.dtype.kind in "fc" else \
+            np.full(reduced_shape(y.shape, (axis,), True), y.shape[axis])
+        at = np.take_along_axis(order, self.ranks(valid, y.shape[axis]), axis=axis)
+        return np.take_along_axis(y, at, axis=axis), at
 
-@register("aten::median")
+
+@register("aten::median", "aten::nanmedian")
 class Median(_Selecting):
     """``torch.median``: the lower median (of an even count, the smaller middle value), over
-    everything (one input) or along ``dim`` with its index."""
+    everything (one input) or along ``dim`` with its index. A row holding NaN gives NaN (and
+    its first NaN's index); ``torch.nanmedian`` leaves NaN out instead (all NaN: NaN)."""
 
     arity = 3
 
@@ -580,6 +629,58 @@ class Median(_Selecting):
 
     def position(self, n: int) -> int:
         return (n - 1) // 2
+
+    def ranks(self, valid: np.ndarray, n: int) -> np.ndarray:
+        if self.type == "aten::nanmedian":
+            return np.maximum(valid - 1, 0) // 2
+        return np.where(valid < n, valid, (n - 1) // 2)  # rank `valid` is the first NaN
+
+
+@register("aten::mode")
+class Mode(_Picking):
+    """``torch.mode(x, dim, keepdim)``: the most frequent value along ``dim`` (of a tie, the
+    smallest) and the index of its last occurrence, as PyTorch gives them."""
+
+    arity = 3
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.dim = required_constant(params, 1, "dim", int)
+        self.keepdim = required_constant(params, 2, "keepdim", bool)
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        x = shapes[0]
+        if not x:
+            return [()] * self.num_outputs
+        axis = normalize_axis(self.dim, len(x))
+        if x[axis] == 0:
+            raise ShapeMismatch(f"mode of no values along dim {self.dim}")
+        return [reduced_shape(x, (axis,), self.keepdim)] * self.num_outputs
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        if not x.ndim:
+            return [x.copy(), np.zeros((), np.int64)][: self.num_outputs]
+        axis = normalize_axis(self.dim, x.ndim)
+        rows = np.moveaxis(x, axis, -1)
+        order = np.argsort(rows, axis=-1, kind="stable")  # equal values keep their order
+        ordered = np.take_along_axis(rows, order, axis=-1)
+        n = ordered.shape[-1]
+        steps = ordered[..., 1:] != ordered[..., :-1]
+        if x.dtype.kind in "fc":  # NaN counts as one value
+            steps &= ~(np.isnan(ordered[..., 1:]) & np.isnan(ordered[..., :-1]))
+        place = np.arange(n)
+        starts = np.concatenate([np.ones(steps.shape[:-1] + (1,), bool), steps], axis=-1)
+        ends = np.concatenate([steps, np.ones(steps.shape[:-1] + (1,), bool)], axis=-1)
+        first = np.maximum.accumulate(np.where(starts, place, 0), axis=-1)
+        last = n - 1 - np.maximum.accumulate(np.where(ends, n - 1 - place, 0)[..., ::-1], axis=-1)[..., ::-1]
+        best = np.argmax(last - first, axis=-1)[..., None]  # the first longest run: the smallest value
+        values = np.take_along_axis(ordered, best, axis=-1)
+        at = np.take_along_axis(order, np.take_along_axis(last, best, axis=-1), axis=-1)
+        values, at = np.moveaxis(values, -1, axis), np.moveaxis(at, -1, axis)
+        if not self.keepdim:
+            values, at = np.squeeze(values, axis=axis), np.squeeze(at, axis=axis)
+        return [values.copy(), at.astype(np.int64)][: self.num_outputs]  # copies: 0-d stays 0-d
 
 
 @register("aten::kthvalue")

@@ -9,6 +9,12 @@
     Cov              aten::cov (x, correction, fweights, aweights)  rows are variables
     PDist            aten::pdist (x, p)                           distances of every row pair i < j
     MatrixNorm       aten::linalg_matrix_norm (x, ord, dim, keepdim, dtype)
+    LinalgNorm       aten::linalg_norm (x, ord, dim, keepdim, dtype)   vector or matrix norm
+    Renorm           aten::renorm (x, p, dim, maxnorm)            slices scaled down to maxnorm
+    Quantile         aten::quantile / aten::nanquantile (x, q, dim, keepdim, interpolation)
+    Histc            aten::histc (x, bins, min, max)              counts in equal bins
+    AddR, AddBmm     aten::addr (x, u, v, beta, alpha), aten::addbmm (x, b1, b2, beta, alpha)
+    MultiDot         aten::linalg_multi_dot (tensors)             a chain of matrix products
     AddCMul, AddCDiv aten::addcmul / aten::addcdiv (x, t1, t2, value)
     Frac, Hypot      aten::frac (x), aten::hypot (a, b)
     Trace, Cross     aten::trace (x), aten::linalg_cross (a, b, dim)
@@ -21,10 +27,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from layers._promotion import DIM, result_type
 from layers.aten import (
     NOT_CONSTANT,
     _Aten,
@@ -35,8 +43,10 @@ from layers.aten import (
     reduced_shape,
     required_constant,
 )
-from layers.base import Params, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from layers.aten_shape import _tensors
+from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from layers.linear import broadcast
+from layers.reduction import vector_norm
 from layers.registry import register
 
 
@@ -262,6 +272,314 @@ class MatrixNorm(_Aten):
         axes = tuple(normalize_axis(d, x.ndim) for d in self.dims)
         y = np.linalg.norm(x.astype(np.float64), ord=self.order, axis=axes, keepdims=self.keepdim)
         return [np.asarray(y, dtype=x.dtype)]
+
+
+def _order(params: Params, index: int) -> Any:
+    """A constant norm order: a number, None, or 'fro' / 'nuc'."""
+    order = constant_text(params, index)
+    if order is NOT_CONSTANT:
+        order = constant_input(params, index)
+    if order is NOT_CONSTANT or isinstance(order, (bool, tuple)):
+        raise params.error(f"ord (input {index}) must be a constant number, None, 'fro' or 'nuc'")
+    return order
+
+
+@register("aten::linalg_norm")
+class LinalgNorm(_Aten):
+    """``torch.linalg.norm(x, ord, dim, keepdim)``: a vector norm over one dim (or, with
+    neither ord nor dim, over everything), a matrix norm over two dims (or a string ord);
+    without dim, a number ord takes a 1-d or 2-d ``x`` whole."""
+
+    arity = 5
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.order = _order(params, 1)
+        dims = constant_input(params, 2)
+        if dims is NOT_CONSTANT or isinstance(dims, bool) or (isinstance(dims, tuple) and len(dims) not in (1, 2)):
+            raise params.error("dim (input 2) must be a constant: None, a dim or a pair of dims")
+        self.dims = (dims,) if isinstance(dims, int) else dims
+        self.keepdim = required_constant(params, 3, "keepdim", bool)
+        if constant_input(params, 4) is not None:
+            raise params.error("a dtype (input 4) is not supported")
+        if self.order in ("fro", "nuc") and self.dims is not None and len(self.dims) != 2:
+            raise params.error(f"ord={self.order!r} is a matrix norm: it needs two dims, given dim={dims}")
+        if self.order not in (None, "fro", "nuc") and self.dims is not None and len(self.dims) == 2 \
+                and self.order not in _MATRIX_ORDS:
+            raise params.error(f"ord={self.order} is not a matrix norm; one of {_MATRIX_ORDS}")
+
+    def _axes(self, rank: int) -> tuple[int, ...]:
+        if self.dims is not None:
+            axes = tuple(normalize_axis(d, rank) for d in self.dims)
+            if len(set(axes)) != len(axes):
+                raise ShapeMismatch(f"linalg_norm: dims {self.dims} name one dim twice")
+            return axes
+        if self.order is None:
+            return tuple(range(rank))
+        if rank not in (1, 2) or (isinstance(self.order, str) and rank != 2):
+            raise ShapeMismatch(f"linalg_norm with ord={self.order} and no dim needs a 1-d or 2-d tensor, "
+                                f"given rank {rank}")
+        return tuple(range(rank))
+
+    def _matrix(self, axes: tuple[int, ...]) -> bool:
+        return isinstance(self.order, str) or (self.order is not None and len(axes) == 2)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or x.dtype.kind != "f":
+            raise ShapeMismatch(f"linalg_norm needs a floating point tensor, given {x}")
+        if self._matrix(self._axes(len(x.shape))) and self.order not in _MATRIX_ORDS:
+            raise ShapeMismatch(f"linalg_norm: ord={self.order} is not a matrix norm; one of {_MATRIX_ORDS}")
+        return [TensorSpec(reduced_shape(x.shape, self._axes(len(x.shape)), self.keepdim), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        axes = self._axes(x.ndim)
+        if self._matrix(axes):
+            y = np.linalg.norm(x.astype(np.float64), ord=self.order, axis=axes, keepdims=self.keepdim)
+        else:
+            y = vector_norm(x, 2.0 if self.order is None else float(self.order), axes)
+            if not self.keepdim:
+                y = y.reshape(reduced_shape(x.shape, axes, False))
+        return [np.asarray(y, dtype=x.dtype)]
+
+
+@register("aten::renorm")
+class Renorm(_Aten):
+    """``torch.renorm(x, p, dim, maxnorm)``: each slice along ``dim`` whose p-norm exceeds
+    ``maxnorm`` scaled by ``maxnorm / (norm + 1e-7)``; the others left as they are."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.p, self.maxnorm = constant_input(params, 1), constant_input(params, 3)
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (self.p, self.maxnorm)) \
+                or self.p <= 0 or self.maxnorm < 0:
+            raise params.error("p and maxnorm (inputs 1 and 3) must be constant numbers, p > 0, maxnorm >= 0")
+        self.dim = required_constant(params, 2, "dim", int)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or x.dtype.kind != "f" or not x.shape:
+            raise ShapeMismatch(f"renorm needs a floating point tensor of rank >= 1, given {x}")
+        normalize_axis(self.dim, len(x.shape))
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        axis = normalize_axis(self.dim, x.ndim)
+        norms = vector_norm(x, float(self.p), tuple(a for a in range(x.ndim) if a != axis))
+        scale = np.where(norms > self.maxnorm, self.maxnorm / (norms + 1e-7), 1.0)
+        return [np.asarray(x * scale, dtype=x.dtype)]
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+@register("aten::quantile", "aten::nanquantile")
+class Quantile(_Aten):
+    """``torch.quantile(x, q, dim, keepdim, interpolation)``: the q-th quantiles along
+    ``dim`` (None: of everything), ``q`` a number or a 1-d tensor (its values a new first
+    dim). Ranks are ``q * (n - 1)`` in ``x``'s dtype, between sorted values as PyTorch
+    interpolates them; a row holding NaN gives NaN, and ``nanquantile`` leaves NaN out."""
+
+    arity = 5
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        q = constant_input(params, 1)
+        if q is not NOT_CONSTANT and (isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 1):
+            raise params.error("q (input 1) must be a tensor or a constant number in [0, 1]")
+        self.q = None if q is NOT_CONSTANT else float(q)
+        self.dim = constant_input(params, 2)
+        if self.dim is not None and (isinstance(self.dim, bool) or not isinstance(self.dim, int)):
+            raise params.error("dim (input 2) must be a constant int or None")
+        self.keepdim = required_constant(params, 3, "keepdim", bool)
+        self.interpolation = constant_text(params, 4)
+        if self.interpolation not in _INTERPOLATIONS:
+            raise params.error(f"interpolation (input 4) must be one of {_INTERPOLATIONS}")
+
+    def _reduced(self, shape: Shape) -> Shape:
+        if self.dim is None:
+            return (1,) * len(shape) if self.keepdim else ()
+        return reduced_shape(shape, (normalize_axis(self.dim, len(shape)),), self.keepdim)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or x.dtype.kind != "f":
+            raise ShapeMismatch(f"{self.type} needs a floating point tensor, given {x}")
+        head: Shape = ()
+        if self.q is None:
+            q = specs[1]
+            if not isinstance(q, TensorSpec) or len(q.shape) > 1 or q.dtype != x.dtype:
+                raise ShapeMismatch(f"{self.type}: q must be a number or a 0-d or 1-d tensor of {x.dtype}, given {q}")
+            head = q.shape
+        return [TensorSpec(head + self._reduced(x.shape), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        q = np.asarray(self.q if self.q is not None else inputs[1], dtype=x.dtype)
+        if ((q < 0) | (q > 1)).any():
+            raise ShapeMismatch(f"{self.type}: q must lie in [0, 1], given {q.tolist()}")
+        rows = x.reshape(1, -1) if self.dim is None else np.moveaxis(x, normalize_axis(self.dim, x.ndim), -1)
+        ordered = np.sort(rows, axis=-1)  # NaN last
+        n = ordered.shape[-1]
+        if n == 0:  # a quantile of nothing is NaN
+            y = np.full((q.size,) + self._reduced(x.shape), np.nan, x.dtype)
+            return [y if q.ndim else y[0].copy()]
+        valid = np.sum(~np.isnan(ordered), axis=-1, keepdims=True)
+        if self.type == "aten::nanquantile":
+            count = valid
+        else:
+            count = np.where(valid < n, 0, n)  # a row with NaN: rank 0 below, made NaN after
+        qs = q.reshape(-1, *([1] * ordered.ndim))  # (Q, ..., 1)
+        ranks = (qs * np.maximum(count - 1, 0).astype(x.dtype)).astype(x.dtype)
+        below, above = np.floor(ranks).astype(np.int64), np.ceil(ranks).astype(np.int64)
+        if self.interpolation == "nearest":
+            below = above = np.round(ranks).astype(np.int64)  # half to even, as torch.round
+        elif self.interpolation == "lower":
+            above = below
+        elif self.interpolation == "higher":
+            below = above
+        stack = np.broadcast_to(ordered, (len(qs),) + ordered.shape)
+        low = np.take_along_axis(stack, np.minimum(below, n - 1), axis=-1)
+        high = np.take_along_axis(stack, np.minimum(above, n - 1), axis=-1)
+        if self.interpolation in ("lower", "higher", "nearest"):
+            y = low  # picked, not interpolated (an infinite value stays one)
+        else:
+            weight = np.asarray(0.5, x.dtype) if self.interpolation == "midpoint" else (ranks - below).astype(x.dtype)
+            with np.errstate(invalid="ignore"):  # lerp as PyTorch writes it, from the nearer end
+                y = np.where(weight < 0.5, low + weight * (high - low), high - (high - low) * (1 - weight))
+        y = np.where(count == 0, np.nan, y)[..., 0].astype(x.dtype)  # (Q, the rows' dims)
+        y = y.reshape((len(qs),) + self._reduced(x.shape))  # keepdim's 1 is only a reshape
+        return [y if q.ndim else y[0].copy()]
+
+
+@register("aten::histc")
+class Histc(_Aten):
+    """``torch.histc(x, bins, min, max)``: counts of ``x`` in ``bins`` equal bins over
+    [min, max] (the last bin closed), values outside left out; min == max takes the data's
+    range (widened by 1 each way if that is one value too)."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.bins = required_constant(params, 1, "bins", int)
+        self.range = constant_input(params, 2), constant_input(params, 3)
+        if self.bins < 1 or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in self.range):
+            raise params.error("bins, min and max (inputs 1 to 3) must be constant numbers, bins >= 1")
+        if self.range[0] > self.range[1]:
+            raise params.error(f"min {self.range[0]} is above max {self.range[1]}")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or x.dtype.kind != "f":
+            raise ShapeMismatch(f"histc needs a floating point tensor, given {x}")
+        return [TensorSpec((self.bins,), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        low, high = (float(v) for v in self.range)
+        if low == high and x.size:
+            low, high = float(np.nanmin(x)), float(np.nanmax(x))
+        if low == high:
+            low, high = low - 1, high + 1
+        if not (np.isfinite(low) and np.isfinite(high)):
+            raise ShapeMismatch(f"histc: range of [{low}, {high}] is not finite")
+        values = x.reshape(-1)
+        values = values[(values >= low) & (values <= high)].astype(np.float64)
+        bins = np.minimum(((values - low) * self.bins / (high - low)).astype(np.int64), self.bins - 1)
+        return [np.bincount(bins, minlength=self.bins).astype(x.dtype)]
+
+
+class _AddProduct(_Aten):
+    """``beta * x + alpha * product``: with beta 0, ``x`` is not read (its NaN stay out)."""
+
+    arity = 5
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.beta, self.alpha = constant_input(params, 3), constant_input(params, 4)
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (self.beta, self.alpha)):
+            raise params.error("beta and alpha (inputs 3 and 4) must be constant numbers")
+
+    def product_shape(self, a: Shape, b: Shape) -> Shape:
+        raise NotImplementedError
+
+    def product(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x, a, b = specs[:3]
+        if not all(isinstance(s, TensorSpec) for s in (x, a, b)):
+            raise ShapeMismatch(f"{self.type} takes tensors, given {specs[:3]}")
+        shape = self.product_shape(a.shape, b.shape)  # type: ignore[union-attr]
+        if broadcast(x.shape, shape, self.type) != shape:  # type: ignore[union-attr]
+            raise ShapeMismatch(f"{self.type}: input {x.shape} does not broadcast to the product's {shape}")
+        return [TensorSpec(shape, result_type([(s.dtype, DIM) for s in (x, a, b)]))]  # type: ignore[union-attr]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, a, b = (np.asarray(v) for v in inputs[:3])
+        dtype = result_type([(v.dtype, DIM) for v in (x, a, b)])
+        y = self.product(a.astype(dtype, copy=False), b.astype(dtype, copy=False))
+        if self.alpha != 1:
+            y = y * np.asarray(self.alpha, dtype)
+        if self.beta != 0:
+            y = y + (x.astype(dtype, copy=False) if self.beta == 1 else x * np.asarray(self.beta, dtype))
+        return [np.ascontiguousarray(np.broadcast_to(y, y.shape), dtype=dtype)]
+
+
+@register("aten::addr")
+class AddR(_AddProduct):
+    """``torch.addr(x, u, v, beta, alpha)``: ``beta * x + alpha * outer(u, v)``."""
+
+    def product_shape(self, a: Shape, b: Shape) -> Shape:
+        if len(a) != 1 or len(b) != 1:
+            raise ShapeMismatch(f"addr needs two vectors, given shapes {a} and {b}")
+        return (a[0], b[0])
+
+    def product(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.outer(a, b)
+
+
+@register("aten::addbmm")
+class AddBmm(_AddProduct):
+    """``torch.addbmm(x, b1, b2, beta, alpha)``: ``beta * x + alpha * sum_i b1[i] @ b2[i]``,
+    the sum of the batch's products taken as one product over the joined inner dims."""
+
+    def product_shape(self, a: Shape, b: Shape) -> Shape:
+        if len(a) != 3 or len(b) != 3 or a[0] != b[0] or a[2] != b[1]:
+            raise ShapeMismatch(f"addbmm needs batches (B, n, k) and (B, k, m), given {a} and {b}")
+        return (a[1], b[2])
+
+    def product(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        batch, n, k = a.shape
+        return a.transpose(1, 0, 2).reshape(n, batch * k) @ b.reshape(batch * k, -1)
+
+
+@register("aten::linalg_multi_dot")
+class MultiDot(_Aten):
+    """``torch.linalg.multi_dot(tensors)``: their matrix product, the first may be a row
+    vector and the last a column one (dropped from the result), in the cheapest order."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        items = _tensors(specs[0], "linalg_multi_dot")
+        shapes = [s.shape for s in items]
+        if len(items) < 2 or any(len(s) != 2 for s in shapes[1:-1]) or not 1 <= len(shapes[0]) <= 2 \
+                or not 1 <= len(shapes[-1]) <= 2 or len({s.dtype for s in items}) > 1:
+            raise ShapeMismatch(f"linalg_multi_dot takes 2 or more matrices of one dtype (the first and last "
+                                f"may be vectors), given {specs[0]}")
+        rows = [(1,) + s if len(s) == 1 else s for s in shapes[:1]] + shapes[1:-1] + \
+            [s + (1,) if len(s) == 1 else s for s in shapes[-1:]]
+        if any(a[1] != b[0] for a, b in pairwise(rows)):
+            raise ShapeMismatch(f"linalg_multi_dot: shapes {shapes} do not chain")
+        out = ((rows[0][0],) if len(shapes[0]) == 2 else ()) + ((rows[-1][1],) if len(shapes[-1]) == 2 else ())
+        return [TensorSpec(out, items[0].dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [np.asarray(np.linalg.multi_dot([np.asarray(v) for v in inputs[0]]))]
 
 
 class _AddC(_Aten):

@@ -1,5 +1,7 @@
-"""Rearrangements pnnx leaves as TorchScript operators: movedim, rot90, channel_shuffle,
-diagonal, unfold (sliding windows), narrow_copy, meshgrid and broadcast_tensors."""
+"""Rearrangements pnnx leaves as TorchScript operators: movedim, rot90, fliplr / flipud,
+channel_shuffle, diagonal, diag_embed, unfold (sliding windows), narrow_copy, meshgrid,
+broadcast_tensors, hstack / vstack / dstack / column_stack, cartesian_prod, block_diag and
+linalg_vander."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from layers._promotion import DIM, result_type
 from layers.aten import _Aten, constant_input, constant_text, required_constant
 from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from layers.registry import register
@@ -80,6 +83,21 @@ class Rot90(_Aten):
         return [np.ascontiguousarray(np.rot90(x, self.k, axes=self.dims))]
 
 
+@register("aten::fliplr", "aten::flipud")
+class FlipSides(_Aten):
+    """``torch.fliplr`` (reverse dim 1, rank >= 2) / ``torch.flipud`` (reverse dim 0)."""
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        least = 2 if self.type == "aten::fliplr" else 1
+        if len(shapes[0]) < least:
+            raise ShapeMismatch(f"{self.type} needs a tensor of rank >= {least}, given shape {shapes[0]}")
+        return [shapes[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [np.ascontiguousarray(np.flip(x, 1 if self.type == "aten::fliplr" else 0))]
+
+
 @register("aten::channel_shuffle")
 class AtenChannelShuffle(ChannelShuffle):
     """``F.channel_shuffle(x, groups)``: as nn.ChannelShuffle, with groups a constant input."""
@@ -124,6 +142,44 @@ class Diagonal(_Aten):
         x = np.asarray(inputs[0])
         a, b = self._axes(x.ndim)
         return [np.diagonal(x, self.offset, a, b).copy()]  # numpy's is a read-only view
+
+
+@register("aten::diag_embed")
+class DiagEmbed(_Aten):
+    """``torch.diag_embed(x, offset, dim1, dim2)``: the last dim of ``x`` laid along diagonal
+    ``offset`` of new (n + |offset|)-square planes on output dims ``dim1`` and ``dim2``."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.offset = required_constant(params, 1, "offset", int)
+        self.dims = required_constant(params, 2, "dim1", int), required_constant(params, 3, "dim2", int)
+
+    def _planes(self, rank: int) -> tuple[int, int]:
+        dim1, dim2 = (normalize_axis(d, rank + 1) for d in self.dims)
+        if dim1 == dim2:
+            raise ShapeMismatch(f"diag_embed: dim1 and dim2 are both {dim1}")
+        return dim1, dim2
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        x = shapes[0]
+        if not x:
+            raise ShapeMismatch("diag_embed needs a tensor of rank >= 1, given a 0-d one")
+        dim1, dim2 = self._planes(len(x))
+        side = x[-1] + abs(self.offset)
+        out = list(x[:-1])
+        for d in sorted((dim1, dim2)):
+            out.insert(d, side)
+        return [tuple(out)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        n, shift = x.shape[-1], self.offset
+        planes = np.zeros(x.shape[:-1] + (n + abs(shift),) * 2, dtype=x.dtype)
+        index = np.arange(n)
+        planes[..., index + max(0, -shift), index + max(0, shift)] = x
+        return [np.ascontiguousarray(np.moveaxis(planes, (-2, -1), self._planes(x.ndim)))]
 
 
 @register("aten::unfold")
@@ -239,3 +295,126 @@ class BroadcastTensors(_Aten):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [tuple(np.ascontiguousarray(a) for a in np.broadcast_arrays(*(np.asarray(v) for v in inputs[0])))]
+
+
+@register("aten::hstack", "aten::vstack", "aten::dstack", "aten::column_stack")
+class Stack(_Aten):
+    """``torch.hstack`` / ``vstack`` / ``dstack`` / ``column_stack`` of a list of tensors: each
+    raised to rank 1 / 2 / 3 (column_stack: a vector to a column), then joined along dim 0
+    or 1 / 0 / 2 / 1, their dtypes promoted."""
+
+    def _raised(self, shape: Shape) -> Shape:
+        if self.type == "aten::hstack":
+            return shape or (1,)
+        if self.type == "aten::vstack":
+            return shape if len(shape) >= 2 else (1,) + (shape or (1,))
+        if self.type == "aten::dstack":
+            return shape if len(shape) >= 3 else ((1,) + (shape or (1,)) + (1,) if len(shape) < 2 else shape + (1,))
+        return shape if len(shape) >= 2 else (shape or (1,)) + (1,)
+
+    def _axis(self, shapes: list[Shape]) -> int:
+        if self.type == "aten::hstack":
+            return 0 if all(len(s) == 1 for s in shapes) else 1
+        return {"aten::vstack": 0, "aten::dstack": 2, "aten::column_stack": 1}[self.type]
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        items = _tensors(specs[0], self.type)
+        shapes = [self._raised(s.shape) for s in items]
+        if not shapes:
+            raise ShapeMismatch(f"{self.type} takes a non-empty list of tensors")
+        axis = self._axis(shapes)
+        rest = {s[:axis] + s[axis + 1:] for s in shapes}
+        if len({len(s) for s in shapes}) > 1 or len(rest) > 1:
+            raise ShapeMismatch(f"{self.type}: shapes {[s.shape for s in items]} do not join along dim {axis}")
+        joined = shapes[0][:axis] + (sum(s[axis] for s in shapes),) + shapes[0][axis + 1:]
+        return [TensorSpec(joined, result_type([(s.dtype, DIM) for s in items]))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        arrays = [np.asarray(v) for v in inputs[0]]
+        dtype = result_type([(a.dtype, DIM) for a in arrays])
+        raised = [a.reshape(self._raised(a.shape)).astype(dtype, copy=False) for a in arrays]
+        return [np.concatenate(raised, axis=self._axis([a.shape for a in raised]))]
+
+
+@register("aten::cartesian_prod")
+class CartesianProduct(_Aten):
+    """``torch.cartesian_prod(*vectors)``: every combination, the last vector varying
+    fastest, as rows of a (combinations, k) matrix (one vector: itself)."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        items = _tensors(specs[0], "cartesian_prod")
+        if not items or any(len(s.shape) != 1 for s in items):
+            raise ShapeMismatch(f"cartesian_prod takes 1-d tensors, given {specs[0]}")
+        dtype = result_type([(s.dtype, DIM) for s in items])
+        if len(items) == 1:
+            return [TensorSpec(items[0].shape, dtype)]
+        return [TensorSpec((int(np.prod([s.shape[0] for s in items])), len(items)), dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        vectors = [np.asarray(v) for v in inputs[0]]
+        dtype = result_type([(v.dtype, DIM) for v in vectors])
+        if len(vectors) == 1:
+            return [vectors[0].astype(dtype)]
+        grids = np.meshgrid(*vectors, indexing="ij")
+        return [np.stack([g.reshape(-1) for g in grids], axis=1).astype(dtype, copy=False)]
+
+
+@register("aten::block_diag")
+class BlockDiagonal(_Aten):
+    """``torch.block_diag(*tensors)``: the matrices (a vector is one row, a 0-d tensor one
+    element) along the diagonal of a zero matrix, their dtypes promoted."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        items = _tensors(specs[0], "block_diag")
+        if any(len(s.shape) > 2 for s in items):
+            raise ShapeMismatch(f"block_diag takes tensors of rank <= 2, given {specs[0]}")
+        blocks = [self._as_matrix(s.shape) for s in items]
+        dtype = result_type([(s.dtype, DIM) for s in items]) if items else np.dtype(np.float32)
+        return [TensorSpec((sum(r for r, _ in blocks), sum(c for _, c in blocks)), dtype)]
+
+    @staticmethod
+    def _as_matrix(shape: Shape) -> tuple[int, int]:
+        return (1, 1) if not shape else (1, shape[0]) if len(shape) == 1 else (shape[0], shape[1])
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        blocks = [np.asarray(b) for b in inputs[0]]
+        spec = self.infer([SequenceSpec(tuple(TensorSpec(b.shape, b.dtype) for b in blocks))])[0]
+        out = np.zeros(spec.shape, dtype=spec.dtype)  # type: ignore[union-attr]
+        row = column = 0
+        for block in blocks:
+            rows, columns = self._as_matrix(block.shape)
+            out[row:row + rows, column:column + columns] = block.reshape(rows, columns)
+            row, column = row + rows, column + columns
+        return [out]
+
+
+@register("aten::linalg_vander")
+class Vandermonde(_Aten):
+    """``torch.linalg.vander(x, N=None)``: (..., n) -> (..., n, N), the powers ``x**0`` to
+    ``x**(N - 1)`` (N defaults to n) as running products, as PyTorch forms them."""
+
+    arity = 2
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.columns = constant_input(params, 1)
+        if self.columns is not None and (isinstance(self.columns, bool) or not isinstance(self.columns, int)
+                                         or self.columns < 1):
+            raise params.error("N (input 1) must be a constant int >= 1 or None")
+
+    def _width(self, shape: Shape) -> int:
+        return shape[-1] if self.columns is None else self.columns
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or not x.shape or x.dtype.kind == "b":
+            raise ShapeMismatch(f"linalg_vander needs a numeric tensor of rank >= 1, given {x}")
+        return [TensorSpec(x.shape + (self._width(x.shape),), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        width = self._width(x.shape)
+        out = np.ones(x.shape + (width,), dtype=x.dtype)
+        if width > 1:
+            np.cumprod(np.broadcast_to(x[..., None], x.shape + (width - 1,)), axis=-1, out=out[..., 1:])
+        return [out]

@@ -1,5 +1,7 @@
 """Elementwise operators pnnx keeps as calls: comparisons, logical and bitwise ops, clamp, where
-(and the ``aten::clamp_min/clamp_max/zero`` it leaves unconverted).
+(and the ``aten::clamp_min/clamp_max/zero`` it leaves unconverted), and the special and
+sign functions it leaves as ``aten::`` calls (``erfinv``, ``lgamma``, ``xlogy``, ``copysign``
+..., computed by :mod:`layers._special` and :mod:`layers._expr`).
 
 Plain arithmetic (``+``, ``torch.maximum``, ``abs``, ``exp``, ``>>`` ...) never reaches
 here: pnnx folds it into ``pnnx.Expression``. What stays a call binds each argument either
@@ -17,6 +19,7 @@ import numpy as np
 
 from layers import _expr
 from layers._promotion import BOOL, DIM, ZERO_DIM, Kind, cast, kind_of, result_type
+from layers.aten import constant_input
 from layers.base import Layer, Params, ShapeMismatch
 from layers.registry import register
 from layers.specs import Shape, Spec, TensorSpec
@@ -102,7 +105,8 @@ class _Function(Layer):
 
 
 def _function_layer(op_type: str, function: str, arguments: tuple[str, ...] = ("input", "other")) -> type:
-    cls = type(op_type.replace("torch.", "").title().replace("_", ""), (_Function,), {
+    name = op_type.split(".", 1)[-1].split("::", 1)[-1].removeprefix("special_")
+    cls = type(name.title().replace("_", ""), (_Function,), {
         "function": function,
         "arguments": arguments,
         "__doc__": f"``{op_type}``: elementwise {function}, with PyTorch's promotion.",
@@ -125,6 +129,65 @@ BitwiseAnd = _function_layer("torch.bitwise_and", "and")
 BitwiseOr = _function_layer("torch.bitwise_or", "or")
 BitwiseXor = _function_layer("torch.bitwise_xor", "xor")
 BitwiseNot = _function_layer("torch.bitwise_not", "bitwise_not", ("input",))
+
+# what pnnx leaves as TorchScript calls, their arguments inputs in signature order
+ErfInv = _function_layer("aten::erfinv", "erfinv", ("input",))
+Erfc = _function_layer("aten::erfc", "erfc", ("input",))
+ErfcX = _function_layer("aten::special_erfcx", "erfcx", ("input",))
+LogNdtr = _function_layer("aten::special_log_ndtr", "log_ndtr", ("input",))
+Entr = _function_layer("aten::special_entr", "entr", ("input",))
+Exp2 = _function_layer("aten::exp2", "exp2", ("input",))
+Log2 = _function_layer("aten::log2", "log2", ("input",))
+FMax = _function_layer("aten::fmax", "fmax")
+FMin = _function_layer("aten::fmin", "fmin")
+FloatPower = _function_layer("aten::float_power", "float_power")
+Ndtr = _function_layer("aten::special_ndtr", "ndtr", ("input",))
+Ndtri = _function_layer("aten::special_ndtri", "ndtri", ("input",))
+I0e = _function_layer("aten::special_i0e", "i0e", ("input",))
+LGamma = _function_layer("torch.lgamma", "lgamma", ("input",))
+Digamma = _function_layer("aten::digamma", "digamma", ("input",))
+Sinc = _function_layer("aten::sinc", "sinc", ("input",))
+Sgn = _function_layer("aten::sgn", "sgn", ("input",))
+SignBit = _function_layer("aten::signbit", "signbit", ("input",))
+CopySign = _function_layer("aten::copysign", "copysign")
+NextAfter = _function_layer("aten::nextafter", "nextafter")
+Heaviside = _function_layer("aten::heaviside", "heaviside", ("input", "values"))
+Gcd = _function_layer("aten::gcd", "gcd")
+Lcm = _function_layer("aten::lcm", "lcm")
+LogAddExp2 = _function_layer("aten::logaddexp2", "logaddexp2")
+XLogY = _function_layer("aten::xlogy", "xlogy")
+XLog1pY = _function_layer("aten::special_xlog1py", "xlog1py")
+
+
+@register("aten::logit")
+class Logit(Layer):
+    """``torch.logit(x, eps)``: ``log(x / (1 - x))``, ``x`` first clamped to ``[eps, 1 - eps]``
+    when ``eps`` is given (None: not clamped, so 0 and 1 give -inf and inf)."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 2:
+            raise params.error(f"takes 2 inputs (x, eps), given {self.num_inputs}")
+        eps = constant_input(params, 1)
+        if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float))):
+            raise params.error("eps (input 1) must be a constant number or None")
+        self.eps = eps
+        self.log = _expr.FUNCTIONS["log"]
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"takes a tensor, got a sequence {x}")
+        _, dtype, _ = self.log.signature([_kind(x)])
+        return [TensorSpec(x.shape, dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        _, dtype, _ = self.log.signature([kind_of(x)])
+        x = x.astype(dtype, copy=False)
+        if self.eps is not None:
+            x = np.clip(x, self.eps, 1 - self.eps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return [np.asarray(np.log(x / (1 - x)), dtype=dtype)]
 
 
 @register("torch.clamp")

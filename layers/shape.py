@@ -8,7 +8,8 @@ place must own it (never do it to an input). ``torch.clone`` is the one that alw
 
 What pnnx writes (checked against real exports): ``Tensor.view``/``torch.reshape`` become
 ``Tensor.reshape``; ``nn.Flatten`` becomes ``torch.flatten``; ``torch.permute`` becomes
-``Tensor.permute``; ``Tensor.transpose``/``swapaxes`` become ``torch.transpose``;
+``Tensor.permute``; ``Tensor.transpose``/``swapaxes`` become ``torch.transpose``; ``x.T``,
+``x.mT``, ``x.mH`` and ``x.H`` stay ``aten::numpy_T``, ``aten::mT``, ``aten::mH``, ``aten::matrix_H``;
 ``Tensor.squeeze(d)`` of a size-1 dim often becomes ``Tensor.select``; ``nn.Unflatten``
 becomes ``Tensor.unflatten``; ``x.float()/.long()/.type(...)`` become ``Tensor.to``;
 ``nn.Identity``, dropout (every kind), ``Tensor.contiguous``, ``Tensor.detach`` and casts
@@ -408,6 +409,41 @@ class T(Layer):
         x = np.asarray(inputs[0])
         self.infer_shapes([x.shape])
         return [x.T]
+
+
+@register("aten::numpy_T")
+class ReversedDims(Layer):
+    """``x.T``: every dim in reverse order (a matrix transposed)."""
+
+    is_view = True
+
+    def infer_shapes(self, shapes):
+        self.expect_inputs(shapes, 1)
+        return [tuple(reversed(shapes[0]))]
+
+    def forward(self, inputs):
+        return [np.asarray(inputs[0]).T]
+
+
+@register("aten::mT", "aten::mH", "aten::matrix_H")
+class MatrixTranspose(Layer):
+    """``x.mT``: the last two dims swapped; ``x.mH`` (and ``x.H`` of a matrix) conjugated too."""
+
+    is_view = True
+
+    def infer_shapes(self, shapes):
+        self.expect_inputs(shapes, 1)
+        shape = shapes[0]
+        if len(shape) < 2 or (self.type == "aten::matrix_H" and len(shape) != 2):
+            rank = "2" if self.type == "aten::matrix_H" else ">= 2"
+            raise ShapeMismatch(f"{self.type} takes a tensor of rank {rank}, given shape {shape}")
+        return [shape[:-2] + (shape[-1], shape[-2])]
+
+    def forward(self, inputs):
+        x = np.asarray(inputs[0])
+        self.infer_shapes([x.shape])
+        swapped = np.swapaxes(x, -1, -2)
+        return [swapped.conj() if self.type != "aten::mT" and x.dtype.kind == "c" else swapped]
 
 
 @register("torch.flip")

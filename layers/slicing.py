@@ -133,7 +133,9 @@ class _Pieces(Layer):
 # ------------------------------------------------------------------------------------------
 @register("torch.cat")
 class Cat(Layer):
-    """``torch.cat(inputs, dim)``: one np.concatenate; mixed dtypes promote as torch does."""
+    """``torch.cat(inputs, dim)``: one np.concatenate; mixed dtypes promote as torch does. A
+    1-d empty input, shape (0,), is left out whatever ``dim`` is, as PyTorch does (a KV cache
+    that starts as ``torch.tensor([])``), though its dtype still counts."""
 
     def build(self, params: Params) -> None:
         self.dim = params.int("dim", 0)
@@ -141,6 +143,9 @@ class Cat(Layer):
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if not shapes:
             raise ShapeMismatch("takes at least 1 input, got 0")
+        shapes = [s for s in shapes if not _legacy_empty(s)]
+        if not shapes:
+            return [(0,)]
         first = shapes[0]
         axis = _axis(self.dim, len(first))
         for i, shape in enumerate(shapes[1:], 1):
@@ -161,15 +166,17 @@ class Cat(Layer):
     writes_into = True
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        axis = _axis(self.dim, inputs[0].ndim)
         dtype = torch_promote([x.dtype for x in inputs])
-        return [np.concatenate(inputs, axis=axis, dtype=dtype, casting="unsafe")]
+        joined = [x for x in inputs if not _legacy_empty(x.shape)]
+        if not joined:
+            return [np.empty((0,), dtype)]
+        return [np.concatenate(joined, axis=_axis(self.dim, joined[0].ndim), dtype=dtype, casting="unsafe")]
 
     def input_offsets(self, inputs: list[Spec], outputs: list[Spec]) -> list[int | None] | None:
         """Each input is one contiguous run of the output where the dims before ``dim`` are
         all 1 (the channels of a batch-1 NCHW tensor): it may be written there directly."""
         out = outputs[0]
-        if not all(isinstance(s, TensorSpec) for s in [*inputs, out]):
+        if not all(isinstance(s, TensorSpec) for s in [*inputs, out]) or _legacy_empty(out.shape):
             return None
         axis = _axis(self.dim, len(out.shape))
         if math.prod(out.shape[:axis]) != 1:
@@ -178,12 +185,18 @@ class Cat(Layer):
         offsets: list[int | None] = []
         start = 0
         for spec in inputs:
+            if _legacy_empty(spec.shape):
+                offsets.append(None)
+                continue
             offsets.append(start * inner if spec.dtype == out.dtype else None)
             start += spec.shape[axis]
         return offsets
 
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
         out = outputs[0]
+        inputs = [x for x in inputs if not _legacy_empty(x.shape)]
+        if not inputs:
+            return
         axis = _axis(self.dim, inputs[0].ndim)
         if not any(np.may_share_memory(x, out) for x in inputs):
             np.concatenate(inputs, axis=axis, out=out, casting="unsafe")
@@ -198,6 +211,11 @@ class Cat(Layer):
             if not np.may_share_memory(x, place):
                 np.copyto(place, x, casting="unsafe")
             start = stop
+
+
+def _legacy_empty(shape: Shape) -> bool:
+    """A 1-d empty tensor, which ``torch.cat`` skips whatever its other inputs' shapes."""
+    return tuple(shape) == (0,)
 
 
 @register("torch.stack")

@@ -302,6 +302,9 @@ def test_parse_value_nan():
     assert math.isnan(pnnx.parse_value("nan")) and math.isnan(pnnx.parse_value("-nan"))
     both = pnnx.parse_value("(nan,1.0)")
     assert math.isnan(both[0]) and both[1] == 1.0
+    # pnnx writes NaN as "nan.0" (masked_fill(m, float('nan')) gives value=nan.0)
+    assert math.isnan(pnnx.parse_value("nan.0")) and pnnx.parse_value("-inf.0") == -math.inf
+    assert pnnx.parse_value("nanny") == "nanny"
 
 
 def test_parse_value_refuses_absurdly_long_integers():

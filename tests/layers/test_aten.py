@@ -55,6 +55,43 @@ def test_median_and_kthvalue_pick_by_rank_along_dim(shape, data):
     assert whole.forward([x])[0] == np.sort(x.reshape(-1))[(x.size - 1) // 2]
 
 
+def test_median_gives_nan_where_a_row_holds_one_and_nanmedian_leaves_it_out():
+    nan = np.nan
+    x = np.array([[1.0, nan, 2.0, 0.0], [3.0, 1.0, 2.0, 5.0], [nan, nan, nan, nan], [4.0, nan, 1.0, nan]], np.float32)
+    values, index = aten("aten::median", 1, False, outputs=2).forward([x, None, None])
+    np.testing.assert_array_equal(values, [nan, 2.0, nan, nan])
+    np.testing.assert_array_equal(index, [1, 2, 0, 1])  # the first NaN of a row with NaN
+    values, index = aten("aten::nanmedian", 1, False, outputs=2).forward([x, None, None])
+    np.testing.assert_array_equal(values, [1.0, 2.0, nan, 1.0])
+    np.testing.assert_array_equal(index, [0, 2, 0, 2])
+    assert np.isnan(aten("aten::median").forward([x])[0])
+    assert aten("aten::nanmedian").forward([x])[0] == 2.0  # of the 9 values that are not NaN
+
+
+def mode_by_counting(row):
+    values, counts = np.unique(row, return_counts=True)  # sorted: the first of the most is the smallest
+    value = values[np.argmax(counts)]
+    return value, np.flatnonzero(row == value)[-1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(shapes, st.data())
+def test_mode_is_the_smallest_most_frequent_value_at_its_last_place(shape, data):
+    x = np.random.default_rng(sum(shape) * 3 + len(shape)).integers(-2, 3, size=shape).astype(np.float32)
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    keepdim = data.draw(st.booleans())
+    values, index = aten("aten::mode", dim, keepdim, outputs=2).forward([x, None, None])
+    rows = np.moveaxis(x, dim, -1).reshape(-1, shape[dim])
+    want = np.array([mode_by_counting(r) for r in rows])
+    kept = list(np.moveaxis(x, dim, -1).shape[:-1])
+    np.testing.assert_array_equal(np.moveaxis(values if keepdim else np.expand_dims(values, dim), dim, -1).reshape(-1),
+                                  want[:, 0])
+    np.testing.assert_array_equal(np.moveaxis(index if keepdim else np.expand_dims(index, dim), dim, -1).reshape(-1),
+                                  want[:, 1])
+    assert values.shape == index.shape and index.dtype == np.int64
+    assert list(np.moveaxis(index if keepdim else np.expand_dims(index, dim), dim, -1).shape[:-1]) == kept
+
+
 def test_kthvalue_out_of_range_is_a_shape_error():
     layer = aten("aten::kthvalue", 6, 1, False, outputs=2)
     with pytest.raises(ShapeMismatch, match="k=6 is out of range for 5 values"):
@@ -234,3 +271,158 @@ def test_meshgrid_and_broadcast_tensors_check_their_lists():
         aten("aten::broadcast_tensors").infer([SequenceSpec((vector, matrix))])
     a, b = aten("aten::broadcast_tensors").forward([(np.ones((2, 1)), np.arange(3.0))])[0]
     assert a.shape == b.shape == (2, 3) and a.flags.writeable and b.flags.c_contiguous
+
+
+QUANTILE_METHODS = ["linear", "lower", "higher", "midpoint"]  # numpy's names and results agree
+
+
+@settings(max_examples=40, deadline=None)
+@given(shapes, st.data())
+def test_quantile_matches_numpy_along_a_dim_and_overall(shape, data):
+    x = np.random.default_rng(sum(shape) + 11).standard_normal(shape).astype(np.float32)
+    dim = data.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)))
+    keepdim = data.draw(st.booleans())
+    method = data.draw(st.sampled_from(QUANTILE_METHODS))
+    q = np.array([0.0, 0.25, 0.5, 0.875, 1.0], np.float32)  # exact ranks (numpy's are float64, torch's float32)
+    layer = aten("aten::quantile", ..., dim, keepdim, method)
+    (got,) = layer.forward([x, q, None, None, None])
+    want = np.quantile(x.astype(np.float64), q.astype(np.float64), axis=dim, keepdims=keepdim, method=method)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    (spec,) = layer.infer([TensorSpec(x.shape, x.dtype), TensorSpec(q.shape, q.dtype)] + [TensorSpec((), np.int64)] * 3)
+    assert spec.shape == want.shape
+    (one,) = aten("aten::quantile", 0.25, dim, keepdim, method).forward([x, None, None, None, None])
+    np.testing.assert_allclose(one, want[1], rtol=1e-6, atol=1e-6)
+
+
+def test_quantile_nan_rows_and_nearest_ties():
+    x = np.array([[0.0, 1.0, 2.0, 3.0], [0.0, np.nan, 2.0, 4.0]], np.float32)
+    (got,) = aten("aten::quantile", 0.5, 1, False, "linear").forward([x, None, None, None, None])
+    np.testing.assert_array_equal(got, [1.5, np.nan])  # a row holding NaN gives NaN
+    (got,) = aten("aten::nanquantile", 0.5, 1, False, "linear").forward([x, None, None, None, None])
+    np.testing.assert_array_equal(got, [1.5, 2.0])
+    (got,) = aten("aten::quantile", 0.5, 1, False, "nearest").forward([x[:1], None, None, None, None])
+    np.testing.assert_array_equal(got, [2.0])  # rank 1.5 rounds half to even, as torch.round
+    with pytest.raises(LayerConfigError, match="interpolation"):
+        aten("aten::quantile", 0.5, 1, False, "cubic")
+    with pytest.raises(ShapeMismatch, match=r"q must lie in \[0, 1\]"):
+        aten("aten::quantile", ..., 1, False, "linear").forward([x, np.array([1.5], np.float32), None, None, None])
+
+
+def test_histc_counts_in_closed_equal_bins_and_takes_the_data_range_when_given_none():
+    x = np.array([0.0, 1.0, 2.0, 2.0, 5.0, -3.0, np.nan], np.float32)
+    (counts,) = aten("aten::histc", 4, 0, 4).forward([x, None, None, None])
+    np.testing.assert_array_equal(counts, [1, 1, 2, 0])  # 5 and -3 lie outside, NaN is left out
+    (counts,) = aten("aten::histc", 4, 0, 0).forward([x[:5], None, None, None])
+    np.testing.assert_array_equal(counts, [2, 2, 0, 1])  # over [0, 5]: 0 1 | 2 2 | - | 5 (closed)
+    (counts,) = aten("aten::histc", 3, 0, 0).forward([np.ones(2, np.float32), None, None, None])
+    np.testing.assert_array_equal(counts, [0, 2, 0])  # one value: the range widens to [0, 2]
+    with pytest.raises(LayerConfigError, match="min 2 is above max 1"):
+        aten("aten::histc", 3, 2, 1)
+
+
+@pytest.mark.parametrize("order, dims", [(None, None), (None, 1), (3, -1), (float("inf"), 0), (0, 1), ("fro", [0, 1]),
+                                         ("nuc", [1, 0]), (2, [0, 1]), (-1, [0, 1]), (1, None)])
+def test_linalg_norm_matches_numpy(order, dims):
+    x = np.random.default_rng(3).standard_normal((4, 5)).astype(np.float32)
+    layer = aten("aten::linalg_norm", order, dims, True, None)
+    (got,) = layer.forward([x, None, None, None, None])
+    axis = tuple(dims) if isinstance(dims, list) else dims
+    if dims is None and order is None:
+        want = np.linalg.norm(x.astype(np.float64).reshape(-1)).reshape(1, 1)
+    else:
+        want = np.linalg.norm(x.astype(np.float64), ord=order, axis=axis, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert got.dtype == np.float32
+
+
+def test_linalg_norm_refuses_what_torch_refuses():
+    with pytest.raises(LayerConfigError, match="needs two dims"):
+        aten("aten::linalg_norm", "nuc", 1, False, None)
+    with pytest.raises(ShapeMismatch, match="1-d or 2-d"):
+        aten("aten::linalg_norm", 2, None, False, None).infer([TensorSpec((2, 3, 4), np.float32)] * 5)
+    with pytest.raises(ShapeMismatch, match="floating point"):
+        aten("aten::linalg_norm", None, None, False, None).infer([TensorSpec((3,), np.int64)] * 5)
+
+
+def test_renorm_scales_only_the_slices_over_maxnorm():
+    x = np.array([[3.0, 4.0], [0.3, 0.4]], np.float32)
+    (got,) = aten("aten::renorm", 2, 0, 1.0).forward([x, None, None, None])
+    np.testing.assert_allclose(got, [[0.6, 0.8], [0.3, 0.4]], rtol=1e-6)
+    (got,) = aten("aten::renorm", 1, 1, 2.0).forward([x, None, None, None])
+    np.testing.assert_allclose(got, [[3.0 * 2 / 3.3, 4.0 * 2 / 4.4], [0.3 * 2 / 3.3, 0.4 * 2 / 4.4]], rtol=1e-6)
+
+
+def test_addr_addbmm_and_multi_dot_by_their_definitions():
+    rng = np.random.default_rng(5)
+    x, u, v = rng.standard_normal((3, 4)), rng.standard_normal(3), rng.standard_normal(4)
+    b1, b2 = rng.standard_normal((2, 3, 5)), rng.standard_normal((2, 5, 4))
+    (got,) = aten("aten::addr", ..., ..., 0.5, 2.0).forward([x, u, v, None, None])
+    np.testing.assert_allclose(got, 0.5 * x + 2.0 * np.outer(u, v))
+    (got,) = aten("aten::addbmm", ..., ..., 1, 1).forward([x, b1, b2, None, None])
+    np.testing.assert_allclose(got, x + b1[0] @ b2[0] + b1[1] @ b2[1])
+    (got,) = aten("aten::addbmm", ..., ..., 0, -1).forward([np.full((3, 4), np.nan), b1, b2, None, None])
+    np.testing.assert_allclose(got, -(b1[0] @ b2[0] + b1[1] @ b2[1]))  # beta 0: the input is not read
+    with pytest.raises(ShapeMismatch, match=r"batches \(B, n, k\) and \(B, k, m\)"):
+        aten("aten::addbmm", ..., ..., 1, 1).infer([TensorSpec((3, 4), np.float32), TensorSpec((2, 3, 5), np.float32),
+                                                   TensorSpec((3, 5, 4), np.float32)] + [TensorSpec((), np.int64)] * 2)
+    chain = aten("aten::linalg_multi_dot")
+    a, m, c = rng.standard_normal(3), rng.standard_normal((3, 4)), rng.standard_normal(4)
+    (got,) = chain.forward([(a, m, c)])
+    assert np.isclose(got, a @ m @ c) and got.shape == ()
+    (spec,) = chain.infer([SequenceSpec((TensorSpec((3,), np.float64), TensorSpec((3, 4), np.float64)))])
+    assert spec.shape == (4,)
+    with pytest.raises(ShapeMismatch, match="do not chain"):
+        chain.infer([SequenceSpec((TensorSpec((3, 2), np.float64), TensorSpec((3, 4), np.float64)))])
+
+
+@pytest.mark.parametrize("offset, dims", [(0, (-2, -1)), (1, (0, 2)), (-2, (2, 0)), (3, (1, 0))])
+def test_diag_embed_puts_the_last_dim_on_the_chosen_diagonal(offset, dims):
+    x = np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)
+    layer = aten("aten::diag_embed", offset, *dims)
+    (got,) = layer.forward([x, None, None, None])
+    assert got.shape == layer.infer_shapes([x.shape, (), (), ()])[0]
+    planes = np.moveaxis(got, dims, (-2, -1))  # (2, n, n) again
+    for row in range(2):
+        np.testing.assert_array_equal(np.diagonal(planes[row], offset), x[row])
+        assert np.count_nonzero(planes[row]) == 3
+
+
+def test_block_diag_cartesian_prod_and_vander():
+    (got,) = aten("aten::block_diag").forward([(np.array(7, np.int64), np.ones((2, 2), np.float32),
+                                                 np.array([1, 2], np.int64))])
+    np.testing.assert_array_equal(got, [[7, 0, 0, 0, 0], [0, 1, 1, 0, 0], [0, 1, 1, 0, 0], [0, 0, 0, 1, 2]])
+    assert got.dtype == np.float32  # int64 with float32 tensors: float32, as in PyTorch
+    (got,) = aten("aten::cartesian_prod").forward([(np.array([1, 2]), np.array([3, 4, 5]))])
+    np.testing.assert_array_equal(got, [[1, 3], [1, 4], [1, 5], [2, 3], [2, 4], [2, 5]])
+    (got,) = aten("aten::linalg_vander", 4).forward([np.array([2, -1]), None])
+    np.testing.assert_array_equal(got, [[1, 2, 4, 8], [1, -1, 1, -1]])
+    (spec,) = aten("aten::linalg_vander", None).infer([TensorSpec((5, 3), np.float32), TensorSpec((), np.int64)])
+    assert spec.shape == (5, 3, 3)
+
+
+def test_transposes_of_properties():
+    x = (np.arange(24.0) + 1j).reshape(2, 3, 4)
+    (t,) = aten("aten::numpy_T").forward([x])
+    assert t.shape == (4, 3, 2) and t[1, 2, 0] == x[0, 2, 1]
+    (m,) = aten("aten::mT").forward([x])
+    (h,) = aten("aten::mH").forward([x])
+    np.testing.assert_array_equal(h, np.conj(m))
+    assert m.shape == (2, 4, 3)
+    with pytest.raises(ShapeMismatch, match="rank 2"):
+        aten("aten::matrix_H").infer_shapes([(2, 3, 4)])
+
+
+def test_scatter_with_reduce_accumulates_repeated_places():
+    x = np.ones((2, 3), np.float32)
+    index = np.array([[0, 0, 2, 0], [1, 1, 1, 1]])  # longer than x along dim 1, as torch allows
+    src = np.arange(1.0, 9.0, dtype=np.float32).reshape(2, 4)
+    (added,) = aten("aten::scatter", 1, ..., ..., "add").forward([x, None, index, src, None])
+    np.testing.assert_array_equal(added, [[1 + 1 + 2 + 4, 1, 1 + 3], [1, 1 + 5 + 6 + 7 + 8, 1]])
+    (multiplied,) = aten("aten::scatter", 1, ..., ..., "multiply").forward([x, None, index, 2.0, None])
+    np.testing.assert_array_equal(multiplied, [[8, 1, 2], [1, 16, 1]])
+    assert x.tolist() == [[1, 1, 1], [1, 1, 1]]  # a copy is changed, not the input
+    with pytest.raises(LayerConfigError, match="'add' or 'multiply'"):
+        aten("aten::scatter", 1, ..., ..., "max")
+    with pytest.raises(ShapeMismatch, match="fit inside it but along dim 1"):
+        aten("aten::scatter", 1, ..., ..., "add").infer_shapes([(2, 3), (), (3, 4), (3, 4), ()])

@@ -131,3 +131,36 @@ def test_inputs_are_not_modified():
     before = x.copy()
     build("torch.clamp", ("input",), "min=0 max=1").forward([x])
     np.testing.assert_array_equal(x, before)
+
+
+def logit(eps):
+    """aten::logit with its eps made by an input-less pnnx.Expression, as pnnx writes it."""
+    graph = Graph()
+    graph.add_operator("pnnx.Expression", "eps", [], ["e"], {"expr": eps})
+    op = graph.add_operator("aten::logit", "op", ["x", "e"], ["out"], {})
+    op.input_names = ["", ""]
+    return lookup("aten::logit")(op)
+
+
+def test_logit_clamps_only_with_eps_and_promotes_integers():
+    x = np.array([0.0, 0.25, 1.0, 2.0], np.float32)
+    (free,) = logit(None).forward([x, None])
+    np.testing.assert_array_equal(free[[0, 2]], [-np.inf, np.inf])
+    assert np.isnan(free[3]) and free.dtype == F32
+    (clamped,) = logit(0.25).forward([x, None])
+    np.testing.assert_allclose(clamped, [-np.log(3), -np.log(3), np.log(3), np.log(3)], rtol=1e-6)
+    (spec,) = logit(None).infer([TensorSpec((3,), I64), TensorSpec((), F32)])
+    assert spec.dtype == F32
+    with pytest.raises(LayerConfigError, match="eps"):
+        logit("x")
+
+
+def test_heaviside_xlogy_and_copysign_follow_pytorch_at_the_edges():
+    heaviside = build("aten::heaviside", ("", ""))
+    (got,) = heaviside.forward([np.array([np.nan, 0.0, -1.0, 2.0], np.float32), np.array([0.5], np.float32)])
+    np.testing.assert_array_equal(got, [0.0, 0.5, 0.0, 1.0])  # NaN gives 0, as in PyTorch
+    (got,) = build("aten::xlogy", ("", "")).forward([np.array([0.0, 0.0, 1.0], np.float32),
+                                                     np.array([np.nan, 0.0, 0.0], np.float32)])
+    np.testing.assert_array_equal(got, [np.nan, 0.0, -np.inf])
+    (got,) = build("aten::copysign", ("", "")).forward([np.array([3, -2]), -0.0])
+    assert got.dtype == F32 and got.tolist() == [-3.0, -2.0]

@@ -75,4 +75,7 @@ CASES = [
     Case("repeat_interleave_flat", Fn(lambda a: torch.repeat_interleave(a, 2)), (_x(51, 2, 3),)),
     Case("diag", Fn(lambda v, m: (torch.diag(v), torch.diag(v, -2), torch.diag(m, 1), torch.diag(m, -1))),
          (_x(52, 4), _x(53, 3, 5))),
+    Case("transpose_properties",
+         Fn(lambda a, b: (a.T + 1, b.mT * 2, b.mH - 1, a.H, a.adjoint(), b.permute(2, 0, 1).T.contiguous())),
+         (_x(54, 2, 3), _x(55, 2, 3, 4))),
 ]

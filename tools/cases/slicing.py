@@ -79,6 +79,9 @@ class SliceAssignments(nn.Module):
 
 CASES = [
     Case("cat_negative_dim", Fn(lambda a, b: torch.cat([a, b], dim=-1)), (r(2, 3, 4), r(2, 3, 2))),
+    Case("cat_skips_a_1d_empty_tensor",  # a KV cache that starts as torch.empty(0), as HF's does
+         Fn(lambda a: (torch.cat([torch.empty(0), a], dim=-2), torch.cat([a, torch.empty(0, dtype=torch.float64)], 1))),
+         (r(2, 3, 4),)),
     Case("cat_three_inputs", Fn(lambda a, b, c: torch.cat((a, b, c), 1)),
          (r(2, 3, 4), r(2, 1, 4), r(2, 2, 4))),
     Case("stack_negative_dim", Fn(lambda a, b: torch.stack([a, b], dim=-1)), (r(2, 3), r(2, 3))),

@@ -61,6 +61,7 @@ from graphexec.program import Program, Step
 from graphexec.regions import MIN_BLAS_GAIN, RegionChoice, blas_threads_gain, choose, shared_nodes, worth_workers
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
+from layers.registry import lookup
 from graphexec.siblings import merge_sibling_convs
 from graphexec.spread import Spreader
 from graphexec.trace import Trace
@@ -103,6 +104,14 @@ def default_threads(plan: Plan, cores: int, mixing: bool | None = None,
     if mixing is None:
         mixing = idle_threads_sleep()
     return cores if worth_workers(plan, cores, mixing, shared) else 1
+
+
+def _known_type(op_type: str) -> bool:
+    """A layer's type, graphexec's own node types (``graphexec.SqueezeExcite``) and fused
+    ones as traces name them (``nn.Conv2d+nn.ReLU``)."""
+    if op_type.startswith("graphexec."):
+        return True
+    return all(lookup(part) is not None for part in op_type.split("+"))
 
 
 class Engine:
@@ -400,6 +409,10 @@ class Engine:
         self.device = resolve_device(device)
         self._owns_device = isinstance(device, str) and self.device is not None
         unknown = self.cpu_types - {step.layer.type for step in self.program.steps}
+        misspelt = sorted(t for t in unknown if not _known_type(t))
+        if misspelt:  # a type no layer has: a typo would otherwise keep nothing on the CPU, silently
+            raise ValueError(f"cpu_types {misspelt} name no operator type graphexec knows (this model has "
+                             f"{', '.join(sorted({step.layer.type for step in self.program.steps}))})")
         if unknown:
             logger.warning("cpu_types {} name no operator of this model", sorted(unknown))
 

@@ -15,6 +15,7 @@
     Histc            aten::histc (x, bins, min, max)              counts in equal bins
     AddR, AddBmm     aten::addr (x, u, v, beta, alpha), aten::addbmm (x, b1, b2, beta, alpha)
     MultiDot         aten::linalg_multi_dot (tensors)             a chain of matrix products
+    GroupedMatMul    aten::_grouped_mm (a, b, offs, bias, out_dtype)  mixture-of-experts products
     AddCMul, AddCDiv aten::addcmul / aten::addcdiv (x, t1, t2, value)
     Frac, Hypot      aten::frac (x), aten::hypot (a, b)
     Trace, Cross     aten::trace (x), aten::linalg_cross (a, b, dim)
@@ -580,6 +581,53 @@ class MultiDot(_Aten):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [np.asarray(np.linalg.multi_dot([np.asarray(v) for v in inputs[0]]))]
+
+
+@register("aten::_grouped_mm")
+class GroupedMatMul(_Aten):
+    """``torch._grouped_mm(a, b, offs)``, the experts' products of a mixture of experts: rows
+    ``offs[g-1]:offs[g]`` of ``a`` (tokens, K) times ``b[g]`` (K, N) (rows past the last
+    offset are zeros); without ``offs``, a batch of products (G, M, K) @ (G, K, N)."""
+
+    arity = 5
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.grouped = constant_input(params, 2) is not None
+        if constant_input(params, 3) is not None or constant_input(params, 4) is not None:
+            raise params.error("a bias or out_dtype (inputs 3 and 4) is not supported")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        a, b = specs[0], specs[1]
+        if not all(isinstance(s, TensorSpec) and s.dtype.kind == "f" for s in (a, b)):
+            raise ShapeMismatch(f"_grouped_mm needs floating point tensors, given {a} and {b}")
+        if self.grouped:
+            offs = specs[2]
+            fits = len(a.shape) == 2 and len(b.shape) == 3 and a.shape[1] == b.shape[1] and \
+                isinstance(offs, TensorSpec) and offs.shape == (b.shape[0],)
+            out = (a.shape[0], b.shape[2])
+        else:
+            fits = len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
+            out = (a.shape[0], a.shape[1], b.shape[2])
+        if not fits:
+            raise ShapeMismatch(f"_grouped_mm takes (tokens, K) x (G, K, N) with G offsets, or (G, M, K) x "
+                                f"(G, K, N) without, given {a.shape} and {b.shape}")
+        return [TensorSpec(out, np.result_type(a.dtype, b.dtype))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+        if not self.grouped:
+            return [np.matmul(a, b)]
+        ends = np.asarray(inputs[2]).astype(np.int64)
+        if (np.diff(ends) < 0).any() or (ends.size and (ends[0] < 0 or ends[-1] > a.shape[0])):
+            raise ShapeMismatch(f"_grouped_mm: offsets {ends.tolist()} must rise within the {a.shape[0]} rows")
+        out = np.zeros((a.shape[0], b.shape[2]), np.result_type(a.dtype, b.dtype))
+        start = 0
+        for group, end in enumerate(ends):
+            if end > start:
+                np.matmul(a[start:end], b[group], out=out[start:end])
+            start = end
+        return [out]
 
 
 class _AddC(_Aten):

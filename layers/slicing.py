@@ -143,7 +143,7 @@ class Cat(Layer):
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if not shapes:
             raise ShapeMismatch("takes at least 1 input, got 0")
-        shapes = [s for s in shapes if not _legacy_empty(s)]
+        shapes = [s for s in shapes if not legacy_empty(s)]
         if not shapes:
             return [(0,)]
         first = shapes[0]
@@ -167,7 +167,7 @@ class Cat(Layer):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         dtype = torch_promote([x.dtype for x in inputs])
-        joined = [x for x in inputs if not _legacy_empty(x.shape)]
+        joined = [x for x in inputs if not legacy_empty(x.shape)]
         if not joined:
             return [np.empty((0,), dtype)]
         return [np.concatenate(joined, axis=_axis(self.dim, joined[0].ndim), dtype=dtype, casting="unsafe")]
@@ -176,7 +176,7 @@ class Cat(Layer):
         """Each input is one contiguous run of the output where the dims before ``dim`` are
         all 1 (the channels of a batch-1 NCHW tensor): it may be written there directly."""
         out = outputs[0]
-        if not all(isinstance(s, TensorSpec) for s in [*inputs, out]) or _legacy_empty(out.shape):
+        if not all(isinstance(s, TensorSpec) for s in [*inputs, out]) or legacy_empty(out.shape):
             return None
         axis = _axis(self.dim, len(out.shape))
         if math.prod(out.shape[:axis]) != 1:
@@ -185,7 +185,7 @@ class Cat(Layer):
         offsets: list[int | None] = []
         start = 0
         for spec in inputs:
-            if _legacy_empty(spec.shape):
+            if legacy_empty(spec.shape):
                 offsets.append(None)
                 continue
             offsets.append(start * inner if spec.dtype == out.dtype else None)
@@ -194,7 +194,7 @@ class Cat(Layer):
 
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
         out = outputs[0]
-        inputs = [x for x in inputs if not _legacy_empty(x.shape)]
+        inputs = [x for x in inputs if not legacy_empty(x.shape)]
         if not inputs:
             return
         axis = _axis(self.dim, inputs[0].ndim)
@@ -213,7 +213,7 @@ class Cat(Layer):
             start = stop
 
 
-def _legacy_empty(shape: Shape) -> bool:
+def legacy_empty(shape: Shape) -> bool:
     """A 1-d empty tensor, which ``torch.cat`` skips whatever its other inputs' shapes."""
     return tuple(shape) == (0,)
 

@@ -308,6 +308,8 @@ def test_unknown_device_and_bad_cpu_types_are_refused():
         Engine.load(MODELS / "two_heads.pnnx.param", device="cuda")
     with pytest.raises(ValueError, match="cpu_types takes a collection"):
         Engine.load(MODELS / "two_heads.pnnx.param", cpu_types="nn.ReLU")
+    with pytest.raises(ValueError, match=r"cpu_types \['nn.Bogus'\] name no operator type graphexec knows"):
+        Engine.load(MODELS / "two_heads.pnnx.param", cpu_types={"nn.Bogus", "nn.ReLU"})
 
 
 def test_cpu_engine_places_everything_on_the_cpu_and_never_imports_pyopencl():

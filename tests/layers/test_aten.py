@@ -426,3 +426,17 @@ def test_scatter_with_reduce_accumulates_repeated_places():
         aten("aten::scatter", 1, ..., ..., "max")
     with pytest.raises(ShapeMismatch, match="fit inside it but along dim 1"):
         aten("aten::scatter", 1, ..., ..., "add").infer_shapes([(2, 3), (), (3, 4), (3, 4), ()])
+
+
+def test_grouped_mm_by_experts_and_as_a_batch():
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((7, 4)), rng.standard_normal((3, 4, 2))
+    (got,) = aten("aten::_grouped_mm", ..., ..., None, None).forward([a, b, np.array([2, 2, 6], np.int32), None, None])
+    np.testing.assert_allclose(got[:2], a[:2] @ b[0])
+    np.testing.assert_allclose(got[2:6], a[2:6] @ b[2])  # group 1 has no rows
+    np.testing.assert_array_equal(got[6:], 0)  # rows past the last offset
+    batch = rng.standard_normal((3, 5, 4))
+    (got,) = aten("aten::_grouped_mm", ..., None, None, None).forward([batch, b, None, None, None])
+    np.testing.assert_allclose(got, batch @ b)
+    with pytest.raises(ShapeMismatch, match="must rise"):
+        aten("aten::_grouped_mm", ..., ..., None, None).forward([a, b, np.array([3, 2, 6], np.int32), None, None])

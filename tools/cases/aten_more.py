@@ -114,4 +114,7 @@ CASES = [
                              torch.dstack([a, a * 3]), torch.dstack([v, v]), torch.column_stack([v, a.T, v.int()]),
                              a.prod(), i.prod(), (i > 0).prod())),
          (x(2, 3), x(3), torch.tensor([[2, -1], [3, 4]]))),
+    Case("grouped_mm_of_experts",  # a mixture of experts' products, as Hugging Face's MoE layers run them
+         Fn(lambda a, b, counts: torch._grouped_mm(a, b, offs=torch.cumsum(counts, 0).to(torch.int32))),
+         (x(10, 8), x(3, 8, 4), torch.tensor([4, 0, 6]))),
 ]

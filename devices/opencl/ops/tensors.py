@@ -85,6 +85,10 @@ class JoinOp(Op):
         out = launch.output(0, out_shape, inputs[0].dtype)
         strides = contiguous_strides(out_shape)
         stack = isinstance(layer, slicing.Stack)
+        if not stack:  # torch.cat leaves 1-d empty inputs out
+            inputs = [t for t in inputs if not slicing.legacy_empty(t.shape)]
+            if not inputs:
+                return [out]
         axis = normalize_axis(layer.dim, len(out_shape))
         start = 0
         for t in inputs:

@@ -29,7 +29,7 @@ _SQRT2 = math.sqrt(2.0)
 # ----------------------------------------------------------------------------------------
 # the error function and its inverses
 # ----------------------------------------------------------------------------------------
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -54,7 +54,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     out[small] = _TWO_OVER_SQRT_PI * np.exp(-s * s) * total
     big = ~small & (a < 6.0)  # erf is 1 to float64 precision from 6 on
     z = a[big]
-    out[big] = 1.0 - np.exp(-z * z) / (math.sqrt(math.pi) * _fraction(z))
+    out[big] = 1.0 - np.exp(-z * z) / (_SQRT_PI * _fraction(z))
     out[np.isnan(a)] = np.nan
     result = np.copysign(out, x64)
     return result.astype(x.dtype, copy=False) if isinstance(x, np.ndarray) else result

@@ -44,7 +44,7 @@ from layers.aten import (
     reduced_shape,
     required_constant,
 )
-from layers.aten_shape import _tensors
+from layers.aten_shape import list_of_tensors
 from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from layers.linear import broadcast
 from layers.reduction import vector_norm
@@ -566,7 +566,7 @@ class MultiDot(_Aten):
     vector and the last a column one (dropped from the result), in the cheapest order."""
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        items = _tensors(specs[0], "linalg_multi_dot")
+        items = list_of_tensors(specs[0], "linalg_multi_dot")
         shapes = [s.shape for s in items]
         if len(items) < 2 or any(len(s) != 2 for s in shapes[1:-1]) or not 1 <= len(shapes[0]) <= 2 \
                 or not 1 <= len(shapes[-1]) <= 2 or len({s.dtype for s in items}) > 1:

@@ -248,7 +248,7 @@ class NarrowCopy(_Aten):
         return [np.take(x, range(start, start + self.length), axis=axis)]
 
 
-def _tensors(spec: Spec, what: str) -> tuple[TensorSpec, ...]:
+def list_of_tensors(spec: Spec, what: str) -> tuple[TensorSpec, ...]:
     """The tensors of a list argument (pnnx's ``expr=[@0,@1]``); ShapeMismatch otherwise."""
     if not isinstance(spec, SequenceSpec) or not all(isinstance(s, TensorSpec) for s in spec.items):
         raise ShapeMismatch(f"{what} takes a list of tensors, given {spec}")
@@ -268,7 +268,7 @@ class MeshGrid(_Aten):
             raise params.error(f"indexing={self.indexing!r} must be a constant 'ij' or 'xy'")
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        items = _tensors(specs[0], "meshgrid")
+        items = list_of_tensors(specs[0], "meshgrid")
         if not items or any(len(s.shape) > 1 for s in items) or len({s.dtype for s in items}) > 1:
             raise ShapeMismatch(f"meshgrid takes 0-d or 1-d tensors of one dtype, given {specs[0]}")
         shape = [s.shape[0] if s.shape else 1 for s in items]
@@ -286,7 +286,7 @@ class BroadcastTensors(_Aten):
     """``torch.broadcast_tensors(*tensors)``: each tensor broadcast to their common shape."""
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        items = _tensors(specs[0], "broadcast_tensors")
+        items = list_of_tensors(specs[0], "broadcast_tensors")
         try:
             shape = np.broadcast_shapes(*(s.shape for s in items))
         except ValueError:
@@ -318,7 +318,7 @@ class Stack(_Aten):
         return {"aten::vstack": 0, "aten::dstack": 2, "aten::column_stack": 1}[self.type]
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        items = _tensors(specs[0], self.type)
+        items = list_of_tensors(specs[0], self.type)
         shapes = [self._raised(s.shape) for s in items]
         if not shapes:
             raise ShapeMismatch(f"{self.type} takes a non-empty list of tensors")
@@ -342,7 +342,7 @@ class CartesianProduct(_Aten):
     fastest, as rows of a (combinations, k) matrix (one vector: itself)."""
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        items = _tensors(specs[0], "cartesian_prod")
+        items = list_of_tensors(specs[0], "cartesian_prod")
         if not items or any(len(s.shape) != 1 for s in items):
             raise ShapeMismatch(f"cartesian_prod takes 1-d tensors, given {specs[0]}")
         dtype = result_type([(s.dtype, DIM) for s in items])
@@ -365,7 +365,7 @@ class BlockDiagonal(_Aten):
     element) along the diagonal of a zero matrix, their dtypes promoted."""
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        items = _tensors(specs[0], "block_diag")
+        items = list_of_tensors(specs[0], "block_diag")
         if any(len(s.shape) > 2 for s in items):
             raise ShapeMismatch(f"block_diag takes tensors of rank <= 2, given {specs[0]}")
         blocks = [self._as_matrix(s.shape) for s in items]

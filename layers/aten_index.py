@@ -10,6 +10,8 @@
     Take            aten::take (x, indices)                           from the flattened input
     SearchSorted    aten::searchsorted (sorted, values, out_int32, right, side, sorter)
     Bucketize       aten::bucketize (values, boundaries, out_int32, right)
+    EmbeddingBag    aten::embedding_bag (weight, indices, offsets, ..., mode, ..., per_sample_weights,
+                    include_last_offset, padding_idx)                 sums, means or maxima of bags of rows
 
 Each writes into a copy of its input; indices out of range raise IndexError (negative ones
 count from the end, as in PyTorch's index_* operators). Dims, flags and modes must be
@@ -298,3 +300,87 @@ class Bucketize(_Searching):
     def forward(self, inputs: list[Any]) -> list[Any]:
         found = np.searchsorted(np.asarray(inputs[1]), np.asarray(inputs[0]), side=self.side)
         return [np.asarray(found, dtype=self.out_dtype())]
+
+
+_BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
+
+
+@register("aten::embedding_bag")
+class EmbeddingBag(_Aten):
+    """``F.embedding_bag`` / ``nn.EmbeddingBag``: for each bag of ``indices`` (the rows of a
+    2-d input, or the runs ``offsets`` starts), the sum, mean or maximum of those rows of
+    ``weight`` (``per_sample_weights`` scaling each row of a sum; ``padding_idx`` rows left
+    out; an empty bag gives zeros). Only the bags' output is computed: a model that reads
+    PyTorch's bookkeeping outputs (offset2bag, bag_size, max_indices) is refused."""
+
+    arity = 9
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        mode = constant_input(params, 4)
+        if mode not in _BAG_MODES:
+            raise params.error(f"mode (input 4) must be a constant 0 (sum), 1 (mean) or 2 (max), given {mode!r}")
+        self.mode = _BAG_MODES[mode]
+        self.weighted = constant_input(params, 6) is not None
+        if self.weighted and self.mode != "sum":
+            raise params.error("per_sample_weights (input 6) go with mode 'sum' only")
+        self.include_last = required_constant(params, 7, "include_last_offset", bool)
+        self.padding_idx = constant_input(params, 8)
+        if self.padding_idx is not None and (isinstance(self.padding_idx, bool) or not isinstance(self.padding_idx, int)):
+            raise params.error("padding_idx (input 8) must be a constant int or None")
+        read = [i for i, out in enumerate(params.op.outputs[1:], start=1) if out.consumers]
+        if read:
+            raise params.error(f"outputs {read} (offset2bag, bag_size, max_indices) are read by the model; "
+                               "only the bags' output (0) is supported")
+        #: The unread outputs keep the shapes pnnx annotated (PyTorch's depend on the mode).
+        self.unread = [tuple(out.shape) if out.shape and all(isinstance(d, int) for d in out.shape) else (0,)
+                       for out in params.op.outputs[1:]]
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        weight, indices, offsets = specs[0], specs[1], specs[2]
+        if not isinstance(weight, TensorSpec) or len(weight.shape) != 2 or weight.dtype.kind != "f":
+            raise ShapeMismatch(f"embedding_bag needs a floating point (rows, dim) weight, given {weight}")
+        if not isinstance(indices, TensorSpec) or indices.dtype.kind not in "iu" or len(indices.shape) not in (1, 2):
+            raise ShapeMismatch(f"embedding_bag needs 1-d or 2-d integer indices, given {indices}")
+        if len(indices.shape) == 2:
+            bags = indices.shape[0]
+        elif isinstance(offsets, TensorSpec) and len(offsets.shape) == 1:
+            bags = offsets.shape[0] - (1 if self.include_last else 0)
+        else:
+            raise ShapeMismatch(f"embedding_bag with 1-d indices needs 1-d offsets, given {offsets}")
+        out = TensorSpec((bags, weight.shape[1]), weight.dtype)
+        return [out, *(TensorSpec(shape, np.dtype(np.int64)) for shape in self.unread)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        weight, indices = np.asarray(inputs[0]), np.asarray(inputs[1])
+        if indices.ndim == 2:
+            bags, width = indices.shape
+            bounds = np.arange(bags + 1) * width
+            indices = indices.reshape(-1)
+        else:
+            offsets = np.asarray(inputs[2]).astype(np.int64)
+            bags = offsets.size - (1 if self.include_last else 0)
+            bounds = offsets if self.include_last else np.append(offsets, indices.size)  # bag k: bounds[k:k+2]
+        check_range(indices, weight.shape[0], "embedding_bag indices")
+        if (np.diff(bounds) < 0).any() or (bounds.size and (bounds[0] != 0 or bounds[-1] > indices.size)):
+            raise ShapeMismatch(f"embedding_bag: offsets {bounds.tolist()} must start at 0 and rise within "
+                                f"the {indices.size} indices")
+        indices = indices[:bounds[-1]]
+        rows = weight[indices]
+        if self.weighted:
+            rows = rows * np.asarray(inputs[6], weight.dtype).reshape(-1, 1)
+        keep = np.ones(indices.size, bool) if self.padding_idx is None else \
+            indices != self.padding_idx % weight.shape[0]
+        bag = np.repeat(np.arange(bags), np.diff(bounds))  # each index's bag
+        out = np.zeros((bags, weight.shape[1]), weight.dtype)
+        if self.mode == "max":
+            out.fill(-np.inf)
+            np.maximum.at(out, bag[keep], rows[keep])
+            out[np.isneginf(out).all(axis=1)] = 0  # an empty bag
+        else:
+            wide = np.zeros(out.shape, np.float64)
+            np.add.at(wide, bag[keep], rows[keep])
+            if self.mode == "mean":
+                wide /= np.maximum(np.bincount(bag[keep], minlength=bags), 1)[:, None]
+            out[...] = wide
+        return [out, *(np.zeros(shape, np.int64) for shape in self.unread)]

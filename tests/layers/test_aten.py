@@ -440,3 +440,36 @@ def test_grouped_mm_by_experts_and_as_a_batch():
     np.testing.assert_allclose(got, batch @ b)
     with pytest.raises(ShapeMismatch, match="must rise"):
         aten("aten::_grouped_mm", ..., ..., None, None).forward([a, b, np.array([3, 2, 6], np.int32), None, None])
+
+
+def test_embedding_bag_by_offsets_with_empty_bags_and_padding():
+    weight = np.arange(20.0, dtype=np.float32).reshape(10, 2)
+    indices, offsets = np.array([1, 2, 4, 5, 4, 3, 2, 9]), np.array([0, 4, 4, 6])
+    def bags(mode, last=False, padding=None, weights=None):
+        layer = aten("aten::embedding_bag", ..., ..., False, mode, False, None if weights is None else ..., last, padding,
+                     outputs=4)
+        return layer.forward([weight, indices, offsets, None, None, None, weights, None, None])[0]
+    np.testing.assert_array_equal(bags(0), [weight[[1, 2, 4, 5]].sum(0), [0, 0], weight[[4, 3]].sum(0),
+                                            weight[[2, 9]].sum(0)])
+    np.testing.assert_allclose(bags(1, padding=4), [weight[[1, 2, 5]].mean(0), [0, 0], weight[3], weight[[2, 9]].mean(0)])
+    np.testing.assert_array_equal(bags(2), [weight[5], [0, 0], weight[4], weight[9]])  # an empty bag gives zeros
+    np.testing.assert_array_equal(bags(0, last=True), [weight[[1, 2, 4, 5]].sum(0), [0, 0], weight[[4, 3]].sum(0)])
+    # include_last_offset: the last offset ends the last bag
+    scale = np.linspace(0.5, 2.0, 8).astype(np.float32)
+    np.testing.assert_allclose(bags(0, weights=scale)[3], weight[2] * scale[6] + weight[9] * scale[7])
+    with pytest.raises(IndexError, match="index 10 is out of range"):
+        aten("aten::embedding_bag", ..., ..., False, 0, False, None, False, None, outputs=4).forward(
+            [weight, np.array([[1, 10]]), None, None, None, None, None, None, None])
+
+
+def test_embedding_bag_refuses_reading_its_bookkeeping_outputs():
+    operands = [Operand(f"in{i}") for i in range(9)]
+    for operand, value in zip(operands[3:], [False, 1, False, None, False, None]):
+        operand.producer = Operator("pnnx.Expression", "expr", params={"expr": value})
+    outputs = [Operand(f"out{i}") for i in range(4)]
+    outputs[2].consumers.append(Operator("nn.Identity", "reader"))
+    op = Operator("aten::embedding_bag", "op", inputs=operands, outputs=outputs, input_names=[""] * 9)
+    with pytest.raises(LayerConfigError, match=r"outputs \[2\] .* only the bags' output"):
+        lookup("aten::embedding_bag")(op)
+    with pytest.raises(LayerConfigError, match="mode 'sum' only"):
+        aten("aten::embedding_bag", ..., ..., False, 1, False, ..., False, None, outputs=4)

@@ -20,6 +20,20 @@ def square(n):
     return a + n * torch.eye(n)
 
 
+class Bags(torch.nn.Module):
+    """nn.EmbeddingBag in its three modes, one with a padding row, and per-sample weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean = torch.nn.EmbeddingBag(10, 4, mode="mean")
+        self.sum = torch.nn.EmbeddingBag(10, 4, mode="sum", padding_idx=0)
+        self.max = torch.nn.EmbeddingBag(10, 4, mode="max")
+        self.weights = torch.nn.Parameter(torch.rand(3, 4))
+
+    def forward(self, i):
+        return self.mean(i), self.sum(i), self.max(i), self.sum(i, per_sample_weights=self.weights)
+
+
 CASES = [
     Case("index_add_copy_fill",
          Fn(lambda a, i, s: (a.index_add(0, i, s, alpha=2), a.index_copy(0, i[:2], s[:2]),
@@ -117,4 +131,7 @@ CASES = [
     Case("grouped_mm_of_experts",  # a mixture of experts' products, as Hugging Face's MoE layers run them
          Fn(lambda a, b, counts: torch._grouped_mm(a, b, offs=torch.cumsum(counts, 0).to(torch.int32))),
          (x(10, 8), x(3, 8, 4), torch.tensor([4, 0, 6]))),
+    Case("embedding_bag_modes",  # 2-d indices: each row a bag (pnnx cannot export offsets given as input)
+         Bags().eval(), (torch.tensor([[1, 2, 4, 5], [4, 3, 2, 9], [0, 0, 0, 7]]),)),
 ]
+

@@ -582,18 +582,30 @@ class RepeatInterleave(Layer):
     is_view = False
 
     def build(self, params: Params) -> None:
-        if params.raw("repeats", None) is None:
-            raise params.error("repeats must be a number or a list of numbers (not a tensor input)")
-        raw = params.raw("repeats")
-        self.repeats: int | tuple[int, ...] = (
-            params.int("repeats") if isinstance(raw, int) else params.ints("repeats")
-        )
+        if "repeats" in self.input_names:  # a tensor: usable only when it is a constant of the file
+            self.repeats = self._constant_repeats(params)
+        elif params.raw("repeats", None) is None:
+            raise params.error("repeats must be a number or a list of numbers")
+        else:
+            raw = params.raw("repeats")
+            self.repeats = params.int("repeats") if isinstance(raw, int) else params.ints("repeats")
         if min(np.atleast_1d(self.repeats), default=0) < 0:
             raise params.error(f"repeats={self.repeats} must not be negative")
         self.dim = None if params.raw("dim", None) is None else params.int("dim")
 
+    def _constant_repeats(self, params: Params) -> int | tuple[int, ...]:
+        """The counts of a ``repeats`` tensor pnnx folded into a constant (``pnnx.Attribute``);
+        counts computed while the model runs would make the output's shape depend on data."""
+        producer = params.op.inputs[self.input_names.index("repeats")].producer
+        data = producer.attrs.get("data") if producer is not None and producer.type == "pnnx.Attribute" else None
+        if data is None or data.data is None or data.data.dtype.kind not in "iu" or data.data.ndim > 1:
+            raise params.error("repeats is a tensor computed while the model runs: the output's size would "
+                               "depend on its values, which graphexec does not support (a constant works)")
+        counts = data.data.reshape(-1)
+        return int(counts[0]) if data.data.ndim == 0 else tuple(int(c) for c in counts)
+
     def infer_shapes(self, shapes):
-        self.expect_inputs(shapes, 1)
+        self.expect_inputs(shapes, self.num_inputs)
         shape = (numel(shapes[0]),) if self.dim is None else tuple(shapes[0])
         axis = normalize_axis(0 if self.dim is None else self.dim, len(shape))
         if isinstance(self.repeats, int):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.errors import LayerConfigError
-from graphexec.ir import Graph, Operand, Operator
+from graphexec.ir import Attribute, Graph, Operand, Operator
 from layers.base import ShapeMismatch
 from layers.registry import lookup
 from layers.specs import SequenceSpec, TensorSpec
@@ -253,3 +253,17 @@ def test_inferred_shape_is_the_computed_shape(shape, data):
         got = run(layer, x)
         assert got.shape == shape_of(layer, shape), (op_type, params)
         assert got.dtype == np.float32
+
+
+def test_repeat_interleave_counts_from_a_tensor_only_when_the_file_holds_them():
+    graph = Graph()
+    graph.add_operator("pnnx.Attribute", "counts", [], ["r"], {}, {"data": Attribute.from_array(np.array([2, 0, 1]))})
+    op = graph.add_operator("torch.repeat_interleave", "op", ["x", "r"], ["y"], {"dim": 0})
+    op.input_names = ["input", "repeats"]
+    layer = lookup("torch.repeat_interleave")(op)
+    (y,) = layer.forward([np.array([5, 6, 7]), None])
+    assert y.tolist() == [5, 5, 7] and layer.infer_shapes([(3,), (3,)]) == [(3,)]
+    computed = graph.add_operator("torch.repeat_interleave", "op2", ["x", "x"], ["z"], {"dim": 0})
+    computed.input_names = ["input", "repeats"]
+    with pytest.raises(LayerConfigError, match="output's size would depend on its values"):
+        lookup("torch.repeat_interleave")(computed)

@@ -72,6 +72,10 @@ CASES = [
     Case("repeat_interleave",
          Fn(lambda a: (torch.repeat_interleave(a, 2, dim=1), a.repeat_interleave(3, dim=-1))),
          (_x(50, 2, 3, 4),)),
+    Case("repeat_interleave_constant_tensor",  # pnnx folds the counts into a constant tensor
+         Fn(lambda a: (torch.repeat_interleave(a, torch.tensor([1, 0, 3]), dim=1),
+                       a.repeat_interleave(torch.tensor(2), dim=0))),
+         (_x(56, 2, 3, 4),)),
     Case("repeat_interleave_flat", Fn(lambda a: torch.repeat_interleave(a, 2)), (_x(51, 2, 3),)),
     Case("diag", Fn(lambda v, m: (torch.diag(v), torch.diag(v, -2), torch.diag(m, 1), torch.diag(m, -1))),
          (_x(52, 4), _x(53, 3, 5))),

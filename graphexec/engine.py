@@ -35,10 +35,10 @@ import os
 import threading
 import time
 import weakref
-from contextlib import contextmanager, nullcontext
-from concurrent.futures import Executor, ThreadPoolExecutor
 from collections import OrderedDict
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -47,8 +47,8 @@ from loguru import logger
 from devices import resolve as resolve_device
 from graphexec import dtypes, pnnx
 from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
-from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.blas import blas_threads, blas_workers_off, idle_threads_sleep
+from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.excitation import fuse_excitations
 from graphexec.executor import RunOptions, run_sequential
 from graphexec.fusion import fuse_activations, head_and_tail
@@ -58,13 +58,20 @@ from graphexec.placement import Placement, cpu_placement, fuses_on, placed_plan
 from graphexec.plan import Plan
 from graphexec.preactivation import fold_preactivations
 from graphexec.program import Program, Step
-from graphexec.regions import MIN_BLAS_GAIN, RegionChoice, blas_threads_gain, choose, shared_nodes, worth_workers
+from graphexec.regions import (
+    MIN_BLAS_GAIN,
+    RegionChoice,
+    blas_threads_gain,
+    choose,
+    shared_nodes,
+    worth_workers,
+)
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.shapes import InferenceFailure, infer_specs
-from layers.registry import lookup
 from graphexec.siblings import merge_sibling_convs
 from graphexec.spread import Spreader
 from graphexec.trace import Trace
+from layers.registry import lookup
 from layers.specs import SequenceSpec, Spec, TensorSpec
 
 #: How many distinct input-shape sets keep their plans.
@@ -675,6 +682,22 @@ class Engine:
             specs[operand.name] = TensorSpec(operand.shape, _dtype_of(operand.dtype))  # type: ignore[arg-type]
         return specs
 
+    def _first_divergence(self, known: dict[str, Spec]) -> str:
+        """Where inference at the exported shapes first parts from a shape pnnx annotated, for
+        a failure further on: pnnx may have written a wrong graph there (its own generated
+        model_pnnx.py then fails too), or a layer computes the wrong shape."""
+        for step in self.program.steps:
+            for name in step.outputs:
+                spec, operand = known.get(name), self.graph.operands.get(name)
+                annotated = None if operand is None else operand.shape
+                if not isinstance(spec, TensorSpec) or not annotated or not all(isinstance(d, int) for d in annotated):
+                    continue
+                if tuple(spec.shape) != tuple(annotated):
+                    return (f" (the shapes first part from pnnx's annotations at operand {name}, output of "
+                            f"{step.name} ({step.layer.type}): annotated {_show_shape(annotated)}, inferred "
+                            f"{_show_shape(spec.shape)})")
+        return ""
+
     def _plan_for(self, given: dict[str, Spec], *, given_by_user: bool, fuse: bool = True) -> Plan:
         key = (*given.items(), fuse)  # specs are frozen (hashable): no text built per call
         with self._cache_lock:
@@ -689,7 +712,8 @@ class Engine:
         except InferenceFailure as exc:
             shown = ", ".join(str(s) for s in exc.inputs)
             if not given_by_user:
-                raise LayerConfigError(exc.step_name, exc.step_type, f"cannot take its exported inputs [{shown}]: {exc.reason}") from exc
+                raise LayerConfigError(exc.step_name, exc.step_type, f"cannot take its exported inputs [{shown}]: "
+                                       f"{exc.reason}{self._first_divergence(exc.known)}") from exc
             exported = ", ".join(
                 f"{a}={_show_shape(o.shape)}" for a, o in zip(self.input_names, self._input_operands)
             )

@@ -77,28 +77,31 @@ CASES = [
     Broken("unknown_operator_type", UnsupportedOperatorError, ("nn.Conv9d", "used by c")),
     Broken("bad_param_value", LayerConfigError, ("operator c", "stride")),
     Broken("weight_disagrees_with_params", LayerConfigError, ("operator l", "@weight", "(4, 9)")),
-    # graphexec bug: ast.literal_eval's SyntaxError escapes Layer.__init__ (layers/indexing.py)
+    # regression: ast.literal_eval's SyntaxError used to escape Layer.__init__ (layers/indexing.py)
     Broken("index_expr_unparsable", LayerConfigError, ("Tensor.index_1", "SyntaxError")),
     Broken("mha_bool_mask_in_the_query_place", LayerConfigError, ("operator attn", "boolean", "float mask")),
-    # graphexec bug: 4 x 1e308 is inf; math.floor(inf) raises OverflowError in infer_shapes
-    # (layers/resize.py), which graphexec/shapes.py does not catch
+    Broken("shapes_part_from_annotations", LayerConfigError,
+           ("operator l (nn.Linear)", "pnnx's annotations at operand 8, output of Tensor.slice_4",
+            "annotated (1,8), inferred (1,12)")),
+    # regression: 4 x 1e308 is inf, and math.floor(inf)'s OverflowError in infer_shapes (layers/resize.py)
+    # used to escape graphexec/shapes.py
     Broken("upsample_scale_overflows", LayerConfigError, ("module", "nn.Upsample")),
     # the graph
     Broken("duplicate_operator_names", GS, ("two operators are named 'c'",)),
     Broken("operand_produced_twice", GS, ("'1' is produced twice",)),
     Broken("unproduced_operand", GS, ("'99'", "no operator produces")),
     Broken("cycle", GS, ("cycle", "c", "bn")),
-    # graphexec bug: the Input line retyped pnnx.Output gives a raw KeyError at load
+    # regression: the Input line retyped pnnx.Output used to give a raw KeyError at load
     Broken("output_operator_produces", GS, ("pnnx.Output",)),
-    # graphexec bug: the Output line retyped pnnx.Input loads; forward returns ()
+    # regression: the Output line retyped pnnx.Input used to load, and forward returned ()
     Broken("input_operator_reads", GS, ("pnnx.Input",)),
     # shapes that would need absurd memory at run time
     Broken("absurd_padding", InputShapeError, ("memory_limit",), stage="forward"),
     Broken("absurd_upsample", InputShapeError, ("memory_limit",), stage="forward"),
-    # graphexec bug: the element count wraps past int64 in TensorSpec.nbytes, so the
-    # memory_limit check passes and numpy fails inside the layer (an ExecutionError)
+    # regression: the element count used to wrap past int64 in TensorSpec.nbytes, so the memory_limit check
+    # passed and numpy failed inside the layer (an ExecutionError)
     Broken("expand_past_int64", InputShapeError, ("memory_limit",), stage="forward"),
-    # graphexec bug: a dim past int64 makes Engine.load raise a raw OverflowError
+    # regression: a dim past int64 used to make Engine.load raise a raw OverflowError
     Broken("input_dim_past_int64", MF, ("99999999999999999999",)),
 ]
 

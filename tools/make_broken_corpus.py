@@ -203,6 +203,9 @@ CASES: dict[str, Callable[[], Files]] = {
                 "$attn_mask=1 #0=(1,5,16)f32 #1=(5,5)f32", "$attn_mask=0 #1=(5,5)bool #0=(1,5,16)f32").encode(),
         MASKED_BIN),
     "upsample_scale_overflows": lambda: (replace(UPSAMPLE_PARAM, "scale_factor=(2.0,2.0)", "scale_factor=(1e308,1e308)").encode(), UPSAMPLE_BIN),
+    # a wrong graph: one operator computes another shape than pnnx annotated, the next fails
+    "shapes_part_from_annotations": lambda: m(edit_operator(M_PARAM, "Tensor.slice_4",
+                                                            lambda t: [x.replace("end=8", "end=12") for x in t])),
     "weight_disagrees_with_params": lambda: m(edit_operator(M_PARAM, "l", lambda t: [x.replace("in_features=8", "in_features=9") for x in t])),
     # the graph
     "duplicate_operator_names": lambda: m(edit_operator(M_PARAM, "bn", lambda t: [t[0], "c", *t[2:]])),

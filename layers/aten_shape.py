@@ -1,7 +1,7 @@
 """Rearrangements pnnx leaves as TorchScript operators: movedim, rot90, fliplr / flipud,
 channel_shuffle, diagonal, diag_embed, unfold (sliding windows), narrow_copy, meshgrid,
-broadcast_tensors, hstack / vstack / dstack / column_stack, cartesian_prod, block_diag and
-linalg_vander."""
+broadcast_tensors, broadcast_to, repeat_interleave, unsafe_chunk, hstack / vstack / dstack /
+column_stack, cartesian_prod, block_diag and linalg_vander."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from layers._promotion import DIM, result_type
-from layers.aten import _Aten, constant_input, constant_text, required_constant
+from layers.aten import NOT_CONSTANT, _Aten, attribute_input, constant_input, constant_text, required_constant
 from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from layers.registry import register
 from layers.slicing import ChannelShuffle
@@ -418,3 +418,114 @@ class Vandermonde(_Aten):
         if width > 1:
             np.cumprod(np.broadcast_to(x[..., None], x.shape + (width - 1,)), axis=-1, out=out[..., 1:])
         return [out]
+
+
+@register("aten::broadcast_to")
+class BroadcastTo(_Aten):
+    """``x.broadcast_to(size)`` (a constant size; -1 keeps a dim): a read-only view."""
+
+    arity = 2
+    is_view = True
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        size = constant_input(params, 1)
+        if not isinstance(size, tuple):
+            raise params.error("size (input 1) must be a constant list of ints")
+        self.size = size
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:  # the size arrives as a sequence
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"broadcast_to takes a tensor, given {x}")
+        return [TensorSpec(self._shape(x.shape), x.dtype)]
+
+    def _shape(self, x: Shape) -> Shape:
+        lead = len(self.size) - len(x)
+        if lead < 0 or any(s == -1 and i < lead for i, s in enumerate(self.size)):
+            raise ShapeMismatch(f"cannot broadcast {x} to {self.size}")
+        out = tuple(x[i - lead] if s == -1 else s for i, s in enumerate(self.size))
+        try:
+            if np.broadcast_shapes(x, out) != out:
+                raise ValueError
+        except ValueError:
+            raise ShapeMismatch(f"cannot broadcast {x} to {self.size}") from None
+        return out
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [np.broadcast_to(x, self._shape(x.shape))]
+
+
+@register("aten::repeat_interleave")
+class AtenRepeatInterleave(_Aten):
+    """``x.repeat_interleave(repeats, dim, output_size)`` with constant repeats (a count, or
+    one per element) as TorchScript keeps it (diffusers' attention masks): each element
+    repeated along ``dim``, or over the flattened input without one."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        repeats = constant_input(params, 1)
+        folded = attribute_input(params, 1)  # a count pnnx folded into a constant tensor
+        if repeats is NOT_CONSTANT and folded is not None and folded.dtype.kind in "iu" and folded.ndim <= 1:
+            repeats = int(folded) if folded.ndim == 0 else tuple(int(c) for c in folded)
+        if isinstance(repeats, bool) or not isinstance(repeats, (int, tuple)) or min(_dims(repeats), default=0) < 0:
+            raise params.error("repeats (input 1) must be a constant count or list of counts >= 0")
+        self.repeats = repeats
+        self.dim = constant_input(params, 2)
+        if self.dim is not None and (isinstance(self.dim, bool) or not isinstance(self.dim, int)):
+            raise params.error("dim (input 2) must be a constant int or None")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        x = shapes[0]
+        shape = (int(np.prod(x)),) if self.dim is None else x
+        axis = normalize_axis(0 if self.dim is None else self.dim, len(shape))
+        counts = _dims(self.repeats)
+        if isinstance(self.repeats, int) or len(counts) == 1:
+            size = shape[axis] * counts[0]
+        elif len(counts) == shape[axis]:
+            size = sum(counts)
+        else:
+            raise ShapeMismatch(f"{len(counts)} repeats for {shape[axis]} elements along dim {self.dim}")
+        return [shape[:axis] + (size,) + shape[axis + 1:]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        if self.dim is None:
+            return [np.repeat(x.reshape(-1), self.repeats)]
+        return [np.repeat(x, self.repeats, axis=normalize_axis(self.dim, x.ndim))]
+
+
+@register("aten::unsafe_chunk")
+class UnsafeChunk(_Aten):
+    """``torch.unsafe_chunk(x, chunks, dim)`` (as nn.GRUCell / nn.LSTMCell gates are split):
+    a list of pieces of ``ceil(n / chunks)`` along ``dim``, the last one shorter."""
+
+    arity = 3
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.chunks = required_constant(params, 1, "chunks", int)
+        self.dim = required_constant(params, 2, "dim", int)
+        if self.chunks < 1:
+            raise params.error(f"chunks must be >= 1, given {self.chunks}")
+
+    def _bounds(self, n: int) -> list[tuple[int, int]]:
+        step = max(1, -(-n // self.chunks))
+        return [(start, min(start + step, n)) for start in range(0, n, step)] or [(0, 0)]
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or not x.shape:
+            raise ShapeMismatch(f"unsafe_chunk needs a tensor with at least one dim, given {x}")
+        axis = normalize_axis(self.dim, len(x.shape))
+        pieces = [x.shape[:axis] + (b - a,) + x.shape[axis + 1:] for a, b in self._bounds(x.shape[axis])]
+        return [SequenceSpec(tuple(TensorSpec(p, x.dtype) for p in pieces))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        axis = normalize_axis(self.dim, x.ndim)
+        cut = (slice(None),) * axis
+        return [tuple(x[(*cut, slice(a, b))] for a, b in self._bounds(x.shape[axis]))]

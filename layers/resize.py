@@ -520,3 +520,33 @@ class AntialiasResize(Layer):
         cols = antialias_weights(w, ow, self._scale(w, ow, given[1]), self.cubic)
         y = np.matmul(np.matmul(rows, x.astype(np.float64)), cols.T)
         return [y.astype(x.dtype)]
+
+
+@register("aten::_upsample_nearest_exact2d")
+class NearestExactResize(Layer):
+    """``F.interpolate(x, size, mode='nearest-exact')`` as TorchScript keeps it (inputs: x,
+    output_size, scale_h, scale_w): source pixel ``floor((dst + 0.5) * scale)`` per axis."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 4:
+            raise params.error(f"takes 4 inputs (x, output_size, scale_h, scale_w), given {self.num_inputs}")
+        size, *scales = (constant_input(params, i) for i in (1, 2, 3))
+        if not isinstance(size, tuple) or len(size) != 2 or any(
+                s is not None and (isinstance(s, bool) or not isinstance(s, (int, float))) for s in scales):
+            raise params.error("output_size (a pair) and the scales (numbers or None) must be constants")
+        self.size = size
+        self.scales = scales
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:  # the size arrives as a sequence
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or len(x.shape) != 4 or min(self.size) < 1:
+            raise ShapeMismatch(f"nearest-exact resizing takes (N, C, H, W) to a non-empty size, given {x} "
+                                f"to {self.size}")
+        return [TensorSpec(tuple(x.shape[:2]) + tuple(self.size), x.dtype)]
+
+    def forward(self, inputs: list[object]) -> list[object]:
+        x = np.asarray(inputs[0])
+        (h, w), (oh, ow) = x.shape[-2:], self.size
+        rows, _ = axis_taps("nearest-exact", h, oh, False, None if self.scales[0] is None else float(self.scales[0]))
+        cols, _ = axis_taps("nearest-exact", w, ow, False, None if self.scales[1] is None else float(self.scales[1]))
+        return [np.ascontiguousarray(x[:, :, rows[:, 0]][:, :, :, cols[:, 0]])]

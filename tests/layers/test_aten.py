@@ -473,3 +473,19 @@ def test_embedding_bag_refuses_reading_its_bookkeeping_outputs():
         lookup("aten::embedding_bag")(op)
     with pytest.raises(LayerConfigError, match="mode 'sum' only"):
         aten("aten::embedding_bag", ..., ..., False, 1, False, ..., False, None, outputs=4)
+
+
+def test_unsafe_chunk_repeat_interleave_and_broadcast_to_as_torch():
+    x = np.arange(20.0).reshape(2, 10)
+    (pieces,) = aten("aten::unsafe_chunk", 3, 1).forward([x, None, None])
+    assert [p.shape for p in pieces] == [(2, 4), (2, 4), (2, 2)]  # ceil(10 / 3), the last one shorter
+    (spec,) = aten("aten::unsafe_chunk", 3, 1).infer([TensorSpec((2, 10), np.float64)] + [TensorSpec((), np.int64)] * 2)
+    assert [s.shape for s in spec.items] == [(2, 4), (2, 4), (2, 2)]
+    (y,) = aten("aten::repeat_interleave", [1, 0, 2], 0, None).forward([np.array([7, 8, 9]), None, None, None])
+    assert y.tolist() == [7, 9, 9]
+    (y,) = aten("aten::repeat_interleave", 2, None, None).forward([np.array([[1, 2]]), None, None, None])
+    assert y.tolist() == [1, 1, 2, 2]
+    (y,) = aten("aten::broadcast_to", [3, -1]).forward([np.array([[1, 2]]), None])
+    assert y.shape == (3, 2) and not y.flags.writeable
+    with pytest.raises(ShapeMismatch, match="cannot broadcast"):
+        aten("aten::broadcast_to", [3, 3]).infer([TensorSpec((1, 2), np.float32), TensorSpec((2,), np.int64)])

@@ -34,6 +34,23 @@ class Bags(torch.nn.Module):
         return self.mean(i), self.sum(i), self.max(i), self.sum(i, per_sample_weights=self.weights)
 
 
+class Cells(torch.nn.Module):
+    """nn.GRUCell and nn.LSTMCell over two steps from given states: TorchScript splits their
+    gates with aten::unsafe_chunk. (Without a state, pnnx folds the hidden side's product
+    with the zero state into wrong constants: its own model_pnnx.py is off too.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRUCell(6, 4)
+        self.lstm = torch.nn.LSTMCell(4, 3)
+
+    def forward(self, x, h, c):
+        h = self.gru(x, h)
+        h = self.gru(x * 0.5, h)
+        state = self.lstm(h, (c[:, :3], c[:, 3:]))
+        return self.lstm(h * 2, state)
+
+
 CASES = [
     Case("index_add_copy_fill",
          Fn(lambda a, i, s: (a.index_add(0, i, s, alpha=2), a.index_copy(0, i[:2], s[:2]),
@@ -133,5 +150,12 @@ CASES = [
          (x(10, 8), x(3, 8, 4), torch.tensor([4, 0, 6]))),
     Case("embedding_bag_modes",  # 2-d indices: each row a bag (pnnx cannot export offsets given as input)
          Bags().eval(), (torch.tensor([[1, 2, 4, 5], [4, 3, 2, 9], [0, 0, 0, 7]]),)),
+    Case("repeat_interleave_output_size_broadcast_to",  # as diffusers repeats attention masks per head
+         Fn(lambda a, b: (a.repeat_interleave(3, dim=0, output_size=a.shape[0] * 3), b.repeat_interleave(2, output_size=8),
+                          a.broadcast_to(2, 4, 5) + 1, b.broadcast_to((3, -1, -1)) * 2)),
+         (x(2, 1, 5), x(2, 2))),
+    Case("gru_and_lstm_cells", Cells().eval(), (x(2, 6), x(2, 4), x(2, 6))),
+    Case("nearest_exact_to_a_size_of_another",  # the size read from a tensor's shape stays an aten:: call
+         Fn(lambda a, b: torch.nn.functional.interpolate(b, size=(a.shape[2], a.shape[3]), mode="nearest-exact")),
+         (x(1, 2, 13, 17), x(1, 2, 7, 9))),
 ]
-

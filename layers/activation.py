@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from layers import _special
 from layers.base import Layer, Params, Piece, ShapeMismatch, element_bands, normalize_axis
 from layers.registry import register
 from layers.specs import Shape, Spec, TensorSpec
@@ -66,8 +67,12 @@ def _horner(coefficients: tuple[float, ...], u: np.ndarray) -> np.ndarray:
 
 
 def erf(x: np.ndarray) -> np.ndarray:
-    """The error function, elementwise, in ``x``'s floating dtype (float16 via float32)."""
+    """The error function, elementwise, in ``x``'s floating dtype (float16 via float32):
+    float64 through :func:`layers._special.erf`, which keeps float64's accuracy (these
+    pieces are float32's)."""
     x = np.asarray(x)
+    if x.dtype == np.float64:
+        return _special.erf(x)
     if x.ndim == 0:
         return erf(x.reshape(1)).reshape(())
     work = x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)

@@ -481,6 +481,10 @@ class Kron(_Aten):
         return [np.kron(inputs[0], inputs[1])]
 
 
+#: How aten::scatter's ``reduce`` combines a source value with what is there.
+_SCATTER_REDUCE = {"add": np.add, "multiply": np.multiply}
+
+
 @register("aten::scatter")
 class Scatter(_Aten):
     """``x.scatter(dim, index, src[, reduce])``: a copy of ``x`` with ``src`` (a tensor or one
@@ -488,14 +492,13 @@ class Scatter(_Aten):
     ``'multiply'`` added to or multiplied into what is there (repeated places accumulate)."""
 
     arity = 4
-    _REDUCE = {"add": np.add, "multiply": np.multiply}
 
     def build(self, params: Params) -> None:
         if self.num_inputs not in (4, 5):
             raise params.error(f"takes 4 or 5 inputs (x, dim, index, src[, reduce]), given {self.num_inputs}")
         self.dim = required_constant(params, 1, "dim", int)
         reduce = constant_text(params, 4) if self.num_inputs == 5 else None
-        if reduce is not None and reduce not in self._REDUCE:
+        if reduce is not None and reduce not in _SCATTER_REDUCE:
             raise params.error(f"reduce (input 4) must be a constant 'add' or 'multiply', given {reduce!r}")
         self.reduce = reduce
 
@@ -519,7 +522,7 @@ class Scatter(_Aten):
         if self.reduce is None:
             x[places] = src.astype(x.dtype)
         else:
-            self._REDUCE[self.reduce].at(x, places, src.astype(x.dtype))
+            _SCATTER_REDUCE[self.reduce].at(x, places, src.astype(x.dtype))
         return [x]
 
 

@@ -53,20 +53,23 @@ class _Recurrent(Layer):
         has_bias = params.bool("bias", True)
         self.weights = []  # per (layer, direction): (W_ih^T, W_hh^T, b_ih, b_hh, W_hr^T or None)
         width = self.gates * self.hidden
+        #: float64 for a float64 model (``model.double()``), else float32.
+        self.dtype = np.dtype(np.float64 if params.attr("weight_ih_l0").dtype == np.float64 else np.float32)
+        dtype = self.dtype
         for layer in range(self.layers):
             inputs = self.input_size if layer == 0 else self.output_size * self.directions
             for direction in range(self.directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                w_ih = params.attr(f"weight_ih{suffix}", shape=(width, inputs), dtype=np.float32)
-                w_hh = params.attr(f"weight_hh{suffix}", shape=(width, self.output_size), dtype=np.float32)
-                b_ih = b_hh = np.zeros(width, np.float32)
+                w_ih = params.attr(f"weight_ih{suffix}", shape=(width, inputs), dtype=dtype)
+                w_hh = params.attr(f"weight_hh{suffix}", shape=(width, self.output_size), dtype=dtype)
+                b_ih = b_hh = np.zeros(width, dtype)
                 if has_bias:
-                    b_ih = params.attr(f"bias_ih{suffix}", shape=(width,), dtype=np.float32)
-                    b_hh = params.attr(f"bias_hh{suffix}", shape=(width,), dtype=np.float32)
+                    b_ih = params.attr(f"bias_ih{suffix}", shape=(width,), dtype=dtype)
+                    b_hh = params.attr(f"bias_hh{suffix}", shape=(width,), dtype=dtype)
                 w_hr = None
                 if self.proj:
                     w_hr = np.ascontiguousarray(
-                        params.attr(f"weight_hr{suffix}", shape=(self.proj, self.hidden), dtype=np.float32).T
+                        params.attr(f"weight_hr{suffix}", shape=(self.proj, self.hidden), dtype=dtype).T
                     )
                 self.weights.append(
                     (np.ascontiguousarray(w_ih.T), np.ascontiguousarray(w_hh.T), b_ih, b_hh, w_hr)
@@ -98,11 +101,11 @@ class _Recurrent(Layer):
         return ([out] + state_shapes)[: self.num_outputs]
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
-        return [np.dtype(np.float32)] * self.num_outputs
+        return [self.dtype] * self.num_outputs
 
     # -- computation -------------------------------------------------------------------
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = np.asarray(inputs[0], dtype=np.float32)
+        x = np.asarray(inputs[0], dtype=self.dtype)
         batched = x.ndim == 3
         if not batched:
             x = x[:, None]
@@ -110,9 +113,9 @@ class _Recurrent(Layer):
             x = np.swapaxes(x, 0, 1)
         batch = x.shape[1]
         stack = self.layers * self.directions
-        given = [np.asarray(s, dtype=np.float32).reshape(stack, batch, -1) for s in inputs[1:]]
-        h0 = given[0] if given else np.zeros((stack, batch, self.output_size), np.float32)
-        c0 = given[1] if len(given) > 1 else np.zeros((stack, batch, self.hidden), np.float32)
+        given = [np.asarray(s, dtype=self.dtype).reshape(stack, batch, -1) for s in inputs[1:]]
+        h0 = given[0] if given else np.zeros((stack, batch, self.output_size), self.dtype)
+        c0 = given[1] if len(given) > 1 else np.zeros((stack, batch, self.hidden), self.dtype)
         finals_h, finals_c = [], []
         for layer in range(self.layers):
             outputs = []
@@ -139,7 +142,7 @@ class _Recurrent(Layer):
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
         projected = np.matmul(x, w_ih) + b_ih  # every step's input product at once
         steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
-        out = np.empty(x.shape[:2] + (h.shape[-1],), np.float32)
+        out = np.empty(x.shape[:2] + (h.shape[-1],), self.dtype)
         h, c = h.copy(), c.copy()
         for t in steps:
             h, c = self.step(projected[t], h, c, w_hh, b_hh, w_hr)

@@ -41,18 +41,22 @@ _CUBIC_A = -0.75
 # --------------------------------------------------------------------------------------
 # interpolation
 # --------------------------------------------------------------------------------------
-def _kernel_scale(size: int, out: int, align_corners: bool, scale: float | None) -> np.float32:
-    """The source step per output step, as PyTorch computes it (in float32)."""
+def _kernel_scale(size: int, out: int, align_corners: bool, scale: float | None,
+                  real: type = np.float32) -> np.floating:
+    """The source step per output step, as PyTorch computes it (in float32, or float64 for a
+    float64 input: its opmath type, ``real``)."""
     if align_corners:
-        return np.float32(size - 1) / np.float32(out - 1) if out > 1 else np.float32(0)
+        return real(size - 1) / real(out - 1) if out > 1 else real(0)
     if scale is not None and scale > 0:
-        return np.float32(1.0 / scale)
-    return np.float32(size) / np.float32(out)
+        return real(1.0 / scale)
+    return real(size) / real(out)
 
 
 def cubic_weights(t: np.ndarray) -> np.ndarray:
-    """(n, 4) Keys cubic-convolution weights (A=-0.75) for fractional offsets ``t``."""
-    a = np.float32(_CUBIC_A)
+    """(n, 4) Keys cubic-convolution weights (A=-0.75) for fractional offsets ``t``, in
+    ``t``'s float dtype."""
+    real = t.dtype.type if t.dtype == np.float64 else np.float32
+    a = real(_CUBIC_A)
 
     def near(x):  # |x| <= 1
         return ((a + 2) * x - (a + 3)) * x * x + 1
@@ -60,50 +64,54 @@ def cubic_weights(t: np.ndarray) -> np.ndarray:
     def far(x):  # 1 < |x| < 2
         return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
 
-    one = np.float32(1)
+    one = real(1)
     return np.stack([far(t + one), near(t), near(one - t), far(2 - t)], axis=1)
 
 
 @lru_cache(maxsize=512)
 def axis_taps(
-    mode: str, size: int, out: int, align_corners: bool, scale: float | None, nearest_2d: bool = False
+    mode: str, size: int, out: int, align_corners: bool, scale: float | None, nearest_2d: bool = False,
+    double: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Source indices ``(out, taps)`` and weights ``(out, taps)`` (None for nearest) that
     resize one axis from ``size`` to ``out``. ``scale`` is the user's scale factor when
-    PyTorch passes it to the kernel (not recomputed), else None.
+    PyTorch passes it to the kernel (not recomputed), else None. The coordinates are
+    float32 arithmetic, as PyTorch's for float32 (and float16) inputs; ``double``: float64,
+    as for a float64 input.
 
     ``nearest_2d``: PyTorch's 2-d ``nearest`` kernel (unlike its 1-d and 3-d ones) maps an
     axis that keeps its size to itself and one that doubles to ``dst // 2`` whatever the
     scale factor says (measured on torch 2.14: 4 rows at scale 1.2 stay ``0,1,2,3``).
     """
-    dst = np.arange(out, dtype=np.float32)
-    half = np.float32(0.5)
-    step = _kernel_scale(size, out, align_corners and mode not in _NEAREST, scale)
+    real = np.float64 if double else np.float32
+    dst = np.arange(out, dtype=real)
+    half = real(0.5)
+    step = _kernel_scale(size, out, align_corners and mode not in _NEAREST, scale, real)
     if mode == "nearest" and nearest_2d and out in (size, 2 * size):
         index = (np.arange(out) // (out // size))[:, None]
         weights = None
     elif mode in _NEAREST:
-        offset = np.float32(0.5 if mode == "nearest-exact" else 0.0)
+        offset = real(0.5 if mode == "nearest-exact" else 0.0)
         index = np.minimum(np.floor((dst + offset) * step).astype(np.int64), size - 1)[:, None]
         weights = None
     elif mode in _LINEAR:
         if size == out:  # PyTorch copies an axis that keeps its size
-            index, weights = np.arange(out)[:, None], np.ones((out, 1), np.float32)
+            index, weights = np.arange(out)[:, None], np.ones((out, 1), real)
         else:
             src = step * dst if align_corners else np.maximum(step * (dst + half) - half, 0)
             low = np.minimum(np.floor(src).astype(np.int64), size - 1)
-            frac = np.clip(src - low, 0, 1).astype(np.float32)
+            frac = np.clip(src - low, 0, 1).astype(real)
             index = np.stack([low, np.minimum(low + 1, size - 1)], axis=1)
-            weights = np.stack([np.float32(1) - frac, frac], axis=1)
+            weights = np.stack([real(1) - frac, frac], axis=1)
     else:  # bicubic
         src = step * dst if align_corners else step * (dst + half) - half
         low = np.minimum(np.floor(src).astype(np.int64), size - 1)
-        frac = np.clip(src - low, 0, 1).astype(np.float32)
+        frac = np.clip(src - low, 0, 1).astype(real)
         index = np.clip(low[:, None] + np.arange(-1, 3), 0, size - 1)
         weights = cubic_weights(frac)
     index.setflags(write=False)
     if weights is not None:
-        weights = weights.astype(np.float32)
+        weights = weights.astype(real)
         weights.setflags(write=False)
     return index, weights
 
@@ -230,7 +238,8 @@ class Interpolate(Layer):
             size, out, scale = plan[j]
             if size == out and (scale is None or self.align_corners or self.mode in _LINEAR or nearest_2d):
                 continue  # the identity (PyTorch copies a linear axis that keeps its size)
-            index, weights = axis_taps(self.mode, size, out, self.align_corners, scale, nearest_2d)
+            index, weights = axis_taps(self.mode, size, out, self.align_corners, scale, nearest_2d,
+                                       double=y.dtype == np.float64)
             y = _resize_axis(y, 2 + j, index, weights)
         return [y.copy() if y is x else y]
 
@@ -267,17 +276,18 @@ class _PadBase(Layer):
             raise params.error(f"{self.pad_key}={pads} should hold (before, after) pairs")
         self.pads = pads
 
-    def _pairs(self, shape: Shape) -> list[tuple[int, int, int]]:
-        """(axis, before, after) for each padded axis."""
-        n = len(self.pads) // 2
-        if n > len(shape):
+    def _pairs(self, shape: Shape, pads: tuple[int, ...] | None = None) -> list[tuple[int, int, int]]:
+        """(axis, before, after) for each padded axis (``pads``: this call's, else the layer's)."""
+        pads = self.pads if pads is None else pads
+        n = len(pads) // 2
+        if n > len(shape) or len(pads) % 2:
             raise ShapeMismatch(
-                f"{self.pad_key}={self.pads} pads {n} dims, the input {shape} has {len(shape)}"
+                f"{self.pad_key}={pads} pads {n} dims in (before, after) pairs, the input {shape} has {len(shape)}"
             )
         pairs = []
         for i in range(n):
             axis = len(shape) - 1 - i
-            before, after = self.pads[2 * i], self.pads[2 * i + 1]
+            before, after = pads[2 * i], pads[2 * i + 1]
             size = shape[axis]
             kept = size + min(before, 0) + min(after, 0)
             if kept < 0 or kept + max(before, 0) + max(after, 0) < 0:
@@ -297,14 +307,19 @@ class _PadBase(Layer):
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)
-        out = list(shapes[0])
-        for axis, before, after in self._pairs(shapes[0]):
+        return [self._padded(shapes[0])]
+
+    def _padded(self, shape: Shape, pads: tuple[int, ...] | None = None) -> Shape:
+        out = list(shape)
+        for axis, before, after in self._pairs(shape, pads):
             out[axis] += before + after
-        return [tuple(out)]
+        return tuple(out)
 
     def forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        x = inputs[0]
-        pairs = self._pairs(x.shape)
+        return [self._pad(inputs[0])]
+
+    def _pad(self, x: np.ndarray, pads: tuple[int, ...] | None = None) -> np.ndarray:
+        pairs = self._pairs(x.shape, pads)
         crop = [slice(None)] * x.ndim
         widths = [(0, 0)] * x.ndim
         for axis, before, after in pairs:
@@ -314,28 +329,47 @@ class _PadBase(Layer):
             y = np.pad(x, widths, mode=_NUMPY_PAD_MODES[self.mode])
             for axis, before, after in pairs:
                 crop[axis] = slice(max(-before, 0), y.shape[axis] - max(-after, 0))
-            return [y[tuple(crop)]]
+            return y[tuple(crop)]
         x = x[tuple(crop)]
         if self.mode != "constant":
-            return [np.pad(x, widths, mode=_NUMPY_PAD_MODES[self.mode])]
+            return np.pad(x, widths, mode=_NUMPY_PAD_MODES[self.mode])
         out = np.full(tuple(n + b + a for n, (b, a) in zip(x.shape, widths)), self.value, dtype=x.dtype)
         out[tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, widths))] = x
-        return [out]
+        return out
 
 
 @register("F.pad")
 class Pad(_PadBase):
-    """F.pad(input, pad, mode, value)."""
+    """F.pad(input, pad, mode, value); a dynamic export may hand the pads over as an input
+    computed from sizes (a U-Net padding its upsampled map to the skip's size)."""
 
     pad_key = "pad"
 
     def build(self, params: Params) -> None:
-        self.read_pads(params)
+        self.pad_input = self.input_names.index("pad") if "pad" in self.input_names else None
+        if self.pad_input is None:
+            self.read_pads(params)
         self.mode = params.str("mode", "constant", choices=("constant", *_NUMPY_PAD_MODES))
         value = params.raw("value", None)
         self.value = 0.0 if value is None else params.float("value")
         if self.mode != "constant" and self.value != 0:
             raise params.error(f"value={self.value} only applies to mode=constant, not {self.mode}")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if self.pad_input is None:
+            return super().infer(specs)
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
+        pads = known_ints(specs[self.pad_input])
+        if pads is None:
+            raise ShapeMismatch(f"the pads {specs[self.pad_input]} depend on runtime values that shape inference "
+                                "does not know")
+        return [TensorSpec(self._padded(x.shape, pads), x.dtype)]
+
+    def forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        pads = None if self.pad_input is None else runtime_ints(inputs[self.pad_input], "the pads")
+        return [self._pad(inputs[0], pads)]
 
 
 @register("nn.ZeroPad2d", "nn.ConstantPad1d", "nn.ConstantPad2d", "nn.ConstantPad3d")

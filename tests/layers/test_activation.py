@@ -39,6 +39,13 @@ def test_erf_is_float32_accurate_everywhere():
     assert np.abs(got - want).max() < 1.2e-7
 
 
+def test_erf_of_float64_keeps_float64_accuracy():  # a model.double() with GELU
+    x = np.linspace(-7, 7, 20001)
+    want = np.array([math.erf(v) for v in x])
+    got = erf(x)
+    assert got.dtype == np.float64 and np.abs(got - want).max() < 2e-15
+
+
 def test_erf_small_arguments_keep_relative_accuracy():
     x = np.float32([1e-30, 1e-12, 3e-6, 1e-3, -0.02])
     want = np.array([math.erf(v) for v in x.astype(np.float64)])

@@ -86,4 +86,5 @@ CASES = [
     Case("softmax2d_rank3", Wrap(nn.Softmax2d()), (_x(9, (3, 4, 5)),)),
     Case("softmax_to_double", Fn(lambda y: (F.softmax(y, 1, dtype=torch.float64),
                                              F.log_softmax(y, 2, dtype=torch.float64))), (_x(10),)),
+    Case("gelu_float64", Fn(lambda y: (F.gelu(y * 3), F.gelu(y, approximate="tanh"))), (_x(11).double(),)),
 ]

@@ -69,4 +69,9 @@ CASES = [
         "rnn_relu", Sequence(nn.RNN(8, 10, nonlinearity="relu", batch_first=True), states=True), (x(2, 6, 8),)
     ),
     Case("rnn_tanh_unbatched", Sequence(nn.RNN(8, 10)), (x(6, 8),)),
+    # a model.double(): computed in float64 (golden outputs are float64, compared dtype and all)
+    Case("lstm_float64", Sequence(nn.LSTM(8, 10, bidirectional=True, batch_first=True).double(), states=True),
+         (x(2, 6, 8).double(),)),
+    Case("gru_float64_h0", Sequence(nn.GRU(8, 10, num_layers=2, batch_first=True).double()),
+         (x(2, 6, 8).double(), x(2, 2, 10).double())),
 ]

@@ -104,4 +104,13 @@ CASES = [
                        F.interpolate(a, size=(4, 9), mode="bilinear", antialias=True, align_corners=True),
                        F.interpolate(a, size=(20, 15), mode="bicubic", antialias=True))),
          (torch.randn(1, 3, 12, 17),)),
+    # a model.double(): coordinates and weights in float64, as PyTorch forms them for it
+    Case("interpolate_float64",
+         Fn(lambda a: (F.interpolate(a, scale_factor=1.5, mode="bicubic"), F.interpolate(a, size=(7, 5), mode="bilinear"),
+                       F.interpolate(a, scale_factor=(1.7, 0.6), mode="bicubic", align_corners=True))),
+         (_x(70, 1, 2, 6, 9).double(),)),
+    # a dynamic export hands the pads over as an input computed from sizes (U-Net's skip join)
+    Case("pad_to_the_size_of_another",
+         Fn(lambda a, b: torch.cat([a, F.pad(b, [0, a.shape[3] - b.shape[3], 1, a.shape[2] - b.shape[2] - 1])], 1)),
+         (_x(71, 1, 2, 9, 11), _x(72, 1, 3, 6, 8)), inputs2=(_x(73, 1, 2, 12, 10), _x(74, 1, 3, 7, 5))),
 ]

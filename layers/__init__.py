@@ -8,6 +8,7 @@ from layers import (  # noqa: F401  (imported for their registrations)
     activation,
     aten,
     aten_index,
+    aten_linalg,
     aten_math,
     aten_shape,
     attention,

@@ -13,6 +13,7 @@ from layers._promotion import DIM, result_type
 from layers.aten import NOT_CONSTANT, _Aten, attribute_input, constant_input, constant_text, required_constant
 from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from layers.registry import register
+from layers.shape import RepeatInterleave
 from layers.slicing import ChannelShuffle
 from layers.specs import SequenceSpec
 
@@ -458,15 +459,14 @@ class BroadcastTo(_Aten):
 
 
 @register("aten::repeat_interleave")
-class AtenRepeatInterleave(_Aten):
+class AtenRepeatInterleave(RepeatInterleave):
     """``x.repeat_interleave(repeats, dim, output_size)`` with constant repeats (a count, or
     one per element) as TorchScript keeps it (diffusers' attention masks): each element
     repeated along ``dim``, or over the flattened input without one."""
 
-    arity = 4
-
     def build(self, params: Params) -> None:
-        super().build(params)
+        if self.num_inputs != 4:
+            raise params.error(f"takes 4 inputs (x, repeats, dim, output_size), given {self.num_inputs}")
         repeats = constant_input(params, 1)
         folded = attribute_input(params, 1)  # a count pnnx folded into a constant tensor
         if repeats is NOT_CONSTANT and folded is not None and folded.dtype.kind in "iu" and folded.ndim <= 1:
@@ -477,25 +477,6 @@ class AtenRepeatInterleave(_Aten):
         self.dim = constant_input(params, 2)
         if self.dim is not None and (isinstance(self.dim, bool) or not isinstance(self.dim, int)):
             raise params.error("dim (input 2) must be a constant int or None")
-
-    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        x = shapes[0]
-        shape = (int(np.prod(x)),) if self.dim is None else x
-        axis = normalize_axis(0 if self.dim is None else self.dim, len(shape))
-        counts = _dims(self.repeats)
-        if isinstance(self.repeats, int) or len(counts) == 1:
-            size = shape[axis] * counts[0]
-        elif len(counts) == shape[axis]:
-            size = sum(counts)
-        else:
-            raise ShapeMismatch(f"{len(counts)} repeats for {shape[axis]} elements along dim {self.dim}")
-        return [shape[:axis] + (size,) + shape[axis + 1:]]
-
-    def forward(self, inputs: list[Any]) -> list[Any]:
-        x = np.asarray(inputs[0])
-        if self.dim is None:
-            return [np.repeat(x.reshape(-1), self.repeats)]
-        return [np.repeat(x, self.repeats, axis=normalize_axis(self.dim, x.ndim))]
 
 
 @register("aten::unsafe_chunk")

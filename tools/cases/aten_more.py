@@ -1,5 +1,5 @@
-"""Golden cases for layers/aten_index.py, aten_math.py and aten_shape.py: more calls pnnx
-leaves as ``aten::`` operators."""
+"""Golden cases for layers/aten_index.py, aten_math.py, aten_linalg.py and aten_shape.py:
+more calls pnnx leaves as ``aten::`` operators."""
 
 from __future__ import annotations
 

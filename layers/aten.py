@@ -61,18 +61,6 @@ def constant_input(params: Params, index: int) -> Any:
     return NOT_CONSTANT
 
 
-def attribute_input(params: Params, index: int) -> np.ndarray | None:
-    """The data of input ``index`` when a ``pnnx.Attribute`` (a constant tensor pnnx folded
-    into the bin) makes it, else None."""
-    if index >= len(params.op.inputs):
-        return None
-    producer = params.op.inputs[index].producer
-    if producer is None or producer.type != "pnnx.Attribute":
-        return None
-    data = producer.attrs.get("data")
-    return None if data is None else data.data
-
-
 def constant_text(params: Params, index: int) -> str | None:
     """A constant string argument (``reduce='amax'``, ``ord='fro'``) or None; else
     :data:`NOT_CONSTANT`."""

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from layers._promotion import DIM, result_type
-from layers.aten import NOT_CONSTANT, _Aten, attribute_input, constant_input, constant_text, required_constant
+from layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, required_constant
 from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from layers.registry import register
 from layers.shape import RepeatInterleave
@@ -468,9 +468,8 @@ class AtenRepeatInterleave(RepeatInterleave):
         if self.num_inputs != 4:
             raise params.error(f"takes 4 inputs (x, repeats, dim, output_size), given {self.num_inputs}")
         repeats = constant_input(params, 1)
-        folded = attribute_input(params, 1)  # a count pnnx folded into a constant tensor
-        if repeats is NOT_CONSTANT and folded is not None and folded.dtype.kind in "iu" and folded.ndim <= 1:
-            repeats = int(folded) if folded.ndim == 0 else tuple(int(c) for c in folded)
+        if repeats is NOT_CONSTANT:  # a count pnnx folded into a constant tensor
+            repeats = self.folded_counts(params, 1)
         if isinstance(repeats, bool) or not isinstance(repeats, (int, tuple)) or min(_dims(repeats), default=0) < 0:
             raise params.error("repeats (input 1) must be a constant count or list of counts >= 0")
         self.repeats = repeats

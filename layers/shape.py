@@ -583,7 +583,10 @@ class RepeatInterleave(Layer):
 
     def build(self, params: Params) -> None:
         if "repeats" in self.input_names:  # a tensor: usable only when it is a constant of the file
-            self.repeats = self._constant_repeats(params)
+            self.repeats = self.folded_counts(params, self.input_names.index("repeats"))
+            if self.repeats is None:
+                raise params.error("repeats is a tensor computed while the model runs: the output's size would "
+                                   "depend on its values, which graphexec does not support (a constant works)")
         elif params.raw("repeats", None) is None:
             raise params.error("repeats must be a number or a list of numbers")
         else:
@@ -593,14 +596,15 @@ class RepeatInterleave(Layer):
             raise params.error(f"repeats={self.repeats} must not be negative")
         self.dim = None if params.raw("dim", None) is None else params.int("dim")
 
-    def _constant_repeats(self, params: Params) -> int | tuple[int, ...]:
-        """The counts of a ``repeats`` tensor pnnx folded into a constant (``pnnx.Attribute``);
-        counts computed while the model runs would make the output's shape depend on data."""
-        producer = params.op.inputs[self.input_names.index("repeats")].producer
+    @staticmethod
+    def folded_counts(params: Params, index: int) -> int | tuple[int, ...] | None:
+        """The counts of input ``index`` when pnnx folded them into a constant tensor
+        (``pnnx.Attribute``), else None: counts computed while the model runs would make the
+        output's shape depend on data."""
+        producer = params.op.inputs[index].producer
         data = producer.attrs.get("data") if producer is not None and producer.type == "pnnx.Attribute" else None
         if data is None or data.data is None or data.data.dtype.kind not in "iu" or data.data.ndim > 1:
-            raise params.error("repeats is a tensor computed while the model runs: the output's size would "
-                               "depend on its values, which graphexec does not support (a constant works)")
+            return None
         counts = data.data.reshape(-1)
         return int(counts[0]) if data.data.ndim == 0 else tuple(int(c) for c in counts)
 

@@ -92,6 +92,15 @@ SPLIT_MIN_MACS = 16_000_000
 #: ... and, for Winograd, this many 4x4 tiles, for im2col this many output positions.
 SPLIT_MIN_TILES = 24
 SPLIT_MIN_POSITIONS = 2048
+#: Winograd on too few tiles for bands of rows (a 14 x 14 image has 16) is shared out by
+#: bands of its output channels instead, from this many multiply-adds a band: each band
+#: transforms the whole input again but reads only its share of the transformed weight,
+#: which is the larger part there (9.4 MB for 256 -> 256). Measured against the whole
+#: convolution on one thread and on two BLAS threads (which keep these products on one,
+#: or gain 1.5x), 2-core AMD EPYC: ResNet-50's 256 -> 256 on 14 x 14 (58 M a band) ran
+#: 1.96x as fast in two bands, GoogLeNet's 160 -> 320 (45 M) 1.28x and 144 -> 288 (37 M)
+#: 1.21x; 128 -> 256 (29 M) 1.14x and 96 -> 208 (18 M) 1.01x, too little for a hand-over.
+SPLIT_MIN_CHANNEL_MACS = 32_000_000
 #: A depthwise convolution is shared out by channels (by images in a batch) from this many
 #: multiply-adds (outputs x taps): no BLAS thread helps it, so one core did all of it. The
 #: bands add each output's taps in the whole convolution's order, so they give its bits.
@@ -273,12 +282,12 @@ class Conv2dKernel:
         if self.geo.groups != 1 or math.prod(out_shape) * self.matrix.shape[2] < 2 * SPLIT_MIN_MACS:
             return False
         if path == "winograd":
-            return ho >= 2 * m and n * -(-ho // m) * -(-wo // m) >= 2 * SPLIT_MIN_TILES
+            return self._row_bands(out_shape, m) or self._channel_bands(out_shape, shape[1])
         return path in ("im2col", "positions") and ho >= 2 and n * ho * wo >= 2 * SPLIT_MIN_POSITIONS
 
     def pieces(self, x: np.ndarray, out: np.ndarray, count: int) -> list[tuple[Callable[[], None], tuple[slice, ...]]] | None:
-        """``self(x, out)`` as up to ``count`` bands of output rows (depthwise: of channels,
-        or of images in a batch), (run, region of ``out``) pairs that may run on different
+        """``self(x, out)`` as up to ``count`` bands of output rows (Winograd on few tiles: of
+        output channels; depthwise: of channels, or of images in a batch), (run, region of ``out``) pairs that may run on different
         threads at once; None where :meth:`splits` says the convolution runs whole."""
         shape, dtype, path, m = self.plan(x.shape, x.dtype)
         if count < 2 or not self.splits(x.shape, x.dtype) or out.shape != shape or out.dtype != dtype \
@@ -287,10 +296,31 @@ class Conv2dKernel:
         if path == "depthwise":
             return self._depthwise_pieces(x, out, count)
         every = slice(None)
+        if path == "winograd" and not self._row_bands(shape, m):
+            return [(partial(self._out_channels, x, out, m, c0, c1), (every, slice(c0, c1)))
+                    for c0, c1 in _bounds(shape[1], count)]
         step = m if path == "winograd" else 1  # Winograd's bands are whole rows of tiles
         ho = shape[2]
         return [(partial(self._rows, x, out, r0 * step, min(ho, r1 * step)), (every, every, slice(r0 * step, r1 * step)))
                 for r0, r1 in _bounds(-(-ho // step), count)]
+
+    @staticmethod
+    def _row_bands(out_shape: tuple[int, ...], m: int) -> bool:
+        """Whether Winograd's output has tiles enough for two bands of rows."""
+        n, _, ho, wo = out_shape
+        return ho >= 2 * m and n * -(-ho // m) * -(-wo // m) >= 2 * SPLIT_MIN_TILES
+
+    def _channel_bands(self, out_shape: tuple[int, ...], channels: int) -> bool:
+        """Whether Winograd is worth sharing out by bands of output channels (see
+        :data:`SPLIT_MIN_CHANNEL_MACS`)."""
+        kh, kw = self.kernel_size
+        return math.prod(out_shape) * channels * kh * kw >= 2 * SPLIT_MIN_CHANNEL_MACS
+
+    def _out_channels(self, x: np.ndarray, out: np.ndarray, m: int, c0: int, c1: int) -> None:
+        """Output channels ``c0:c1`` of ``self(x, out)`` by Winograd: the whole input's tiles,
+        that band's rows of the transformed weight."""
+        bias = None if self.bias is None else self.bias[c0:c1]
+        winograd_conv(x, self._winograd(m)[:, c0:c1], bias, self.pads, m, out[:, c0:c1])
 
     def _rows(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
         """Output rows ``r0:r1`` of ``self(x, out)``."""

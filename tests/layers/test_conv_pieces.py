@@ -141,6 +141,48 @@ def test_depthwise_bands_give_the_whole_convolutions_bits(cfg):
     close(out, reference_conv2d(x, w, b, cfg["stride"], pads, cfg["dilation"], c, cfg["mode"]), rel=3e-5)
 
 
+def test_winograd_on_few_tiles_is_shared_out_by_bands_of_output_channels():
+    """ResNet-50's 256 -> 256 on 14 x 14: 16 tiles are too few for bands of rows, so each
+    band is a slice of the output channels, from that band's rows of the transformed weight."""
+    rng = np.random.default_rng(12)
+    layer, w, b = conv_layer(rng, 256, 256, (3, 3), padding=(1, 1))
+    x = rng.standard_normal((1, 256, 14, 14)).astype(np.float32)
+    assert layer.kernel.path(x.shape) == "winograd"
+    (whole,) = layer.forward([x])
+    out = np.full_like(whole, np.nan)
+    pieces = layer.pieces([x], [out], 2)
+    every = slice(None)
+    assert [piece.region for piece in pieces] == [(every, slice(0, 128)), (every, slice(128, 256))]
+    for piece in reversed(pieces):
+        piece.run()
+    close(out, whole, rel=2e-5)
+    close(out, reference_conv2d(x, w, b, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, "zeros"), rel=3e-5)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("count", [2, 3])
+def test_bands_of_output_channels_cover_a_batch_and_give_the_whole_result(monkeypatch, batch, count):
+    monkeypatch.setattr(_conv_math, "SPLIT_MIN_MACS", 0)
+    monkeypatch.setattr(_conv_math, "SPLIT_MIN_CHANNEL_MACS", 0)
+    monkeypatch.setattr(_conv_math, "SPLIT_MIN_TILES", 10**6)  # never by rows
+    rng = np.random.default_rng(batch * 10 + count)
+    layer, w, b = conv_layer(rng, 128, 96, (3, 3), padding=(1, 0))
+    x = rng.standard_normal((batch, 128, 18, 17)).astype(np.float32)
+    assert layer.kernel.path(x.shape) == "winograd"
+    (whole,) = layer.forward([x])
+    out = np.full_like(whole, np.nan)
+    pieces = layer.pieces([x], [out], count)
+    assert len(pieces) == count
+    written = np.zeros(whole.shape, dtype=int)
+    for piece in pieces:
+        written[piece.region] += 1
+    assert (written == 1).all()
+    for piece in pieces:
+        piece.run()
+    close(out, whole, rel=2e-5)
+    close(out, reference_conv2d(x, w, b, (1, 1), ((1, 1), (0, 0)), (1, 1), 1, "zeros"), rel=3e-5)
+
+
 def test_depthwise_bands_keep_the_whole_convolutions_layout(split_small):
     """72 channels on a 56 x 56 input run channels-last, but a band of 36 alone would run
     channels-first and add its taps in another order: the bands keep the whole one's."""
@@ -199,6 +241,8 @@ def test_what_does_not_split_says_so():
         (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1))[0], (1, 64, 56, 56), True),     # Winograd, 115 M MACs
         (conv_layer(rng, 3, 64, (7, 7), stride=(2, 2), padding=(3, 3))[0], (1, 3, 224, 224), True),  # the 7x7 stem
         (conv_layer(rng, 32, 128, (3, 3), padding=(1, 1))[0], (1, 32, 27, 27), False),   # 13 M MACs a band
+        (conv_layer(rng, 256, 256, (3, 3), padding=(1, 1))[0], (1, 256, 14, 14), True),  # 16 tiles: by channels
+        (conv_layer(rng, 96, 208, (3, 3), padding=(1, 1))[0], (1, 96, 14, 14), False),   # 18 M MACs a band
         (conv_layer(rng, 64, 64, (1, 1))[0], (1, 64, 56, 56), False),                    # 1x1: BLAS threads do
         (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=64)[0], (1, 64, 96, 96), True),  # depthwise, 5.3 M
         (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1), groups=64)[0], (1, 64, 56, 56), False),  # depthwise, 1.8 M

@@ -56,7 +56,7 @@ from layers._conv_base import (
     stride_phases,
     strided,
 )
-from layers._depthwise_math import PhaseGroup, depthwise, depthwise_channels_last, phase_groups_of
+from layers._depthwise_math import PhaseGroup, banded_weights, depthwise, depthwise_channels_last, phase_groups_of
 from layers._scratch import SCRATCH
 
 #: Winograd runs when a convolution has at least this many 4x4 output tiles over the batch
@@ -194,6 +194,11 @@ class Conv2dKernel:
             #: (C, multiplier, kh * kw) and, for channels-last runs, (kh * kw, C).
             self.taps = weight.reshape(groups, cout // groups, kh * kw)
             self.taps_last = aligned(self.taps[:, 0, :].T, weight.dtype) if cout == groups else None
+        #: Whether a depthwise convolution may run as banded matrix products (stored weights,
+        #: one output channel per input one: see :func:`~layers._depthwise_math.depthwise_banded`).
+        self.banded = prepare and self.depthwise and cout == groups
+        #: Banded weights per (output columns of a band, dtype), made on first use.
+        self._banded_weights: dict[tuple[int, np.dtype], np.ndarray] = {}
         #: Kernels of bands of channels (see :meth:`pieces`), by (first, stop) channel.
         self._channel_kernels: dict[Pair, Conv2dKernel] = {}
 
@@ -202,6 +207,17 @@ class Conv2dKernel:
         """The channels-last taps grouped by stride phase (see :func:`phase_groups_of`); made on
         first use, so kernels built per call or run channels-first never pay for it."""
         return phase_groups_of(self.taps_last, self.kernel_size, self.geo)
+
+    def banded_weights(self, tile: int, dtype: np.dtype) -> np.ndarray:
+        """The taps as :func:`~layers._depthwise_math.banded_weights` for bands of ``tile``
+        output columns, made on first use."""
+        key = (tile, np.dtype(dtype))
+        weights = self._banded_weights.get(key)
+        if weights is None:
+            weights = banded_weights(self.taps, self.kernel_size, tile, dtype)
+            if len(self._banded_weights) < 4:
+                self._banded_weights[key] = weights
+        return weights
 
     @cached_property
     def by_positions(self) -> np.ndarray:

@@ -1,8 +1,10 @@
 """The numpy kernel of depthwise convolutions (one input channel per group; private to
 :mod:`layers._conv_math`, whose :class:`~layers._conv_math.Conv2dKernel` runs it).
 
-A loop over the ``kh * kw`` kernel taps, each a multiply-add over every channel at once on
-a *wide grid*: the padded input flattened so that each tap is one long contiguous slice
+Kernels 5 or more wide at stride 1 go through BLAS instead (:func:`depthwise_banded`): one
+small matrix product per channel, whose right operand holds the channel's taps in bands.
+Otherwise a loop over the ``kh * kw`` kernel taps, each a multiply-add over every channel
+at once on a *wide grid*: the padded input flattened so that each tap is one long contiguous slice
 (outputs computed in the pad columns are cut off at the end). Strides go through a
 polyphase split (each phase is a stride-1 problem); many channels on a small image go
 channels-last, so the inner loops stay long, and there each phase's taps are one strided
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from layers._conv_base import Geometry, Pair, aligned, stride_phases, strided
+from layers._conv_base import Geometry, Pair, aligned, framed, stride_phases, strided
 from layers._scratch import SCRATCH as _SCRATCH
 
 if TYPE_CHECKING:
@@ -33,6 +35,87 @@ ROW_TILED_MAX_CHANNELS = 512
 #: Depthwise runs channels-last when channels >= this x a channel's (wide) output plane
 #: (measured: channels-first wins on large images with few channels, e.g. 32 x 112 x 112).
 DEPTHWISE_CHANNELS_LAST = 0.06
+#: Depthwise convolutions of stride 1 whose kernel is at least this wide run as banded
+#: matrix products (:func:`depthwise_banded`). Measured per layer against the taps, one
+#: thread, 2-core AMD EPYC: 5 x 5 on 14 x 14 (MobileNet v3, EfficientNet-B0: 120 to 672
+#: channels) took 0.59-0.70x the time, 7 x 7 (ConvNeXt: 96 channels on 56 x 56 to 768 on
+#: 14 x 14) 0.46-0.69x, 5 x 5 on 28 x 28 0.88x. 3 x 3 gains too little or loses
+#: (0.80-0.90x on 14 x 14, 1.02-1.10x on 28 x 28 and 7 x 7: each output's band has 3
+#: taps of its 16 to 30 entries), and so does stride 2.
+BANDED_MIN_KERNEL = 5
+#: A band's output columns: the whole output row up to this width, else the widest divisor
+#: of it that is at least :data:`BANDED_MIN_TILE` (56 -> 14); no such divisor: the taps.
+#: Narrower products waste BLAS: bands of 7 or 8 columns took 1.1-1.6x the taps' time on
+#: 14 x 14 and wider, and rows of 7 (5 x 5 on 576 and 1152 channels) 0.96-0.97x, not
+#: worth their banded weights (1.8 MiB for 1152 channels; 768 channels 7 x 7 did gain,
+#: 0.61x).
+BANDED_MAX_TILE = 24
+BANDED_MIN_TILE = 8
+#: Elements of the banded rows copied per block of channels. Smaller blocks, made to stay
+#: in L2, cost more numpy calls than they save (2^16: 0.77x the taps' time on 14 x 14
+#: where whole layers at once gave 0.69x); only large images need blocks (32 channels on
+#: 112 x 112, 5 x 5: 0.82x in blocks of 2^20, 1.04x whole).
+BANDED_BLOCK = 1 << 20
+
+
+def banded_tile(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, Pair], dtype: np.dtype) -> int | None:
+    """The output columns of a band (see :data:`BANDED_MAX_TILE`) where :func:`depthwise_banded`
+    runs an input of ``shape`` and ``dtype``, else None."""
+    kh, kw = kernel.weight.shape[2:]
+    if (not kernel.banded or kernel.geo.stride != (1, 1) or kernel.geo.dilation != (1, 1) or kw < BANDED_MIN_KERNEL
+            or np.dtype(dtype) not in (np.float32, np.float64) or np.dtype(dtype) != kernel.weight.dtype):
+        return None
+    (left, right) = pads[1]
+    wo = shape[3] + left + right - kw + 1
+    if wo < BANDED_MIN_TILE:
+        return None
+    if wo <= BANDED_MAX_TILE:
+        return wo
+    return next((t for t in range(BANDED_MAX_TILE, BANDED_MIN_TILE - 1, -1) if wo % t == 0), None)
+
+
+def banded_weights(taps: np.ndarray, kernel_size: Pair, tile: int, dtype: np.dtype) -> np.ndarray:
+    """(C, kh * (tile + kw - 1), tile): for each channel and kernel row i, the matrix that
+    takes ``tile + kw - 1`` padded input columns to ``tile`` output columns (a band of the
+    row's ``kw`` taps), the kernel's rows stacked."""
+    kh, kw = kernel_size
+    rows = taps.reshape(-1, kh, kw).astype(dtype)
+    bands = np.zeros((rows.shape[0], kh, tile + kw - 1, tile), dtype)
+    column = np.arange(tile)
+    for j in range(kw):
+        bands[:, :, column + j, column] = rows[:, :, j, None]
+    return aligned(bands.reshape(rows.shape[0], kh * (tile + kw - 1), tile), dtype)
+
+
+def depthwise_banded(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], tile: int, out: np.ndarray) -> None:
+    """Stride-1 depthwise conv of ``x`` (N, C, H, W) into ``out`` as one matrix product per
+    channel and band of ``tile`` output columns: output row y of a band is the kernel's
+    ``kh`` padded input rows from y, each cut to the band's ``tile + kw - 1`` columns and
+    laid end to end, times the channel's :func:`banded_weights`. A band matrix wastes
+    multiplies on zeros (18 columns for 5 taps on 14 x 14), but BLAS runs them 10-20x as
+    fast as numpy's passes over the taps, and each output is summed in a register."""
+    n, c, h, w = x.shape
+    kh, kw = kernel.weight.shape[2:]
+    (top, bottom), (left, right) = pads
+    hp, wp = h + top + bottom, w + left + right
+    ho, wo = hp - kh + 1, wp - kw + 1
+    bands, span = wo // tile, tile + kw - 1
+    weights = kernel.banded_weights(tile, out.dtype)
+    bias = None if kernel.bias is None else kernel.bias.astype(out.dtype, copy=False).reshape(c, 1, 1)
+    block = max(1, BANDED_BLOCK // (ho * bands * kh * span))
+    rows = _SCRATCH.take("banded", (min(block, c), ho * bands, kh * span), out.dtype)
+    for image in range(n):
+        padded = framed("pad", x[image], (c, hp, wp), top, left)
+        s_c, s_h, s_w = padded.strides
+        for c0 in range(0, c, block):
+            c1 = min(c, c0 + block)
+            a = rows[:c1 - c0]
+            windows = strided(padded[c0:c1], (c1 - c0, ho, bands, kh, span), (s_c, s_h, tile * s_w, s_h, s_w))
+            np.copyto(a.reshape(c1 - c0, ho, bands, kh, span), windows)
+            product = out[image, c0:c1].reshape(c1 - c0, ho * bands, tile)
+            np.matmul(a, weights[c0:c1], out=product)
+            if bias is not None:
+                product += bias[c0:c1]
 
 
 def _wide_grid(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, Pair]) -> tuple[int, int, int, int]:
@@ -72,6 +155,10 @@ def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], out:
     grid" of width ``wq`` every tap is then one contiguous slice starting at
     ``shift_h * wq + shift_w``; outputs in the columns past ``wo`` are garbage and cut off.
     """
+    tile = banded_tile(x.shape, kernel, pads, out.dtype) if x.dtype == out.dtype else None
+    if tile is not None:
+        depthwise_banded(x, kernel, pads, tile, out)
+        return out
     kh, kw = kernel.weight.shape[2:]
     (top, _), (left, _) = pads
     (sh, sw), (dh, dw) = kernel.geo.stride, kernel.geo.dilation

@@ -56,7 +56,13 @@ from layers._conv_base import (
     stride_phases,
     strided,
 )
-from layers._depthwise_math import PhaseGroup, banded_weights, depthwise, depthwise_channels_last, phase_groups_of
+from layers._depthwise_math import (
+    PhaseGroup,
+    banded_weights,
+    depthwise,
+    depthwise_channels_last,
+    phase_groups_of,
+)
 from layers._scratch import SCRATCH
 
 #: Winograd runs when a convolution has at least this many 4x4 output tiles over the batch

@@ -61,7 +61,7 @@ BANDED_BLOCK = 1 << 20
 def banded_tile(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, Pair], dtype: np.dtype) -> int | None:
     """The output columns of a band (see :data:`BANDED_MAX_TILE`) where :func:`depthwise_banded`
     runs an input of ``shape`` and ``dtype``, else None."""
-    kh, kw = kernel.weight.shape[2:]
+    kw = kernel.weight.shape[3]
     if (not kernel.banded or kernel.geo.stride != (1, 1) or kernel.geo.dilation != (1, 1) or kw < BANDED_MIN_KERNEL
             or np.dtype(dtype) not in (np.float32, np.float64) or np.dtype(dtype) != kernel.weight.dtype):
         return None

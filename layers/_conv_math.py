@@ -309,8 +309,9 @@ class Conv2dKernel:
 
     def pieces(self, x: np.ndarray, out: np.ndarray, count: int) -> list[tuple[Callable[[], None], tuple[slice, ...]]] | None:
         """``self(x, out)`` as up to ``count`` bands of output rows (Winograd on few tiles: of
-        output channels; depthwise: of channels, or of images in a batch), (run, region of ``out``) pairs that may run on different
-        threads at once; None where :meth:`splits` says the convolution runs whole."""
+        output channels; depthwise: of channels, or of images in a batch), (run, region of
+        ``out``) pairs that may run on different threads at once; None where :meth:`splits`
+        says the convolution runs whole."""
         shape, dtype, path, m = self.plan(x.shape, x.dtype)
         if count < 2 or not self.splits(x.shape, x.dtype) or out.shape != shape or out.dtype != dtype \
                 or not out.flags.c_contiguous:

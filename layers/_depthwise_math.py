@@ -41,7 +41,10 @@ DEPTHWISE_CHANNELS_LAST = 0.06
 #: channels) took 0.59-0.70x the time, 7 x 7 (ConvNeXt: 96 channels on 56 x 56 to 768 on
 #: 14 x 14) 0.46-0.69x, 5 x 5 on 28 x 28 0.88x. 3 x 3 gains too little or loses
 #: (0.80-0.90x on 14 x 14, 1.02-1.10x on 28 x 28 and 7 x 7: each output's band has 3
-#: taps of its 16 to 30 entries), and so does stride 2.
+#: taps of its 16 to 30 entries), and so does stride 2. The price is memory: a channel's
+#: banded weights hold kh * (tile + kw - 1) * tile numbers where its taps hold kh * kw (50x
+#: for 5 x 5 on 14 x 14): after a run, EfficientNet-B0's process held 113 MiB where it held
+#: 101, MobileNet v3 small 80 where 76, ConvNeXt-T 231 where 212.
 BANDED_MIN_KERNEL = 5
 #: A band's output columns: the whole output row up to this width, else the widest divisor
 #: of it that is at least :data:`BANDED_MIN_TILE` (56 -> 14); no such divisor: the taps.
@@ -51,11 +54,11 @@ BANDED_MIN_KERNEL = 5
 #: 0.61x).
 BANDED_MAX_TILE = 24
 BANDED_MIN_TILE = 8
-#: Elements of the banded rows copied per block of channels. Smaller blocks, made to stay
-#: in L2, cost more numpy calls than they save (2^16: 0.77x the taps' time on 14 x 14
-#: where whole layers at once gave 0.69x); only large images need blocks (32 channels on
-#: 112 x 112, 5 x 5: 0.82x in blocks of 2^20, 1.04x whole).
-BANDED_BLOCK = 1 << 20
+#: Elements of the banded rows copied per block of channels (1 MiB in float32). Blocks
+#: made to stay in L2 cost more numpy calls than they save (2^16: 0.77x the taps' time on
+#: 14 x 14, 2^18 0.71x, whole layers 0.69x); large images need blocks (32 channels on
+#: 112 x 112, 5 x 5: 0.87x in blocks of 2^18, 1.04x whole).
+BANDED_BLOCK = 1 << 18
 
 
 def banded_tile(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, Pair], dtype: np.dtype) -> int | None:

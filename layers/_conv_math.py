@@ -106,6 +106,8 @@ SPLIT_MIN_POSITIONS = 2048
 #: or gain 1.5x), 2-core AMD EPYC: ResNet-50's 256 -> 256 on 14 x 14 (58 M a band) ran
 #: 1.96x as fast in two bands, GoogLeNet's 160 -> 320 (45 M) 1.28x and 144 -> 288 (37 M)
 #: 1.21x; 128 -> 256 (29 M) 1.14x and 96 -> 208 (18 M) 1.01x, too little for a hand-over.
+#: Such nodes keep their Winograd weights, which the im2col they ran as before gave back:
+#: after a run, ResNet-50's process held 248 MiB where it held 230.
 SPLIT_MIN_CHANNEL_MACS = 32_000_000
 #: A depthwise convolution is shared out by channels (by images in a batch) from this many
 #: multiply-adds (outputs x taps): no BLAS thread helps it, so one core did all of it. The

@@ -117,3 +117,14 @@ def test_bands_of_channels_give_the_whole_banded_convolutions_bits(banded_calls,
         piece.run()
     np.testing.assert_array_equal(out, whole)
     assert banded_calls == [((1, 96, 28, 28), 14), ((1, 48, 28, 28), 14), ((1, 48, 28, 28), 14)]
+
+
+def test_a_depthwise_conv1d_with_a_long_kernel_takes_banded_products(banded_calls):
+    """A Conformer's depthwise Conv1d (31 taps): one row of 100 steps, in bands of 20."""
+    rng = np.random.default_rng(4)
+    layer, w, b = conv_layer(rng, 16, 16, (31,), padding=(15,), groups=16, spatial=1)
+    x = rng.standard_normal((2, 16, 100)).astype(np.float32)
+    (got,) = layer.forward([x])
+    assert banded_calls == [((2, 16, 1, 100), 20)]
+    want = reference_conv2d(x[:, :, None], w[:, :, None], b, (1, 1), ((0, 0), (15, 15)), (1, 1), 16, "zeros")
+    close(got, want[:, :, 0], rel=1e-5)

@@ -4,11 +4,12 @@
 Kernels 5 or more wide at stride 1 go through BLAS instead (:func:`depthwise_banded`): one
 small matrix product per channel, whose right operand holds the channel's taps in bands.
 Otherwise a loop over the ``kh * kw`` kernel taps, each a multiply-add over every channel
-at once on a *wide grid*: the padded input flattened so that each tap is one long contiguous slice
-(outputs computed in the pad columns are cut off at the end). Strides go through a
-polyphase split (each phase is a stride-1 problem); many channels on a small image go
-channels-last, so the inner loops stay long, and there each phase's taps are one strided
-view that a single ``einsum`` multiplies and sums; blocks are sized to stay in cache.
+at once on a *wide grid*: the padded input flattened so that each tap is one long
+contiguous slice (outputs computed in the pad columns are cut off at the end). Strides go
+through a polyphase split (each phase is a stride-1 problem); many channels on a small
+image go channels-last, so the inner loops stay long, and there each phase's taps are one
+strided view that a single ``einsum`` multiplies and sums; blocks are sized to stay in
+cache.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def banded_tile(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, 
     if (not kernel.banded or kernel.geo.stride != (1, 1) or kernel.geo.dilation != (1, 1) or kw < BANDED_MIN_KERNEL
             or np.dtype(dtype) not in (np.float32, np.float64) or np.dtype(dtype) != kernel.weight.dtype):
         return None
-    (left, right) = pads[1]
+    left, right = pads[1]
     wo = shape[3] + left + right - kw + 1
     if wo < BANDED_MIN_TILE:
         return None
@@ -159,7 +160,8 @@ def depthwise(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair], out:
     grid" of width ``wq`` every tap is then one contiguous slice starting at
     ``shift_h * wq + shift_w``; outputs in the columns past ``wo`` are garbage and cut off.
     """
-    tile = banded_tile(x.shape, kernel, pads, out.dtype) if x.dtype == out.dtype else None
+    banded = x.dtype == out.dtype and out.flags.c_contiguous  # its products write into views of out
+    tile = banded_tile(x.shape, kernel, pads, out.dtype) if banded else None
     if tile is not None:
         depthwise_banded(x, kernel, pads, tile, out)
         return out

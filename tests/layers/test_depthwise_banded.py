@@ -46,7 +46,7 @@ def test_which_depthwise_convolutions_take_banded_products():
     rng = np.random.default_rng(1)
     five, _, _ = depthwise_kernel(rng, 8, (5, 5))
     seven, _, _ = depthwise_kernel(rng, 8, (7, 7))
-    tall, _, _ = depthwise_kernel(rng, 8, (1, 5), padding=(0, 2))
+    flat, _, _ = depthwise_kernel(rng, 8, (1, 5), padding=(0, 2))   # one row of 5 taps
     f32 = np.dtype(np.float32)
     assert banded_tile((1, 8, 14, 14), five, five.pads, f32) == 14        # a whole row a band
     assert banded_tile((1, 8, 7, 24), five, five.pads, f32) == 24
@@ -54,7 +54,7 @@ def test_which_depthwise_convolutions_take_banded_products():
     assert banded_tile((1, 8, 112, 112), five, five.pads, f32) == 16
     assert banded_tile((1, 8, 9, 25), five, five.pads, f32) is None       # 25 has no divisor in 8..24
     assert banded_tile((1, 8, 7, 7), five, five.pads, f32) is None         # rows of 7: too narrow
-    assert banded_tile((1, 8, 3, 14), tall, tall.pads, f32) == 14
+    assert banded_tile((1, 8, 3, 14), flat, flat.pads, f32) == 14
     assert banded_tile((1, 8, 14, 14), five, five.pads, np.dtype(np.float64)) is None  # not the weights' dtype
     not_banded = [
         depthwise_kernel(rng, 8, (3, 3))[0],                          # 3 taps a row: too few

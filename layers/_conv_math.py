@@ -58,6 +58,7 @@ from layers._conv_base import (
 )
 from layers._depthwise_math import (
     PhaseGroup,
+    bandable,
     banded_weights,
     depthwise,
     depthwise_channels_last,
@@ -204,7 +205,7 @@ class Conv2dKernel:
             self.taps_last = aligned(self.taps[:, 0, :].T, weight.dtype) if cout == groups else None
         #: Whether a depthwise convolution may run as banded matrix products (stored weights,
         #: one output channel per input one: see :func:`~layers._depthwise_math.depthwise_banded`).
-        self.banded = prepare and self.depthwise and cout == groups
+        self.banded = prepare and self.depthwise and cout == groups and bandable((kh, kw), geo)
         #: Banded weights per (output columns of a band, dtype), made on first use.
         self._banded_weights: dict[tuple[int, np.dtype], np.ndarray] = {}
         #: Kernels of bands of channels (see :meth:`pieces`), by (first, stop) channel.
@@ -303,10 +304,11 @@ class Conv2dKernel:
         if path == "depthwise":
             kh, kw = self.kernel_size
             return math.prod(out_shape) * kh * kw >= SPLIT_MIN_DEPTHWISE_MACS and (n >= 2 or shape[1] >= 4)
-        if self.geo.groups != 1 or math.prod(out_shape) * self.matrix.shape[2] < 2 * SPLIT_MIN_MACS:
+        macs = math.prod(out_shape) * self.matrix.shape[2]  # counted as direct convolution
+        if self.geo.groups != 1 or macs < 2 * SPLIT_MIN_MACS:
             return False
         if path == "winograd":
-            return self._row_bands(out_shape, m) or self._channel_bands(out_shape, shape[1])
+            return self._row_bands(out_shape, m) or macs >= 2 * SPLIT_MIN_CHANNEL_MACS
         return path in ("im2col", "positions") and ho >= 2 and n * ho * wo >= 2 * SPLIT_MIN_POSITIONS
 
     def pieces(self, x: np.ndarray, out: np.ndarray, count: int) -> list[tuple[Callable[[], None], tuple[slice, ...]]] | None:
@@ -334,12 +336,6 @@ class Conv2dKernel:
         """Whether Winograd's output has tiles enough for two bands of rows."""
         n, _, ho, wo = out_shape
         return ho >= 2 * m and n * -(-ho // m) * -(-wo // m) >= 2 * SPLIT_MIN_TILES
-
-    def _channel_bands(self, out_shape: tuple[int, ...], channels: int) -> bool:
-        """Whether Winograd is worth sharing out by bands of output channels (see
-        :data:`SPLIT_MIN_CHANNEL_MACS`)."""
-        kh, kw = self.kernel_size
-        return math.prod(out_shape) * channels * kh * kw >= 2 * SPLIT_MIN_CHANNEL_MACS
 
     def _out_channels(self, x: np.ndarray, out: np.ndarray, m: int, c0: int, c1: int) -> None:
         """Output channels ``c0:c1`` of ``self(x, out)`` by Winograd: the whole input's tiles,

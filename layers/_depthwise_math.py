@@ -65,11 +65,11 @@ BANDED_BLOCK = 1 << 18
 
 def banded_tile(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, Pair], dtype: np.dtype) -> int | None:
     """The output columns of a band (see :data:`BANDED_MAX_TILE`) where :func:`depthwise_banded`
-    runs an input of ``shape`` and ``dtype``, else None."""
-    kw = kernel.weight.shape[3]
-    if (not kernel.banded or kernel.geo.stride != (1, 1) or kernel.geo.dilation != (1, 1) or kw < BANDED_MIN_KERNEL
-            or np.dtype(dtype) not in (np.float32, np.float64) or np.dtype(dtype) != kernel.weight.dtype):
+    runs an input of ``shape`` and ``dtype``, else None. Whether the kernel may run banded
+    at all is decided once, when it is made (:func:`bandable`)."""
+    if not kernel.banded or np.dtype(dtype) not in (np.float32, np.float64) or np.dtype(dtype) != kernel.weight.dtype:
         return None
+    kw = kernel.weight.shape[3]
     left, right = pads[1]
     wo = shape[3] + left + right - kw + 1
     if wo < BANDED_MIN_TILE:
@@ -77,6 +77,12 @@ def banded_tile(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, 
     if wo <= BANDED_MAX_TILE:
         return wo
     return next((t for t in range(BANDED_MAX_TILE, BANDED_MIN_TILE - 1, -1) if wo % t == 0), None)
+
+
+def bandable(kernel_size: Pair, geo: Geometry) -> bool:
+    """Whether a depthwise kernel of this size and geometry may run as banded products:
+    stride 1, no dilation, at least :data:`BANDED_MIN_KERNEL` taps wide."""
+    return geo.stride == (1, 1) and geo.dilation == (1, 1) and kernel_size[1] >= BANDED_MIN_KERNEL
 
 
 def banded_weights(taps: np.ndarray, kernel_size: Pair, tile: int, dtype: np.dtype) -> np.ndarray:

@@ -15,7 +15,10 @@
     └── constant(layer, key)    weights uploaded once per layer, freed with the layer
 
 A kernel object belongs to one thread (``clSetKernelArg`` is not thread-safe): each
-thread that enqueues gets its own, created on first use. Queues are in-order, so the
+thread that enqueues gets its own, created on first use. The calls that create runtime
+objects or enqueue commands are made one at a time per device (``host_calls``): PoCL
+crashed when one thread created a kernel while another enqueued a copy, and these calls
+only queue work, so taking turns costs little. Waits happen outside the lock. Queues are in-order, so the
 kernels one ``run`` enqueues need only the first to wait for ``wait_for``; every kernel
 is nonetheless given the list (harmless) and the queue is flushed at the end, so another
 queue may wait on the returned events at once.
@@ -183,7 +186,9 @@ class OpenCLDevice:
             directory = None
         else:
             directory = Path(cache_dir)
-        self.programs = ProgramCache(self.context, dev, directory)
+        #: Held around every call that creates a runtime object or enqueues a command.
+        self.host_calls = threading.Lock()
+        self.programs = ProgramCache(self.context, dev, directory, self.host_calls)
         self._local = threading.local()
         self._kernel_info: dict[tuple[str, str], KernelInfo] = {}
         self._constants: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
@@ -210,7 +215,7 @@ class OpenCLDevice:
         size = math.prod(shape)
         if size > MAX_ELEMENTS:
             raise DeviceError(f"a tensor of shape {shape} has more than 2**31-1 elements")
-        with translated(f"allocating {shape} {dtype} on {self.name}"):
+        with translated(f"allocating {shape} {dtype} on {self.name}"), self.host_calls:
             buffer = self._cl.Buffer(self.context, self._cl.mem_flags.READ_WRITE, max(size * dtype.itemsize, 4))
         return DeviceTensor(buffer, shape, dtype, None, 0, self)
 
@@ -229,7 +234,7 @@ class OpenCLDevice:
             tensor = out
         if host.nbytes:
             q = self.queue(queue)
-            with translated(f"uploading {host.shape} {host.dtype} to {self.name}"):
+            with translated(f"uploading {host.shape} {host.dtype} to {self.name}"), self.host_calls:
                 tensor.event = tensor.started = self._cl.enqueue_copy(
                     q, tensor.buffer, host, dst_offset=tensor.byte_offset, is_blocking=False)
                 q.flush()  # another queue may wait on this copy at once
@@ -245,8 +250,10 @@ class OpenCLDevice:
         if out.nbytes:
             wait = [tensor.event] if tensor.event is not None else None
             with translated(f"downloading {tensor.shape} {tensor.dtype} from {self.name}"):
-                self._cl.enqueue_copy(self.queue(queue), out, tensor.buffer, src_offset=tensor.byte_offset,
-                                      wait_for=wait, is_blocking=True)
+                with self.host_calls:
+                    copied = self._cl.enqueue_copy(self.queue(queue), out, tensor.buffer,
+                                                   src_offset=tensor.byte_offset, wait_for=wait, is_blocking=False)
+                copied.wait()
         return out
 
     def finish(self) -> None:
@@ -279,7 +286,7 @@ class OpenCLDevice:
         key = (built.key, name)
         entry = kernels.get(key)
         if entry is None:
-            with translated(f"creating kernel {name} on {self.name}"):
+            with translated(f"creating kernel {name} on {self.name}"), self.host_calls:
                 entry = kernels[key] = [self._cl.Kernel(built.program, name), False]
         kernel, typed = entry
         if args is not None and not typed:
@@ -333,8 +340,9 @@ class OpenCLDevice:
                 cl = self._cl
                 with translated(f"uploading weights of {getattr(layer, 'name', layer)} to {self.name}"):
                     flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-                    buffer = cl.Buffer(self.context, flags, hostbuf=host) if host.nbytes else \
-                        cl.Buffer(self.context, cl.mem_flags.READ_ONLY, 4)
+                    with self.host_calls:
+                        buffer = cl.Buffer(self.context, flags, hostbuf=host) if host.nbytes else \
+                            cl.Buffer(self.context, cl.mem_flags.READ_ONLY, 4)
                 per_layer[key] = buffer
             return buffer
 
@@ -400,7 +408,8 @@ class OpenCLDevice:
 
         with translated(where):
             outputs = launch.finish(op.run(launch, layer, list(inputs)))
-            q.flush()
+            with self.host_calls:
+                q.flush()
         return outputs
 
     # -- profiling ---------------------------------------------------------------------------
@@ -419,9 +428,10 @@ class OpenCLDevice:
         if cached is not None and now - cached[1] < 10 * 10**9:
             return cached[0]
         with translated(f"reading the profiling clock of {self.name}"):
-            before = time.perf_counter_ns()
-            marker = self._cl.enqueue_marker(self.queues[0])
-            after = time.perf_counter_ns()
+            with self.host_calls:
+                before = time.perf_counter_ns()
+                marker = self._cl.enqueue_marker(self.queues[0])
+                after = time.perf_counter_ns()
             marker.wait()
             offset = (before + after) // 2 - int(marker.profile.queued)
         self._clock = (offset, after)

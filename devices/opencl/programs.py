@@ -68,7 +68,8 @@ class ProgramCache:
     and ``reused`` (already in memory).
     """
 
-    def __init__(self, context: Any, device: Any, cache_dir: Path | None):
+    def __init__(self, context: Any, device: Any, cache_dir: Path | None,
+                 host_calls: threading.Lock | None = None):
         self._cl = load_pyopencl()
         self.context = context
         self.device = device
@@ -78,6 +79,8 @@ class ProgramCache:
         #: (source, options) -> key: hashing a kernel file again per launch took ~10 us.
         self._keys: dict[tuple[str, tuple[str, ...]], str] = {}
         self._lock = threading.Lock()
+        #: The device's lock around runtime calls (see :mod:`devices.opencl.device`).
+        self._host_calls = host_calls if host_calls is not None else threading.Lock()
         platform = device.platform
         self._identity = (f"{platform.name}\0{platform.version}\0{device.name}\0{device.driver_version}\0"
                           f"{device.version}\0pyopencl {self._cl.VERSION_TEXT}")
@@ -121,16 +124,18 @@ class ProgramCache:
         cl = self._cl
         try:
             binary = path.read_bytes()
-            program = cl.Program(self.context, [self.device], [binary])
-            return program.build(options=list(options), devices=[self.device])
+            with self._host_calls:
+                program = cl.Program(self.context, [self.device], [binary])
+                return program.build(options=list(options), devices=[self.device])
         except (OSError, cl.Error):
             return None  # stale (another driver) or damaged: rebuilt from source below
 
     def _build(self, source: str, options: tuple[str, ...], what: str) -> Any:
         cl = self._cl
         try:
-            program = cl.Program(self.context, source)
-            return program.build(options=list(options), devices=[self.device], cache_dir=False)
+            with self._host_calls:
+                program = cl.Program(self.context, source)
+                return program.build(options=list(options), devices=[self.device], cache_dir=False)
         except cl.Error as exc:
             raise DeviceError(f"building the OpenCL {what} for {self.device.name.strip()} failed: {exc}") from exc
 

@@ -263,6 +263,59 @@ def test_threads_running_one_layer_at_once(device):
         np.testing.assert_array_equal(results[i], arrays[i] * 0.5)
 
 
+
+
+class _CallsChecked:
+    """pyopencl, with each call that creates an object or enqueues a command noting
+    whether the device's ``host_calls`` lock was held while it ran."""
+
+    CHECKED = ("Kernel", "Buffer", "Program", "enqueue_copy", "enqueue_nd_range_kernel", "enqueue_marker")
+
+    def __init__(self, cl, lock):
+        self._cl, self._lock, self.calls = cl, lock, []
+
+    def __getattr__(self, name):
+        real = getattr(self._cl, name)
+        if name not in self.CHECKED:
+            return real
+
+        def call(*args, **kwargs):
+            self.calls.append((name, self._lock.locked()))
+            return real(*args, **kwargs)
+
+        return call
+
+
+def test_runtime_calls_take_turns_under_the_device_lock(device, tmp_path, monkeypatch):
+    """Creating kernels, buffers and programs and enqueueing commands happen under
+    ``host_calls`` (PoCL crashed when a kernel was created during another thread's copy);
+    a download waits for its copy after letting the lock go."""
+    from devices.opencl import open_device
+
+    fresh = open_device(f"opencl:{device.info.index}", queues=2, cache_dir=tmp_path, profiling=True)
+    checked = _CallsChecked(fresh._cl, fresh.host_calls)
+    monkeypatch.setattr(fresh, "_cl", checked)
+    monkeypatch.setattr(fresh.programs, "_cl", checked)
+    layer = make_layer("nn.LeakyReLU", {"negative_slope": 0.5})
+    x = np.arange(-8, 8, dtype=np.float32).reshape(4, 4)
+    got = []
+
+    def work(queue: int) -> None:
+        (y,) = fresh.run(layer, [fresh.upload(x, queue)], queue)
+        got.append(fresh.download(y, queue))
+
+    threads = [threading.Thread(target=work, args=(q,)) for q in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fresh.clock_offset_ns()
+    names = {name for name, _ in checked.calls}
+    assert {"Kernel", "Buffer", "Program", "enqueue_copy", "enqueue_nd_range_kernel", "enqueue_marker"} <= names
+    assert [name for name, held in checked.calls if not held] == []
+    assert not fresh.host_calls.locked()
+    for y in got:
+        np.testing.assert_array_equal(y, np.where(x > 0, x, x * 0.5))
 # ------------------------------------------------------------------------------------------
 # events
 # ------------------------------------------------------------------------------------------

@@ -141,10 +141,11 @@ class Launch:
             kernel.set_args(*args)
         except (RuntimeError, TypeError, ValueError, OverflowError):  # numpy bools; ints past 32 bits (DeviceError)
             kernel.set_args(*(kernel_scalar(value) for value in args))
-        event = self.cl.enqueue_nd_range_kernel(
-            self.queue, kernel, tuple(global_size), None if local_size is None else tuple(local_size),
-            wait_for=self.wait_for or None,
-        )
+        with self.device.host_calls:
+            event = self.cl.enqueue_nd_range_kernel(
+                self.queue, kernel, tuple(global_size), None if local_size is None else tuple(local_size),
+                wait_for=self.wait_for or None,
+            )
         self._enqueued(event)
         return event
 
@@ -168,11 +169,12 @@ class Launch:
             return None
         item = src.dtype.itemsize
         wait = self.wait_for + ([src.event] if src.event is not None and src.event not in self.wait_for else [])
-        event = self.cl.enqueue_copy(
-            self.queue, dst.buffer, src.buffer, byte_count=count * item,
-            src_offset=(src.offset + src_offset) * item, dst_offset=(dst.offset + dst_offset) * item,
-            wait_for=wait or None,
-        )
+        with self.device.host_calls:
+            event = self.cl.enqueue_copy(
+                self.queue, dst.buffer, src.buffer, byte_count=count * item,
+                src_offset=(src.offset + src_offset) * item, dst_offset=(dst.offset + dst_offset) * item,
+                wait_for=wait or None,
+            )
         self._enqueued(event)
         return event
 
@@ -188,7 +190,9 @@ class Launch:
                 outputs[i] = target
         pending = [t for t in outputs if id(t) in self._fresh]
         if pending and self.last_event is None:
-            self._enqueued(self.cl.enqueue_marker(self.queue, wait_for=self.wait_for or None))
+            with self.device.host_calls:
+                marker = self.cl.enqueue_marker(self.queue, wait_for=self.wait_for or None)
+            self._enqueued(marker)
         for tensor in pending:
             tensor.event = self.last_event
             tensor.started = self.first_event

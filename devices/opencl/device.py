@@ -18,10 +18,11 @@ A kernel object belongs to one thread (``clSetKernelArg`` is not thread-safe): e
 thread that enqueues gets its own, created on first use. The calls that create runtime
 objects or enqueue commands are made one at a time per device (``host_calls``): PoCL
 crashed when one thread created a kernel while another enqueued a copy, and these calls
-only queue work, so taking turns costs little. Waits happen outside the lock. Queues are in-order, so the
-kernels one ``run`` enqueues need only the first to wait for ``wait_for``; every kernel
-is nonetheless given the list (harmless) and the queue is flushed at the end, so another
-queue may wait on the returned events at once.
+only queue work, so taking turns costs little. Waits happen outside the lock.
+
+Queues are in-order, so the kernels one ``run`` enqueues need only the first to wait for
+``wait_for``; every kernel is nonetheless given the list (harmless) and the queue is
+flushed at the end, so another queue may wait on the returned events at once.
 """
 
 from __future__ import annotations

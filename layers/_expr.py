@@ -178,12 +178,29 @@ class Function:
         compute, out, weak = self.signature([kind_of(v) for v in values])
         with np.errstate(all="ignore"):
             result = np.asarray(self.apply(*(cast(v, compute) for v in values)))
-        if weak and out.kind == "i" and result.dtype.kind == "f" and not np.isfinite(result):
-            raise ValueError(f"{self.name}({result.item()}): cannot convert to an integer")
+        if weak and out.kind == "i":
+            self._check_python_int(result, values)
         if result.dtype != out:
             with np.errstate(over="ignore"):  # a float64 result beyond float32 is inf, as in PyTorch
                 result = result.astype(out)
         return result.item() if weak else result
+
+    def _check_python_int(self, result: np.ndarray, values: Sequence[Any]) -> None:
+        """A Python int result is kept in an int64: refuse one that it cannot hold (where
+        numpy would wrap around, or turn a huge float into -2**63) rather than give another
+        number. Integer arithmetic is checked against the same function in float64."""
+        if result.dtype.kind == "f":
+            value = float(result)
+            if not math.isfinite(value):
+                raise ValueError(f"{self.name}({value}): cannot convert to an integer")
+        else:
+            try:
+                with np.errstate(all="ignore"):
+                    value = float(self.apply(*(np.float64(v) for v in values)))
+            except (TypeError, ValueError):  # bitwise functions take no floats: not checked
+                return
+        if not -(2.0**63) <= value < 2.0**63:
+            raise OverflowError(f"{self.name}(...) = {value:g} is beyond the range of int64")
 
 
 _UNARY: dict[str, tuple[Callable[..., Any], Callable[[np.dtype, bool], tuple[np.dtype, np.dtype]]]] = {

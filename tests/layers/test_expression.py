@@ -333,23 +333,31 @@ def test_random_trees_match_a_direct_numpy_evaluation(case):
     with np.errstate(all="ignore"):
         try:
             value = _reference(tree, inputs)
+            # a Python number leaves the expression as a 0-d array: float32 for a float, int64 for an int
+            want = value if isinstance(value, np.ndarray) else np.asarray(value, F32 if isinstance(value, float) else I64)
         except ZeroDivisionError:
             assume(False)
-        except (ValueError, OverflowError):  # Python refuses, e.g. math.ceil(inf)
+        except (ValueError, OverflowError):  # Python refuses (math.ceil(inf)), or an int beyond int64
             with pytest.raises((ValueError, OverflowError)):
                 layer.forward(inputs)
             return
-    # a Python number leaves the expression as a 0-d array: float32 for a float, int64 for an int
-    if isinstance(value, np.ndarray):
-        want = value
-    else:
-        want = np.asarray(value, F32 if isinstance(value, float) else I64)
     (got,) = layer.forward(inputs)
     assert got.shape == want.shape, text
     assert got.dtype == want.dtype, text
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, equal_nan=True, err_msg=text)
     spec = layer.infer([TensorSpec(x.shape, x.dtype) for x in inputs])[0]
     assert (spec.shape, spec.dtype) == (got.shape, got.dtype), text
+
+
+@pytest.mark.parametrize("text", ["ceil(div(1,1.1754943508222875e-38))", "square(square(square(square(square(5)))))",
+                                  "pow(2,63)"])
+def test_python_ints_beyond_int64_are_refused(text):
+    """A Python int result is kept in an int64: the ceiling of a huge float, or int
+    arithmetic past 2**63, is refused rather than wrapped around into another number."""
+    with pytest.raises(OverflowError, match="beyond the range of int64"):
+        expression(text, 1).forward([np.array(0.0, F32)])
+    (got,) = expression("pow(2,62)", 1).forward([np.array(0.0, F32)])
+    assert got.dtype == I64 and int(got) == 2**62
 
 
 # -- property: promotion against PyTorch itself, where it is installed ----------------------

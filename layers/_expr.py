@@ -187,20 +187,23 @@ class Function:
 
     def _check_python_int(self, result: np.ndarray, values: Sequence[Any]) -> None:
         """A Python int result is kept in an int64: refuse one that it cannot hold (where
-        numpy would wrap around, or turn a huge float into -2**63) rather than give another
-        number. Integer arithmetic is checked against the same function in float64."""
+        numpy would turn a huge float into -2**63, or wrap around) rather than give another
+        number. Integer arithmetic is checked against the same function in float64: a wrap
+        moves the result by a multiple of 2**64, far more than float64 rounds."""
         if result.dtype.kind == "f":
             value = float(result)
             if not math.isfinite(value):
                 raise ValueError(f"{self.name}({value}): cannot convert to an integer")
-        else:
-            try:
-                with np.errstate(all="ignore"):
-                    value = float(self.apply(*(np.float64(v) for v in values)))
-            except (TypeError, ValueError):  # bitwise functions take no floats: not checked
-                return
-        if not -(2.0**63) <= value < 2.0**63:
-            raise OverflowError(f"{self.name}(...) = {value:g} is beyond the range of int64")
+            if not -(2.0**63) <= value < 2.0**63:
+                raise OverflowError(f"{self.name}(...) = {value:g} is beyond the range of int64")
+            return
+        try:
+            with np.errstate(all="ignore"):
+                estimate = float(self.apply(*(np.float64(v) for v in values)))
+        except (TypeError, ValueError):  # bitwise functions take no floats: not checked
+            return
+        if not abs(estimate - float(result)) < 2.0**62:
+            raise OverflowError(f"{self.name}(...) = {estimate:g} is beyond the range of int64")
 
 
 _UNARY: dict[str, tuple[Callable[..., Any], Callable[[np.dtype, bool], tuple[np.dtype, np.dtype]]]] = {

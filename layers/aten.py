@@ -25,7 +25,9 @@
     TensorDot           aten::tensordot (a, b, dims_a, dims_b)
     Bilinear            aten::bilinear (x1, x2, weight, bias)
 
-(``aten::clamp_min/clamp_max/zero`` live beside clamp in :mod:`layers.elementwise`.)
+(``aten::clamp_min/clamp_max/zero`` live beside clamp in :mod:`layers.elementwise`, the
+recurrent ``aten::lstm/gru/rnn_tanh/rnn_relu`` in :mod:`layers.recurrent` and
+``aten::instance_norm`` in :mod:`layers.norm`.)
 Their arguments are all inputs, in TorchScript's order; numbers and flags come from
 ``pnnx.Expression`` nodes without inputs (``expr=-1``, ``expr=False``). Those constants are
 read at build, where the output shape depends on them (``num_classes``, ``dim``).

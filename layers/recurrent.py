@@ -1,15 +1,22 @@
-"""Recurrent layers: ``nn.RNN``, ``nn.LSTM``, ``nn.GRU`` (PyTorch's gate order and equations).
+"""Recurrent layers: ``nn.RNN``, ``nn.LSTM``, ``nn.GRU``, and the ``aten::`` calls pnnx writes
+for a bare one.
 
 ::
 
-    _Recurrent      the stack: layers x directions, time steps in order (or reversed)
-    ├── RNN             h = act(x W_ih^T + b_ih + h W_hh^T + b_hh), act tanh or relu
-    ├── LSTM            gates i, f, g, o; a cell state; an optional projection of h
-    └── GRU             gates r, z, n; n sees r * (h W_hn^T + b_hn)
+    _Recurrent              nn.*: sizes and flags from params, weights from the module's attrs
+    ├── RNN                     tanh or relu
+    ├── LSTM                    with an optional projection (proj_size)
+    └── GRU
+    _AtenRecurrent          aten::*: every argument an input, the weights one list of tensors
+    ├── AtenRNN                 aten::rnn_tanh, aten::rnn_relu
+    ├── AtenLSTM                aten::lstm (its initial states a list [h0, c0])
+    └── AtenGRU                 aten::gru
 
-The input's product with ``W_ih`` is one matmul over every time step; only the hidden
-state's product runs step by step. Inputs: the sequence, then the initial states (h0, and
-c0 for an LSTM) when given; outputs: the sequence, then the final states, as exported.
+pnnx keeps a recurrent module that is a child of the exported one as ``nn.LSTM``; exported
+as the root itself it becomes TorchScript's call ``aten::lstm(input, hx, params,
+has_biases, num_layers, dropout, train, bidirectional, batch_first)``. Both run the cells
+of :mod:`layers._recurrent_math`. Inputs of ``nn.*``: the sequence, then the initial states
+(h0, and c0 for an LSTM) when given; outputs of both: the sequence, then the final states.
 """
 
 from __future__ import annotations
@@ -19,154 +26,72 @@ from typing import Any
 
 import numpy as np
 
-from layers.base import Layer, Params, Shape, ShapeMismatch
+from layers._recurrent_math import (
+    Cell,
+    ElmanCell,
+    GRUCell,
+    LSTMCell,
+    Stack,
+    Weights,
+    expected_shapes,
+    flops,
+)
+from layers.aten import NOT_CONSTANT, constant_input, required_constant
+from layers.aten_shape import list_of_tensors
+from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
 from layers.registry import register
 
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)) in place, without overflow warnings for large negative x."""
-    np.negative(x, out=x)
-    np.exp(x, out=x)
-    x += 1
-    return np.reciprocal(x, out=x)
+#: The names of one layer's weights in one direction, in PyTorch's order.
+WEIGHT_NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
 
 
 class _Recurrent(Layer):
-    #: Gate blocks stacked in the weights (RNN 1, LSTM 4, GRU 3).
-    gates = 1
-    #: Hidden states carried between steps (LSTM 2: h and c).
-    states = 1
+    #: The cell every layer and direction runs.
+    cell: Cell
 
     def build(self, params: Params) -> None:
         self.input_size = params.int("input_size")
         self.hidden = params.int("hidden_size")
-        self.layers = params.int("num_layers", 1)
-        self.batch_first = params.bool("batch_first", False)
-        self.directions = 2 if params.bool("bidirectional", False) else 1
+        layers = params.int("num_layers", 1)
         self.proj = params.int("proj_size", 0)
-        if min(self.input_size, self.hidden, self.layers) <= 0 or self.proj < 0:
+        if min(self.input_size, self.hidden, layers) <= 0 or self.proj < 0:
             raise params.error(
-                f"input_size={self.input_size}, hidden_size={self.hidden}, num_layers={self.layers} "
+                f"input_size={self.input_size}, hidden_size={self.hidden}, num_layers={layers} "
                 "must be positive"
             )
+        self.stack = Stack(self.cell, layers, 2 if params.bool("bidirectional", False) else 1,
+                           params.bool("batch_first", False))
         self.output_size = self.proj or self.hidden
-        has_bias = params.bool("bias", True)
-        self.weights = []  # per (layer, direction): (W_ih^T, W_hh^T, b_ih, b_hh, W_hr^T or None)
-        width = self.gates * self.hidden
         #: float64 for a float64 model (``model.double()``), else float32.
         self.dtype = np.dtype(np.float64 if params.attr("weight_ih_l0").dtype == np.float64 else np.float32)
-        dtype = self.dtype
-        for layer in range(self.layers):
-            inputs = self.input_size if layer == 0 else self.output_size * self.directions
-            for direction in range(self.directions):
+        has_bias = params.bool("bias", True)
+        self.weights = []  # per (layer, direction), forward first
+        for layer in range(layers):
+            inputs = self.input_size if layer == 0 else self.output_size * self.stack.directions
+            shapes = expected_shapes(self.cell.gates, inputs, self.hidden, self.proj)
+            wanted = (True, True, has_bias, has_bias, bool(self.proj))
+            for direction in range(self.stack.directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                w_ih = params.attr(f"weight_ih{suffix}", shape=(width, inputs), dtype=dtype)
-                w_hh = params.attr(f"weight_hh{suffix}", shape=(width, self.output_size), dtype=dtype)
-                b_ih = b_hh = np.zeros(width, dtype)
-                if has_bias:
-                    b_ih = params.attr(f"bias_ih{suffix}", shape=(width,), dtype=dtype)
-                    b_hh = params.attr(f"bias_hh{suffix}", shape=(width,), dtype=dtype)
-                w_hr = None
-                if self.proj:
-                    w_hr = np.ascontiguousarray(
-                        params.attr(f"weight_hr{suffix}", shape=(self.proj, self.hidden), dtype=dtype).T
-                    )
-                self.weights.append(
-                    (np.ascontiguousarray(w_ih.T), np.ascontiguousarray(w_hh.T), b_ih, b_hh, w_hr)
-                )
+                arrays = [
+                    params.attr(f"{name}{suffix}", shape=shape, dtype=self.dtype) if given else None
+                    for name, shape, given in zip(WEIGHT_NAMES, shapes, wanted)
+                ]
+                self.weights.append(Weights.from_torch(*arrays, dtype=self.dtype))
 
-    # -- shapes ------------------------------------------------------------------------
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, 1, 1 + self.states)
-        x = shapes[0]
-        if len(x) not in (2, 3) or x[-1] != self.input_size:
-            raise ShapeMismatch(
-                f"expected a sequence (L, N, {self.input_size}), (N, L, {self.input_size}) with "
-                f"batch_first, or (L, {self.input_size}), given shape {x}"
-            )
-        batched = len(x) == 3
-        steps, batch = (x[1], x[0]) if batched and self.batch_first else (x[0], x[1] if batched else None)
-        stack = self.layers * self.directions
-        state_shapes = [(stack, batch, self.output_size) if batched else (stack, self.output_size)]
-        if self.states == 2:
-            state_shapes.append((stack, batch, self.hidden) if batched else (stack, self.hidden))
-        for given, wanted in zip(shapes[1:], state_shapes):
-            if tuple(given) != wanted:
-                raise ShapeMismatch(f"an initial state should have shape {wanted}, given {given}")
-        width = self.output_size * self.directions
-        if not batched:
-            out: Shape = (steps, width)
-        else:
-            out = (batch, steps, width) if self.batch_first else (steps, batch, width)
-        return ([out] + state_shapes)[: self.num_outputs]
+        self.expect_inputs(shapes, 1, 1 + self.cell.states)
+        out = self.stack.shapes(shapes[0], self.input_size, self.hidden, self.output_size, shapes[1:])
+        return out[: self.num_outputs]
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         return [self.dtype] * self.num_outputs
 
-    # -- computation -------------------------------------------------------------------
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = np.asarray(inputs[0], dtype=self.dtype)
-        batched = x.ndim == 3
-        if not batched:
-            x = x[:, None]
-        elif self.batch_first:
-            x = np.swapaxes(x, 0, 1)
-        batch = x.shape[1]
-        stack = self.layers * self.directions
-        given = [np.asarray(s, dtype=self.dtype).reshape(stack, batch, -1) for s in inputs[1:]]
-        h0 = given[0] if given else np.zeros((stack, batch, self.output_size), self.dtype)
-        c0 = given[1] if len(given) > 1 else np.zeros((stack, batch, self.hidden), self.dtype)
-        finals_h, finals_c = [], []
-        for layer in range(self.layers):
-            outputs = []
-            for direction in range(self.directions):
-                k = layer * self.directions + direction
-                y, h, c = self.run_direction(x, self.weights[k], h0[k], c0[k], reverse=direction == 1)
-                outputs.append(y)
-                finals_h.append(h)
-                finals_c.append(c)
-            x = outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=-1)
-        if not batched:
-            x = x[:, 0]
-        elif self.batch_first:
-            x = np.swapaxes(x, 0, 1)
-        results = [np.ascontiguousarray(x), np.stack(finals_h), np.stack(finals_c)]
-        if not batched:
-            results[1:] = [r[:, 0] for r in results[1:]]
-        return results[: self.num_outputs]
-
-    def run_direction(
-        self, x: np.ndarray, weights: tuple, h: np.ndarray, c: np.ndarray, reverse: bool
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One layer in one direction over ``x`` (T, N, I): (outputs (T, N, H), last h, last c)."""
-        w_ih, w_hh, b_ih, b_hh, w_hr = weights
-        projected = np.matmul(x, w_ih) + b_ih  # every step's input product at once
-        steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
-        out = np.empty(x.shape[:2] + (h.shape[-1],), self.dtype)
-        h, c = h.copy(), c.copy()
-        for t in steps:
-            h, c = self.step(projected[t], h, c, w_hh, b_hh, w_hr)
-            out[t] = h
-        return out, h, c
-
-    def step(
-        self,
-        xw: np.ndarray,
-        h: np.ndarray,
-        c: np.ndarray,
-        w_hh: np.ndarray,
-        b_hh: np.ndarray,
-        w_hr: np.ndarray | None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """One time step from the input's product ``xw`` (N, gates * H): (new h, new c)."""
-        raise NotImplementedError
+        return self.stack.run(inputs[0], self.weights, inputs[1:], self.dtype)[: self.num_outputs]
 
     def flops(self, inputs, outputs) -> int:
-        x = inputs[0].shape
-        tokens = math.prod(x[:-1])
-        width = self.gates * self.hidden
-        per_token = 2 * width * (self.input_size + self.output_size * self.layers * self.directions)
-        return tokens * self.directions * (per_token + 4 * width)
+        tokens = math.prod(inputs[0].shape[:-1])
+        return flops(tokens, [w.matrix_shapes() for w in self.weights])
 
     def blas_flops(self, inputs, outputs) -> int:
         return self.flops(inputs, outputs)
@@ -177,40 +102,172 @@ class RNN(_Recurrent):
     """Elman RNN: ``h = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (or relu)."""
 
     def build(self, params: Params) -> None:
+        relu = params.str("nonlinearity", "tanh", choices=("tanh", "relu")) == "relu"
+        self.cell = ElmanCell(relu)
         super().build(params)
-        self.relu = params.str("nonlinearity", "tanh", choices=("tanh", "relu")) == "relu"
-
-    def step(self, xw, h, c, w_hh, b_hh, w_hr):
-        pre = xw + np.matmul(h, w_hh) + b_hh
-        return (np.maximum(pre, 0, out=pre) if self.relu else np.tanh(pre, out=pre)), c
 
 
 @register("nn.LSTM")
 class LSTM(_Recurrent):
     """``c = f*c + i*g``, ``h = o*tanh(c)`` (projected by ``W_hr`` with ``proj_size``)."""
 
-    gates = 4
-    states = 2
-
-    def step(self, xw, h, c, w_hh, b_hh, w_hr):
-        pre = xw + np.matmul(h, w_hh) + b_hh
-        i, f, g, o = np.split(pre, 4, axis=-1)
-        sigmoid(i), sigmoid(f), np.tanh(g, out=g), sigmoid(o)
-        c = f * c + i * g
-        h = o * np.tanh(c)
-        return (h if w_hr is None else np.matmul(h, w_hr)), c
+    cell = LSTMCell()
 
 
 @register("nn.GRU")
 class GRU(_Recurrent):
     """``h = (1 - z) * n + z * h`` with ``n = tanh(x_n + r * (h W_hn^T + b_hn))``."""
 
-    gates = 3
+    cell = GRUCell()
 
-    def step(self, xw, h, c, w_hh, b_hh, w_hr):
-        hw = np.matmul(h, w_hh) + b_hh
-        x_r, x_z, x_n = np.split(xw, 3, axis=-1)
-        h_r, h_z, h_n = np.split(hw, 3, axis=-1)
-        r, z = sigmoid(x_r + h_r), sigmoid(x_z + h_z)
-        n = np.tanh(x_n + r * h_n)
-        return n + z * (h - n), c
+
+# ------------------------------------------------------------------------------------------
+# aten::rnn_tanh / rnn_relu / lstm / gru
+# ------------------------------------------------------------------------------------------
+class _AtenRecurrent(Layer):
+    """The nine arguments ``(input, hx, params, has_biases, num_layers, dropout, train,
+    bidirectional, batch_first)``; every one after ``params`` a constant.
+
+    Inference only: dropout acts between layers only while training, so ``train=False``
+    (what an exported module in eval mode writes) ignores it, and ``train=True`` with a
+    dropout and more than one layer, whose outputs would be random, is refused at load.
+    The input is (L, N, I) or (N, L, I), as PyTorch's call takes it (a bare module given an
+    unbatched sequence adds the batch dim before the call, in the graph).
+    """
+
+    cell: Cell
+    #: The flags among the inputs: (position, name).
+    _FLAGS = ((3, "has_biases"), (6, "train"), (7, "bidirectional"), (8, "batch_first"))
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 9:
+            raise params.error(
+                "takes 9 inputs (input, hx, params, has_biases, num_layers, dropout, train, "
+                f"bidirectional, batch_first), given {self.num_inputs}"
+            )
+        flags = {name: required_constant(params, i, name, bool) for i, name in self._FLAGS}
+        layers = required_constant(params, 4, "num_layers", int)
+        dropout = constant_input(params, 5)
+        if dropout is NOT_CONSTANT or isinstance(dropout, bool) or not isinstance(dropout, (int, float)) \
+                or not 0 <= dropout <= 1:
+            raise params.error(f"dropout (input 5) must be a constant number in [0, 1], given {dropout!r}")
+        if layers < 1:
+            raise params.error(f"num_layers={layers} must be positive")
+        if flags["train"] and dropout > 0 and layers > 1:
+            raise params.error(
+                f"train=True with dropout={dropout} between {layers} layers gives random outputs; "
+                "export the module in eval mode (module.eval())"
+            )
+        self.has_biases = flags["has_biases"]
+        self.stack = Stack(self.cell, layers, 2 if flags["bidirectional"] else 1, flags["batch_first"])
+        if not 1 <= self.num_outputs <= 1 + self.cell.states:
+            raise params.error(f"gives at most {1 + self.cell.states} outputs, declares {self.num_outputs}")
+
+    # -- the params list -------------------------------------------------------------------
+    def split_params(self, items: list[Any]) -> list[tuple[Any, ...]]:
+        """The flat params list (tensors or their specs) as one (w_ih, w_hh, b_ih, b_hh,
+        w_hr) per layer and direction, None where absent; ShapeMismatch for a wrong count."""
+        count = self.stack.layers * self.stack.directions
+        per = 4 if self.has_biases else 2
+        projected = self.cell.states == 2 and len(items) == count * (per + 1)
+        if len(items) != count * per and not projected:
+            wanted = "w_ih, w_hh" + (", b_ih, b_hh" if self.has_biases else "")
+            extra = " (and w_hr with a projection)" if self.cell.states == 2 else ""
+            raise ShapeMismatch(
+                f"params should hold {count * per} tensors, ({wanted}){extra} for each of "
+                f"{self.stack.layers} layer(s) x {self.stack.directions} direction(s), given {len(items)}"
+            )
+        width = per + projected
+        groups = []
+        for k in range(count):
+            group = items[k * width : (k + 1) * width]
+            biases = (group[2], group[3]) if self.has_biases else (None, None)
+            groups.append((group[0], group[1], *biases, group[-1] if projected else None))
+        return groups
+
+    def _check_params(self, groups: list[tuple[Any, ...]], input_size: int) -> tuple[int, int]:
+        """(hidden size, output size) the params' shapes imply; ShapeMismatch where one differs
+        from what PyTorch's layout for them needs."""
+        first, hr = groups[0][0].shape, groups[0][4]
+        if len(first) != 2 or first[0] % self.cell.gates or not first[0]:
+            raise ShapeMismatch(
+                f"params[0] (w_ih) should be ({self.cell.gates} * hidden, {input_size}), given {first}"
+            )
+        hidden = first[0] // self.cell.gates
+        if hr is not None and len(hr.shape) != 2:
+            raise ShapeMismatch(f"params: w_hr of layer 0 should be (proj_size, {hidden}), given {hr.shape}")
+        proj = 0 if hr is None else hr.shape[0]
+        output_size = proj or hidden
+        for k, group in enumerate(groups):
+            layer, direction = divmod(k, self.stack.directions)
+            inputs = input_size if layer == 0 else output_size * self.stack.directions
+            for name, spec, wanted in zip(("w_ih", "w_hh", "b_ih", "b_hh", "w_hr"), group,
+                                          expected_shapes(self.cell.gates, inputs, hidden, proj)):
+                if spec is not None and tuple(spec.shape) != wanted:
+                    where = f"layer {layer}" + (" reverse" if direction else "")
+                    raise ShapeMismatch(
+                        f"params: {name} of {where} should have shape {wanted}, given {spec.shape}"
+                    )
+        return hidden, output_size
+
+    # -- the layer -------------------------------------------------------------------------
+    def _states(self, hx: Any) -> list[Any]:
+        """The initial states: ``hx`` itself, or for an LSTM the list [h0, c0] it is."""
+        return [hx] if self.cell.states == 1 else list(hx)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or len(x.shape) != 3 or x.dtype.kind != "f":
+            raise ShapeMismatch(f"expected a floating point sequence of rank 3, given {x}")
+        if self.cell.states == 1:
+            states = [specs[1]] if isinstance(specs[1], TensorSpec) else []
+        else:
+            states = list(list_of_tensors(specs[1], "hx"))
+        if len(states) != self.cell.states:
+            wanted = "[h0, c0]" if self.cell.states == 2 else "one tensor"
+            raise ShapeMismatch(f"hx should be {wanted}, given {specs[1]}")
+        tensors = list(list_of_tensors(specs[2], "params"))
+        for spec in states + tensors:
+            if spec.dtype != x.dtype:
+                raise ShapeMismatch(f"hx and params should be {x.dtype} like the input, given {spec}")
+        hidden, output_size = self._check_params(self.split_params(tensors), x.shape[-1])
+        shapes = self.stack.shapes(x.shape, x.shape[-1], hidden, output_size, [s.shape for s in states])
+        return [TensorSpec(shape, x.dtype) for shape in shapes[: self.num_outputs]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        dtype = np.result_type(x.dtype, np.float32)
+        weights = [Weights.from_torch(*group, dtype=dtype) for group in self.split_params(list(inputs[2]))]
+        outputs = self.stack.run(x, weights, self._states(inputs[1]), dtype)
+        return [out.astype(x.dtype, copy=False) for out in outputs[: self.num_outputs]]
+
+    def flops(self, inputs, outputs) -> int:
+        tokens = math.prod(inputs[0].shape[:-1])
+        groups = self.split_params(list(inputs[2].items))  # (w_ih, w_hh, b_ih, b_hh, w_hr)
+        return flops(tokens, [tuple(s.shape for s in (g[0], g[1], g[4]) if s is not None) for g in groups])
+
+    def blas_flops(self, inputs, outputs) -> int:
+        return self.flops(inputs, outputs)
+
+
+@register("aten::rnn_tanh", "aten::rnn_relu")
+class AtenRNN(_AtenRecurrent):
+    """``torch.rnn_tanh`` / ``torch.rnn_relu``: a bare ``nn.RNN``, its nonlinearity in the name."""
+
+    def build(self, params: Params) -> None:
+        self.cell = ElmanCell(relu=self.type == "aten::rnn_relu")
+        super().build(params)
+
+
+@register("aten::lstm")
+class AtenLSTM(_AtenRecurrent):
+    """``torch.lstm``: a bare ``nn.LSTM``; with a projection, each w_hr follows the biases."""
+
+    cell = LSTMCell()
+
+
+@register("aten::gru")
+class AtenGRU(_AtenRecurrent):
+    """``torch.gru``: a bare ``nn.GRU``."""
+
+    cell = GRUCell()

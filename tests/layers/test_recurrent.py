@@ -1,14 +1,20 @@
 """Recurrent layers: properties on the exported fixtures (batch independence, causality in
-time, initial states), and shapes that cannot flow."""
+time, initial states), shapes that cannot flow, and the aten:: calls' arguments."""
 
 from __future__ import annotations
+
+import shutil
 
 import numpy as np
 import pytest
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec import Engine
-from graphexec.errors import GraphexecError
+from graphexec.errors import GraphexecError, LayerConfigError
+from graphexec.ir import Operand, Operator
+from layers.base import ShapeMismatch
+from layers.registry import lookup
+from layers.specs import SequenceSpec, TensorSpec
 from tests.golden import OPS, load_io
 
 RECURRENT = OPS / "recurrent"
@@ -82,3 +88,144 @@ def test_an_initial_state_of_the_wrong_shape_is_refused():
     (x, h0), _ = load_io(RECURRENT / "gru_two_layers_h0")
     with pytest.raises(GraphexecError, match="initial state"):
         net.forward(x, h0[:1])
+
+
+# ----------------------------------------------------------------------------------------
+# aten::rnn_tanh / rnn_relu / lstm / gru: what pnnx writes for a bare recurrent module
+# ----------------------------------------------------------------------------------------
+def test_a_dynamic_length_export_runs_longer_sequences_from_the_same_start():
+    """Steps appended after the exported ones leave the earlier outputs as PyTorch gave them."""
+    folder = RECURRENT / "bare_lstm_no_bias_dynamic_length"
+    (x,), (out, _, _) = load_io(folder)
+    longer = np.concatenate([x, np.ones((x.shape[0], 3, x.shape[2]), x.dtype)], axis=1)
+    got, h, _ = Engine.load(folder / "model.pnnx.param").forward(longer)
+    assert got.shape == (x.shape[0], x.shape[1] + 3, out.shape[-1])
+    np.testing.assert_allclose(got[:, : x.shape[1]], out, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(h[0], got[:, -1])
+
+
+def aten_call(op_type, *, has_biases=True, layers=1, dropout=0.0, train=False, bidirectional=False,
+              batch_first=False, outputs=2):
+    """An aten recurrent layer as pnnx writes it: input, hx and params as data, the rest constants
+    made by input-less pnnx.Expression nodes."""
+    operands = [Operand(f"in{i}") for i in range(9)]
+    constants = (has_biases, layers, dropout, train, bidirectional, batch_first)
+    for operand, value in zip(operands[3:], constants):
+        operand.producer = Operator("pnnx.Expression", "expr", params={"expr": value})
+    op = Operator(op_type, "rnn", inputs=operands, outputs=[Operand(f"out{i}") for i in range(outputs)],
+                  input_names=[""] * 9)
+    return lookup(op_type)(op)
+
+
+def elman_reference(x, h0, params, layers, directions, has_biases):
+    """A sequence-first tanh RNN by its definition, one step at a time in float64."""
+    per = 4 if has_biases else 2
+    hs = []
+    for layer in range(layers):
+        outputs = []
+        for d in range(directions):
+            k = layer * directions + d
+            w_ih, w_hh, *biases = params[k * per : (k + 1) * per]
+            bias = sum(biases) if biases else 0.0
+            h, out = h0[k], np.empty(x.shape[:2] + (w_hh.shape[0],))
+            for t in (reversed(range(len(x))) if d else range(len(x))):
+                h = np.tanh(x[t] @ w_ih.T + h @ w_hh.T + bias)
+                out[t] = h
+            outputs.append(out)
+            hs.append(h)
+        x = np.concatenate(outputs, axis=-1)
+    return x, np.stack(hs)
+
+
+rng = np.random.default_rng(0)
+
+
+def elman_params(input_size, hidden, layers, directions, has_biases, dtype):
+    params = []
+    for layer in range(layers):
+        width = input_size if layer == 0 else hidden * directions
+        for _ in range(directions):
+            params += [rng.standard_normal((hidden, width)), rng.standard_normal((hidden, hidden))]
+            if has_biases:
+                params += [rng.standard_normal(hidden), rng.standard_normal(hidden)]
+    return [p.astype(dtype) for p in params]
+
+
+@pytest.mark.parametrize("has_biases", [True, False])
+def test_aten_rnn_tanh_in_float64_follows_its_definition(has_biases):
+    layer = aten_call("aten::rnn_tanh", has_biases=has_biases, layers=2, bidirectional=True)
+    params = elman_params(3, 4, 2, 2, has_biases, np.float64)
+    x, h0 = rng.standard_normal((5, 2, 3)), rng.standard_normal((4, 2, 4))
+    specs = [TensorSpec(x.shape, x.dtype), TensorSpec(h0.shape, h0.dtype),
+             SequenceSpec(tuple(TensorSpec(p.shape, p.dtype) for p in params))]
+    assert [s.shape for s in layer.infer(specs)] == [(5, 2, 8), (4, 2, 4)]
+    out, h = layer.forward([x, h0, params])
+    want_out, want_h = elman_reference(x, h0, params, 2, 2, has_biases)
+    assert out.dtype == h.dtype == np.float64
+    np.testing.assert_allclose(out, want_out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(h, want_h, rtol=1e-12, atol=1e-12)
+
+
+def specs_of(x_shape, hx, params, dtype=np.float32):
+    def spec(shape):
+        return TensorSpec(shape, dtype)
+
+    state = SequenceSpec(tuple(spec(s) for s in hx)) if isinstance(hx, list) else spec(hx)
+    return [spec(x_shape), state, SequenceSpec(tuple(spec(s) for s in params))]
+
+
+def test_a_params_list_of_the_wrong_length_names_what_it_needs():
+    layer = aten_call("aten::gru", layers=2)
+    with pytest.raises(ShapeMismatch, match=r"8 tensors, \(w_ih, w_hh, b_ih, b_hh\) for each of 2 layer"):
+        layer.infer(specs_of((5, 2, 3), (2, 2, 4), [(12, 3), (12, 4), (12,), (12,)]))
+    lstm = aten_call("aten::lstm", has_biases=False, outputs=3)
+    with pytest.raises(ShapeMismatch, match="and w_hr with a projection"):
+        lstm.infer(specs_of((5, 2, 3), [(1, 2, 4), (1, 2, 4)], [(16, 3)]))
+
+
+def test_a_param_of_the_wrong_shape_names_its_layer_and_direction():
+    layer = aten_call("aten::rnn_relu", layers=2, bidirectional=True)
+    params = [(4, 3), (4, 4), (4,), (4,)] * 2 + [(4, 8), (4, 4), (4,), (4,), (4, 8), (4, 5), (4,), (4,)]
+    with pytest.raises(ShapeMismatch, match=r"w_hh of layer 1 reverse should have shape \(4, 4\), given \(4, 5"):
+        layer.infer(specs_of((5, 2, 3), (4, 2, 4), params))
+
+
+def test_lstm_states_dtypes_and_ranks_that_pytorch_refuses_are_refused():
+    lstm = aten_call("aten::lstm", outputs=3)
+    params = [(16, 3), (16, 4), (16,), (16,)]
+    assert [s.shape for s in lstm.infer(specs_of((5, 2, 3), [(1, 2, 4), (1, 2, 4)], params))] == \
+        [(5, 2, 4), (1, 2, 4), (1, 2, 4)]
+    with pytest.raises(ShapeMismatch, match=r"hx should be \[h0, c0\]"):
+        lstm.infer(specs_of((5, 2, 3), [(1, 2, 4)], params))
+    with pytest.raises(ShapeMismatch, match="initial state should have shape"):
+        lstm.infer(specs_of((5, 2, 3), [(1, 2, 4), (1, 3, 4)], params))
+    with pytest.raises(ShapeMismatch, match="rank 3"):
+        lstm.infer(specs_of((5, 3), [(1, 4), (1, 4)], params))
+    mixed = specs_of((5, 2, 3), [(1, 2, 4), (1, 2, 4)], params)
+    mixed[0] = TensorSpec((5, 2, 3), np.float64)
+    with pytest.raises(ShapeMismatch, match="float64 like the input"):
+        lstm.infer(mixed)
+
+
+def test_dropout_while_training_and_flags_that_are_not_constants_are_refused_at_load():
+    with pytest.raises(LayerConfigError, match="aten::lstm.*train=True with dropout=0.5"):
+        aten_call("aten::lstm", layers=2, dropout=0.5, train=True, outputs=3)
+    aten_call("aten::lstm", layers=1, dropout=0.5, train=True, outputs=3)  # no layer after it to drop
+    aten_call("aten::lstm", layers=2, dropout=0.5, outputs=3)  # eval mode: dropout does nothing
+    with pytest.raises(LayerConfigError, match="dropout"):
+        aten_call("aten::gru", dropout=1.5)
+    with pytest.raises(LayerConfigError, match="bidirectional .*constant bool"):
+        aten_call("aten::gru", bidirectional=1)
+    with pytest.raises(LayerConfigError, match="num_layers=0"):
+        aten_call("aten::gru", layers=0)
+
+
+def test_a_malformed_export_fails_at_load_naming_the_operator(tmp_path):
+    """One layer fewer than the params list holds weights for: an error about aten::gru."""
+    folder = RECURRENT / "bare_gru_two_layers_h0"
+    text = (folder / "model.pnnx.param").read_text()
+    assert text.count(" expr=2\n") == 1
+    (tmp_path / "model.pnnx.param").write_text(text.replace(" expr=2\n", " expr=1\n"))
+    shutil.copy(folder / "model.pnnx.bin", tmp_path / "model.pnnx.bin")
+    with pytest.raises(LayerConfigError, match=r"\(aten::gru\).*params should hold 4 tensors.*given 8"):
+        Engine.load(tmp_path / "model.pnnx.param")

@@ -1,4 +1,5 @@
-"""Golden cases for layers/recurrent.py: nn.RNN, nn.LSTM and nn.GRU."""
+"""Golden cases for layers/recurrent.py: nn.RNN, nn.LSTM and nn.GRU inside a model, and the
+aten::rnn_tanh / rnn_relu / lstm / gru calls pnnx writes for a bare one (the ``bare_`` cases)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,14 @@ class Tagger(nn.Module):
         return self.head(self.lstm(frames)[0]).log_softmax(-1)
 
 
+class StatefulLSTM(nn.LSTM):
+    """A bare nn.LSTM whose initial states are graph inputs (the root's inputs are tensors,
+    so it takes h0 and c0 apart)."""
+
+    def forward(self, seq, h0, c0):
+        return super().forward(seq, (h0, c0))
+
+
 CASES = [
     Case("lstm_tagger", Tagger(), (x(2, 9, 8),)),
     Case("lstm", Sequence(nn.LSTM(8, 12, batch_first=True)), (x(2, 6, 8),)),
@@ -74,4 +83,18 @@ CASES = [
          (x(2, 6, 8).double(),)),
     Case("gru_float64_h0", Sequence(nn.GRU(8, 10, num_layers=2, batch_first=True).double()),
          (x(2, 6, 8).double(), x(2, 2, 10).double())),
+    # bare modules: pnnx writes aten:: calls, the weights as one list, the initial states folded
+    Case("bare_lstm", nn.LSTM(3, 4), (x(5, 2, 3),)),
+    Case("bare_lstm_states_two_layers_dropout", StatefulLSTM(3, 4, num_layers=2, dropout=0.5),
+         (x(5, 2, 3), x(2, 2, 4), x(2, 2, 4))),
+    Case("bare_lstm_proj_two_layers_bidirectional",
+         nn.LSTM(3, 5, num_layers=2, proj_size=2, bidirectional=True, batch_first=True), (x(2, 4, 3),)),
+    Case("bare_lstm_no_bias_dynamic_length", nn.LSTM(3, 4, bias=False, batch_first=True), (x(2, 5, 3),),
+         inputs2=(x(2, 7, 3),)),
+    Case("bare_gru_two_layers_h0", nn.GRU(3, 4, num_layers=2), (x(5, 2, 3), x(2, 2, 4))),
+    Case("bare_gru_unbatched", nn.GRU(3, 4, batch_first=True), (x(5, 3),)),
+    Case("bare_gru_float64_bidirectional", nn.GRU(3, 4, bidirectional=True).double(), (x(5, 2, 3).double(),)),
+    Case("bare_rnn_relu_bidirectional",
+         nn.RNN(3, 4, nonlinearity="relu", bidirectional=True, batch_first=True), (x(2, 5, 3),)),
+    Case("bare_rnn_tanh_no_bias", nn.RNN(3, 4, bias=False), (x(5, 2, 3),)),
 ]

@@ -9,6 +9,7 @@
     GroupNorm, FGroupNorm   over each group of channels (and all spatial dims)
     InstanceNorm1d/2d/3d    over the spatial dims of each (sample, channel)
     FInstanceNorm           F.instance_norm
+    AtenInstanceNorm        aten::instance_norm: a bare InstanceNorm that tracks running stats
     Normalize               F.normalize: x / max(||x||_p, eps) along ``dim``
     LocalResponseNorm       nn.LocalResponseNorm, F.local_response_norm: across channels
 
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from layers.aten import NOT_CONSTANT, constant_input, required_constant
 from layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis, numel
 from layers.registry import register
 
@@ -85,6 +87,14 @@ def _affine(out: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None)
     return out
 
 
+def scale_and_shift(x: np.ndarray, folded: tuple[np.ndarray, np.ndarray], axis: int = 1) -> np.ndarray:
+    """``x * scale + shift`` per channel along ``axis`` (a folded norm), in ``x``'s dtype."""
+    scale, shift = folded
+    out = x * _channel_view(scale, x.ndim, axis)
+    out += _channel_view(shift, x.ndim, axis)
+    return out.astype(x.dtype, copy=False)
+
+
 # ----------------------------------------------------------------------------------------
 # Batch norm
 # ----------------------------------------------------------------------------------------
@@ -116,10 +126,7 @@ class _BatchNormModule(Layer):
         return [x]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = inputs[0]
-        out = x * _channel_view(self.scale, x.ndim)
-        out += _channel_view(self.shift, x.ndim)
-        return [out.astype(x.dtype, copy=False)]
+        return [scale_and_shift(inputs[0], (self.scale, self.shift))]
 
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
         x, out = inputs[0], outputs[0]
@@ -192,18 +199,13 @@ class FBatchNorm(Layer):
         args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
         weight, bias = args.get("weight"), args.get("bias")
         if "running_mean" in args:
-            scale, shift = fold_batch_norm(args["running_mean"], args["running_var"], weight, bias, self.eps)
-            out = x * _channel_view(scale, x.ndim)
-            out += _channel_view(shift, x.ndim)
-            return [out.astype(x.dtype, copy=False)]
+            stats = args["running_mean"], args["running_var"]
+            return [scale_and_shift(x, fold_batch_norm(*stats, weight, bias, self.eps))]
         # Batch statistics: per channel over the batch and every spatial position.
         moved = np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
         mean = moved.mean(axis=0, dtype=_compute_dtype(x.dtype))
         var = np.mean(np.square(moved - mean), axis=0)
-        scale, shift = fold_batch_norm(mean, var, weight, bias, self.eps)
-        out = x * _channel_view(scale, x.ndim)
-        out += _channel_view(shift, x.ndim)
-        return [out.astype(x.dtype, copy=False)]
+        return [scale_and_shift(x, fold_batch_norm(mean, var, weight, bias, self.eps))]
 
 
 # ----------------------------------------------------------------------------------------
@@ -436,10 +438,7 @@ class _InstanceNormModule(Layer):
         x = inputs[0]
         batched = x.ndim == self.spatial + 2
         if self.folded is not None:
-            axis = 1 if batched else 0
-            out = x * _channel_view(self.folded[0], x.ndim, axis)
-            out += _channel_view(self.folded[1], x.ndim, axis)
-            return [out.astype(x.dtype, copy=False)]
+            return [scale_and_shift(x, self.folded, 1 if batched else 0)]
         groups = self.num_features
         return [_group_norm(x, groups, self.eps, self.weight, self.bias, batched=batched)]
 
@@ -497,6 +496,55 @@ class FInstanceNorm(Layer):
         x = inputs[0]
         args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
         return [_group_norm(x, x.shape[1], self.eps, args.get("weight"), args.get("bias"))]
+
+
+@register("aten::instance_norm")
+class AtenInstanceNorm(Layer):
+    """``torch.instance_norm``, as pnnx writes a bare ``nn.InstanceNorm*d`` that tracks
+    running stats: normalised by the running stats in eval mode (``use_input_stats=False``),
+    else by each (sample, channel)'s own.
+
+    Inputs ``(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
+    eps, cudnn_enabled)``; any of the four tensors may be ``None``. ``momentum`` only updates
+    the running stats, which inference never does, and ``cudnn_enabled`` picks a kernel.
+    """
+
+    _TENSORS = ((1, "weight"), (2, "bias"), (3, "running_mean"), (4, "running_var"))
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 9:
+            raise params.error(
+                "takes 9 inputs (input, weight, bias, running_mean, running_var, use_input_stats, "
+                f"momentum, eps, cudnn_enabled), given {self.num_inputs}"
+            )
+        self.use_input_stats = required_constant(params, 5, "use_input_stats", bool)
+        eps = constant_input(params, 7)
+        if eps is NOT_CONSTANT or isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+            raise params.error(f"eps (input 7) must be a constant number >= 0, given {eps!r}")
+        self.eps = float(eps)
+        #: The input index of each tensor argument given (not ``None``).
+        self.at = {name: i for i, name in self._TENSORS if constant_input(params, i) is not None}
+        if not self.use_input_stats and not {"running_mean", "running_var"} <= self.at.keys():
+            raise params.error("use_input_stats=False needs running_mean and running_var, given None")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        x = shapes[0]
+        if len(x) < 2:
+            raise ShapeMismatch(f"expected an input (N, C, ...), given shape {x}")
+        if self.use_input_stats and numel(x[2:]) <= 1:
+            raise ShapeMismatch(f"instance statistics need more than one spatial element, given shape {x}")
+        for name, i in self.at.items():
+            _check_vector(shapes[i], x[1], name)
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = inputs[0]
+        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        weight, bias = args.get("weight"), args.get("bias")
+        if self.use_input_stats:
+            return [_group_norm(x, x.shape[1], self.eps, weight, bias)]
+        stats = args["running_mean"], args["running_var"]
+        return [scale_and_shift(x, fold_batch_norm(*stats, weight, bias, self.eps))]
 
 
 # ----------------------------------------------------------------------------------------

@@ -223,6 +223,50 @@ def test_finstance_norm_ignores_running_stats_inputs():
         make("F.instance_norm", dict(eps=1e-5, use_input_stats=False))
 
 
+def instance_norm_call(weight=..., bias=..., running=True, use_input_stats=False, eps=1e-5):
+    """aten::instance_norm as pnnx writes it: ``...`` a tensor input, other values constants."""
+    stats = ... if running else None
+    args = [..., weight, bias, stats, stats, use_input_stats, 0.1, eps, True]
+    operands = [Operand(f"in{i}") for i in range(9)]
+    for operand, value in zip(operands, args):
+        if value is not ...:
+            operand.producer = Operator("pnnx.Expression", "expr", params={"expr": value})
+    op = Operator("aten::instance_norm", "op", inputs=operands, outputs=[Operand("out")],
+                  input_names=[""] * 9)
+    return lookup("aten::instance_norm")(op)
+
+
+def test_aten_instance_norm_uses_running_stats_in_eval_mode_and_its_own_with_input_stats():
+    x, w, b = randn(2, 3, 4, 5).astype(np.float64), randn(3), randn(3)
+    mean, var = randn(3), np.abs(randn(3)) + 0.5
+    inputs = [x, w, b, mean, var, None, None, None, None]
+    wc, bc = w[:, None, None], b[:, None, None]
+    (got,) = instance_norm_call().forward(inputs)
+    assert got.dtype == np.float64
+    close(got, (x - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5) * wc + bc)
+    (own,) = instance_norm_call(use_input_stats=True, eps=1e-3).forward(inputs)
+    close(own, ref_standardize(x, (2, 3), 1e-3) * wc + bc)
+    (plain,) = instance_norm_call(weight=None, bias=None, running=False, use_input_stats=True).forward(
+        [x.astype(np.float32), None, None, None, None] + [None] * 4)
+    assert plain.dtype == np.float32
+    close(plain, ref_standardize(x, (2, 3), 1e-5))
+
+
+def test_aten_instance_norm_refuses_what_torch_refuses():
+    with pytest.raises(LayerConfigError, match=r"aten::instance_norm.*needs running_mean and running_var"):
+        instance_norm_call(running=False)
+    with pytest.raises(LayerConfigError, match="eps"):
+        instance_norm_call(eps=-1.0)
+    with pytest.raises(LayerConfigError, match="use_input_stats"):
+        instance_norm_call(use_input_stats=None)
+    layer = instance_norm_call()
+    assert layer.infer_shapes([(2, 3)] + [(3,)] * 4 + [()] * 4) == [(2, 3)]
+    with pytest.raises(ShapeMismatch, match=r"running_var should have shape \(3,\)"):
+        layer.infer_shapes([(2, 3, 4), (3,), (3,), (3,), (4,)] + [()] * 4)
+    with pytest.raises(ShapeMismatch, match="more than one spatial element"):
+        instance_norm_call(use_input_stats=True).infer_shapes([(2, 3, 1)] + [(3,)] * 4 + [()] * 4)
+
+
 # ----------------------------------------------------------------------------------------
 # F.normalize and local response norm
 # ----------------------------------------------------------------------------------------

@@ -107,5 +107,10 @@ CASES = [
     Case("rmsnorm_no_affine", Wrap(nn.RMSNorm(5, elementwise_affine=False)), (x(3, 5),)),
     Case("frms_norm_weight", Fn(lambda a, w: F.rms_norm(a, (4,), w, eps=1e-4)), (x(2, 3, 4), x(4))),
     Case("preactivation", PreActivation(), (x(2, 6, 7, 7),)),
+    # a bare InstanceNorm that tracks running stats: pnnx writes aten::instance_norm
+    Case("bare_instancenorm2d_running_stats",
+         trained(nn.InstanceNorm2d(3, affine=True, track_running_stats=True)), (x(2, 3, 4, 5),)),
+    Case("bare_instancenorm1d_running_stats_unbatched",
+         trained(nn.InstanceNorm1d(3, track_running_stats=True)), (x(3, 6),)),
 ]
 

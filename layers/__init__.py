@@ -19,6 +19,7 @@ from layers import (  # noqa: F401  (imported for their registrations)
     expression,
     indexing,
     linear,
+    loss,
     norm,
     patches,
     plumbing,

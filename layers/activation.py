@@ -764,19 +764,25 @@ class _SoftmaxBase(Layer):
         if x.ndim == 0:
             return [np.zeros_like(x) if self.log else np.ones_like(x)]
         axis = self.axis(x.ndim)
+        if self.log:
+            return [log_softmax(x, axis)]
         if self.negate:  # softmax(-x): shift by -min(x)
             shifted = np.min(x, axis=axis, keepdims=True) - x
         else:
             shifted = x - np.max(x, axis=axis, keepdims=True)
-        if self.log:
-            total = np.exp(shifted)
-            total = np.sum(total, axis=axis, keepdims=True)
-            np.log(total, out=total)
-            shifted -= total
-            return [shifted]
         np.exp(shifted, out=shifted)
         shifted /= np.sum(shifted, axis=axis, keepdims=True)
         return [shifted]
+
+
+def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """``x - log(sum(exp(x)))`` along ``axis``, shifted by the maximum first so that exp
+    cannot overflow."""
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    total = np.sum(np.exp(shifted), axis=axis, keepdims=True)
+    np.log(total, out=total)
+    shifted -= total
+    return shifted
 
 
 @register("nn.Softmax", "F.softmax")

@@ -8,7 +8,7 @@
     FloatClassTest      aten::isnan / isinf / isfinite / isposinf / isneginf
     OneHot              aten::one_hot (indices, num_classes)
     CosineSimilarity    aten::cosine_similarity (x1, x2, dim, eps)
-    Sort, ArgSort       aten::sort / aten::argsort (x, dim, descending)
+    Sort, ArgSort       aten::sort / aten::argsort (x[, stable], dim, descending)
     MomentsAndMean      aten::var_mean / aten::std_mean (x, dim, unbiased, keepdim)
     Spread              aten::std / aten::var (x, unbiased): over every element
     WholeProduct        aten::prod (x, dtype): of every element
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.indexing import scatter_places
+from layers.indexing import scatter_places, stable_order
 from layers.linear import broadcast
 from layers.registry import register
 
@@ -517,21 +517,30 @@ class Scatter(_Aten):
 
 
 class _Sorting(_Aten):
-    arity = 3
+    """``(x, dim, descending)``, or ``(x, stable, dim, descending)`` as pnnx writes a call
+    with ``stable=``: the overloads differ in their count of inputs, and the second one's
+    input 1 is a flag or None. The order is always stable, so ``stable`` changes nothing."""
 
     def build(self, params: Params) -> None:
-        super().build(params)
-        self.dim = required_constant(params, 1, "dim", int)
-        self.descending = required_constant(params, 2, "descending", bool)
+        if self.num_inputs not in (3, 4):
+            raise params.error(
+                f"takes 3 inputs (x, dim, descending) or 4 (x, stable, dim, descending), given {self.num_inputs}"
+            )
+        first = self.num_inputs - 2  # where dim is
+        if first == 2:
+            stable = constant_input(params, 1)
+            if stable is not None and not isinstance(stable, bool):
+                raise params.error(f"stable (input 1) must be a constant flag or None, given {stable!r}")
+        self.dim = required_constant(params, first, "dim", int)
+        self.descending = required_constant(params, first + 1, "descending", bool)
 
     def order(self, x: np.ndarray) -> np.ndarray:
-        """int64 indices sorting ``x`` along ``dim``. NaN counts as the largest value, as in
-        PyTorch; the order of equal values is not specified (nor is it in ``torch.sort``)."""
+        """int64 indices sorting ``x`` along ``dim``: NaN as the largest value, equal
+        values in ascending index order, as PyTorch's stable sort gives them."""
         if x.ndim == 0:
             return np.zeros((), np.int64)
         axis = normalize_axis(self.dim, x.ndim)
-        order = np.argsort(x, axis=axis, kind="stable")
-        return np.ascontiguousarray(np.flip(order, axis=axis) if self.descending else order, dtype=np.int64)
+        return np.ascontiguousarray(stable_order(x, axis, self.descending), dtype=np.int64)
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if shapes[0]:

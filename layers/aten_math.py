@@ -12,6 +12,7 @@
     Histc            aten::histc (x, bins, min, max)              counts in equal bins
     AddCMul, AddCDiv aten::addcmul / aten::addcdiv (x, t1, t2, value)
     Frac, Hypot      aten::frac (x), aten::hypot (a, b)
+    IsClose          aten::isclose (a, b, rtol, atol, equal_nan)  bool, broadcast
 
 Computed in float64 where PyTorch accumulates in a wider type, then cast back. Norms and
 matrix products are in :mod:`layers.aten_linalg`.
@@ -418,3 +419,46 @@ class Hypot(_Aten):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [np.asarray(np.hypot(inputs[0], inputs[1]))]
+
+
+@register("aten::isclose")
+class IsClose(_Aten):
+    """``torch.isclose(a, b, rtol, atol, equal_nan)``: ``a == b`` (so inf is close to inf)
+    or a finite ``|a - b| <= atol + rtol * |b|``, broadcast together (bool). Integers and
+    bools are compared as float32, as PyTorch does, so a difference cannot wrap around."""
+
+    arity = 5
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        rtol, atol, equal_nan = (constant_input(params, i) for i in (2, 3, 4))
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise params.error(f"{name} must be a constant number >= 0, given {value!r}")
+        if not isinstance(equal_nan, bool):
+            raise params.error(f"equal_nan (input 4) must be a constant flag, given {equal_nan!r}")
+        self.rtol, self.atol, self.equal_nan = float(rtol), float(atol), equal_nan
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        a, b = specs[:2]
+        if not isinstance(a, TensorSpec) or not isinstance(b, TensorSpec):
+            raise ShapeMismatch(f"{self.type} takes two tensors, given {a} and {b}")
+        if a.dtype != b.dtype:
+            raise ShapeMismatch(f"{self.type} needs two tensors of one dtype, given {a.dtype} and {b.dtype}")
+        return [TensorSpec(broadcast(a.shape, b.shape, self.type), np.dtype(np.bool_))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+        close = a == b
+        floating = a.dtype.kind in "fc"
+        if self.equal_nan and floating:
+            close |= np.isnan(a) & np.isnan(b)
+        if self.rtol == 0 and self.atol == 0:
+            return [np.asarray(close)]
+        if not floating:
+            a, b = a.astype(np.float32), b.astype(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, not close
+            actual = np.abs(a - b)
+            allowed = a.dtype.type(self.atol) + np.abs(b * a.dtype.type(self.rtol))
+            close |= np.isfinite(actual) & (actual <= allowed)
+        return [np.asarray(close)]

@@ -23,13 +23,21 @@ from layers.linear import broadcast
 from layers.registry import register
 
 
-def softmax_last(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, in place; a row masked out everywhere gives NaN, as in PyTorch."""
+def softmax_last(scores: np.ndarray, empty_rows_to_zero: bool = False) -> np.ndarray:
+    """Softmax over the last axis, in place. A row masked out everywhere (all -inf) gives
+    NaN, as ``nn.MultiheadAttention`` does when it computes its weights, or zeros with
+    ``empty_rows_to_zero``, as the "safe softmax" of ``F.scaled_dot_product_attention``
+    does. Such a row is found from its maximum, which the softmax computes anyway: no
+    extra pass over the scores."""
     peak = np.max(scores, axis=-1, keepdims=True)
     np.subtract(scores, np.where(np.isfinite(peak), peak, 0), out=scores)
     np.exp(scores, out=scores)
     with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0 for a row with no position left
         scores /= np.sum(scores, axis=-1, keepdims=True)
+    if empty_rows_to_zero:
+        empty = peak == -np.inf
+        if empty.any():
+            np.copyto(scores, 0, where=empty)
     return scores
 
 
@@ -41,13 +49,17 @@ def additive_mask(mask: np.ndarray, allowed_when: bool, dtype: np.dtype) -> np.n
     return mask.astype(dtype, copy=False)
 
 
-def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, mask: np.ndarray | None) -> tuple:
-    """(softmax(q k^T scale + mask) v, the weights) over the last two axes of each."""
+def attend(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, mask: np.ndarray | None,
+    empty_rows_to_zero: bool = False,
+) -> tuple:
+    """(softmax(q k^T scale + mask) v, the weights) over the last two axes of each; a query
+    that the mask lets see no key gives NaN, or zeros with ``empty_rows_to_zero``."""
     scores = np.matmul(q, np.swapaxes(k, -1, -2))
     scores *= scores.dtype.type(scale)
     if mask is not None:
         scores = scores + mask
-    weights = softmax_last(scores)
+    weights = softmax_last(scores, empty_rows_to_zero)
     return np.matmul(weights, v), weights
 
 
@@ -61,7 +73,9 @@ class ScaledDotProductAttention(Layer):
     """``softmax(q @ k.T * scale + mask) @ v`` with q (..., L, E), k (..., S, E), v (..., S, Ev).
 
     The mask is an input (``$attn_mask``): boolean (True: take part) or added to the
-    scores. ``is_causal`` keeps position i to keys 0..i; ``scale`` defaults to 1/sqrt(E);
+    scores; a query it lets see no key gives zeros (PyTorch's "safe softmax"), where
+    ``nn.MultiheadAttention`` gives NaN. ``is_causal`` (never with a mask) keeps position i
+    to keys 0..i, the top-left corner of a rectangle; ``scale`` defaults to 1/sqrt(E);
     ``enable_gqa`` shares each key/value head among a group of query heads. Dropout is a
     training-time operation and is not applied.
     """
@@ -75,6 +89,8 @@ class ScaledDotProductAttention(Layer):
         self.mask_at = (
             names.index("attn_mask") if "attn_mask" in names else (3 if self.num_inputs > 3 else None)
         )
+        if self.is_causal and self.mask_at is not None:
+            raise params.error("is_causal=True and an attn_mask together: PyTorch refuses the pair")
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 3, 4)
@@ -112,12 +128,12 @@ class ScaledDotProductAttention(Layer):
         mask = None
         if self.mask_at is not None:
             mask = additive_mask(np.asarray(inputs[self.mask_at]), True, dtype)
-        if self.is_causal:
-            causal = causal_mask(length, source, dtype)
-            mask = causal if mask is None else mask + causal
+        elif self.is_causal:
+            mask = causal_mask(length, source, dtype)
         scale = self.scale if self.scale is not None else 1 / math.sqrt(q.shape[-1])
         out, _ = attend(
-            q.astype(dtype, copy=False), k.astype(dtype, copy=False), v.astype(dtype, copy=False), scale, mask
+            q.astype(dtype, copy=False), k.astype(dtype, copy=False), v.astype(dtype, copy=False), scale, mask,
+            empty_rows_to_zero=True,
         )
         return [out]
 
@@ -145,6 +161,11 @@ class MultiheadAttention(Layer):
     ``batch_first`` picks (N, L, E) over (L, N, E); an unbatched (L, E) query works too. A
     second output gives the attention weights, averaged over the heads unless the export
     shows one per head.
+
+    A query that the masks let see no key gives NaN, as PyTorch's module gives with
+    ``need_weights=True`` (its default). With ``need_weights=False`` PyTorch computes
+    through the safe softmax instead (zeros, bar its eval fast path with a boolean mask);
+    pnnx does not write ``need_weights`` down, so the two cannot be told apart here.
     """
 
     def build(self, params: Params) -> None:

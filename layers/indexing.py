@@ -510,6 +510,17 @@ class MaskedFill(Layer):
         return [np.where(mask, fill, x)]
 
 
+def stable_order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """Indices sorting ``x`` along ``axis``, equal values in ascending index order either
+    way (as PyTorch's stable sort) and NaN as the largest value. Descending is the stable
+    ascending sort of the reversed axis, reversed: flipping an ascending sort would put
+    equal values in descending index order."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    size = x.shape[axis]
+    return size - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+
+
 @register("torch.topk")
 class TopK(Layer):
     """``torch.topk(x, k, dim, largest, sorted)``: values and int64 indices.
@@ -544,10 +555,6 @@ class TopK(Layer):
         size = x.shape[axis]
         if self.k > size:
             raise IndexError(f"k={self.k} is more than dim {self.dim} of size {size}")
-        if self.largest:
-            # descending with ties by ascending index: stable ascending sort of the reversed axis
-            order = size - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
-        else:
-            order = np.argsort(x, axis=axis, kind="stable")
+        order = stable_order(x, axis, descending=self.largest)
         indices = order[(slice(None),) * axis + (slice(0, self.k),)]
         return [np.take_along_axis(x, indices, axis=axis), indices.astype(np.int64, copy=False)]

@@ -489,3 +489,91 @@ def test_unsafe_chunk_repeat_interleave_and_broadcast_to_as_torch():
     assert y.shape == (3, 2) and not y.flags.writeable
     with pytest.raises(ShapeMismatch, match="cannot broadcast"):
         aten("aten::broadcast_to", [3, 3]).infer([TensorSpec((1, 2), np.float32), TensorSpec((2,), np.int64)])
+
+
+def reference_order(row: list, descending: bool) -> list[int]:
+    """Indices sorting one row with Python's stable sort: NaN the largest value, equal
+    values in index order either way."""
+    def key(i):
+        value = float(row[i])
+        if np.isnan(value):
+            return (not descending, 0.0)
+        return (descending, -value if descending else value)
+    return sorted(range(len(row)), key=key)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes, st.sampled_from(["float32", "int64", "uint8", "bool"]), st.booleans(), st.booleans(), st.data())
+def test_sort_and_argsort_keep_equal_values_in_index_order_both_ways(shape, dtype, descending, stable, data):
+    rng = np.random.default_rng(sum(shape) * 13 + len(shape))
+    x = rng.integers(0, 3, shape).astype(dtype)
+    if dtype == "float32":
+        x[rng.random(shape) < 0.25] = np.nan
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    flags = (stable,) if stable else ()  # the overload with stable= takes it before dim
+    want = np.apply_along_axis(lambda row: reference_order(list(row), descending), dim, x)
+    values, order = aten("aten::sort", *flags, dim, descending, outputs=2).forward([x] + [None] * (len(flags) + 2))
+    np.testing.assert_array_equal(order, want)
+    np.testing.assert_array_equal(values, np.take_along_axis(x, want, axis=dim))
+    assert order.dtype == np.int64 and values.dtype == x.dtype
+    (argsorted,) = aten("aten::argsort", *flags, dim, descending).forward([x] + [None] * (len(flags) + 2))
+    np.testing.assert_array_equal(argsorted, want)
+
+
+def test_sort_ties_in_descending_order_as_pytorch_gives_them():
+    a = np.array([[1, 3, 3, 0, 3, 1, 2, 3]], np.float32)
+    _, order = aten("aten::sort", -1, True, outputs=2).forward([a, None, None])
+    assert order.tolist() == [[1, 2, 4, 7, 6, 0, 5, 3]]
+
+
+@pytest.mark.parametrize(("constants", "message"), [
+    ((-1,), "takes 3 inputs .* or 4"),
+    ((2, -1, True), r"stable \(input 1\) must be a constant flag or None"),
+    ((None, 0.5, True), r"dim \(input 2\) must be a constant int"),
+    ((True, -1, True, 1), "takes 3 inputs"),
+])
+def test_sort_refuses_arguments_of_neither_overload(constants, message):
+    with pytest.raises(LayerConfigError, match=message):
+        aten("aten::sort", *constants, outputs=2)
+
+
+def test_sort_with_stable_none_is_the_stable_overload():
+    x = np.array([[2.0, 1.0, 2.0]], np.float32)
+    (order,) = aten("aten::argsort", None, 1, True).forward([x, None, None, None])
+    assert order.tolist() == [[0, 2, 1]]
+
+
+def isclose(rtol=1e-5, atol=1e-8, equal_nan=False):
+    return aten("aten::isclose", ..., rtol, atol, equal_nan)
+
+
+def test_isclose_on_infinities_and_nan_as_pytorch():
+    inf, nan = np.inf, np.nan
+    a = np.array([inf, -inf, nan, 1.0, inf, 1.0], np.float32)
+    b = np.array([inf, inf, nan, inf, 1e38, 1.0 + 1e-6], np.float32)
+    assert isclose().forward([a, b])[0].tolist() == [True, False, False, False, False, True]
+    assert isclose(equal_nan=True).forward([a, b])[0].tolist() == [True, False, True, False, False, True]
+    assert isclose(0, 0, True).forward([a, b])[0].tolist() == [True, False, True, False, False, False]
+
+
+def test_isclose_broadcasts_and_compares_integers_as_floats():
+    a = np.array([[1, 5, 10, -3], [0, 100, 7, 8]])
+    b = np.array([2, 5, 13, -3])
+    got = isclose(0.1, 1.0).forward([a, b])[0]
+    assert got.tolist() == [[True, True, False, True], [False, False, False, False]]
+    assert got.dtype == np.bool_
+    assert isclose().infer([TensorSpec(a.shape, a.dtype), TensorSpec(b.shape, b.dtype)])[0] == \
+        TensorSpec((2, 4), np.bool_)
+    extremes = np.array([2**63 - 1]), np.array([-(2**63 - 1)])  # their difference would wrap in int64
+    assert not isclose(atol=1.0).forward(list(extremes))[0][0]
+
+
+def test_isclose_refuses_what_pytorch_refuses():
+    with pytest.raises(LayerConfigError, match="rtol must be a constant number >= 0"):
+        isclose(rtol=-1.0)
+    with pytest.raises(LayerConfigError, match="equal_nan"):
+        aten("aten::isclose", ..., 1e-5, 1e-8, ...)
+    with pytest.raises(ShapeMismatch, match="one dtype"):
+        isclose().infer([TensorSpec((3,), np.float32), TensorSpec((3,), np.int64)])
+    with pytest.raises(ShapeMismatch, match="broadcast"):
+        isclose().infer([TensorSpec((3,), np.float32), TensorSpec((4,), np.float32)])

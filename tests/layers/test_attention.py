@@ -10,9 +10,12 @@ from hypothesis import strategies as st
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec import Engine
-from graphexec.errors import GraphexecError
+from graphexec.errors import GraphexecError, LayerConfigError
+from graphexec.ir import Operand, Operator
+from layers.attention import additive_mask, attend
 from layers.base import ShapeMismatch
 from layers.linear import EinsumEquation
+from layers.registry import lookup
 from tests.golden import OPS, load_io
 
 ATTENTION = OPS / "attention"
@@ -88,6 +91,62 @@ def test_keys_and_values_of_different_lengths_are_refused():
     (q, k, v), _ = load_io(ATTENTION / "sdpa")
     with pytest.raises(GraphexecError, match="second-to-last"):
         net.forward(q, k, v[:, :, :-1])
+
+
+def test_a_query_that_sees_no_key_gives_zeros_in_sdpa_and_nan_in_multihead_attention():
+    """PyTorch's two attentions part ways on a query whose keys are all masked out:
+    F.scaled_dot_product_attention's safe softmax gives zeros, nn.MultiheadAttention
+    (computing its weights, its default) NaN. The other queries are untouched by it."""
+    (x, _), _ = load_io(ATTENTION / "mha_float_mask")
+    mask = np.zeros((5, 5), np.float32)
+    mask[2] = -np.inf
+    out = engine("mha_float_mask").forward(x, mask)
+    assert np.isnan(out[0, 2]).all() and np.isfinite(np.delete(out[0], 2, axis=0)).all()
+
+    (q, k, v, _), _ = load_io(ATTENTION / "sdpa_float_mask")
+    mask = np.zeros((5, 7), np.float32)
+    mask[2] = -np.inf
+    out = engine("sdpa_float_mask").forward(q, k, v, mask)
+    assert (out[..., 2, :] == 0).all() and np.isfinite(out).all()
+    mask[2] = 0
+    np.testing.assert_array_equal(np.delete(engine("sdpa_float_mask").forward(q, k, v, mask), 2, axis=-2),
+                                  np.delete(out, 2, axis=-2))
+
+
+@pytest.mark.parametrize("mask", [np.array([[True, False, True], [False, False, False]]),
+                                  np.array([[0.0, -np.inf, 1.0], [-np.inf, -np.inf, -np.inf]], np.float32)])
+def test_attend_zeros_rows_without_a_key_only_when_asked(mask):
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in [(2, 4), (3, 4), (3, 5)])
+    additive = additive_mask(mask, True, np.dtype(np.float32))
+    safe, safe_weights = attend(q, k, v, 0.5, additive, empty_rows_to_zero=True)
+    plain, plain_weights = attend(q, k, v, 0.5, additive)
+    assert np.isnan(plain[1]).all() and np.isnan(plain_weights[1]).all()
+    assert (safe[1] == 0).all() and (safe_weights[1] == 0).all()
+    np.testing.assert_array_equal(safe[0], plain[0])
+    np.testing.assert_allclose(safe_weights[0].sum(), 1, rtol=1e-6)
+
+
+def test_is_causal_with_a_mask_is_refused_as_pytorch_refuses_the_pair():
+    op = Operator("F.scaled_dot_product_attention", "attention", inputs=[Operand(n) for n in "qkvm"],
+                  outputs=[Operand("out")], params={"is_causal": True},
+                  input_names=["query", "key", "value", "attn_mask"])
+    with pytest.raises(LayerConfigError, match="is_causal=True and an attn_mask"):
+        lookup(op.type)(op)
+
+
+def test_a_causal_query_past_the_last_key_sees_every_key():
+    """is_causal with more queries than keys: the mask is the top-left corner, so query i
+    sees keys 0..i, and every query from the last key on sees them all."""
+    net = engine("sdpa_causal_more_queries")
+    (q, k, v), _ = load_io(ATTENTION / "sdpa_causal_more_queries")
+    before = net.forward(q, k, v)
+    source = k.shape[-2]
+    k2 = k.copy()
+    k2[:, -1] += 3  # the last key: only queries from source - 1 on see it
+    after = net.forward(q, k2, v)
+    np.testing.assert_array_equal(after[:, : source - 1], before[:, : source - 1])
+    assert not np.isclose(after[:, source - 1 :], before[:, source - 1 :]).all(axis=-1).any()
 
 
 # -- einsum equations -----------------------------------------------------------------------

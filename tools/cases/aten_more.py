@@ -89,6 +89,11 @@ CASES = [
          Fn(lambda a: (torch.movedim(a, 1, 3), torch.movedim(a, (0, 1), (2, 0)), torch.rot90(a, 1, (2, 3)),
                        torch.rot90(a, -3, (3, 1)), F.channel_shuffle(a, 2))),
          (x(1, 4, 3, 5),)),
+    Case("isclose",  # broadcast; inf is close to inf, NaN only with equal_nan; integers compared as floats
+         Fn(lambda a, b, i, j: (torch.isclose(a, b, atol=0.5), torch.isclose(a / 0, b / 0, equal_nan=True),
+                                torch.isclose(a / 0, b / 0), torch.isclose(i, j, rtol=0.1, atol=1))),
+         (x(3, 4), torch.tensor([0.0, 1.0, -0.5, 2.0]), torch.tensor([[1, 5, 10, -3], [0, 100, 7, 8]]),
+          torch.tensor([2, 5, 13, -3]))),
     Case("frac_hypot", Fn(lambda a, b: (torch.frac(a * 3), torch.hypot(a, b))), (x(3, 4), x(4))),
     Case("diagonal", Fn(lambda a: (torch.diagonal(a), torch.diagonal(a, 1, 1, 2), torch.diagonal(a, -2, -1, 0))),
          (x(4, 5, 6),)),

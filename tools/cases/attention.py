@@ -112,4 +112,19 @@ CASES = [
         ),
         (x(1, 2, 5, 8), x(1, 2, 7, 8), x(1, 2, 7, 8)),
     ),
+    # a query whose keys are all masked out gives zeros (PyTorch's safe softmax), not NaN
+    Case(
+        "sdpa_bool_mask_empty_row",
+        Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0.5)),
+        (x(1, 2, 4, 8), x(1, 2, 6, 8), x(1, 2, 6, 8), torch.tensor([[1.0, 0, 1, 1, 0, 0], [0] * 6, [0, 0, 0, 0, 0, 1],
+                                                                   [0] * 6])),
+    ),
+    Case(
+        "sdpa_float_mask_empty_row",
+        sdpa(),
+        (x(2, 4, 8), x(2, 6, 8), x(2, 6, 8),
+         torch.tensor([[0.0, -1, 2, 0, 0, 0], [-float("inf")] * 6, [0.5, -float("inf"), 0, 0, 0, 0],
+                       [-float("inf")] * 5 + [0.0]])),
+    ),
+    Case("sdpa_causal_more_queries", sdpa(is_causal=True), (x(2, 7, 8), x(2, 4, 8), x(2, 4, 8))),
 ]

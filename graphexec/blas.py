@@ -6,6 +6,12 @@ the first run starts, lowered if a later one asks for fewer, and restored when t
 run ends. Changes are made under one lock from whichever thread runs ``forward``
 (threadpoolctl would otherwise let only the first thread that ever set an OpenBLAS limit
 change it, and silently ignore the others).
+
+OpenBLAS rounds a product differently with another thread count, so a run that *steers*
+the count (several BLAS threads for some of its nodes, one for others) would give other
+bits whenever a concurrent run changed the count under it. Runs therefore take turns
+(:func:`blas_run`): a steering run has BLAS to itself; runs on one BLAS thread throughout
+may overlap one another.
 """
 
 from __future__ import annotations
@@ -229,8 +235,66 @@ def idle_threads_sleep() -> bool:
         return False
 
 
+class _Turns:
+    """Who may use BLAS now: one steering run alone, or any number of runs that keep to one
+    BLAS thread. A waiting steering run goes before runs that arrive after it, so a
+    stream of one-thread runs cannot hold it off. A thread already inside a turn (a run
+    started from a layer of another run) goes on without waiting, so it cannot deadlock."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition(threading.Lock())
+        self._steering = False
+        self._plain = 0
+        self._waiting_to_steer = 0
+        self._inside = threading.local()
+
+    @contextmanager
+    def take(self, steer: bool) -> Iterator[None]:
+        depth = getattr(self._inside, "depth", 0)
+        if depth:
+            self._inside.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._inside.depth = depth
+            return
+        with self._changed:
+            if steer:
+                self._waiting_to_steer += 1
+                self._changed.wait_for(lambda: not self._steering and not self._plain)
+                self._waiting_to_steer -= 1
+                self._steering = True
+            else:
+                self._changed.wait_for(lambda: not self._steering and not self._waiting_to_steer)
+                self._plain += 1
+        self._inside.depth = 1
+        try:
+            yield
+        finally:
+            self._inside.depth = 0
+            with self._changed:
+                if steer:
+                    self._steering = False
+                else:
+                    self._plain -= 1
+                self._changed.notify_all()
+
+
+_TURNS = _Turns()
+
+
+@contextmanager
+def blas_run(threads: int, steer: bool) -> Iterator[None]:
+    """Context manager for one run: its turn at BLAS (see the module's docstring), with
+    BLAS limited to ``threads`` threads. ``steer``: the run gives some nodes more BLAS
+    threads than others (or than ``threads``), so no other run may share its turn."""
+    with _TURNS.take(steer or threads > 1), _LIMITER.limit(threads):
+        yield
+
+
 def blas_threads(threads: int | None):
-    """Context manager: BLAS uses at most ``threads`` threads inside it."""
+    """Context manager: BLAS uses at most ``threads`` threads inside it (within a run, such
+    as a shared node's pieces on one thread each)."""
     return _LIMITER.limit(threads)
 
 

@@ -47,7 +47,7 @@ from loguru import logger
 from devices import resolve as resolve_device
 from graphexec import dtypes, pnnx
 from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
-from graphexec.blas import blas_threads, blas_workers_off, idle_threads_sleep
+from graphexec.blas import blas_run, blas_workers_off, idle_threads_sleep
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.excitation import fuse_excitations
 from graphexec.executor import RunOptions, run_sequential
@@ -465,7 +465,7 @@ class Engine:
         options = self._options(timeout, check_finite, feeds)
         # extracted intermediates must outlive their arena regions: such a run allocates afresh
         arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
-        with blas_threads(self.intra_op_threads), arena as buffers:
+        with blas_run(self.intra_op_threads, steer=self._boost is not None), arena as buffers:
             if self.threads == 1 and self._executor is None and trace is None:
                 choice = self._run_choice(plan)
                 shared = choice.shared if choice is not None else frozenset()

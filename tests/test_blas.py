@@ -1,13 +1,20 @@
-"""BLAS thread limits hold for forward calls from any thread, and are restored after."""
+"""BLAS thread limits hold for forward calls from any thread, and are restored after; runs
+that steer BLAS's thread count take turns with every other run."""
 
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_info
 
-from graphexec.blas import blas_threads
+from graphexec import Engine
+from graphexec.blas import blas_run, blas_threads
+
+MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
 
 
 def blas_count() -> int:
@@ -79,3 +86,86 @@ def test_idle_threads_sleep_needs_openblas_with_a_short_timeout(monkeypatch):
     monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "4")
     monkeypatch.setattr(blas._LIMITER, "_libraries", [Library("mkl")])
     assert not blas.idle_threads_sleep()
+
+
+def _spans(runs: list[tuple[bool, int]]) -> list[tuple[float, float]]:
+    """Start ``runs`` ((steer, threads) each) at once from their own threads; each holds its
+    turn 50 ms. Their (entered, left) times, in order."""
+    spans: list[tuple[float, float]] = [(0.0, 0.0)] * len(runs)
+    start = threading.Barrier(len(runs))
+
+    def run(k: int) -> None:
+        steer, threads = runs[k]
+        start.wait()
+        with blas_run(threads, steer):
+            entered = time.perf_counter()
+            time.sleep(0.05)
+            spans[k] = (entered, time.perf_counter())
+
+    workers = [threading.Thread(target=run, args=(k,)) for k in range(len(runs))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(10)
+    return spans
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_a_steering_run_has_blas_to_itself_and_one_thread_runs_overlap():
+    """OpenBLAS rounds differently with another thread count: a run that gives nodes
+    several BLAS threads must not have the count changed under it by another run."""
+    steering = _spans([(True, 1), (False, 1), (False, 1), (True, 2)])
+    pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
+    assert not any(_overlap(steering[i], steering[j]) for i, j in pairs if 0 in (i, j) or 3 in (i, j))
+    plain = _spans([(False, 1), (False, 1), (False, 1)])
+    assert _overlap(plain[0], plain[1]) and _overlap(plain[1], plain[2])
+
+
+def test_a_run_started_inside_a_run_on_the_same_thread_does_not_wait_for_itself():
+    done = []
+
+    def nested() -> None:
+        with blas_run(2, True), blas_run(1, True):
+            done.append(blas_count())
+
+    worker = threading.Thread(target=nested)
+    worker.start()
+    worker.join(5)
+    assert done == [1]
+
+
+def test_concurrent_calls_of_an_engine_on_several_blas_threads_give_its_sequential_bits():
+    """Its convolutions run whole on two BLAS threads; concurrent calls (whose pieces would
+    lower the process's count to one) wait their turn, so each gets the same bits."""
+    engine = Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, intra_op_threads=2)
+    x = np.random.default_rng(0).standard_normal(engine.input_shapes["in0"]).astype(np.float32)
+    want = engine.forward(x)
+    inside = []
+    lock = threading.Lock()
+    step = engine.program.steps[0]
+    original = step.layer.forward_into
+
+    def recorded(inputs, outputs):  # how many runs are inside a node at once
+        with lock:
+            inside.append(1)
+            at_once = len(inside)
+        try:
+            time.sleep(0.002)
+            original(inputs, outputs)
+        finally:
+            with lock:
+                inside.pop()
+        seen.append(at_once)
+
+    seen: list[int] = []
+    step.layer.forward_into = recorded
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda _: engine.forward(x), range(8)))
+    finally:
+        del step.layer.forward_into
+    assert all(np.array_equal(g, w) for out in got for g, w in zip(out, want))
+    assert seen and max(seen) == 1

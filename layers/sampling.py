@@ -3,7 +3,8 @@
 ::
 
     AffineGrid      theta (N, 2, 3) or (N, 3, 4) -> a grid of (x, y[, z]) in [-1, 1]
-    GridSample      input (N, C, H, W) read at a grid (N, Ho, Wo, 2): bilinear, nearest or bicubic,
+    GridSample      input (N, C, H, W) read at a grid (N, Ho, Wo, 2): bilinear, nearest or bicubic;
+                    input (N, C, D, H, W) at a grid (N, Do, Ho, Wo, 3): trilinear or nearest;
                     zeros / border / reflection outside
 
 Coordinates follow PyTorch: -1 and 1 are the centres of the corner pixels with
@@ -12,6 +13,8 @@ Coordinates follow PyTorch: -1 and 1 are the centres of the corner pixels with
 
 from __future__ import annotations
 
+import functools
+import itertools
 from typing import Any
 
 import numpy as np
@@ -81,7 +84,8 @@ def _reflect(position: np.ndarray, size: int, align_corners: bool) -> np.ndarray
 
 @register("F.grid_sample")
 class GridSample(Layer):
-    """``F.grid_sample(input, grid)`` over 2-D images with bilinear, nearest or bicubic sampling."""
+    """``F.grid_sample(input, grid)`` over 2-D images (bilinear, nearest or bicubic) or 3-D
+    volumes (trilinear, named bilinear as in PyTorch, or nearest)."""
 
     MODES = ("bilinear", "nearest", "bicubic")
     PADDING = ("zeros", "border", "reflection")
@@ -97,11 +101,18 @@ class GridSample(Layer):
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 2)
         image, grid = shapes[self.image_at], shapes[self.grid_at]
-        if len(image) != 4:
-            raise ShapeMismatch(f"only 4-D inputs (N, C, H, W) are sampled, given shape {image}")
-        if len(grid) != 4 or grid[-1] != 2 or grid[0] != image[0]:
-            raise ShapeMismatch(f"the grid should be ({image[0]}, Ho, Wo, 2), given {grid}")
-        return [(image[0], image[1], grid[1], grid[2])]
+        if len(image) not in (4, 5):
+            raise ShapeMismatch(
+                f"only 4-D (N, C, H, W) or 5-D (N, C, D, H, W) inputs are sampled, not {image}"
+            )
+        if self.mode == "bicubic" and len(image) == 5:
+            # PyTorch refuses it too: "bicubic interpolation only supports 4D input"
+            raise ShapeMismatch(f"mode='bicubic' samples only 4-D inputs (N, C, H, W), given {image}")
+        spatial = len(image) - 2
+        if len(grid) != len(image) or grid[-1] != spatial or grid[0] != image[0]:
+            wanted = "Ho, Wo, 2" if spatial == 2 else "Do, Ho, Wo, 3"
+            raise ShapeMismatch(f"the grid should be ({image[0]}, {wanted}) for input {image}, not {grid}")
+        return [(image[0], image[1], *grid[1:-1])]
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         return [np.result_type(dtypes[self.image_at], dtypes[self.grid_at])]
@@ -109,32 +120,42 @@ class GridSample(Layer):
     def forward(self, inputs: list[Any]) -> list[Any]:
         image, grid = np.asarray(inputs[self.image_at]), np.asarray(inputs[self.grid_at])
         dtype = np.result_type(image.dtype, grid.dtype)
-        n, _, h, w = image.shape
-        x = self._source(grid[..., 0].astype(dtype, copy=False), w)
-        y = self._source(grid[..., 1].astype(dtype, copy=False), h)
-        batch = np.arange(n).reshape(n, 1, 1)
+        grid = grid.astype(dtype, copy=False)
+        sizes = image.shape[2:]
+        # the grid's (x, y[, z]) run along (W, H[, D]): reversed, they follow the image's axes
+        coords = [grid[..., i] for i in reversed(range(len(sizes)))]
         if self.mode == "bicubic":
-            return [self._bicubic(image, grid.astype(dtype, copy=False), batch).astype(dtype, copy=False)]
-        if self.mode == "nearest":
-            # round half to even, as PyTorch's nearbyint does
-            return [self._gather(image, batch, np.rint(y), np.rint(x)).astype(dtype, copy=False)]
-        x0, y0 = np.floor(x), np.floor(y)
-        fx, fy = (x - x0)[:, None], (y - y0)[:, None]
-        out = (
-            self._gather(image, batch, y0, x0) * (1 - fx) * (1 - fy)
-            + self._gather(image, batch, y0, x0 + 1) * fx * (1 - fy)
-            + self._gather(image, batch, y0 + 1, x0) * (1 - fx) * fy
-            + self._gather(image, batch, y0 + 1, x0 + 1) * fx * fy
-        )
+            out = self._bicubic(image, coords)
+        else:
+            positions = [self._source(coord, size) for coord, size in zip(coords, sizes)]
+            if self.mode == "nearest":
+                # round half to even, as PyTorch's nearbyint does
+                out = self._gather(image, [np.rint(p) for p in positions])
+            else:
+                out = self._linear(image, positions)
         return [out.astype(dtype, copy=False)]
 
-    def _bicubic(self, image: np.ndarray, grid: np.ndarray, batch: np.ndarray) -> np.ndarray:
+    def _linear(self, image: np.ndarray, positions: list[np.ndarray]) -> np.ndarray:
+        """Bilinear (2 axes) or trilinear (3 axes): the 2**k pixels around each position,
+        each weighed by the product of its per-axis weights (t - floor(t) or 1 minus it)."""
+        lows = [np.floor(p) for p in positions]
+        fractions = [p - low for p, low in zip(positions, lows)]
+        out = 0
+        for corner in itertools.product((0, 1), repeat=len(positions)):
+            weight = functools.reduce(
+                np.multiply, [f if step else 1 - f for f, step in zip(fractions, corner)]
+            )
+            indices = [low + step for low, step in zip(lows, corner)]
+            out = out + self._gather(image, indices) * weight[:, None]
+        return out
+
+    def _bicubic(self, image: np.ndarray, coords: list[np.ndarray]) -> np.ndarray:
         """Keys' cubic (A = -0.75) over the 4 x 4 pixels around each point, as PyTorch does:
         the point is not folded by the padding mode, each of the 16 pixels is (so a point
         just outside still weighs the pixels inside)."""
         h, w = image.shape[2:]
-        x = _unnormalize(grid[..., 0], w, self.align_corners)
-        y = _unnormalize(grid[..., 1], h, self.align_corners)
+        y = _unnormalize(coords[0], h, self.align_corners)
+        x = _unnormalize(coords[1], w, self.align_corners)
         x0, y0 = np.floor(x), np.floor(y)
         wx, wy = (cubic_weights((t - t0).reshape(-1)).reshape(*t.shape, 4) for t, t0 in ((x, x0), (y, y0)))
         out = 0
@@ -142,7 +163,7 @@ class GridSample(Layer):
             rows = self._pixel(y0 + (i - 1), h)
             row = 0
             for j in range(4):
-                row = row + self._gather(image, batch, rows, self._pixel(x0 + (j - 1), w)) * wx[:, None, ..., j]
+                row = row + self._gather(image, [rows, self._pixel(x0 + (j - 1), w)]) * wx[:, None, ..., j]
             out = out + row * wy[:, None, ..., i]
         return out
 
@@ -164,12 +185,16 @@ class GridSample(Layer):
             return _reflect(position, size, self.align_corners)
         return position
 
-    def _gather(self, image: np.ndarray, batch: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """``image`` at integer (rows, cols) per sample, (N, C, Ho, Wo); zero outside."""
-        h, w = image.shape[2:]
-        inside = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
-        r = np.clip(rows, 0, h - 1).astype(np.intp)
-        c = np.clip(cols, 0, w - 1).astype(np.intp)
-        values = image[batch, :, r, c]  # (N, Ho, Wo, C)
-        values = np.where(inside[..., None], values, 0)
-        return np.moveaxis(values, -1, 1)
+    @staticmethod
+    def _gather(image: np.ndarray, indices: list[np.ndarray]) -> np.ndarray:
+        """``image`` (N, C, *spatial) at integer indices per sample, one (N, *out) array per
+        spatial axis -> (N, C, *out); zero outside. One gather of flat indices into the
+        flattened spatial axes, whatever their count."""
+        n, c, *sizes = image.shape
+        inside = np.ones(indices[0].shape, bool)
+        flat = np.zeros(indices[0].shape, np.intp)
+        for index, size in zip(indices, sizes):
+            inside &= (index >= 0) & (index < size)
+            flat = flat * size + np.clip(index, 0, size - 1).astype(np.intp)
+        values = np.take_along_axis(image.reshape(n, c, -1), flat.reshape(n, 1, -1), axis=2)
+        return np.where(inside[:, None], values.reshape(n, c, *flat.shape[1:]), 0)

@@ -63,12 +63,14 @@ def test_fold_refuses_columns_that_do_not_match_its_output_size():
         fold.infer_shapes([(1, 8, 10)])
 
 
+@pytest.mark.parametrize("size", [(2, 3, 5, 7), (2, 3, 4, 5, 6)], ids=["2d", "3d"])
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
-def test_the_identity_transform_samples_the_image_back(align_corners, mode):
-    image = np.random.default_rng(0).standard_normal((2, 3, 5, 7)).astype(np.float32)
-    theta = np.tile(np.float32([[1, 0, 0], [0, 1, 0]]), (2, 1, 1))
-    affine = make("F.affine_grid", {"size": [2, 3, 5, 7], "align_corners": align_corners})
+def test_the_identity_transform_samples_the_image_back(size, align_corners, mode):
+    image = np.random.default_rng(0).standard_normal(size).astype(np.float32)
+    spatial = len(size) - 2
+    theta = np.tile(np.eye(spatial, spatial + 1, dtype=np.float32), (2, 1, 1))
+    affine = make("F.affine_grid", {"size": list(size), "align_corners": align_corners})
     sample = make(
         "F.grid_sample",
         {"mode": mode, "padding_mode": "zeros", "align_corners": align_corners},
@@ -109,3 +111,51 @@ def test_bicubic_sampling_hits_pixel_centres_and_keeps_a_constant_image():
     anywhere = rng.uniform(-1.5, 1.5, (1, 3, 7, 2)).astype(np.float32)
     border = make("F.grid_sample", {"mode": "bicubic", "padding_mode": "border"}, 2, ["input", "grid"])
     np.testing.assert_allclose(border.forward([flat, anywhere])[0], 2.5, rtol=1e-6)
+
+
+def sampler(**params):
+    return make("F.grid_sample", params, 2, ["input", "grid"])
+
+
+def test_bicubic_refuses_a_volume_as_pytorch_does():
+    with pytest.raises(ShapeMismatch, match="bicubic.*only 4-D"):
+        sampler(mode="bicubic").infer_shapes([(1, 2, 3, 4, 5), (1, 2, 2, 2, 3)])
+
+
+@pytest.mark.parametrize(
+    "image, grid",
+    [((1, 2, 3, 4, 5), (1, 2, 2, 2, 2)), ((1, 2, 4, 5), (1, 2, 2, 3)), ((1, 2, 3, 4, 5), (1, 2, 2, 3))],
+    ids=["volume_with_2_coordinates", "image_with_3_coordinates", "grid_of_another_rank"],
+)
+def test_a_grid_that_does_not_fit_the_input_is_refused(image, grid):
+    with pytest.raises(ShapeMismatch, match="the grid should be"):
+        sampler().infer_shapes([image, grid])
+
+
+def test_only_images_and_volumes_are_sampled():
+    with pytest.raises(ShapeMismatch, match="only 4-D .* or 5-D"):
+        sampler().infer_shapes([(1, 2, 5), (1, 3, 1)])
+
+
+def test_z_reads_along_depth_and_nearest_rounds_half_to_even():
+    """With align_corners a depth of 3 puts z = -0.5 and 0.5 at positions 0.5 and 1.5:
+    rounded half to even, the first and the last slice (half up would give the middle one)."""
+    volume = np.float32([10, 20, 30]).reshape(1, 1, 3, 1, 1)
+    points = np.float32([[0, 0, -0.5], [0, 0, 0.5]]).reshape(1, 1, 1, 2, 3)
+    (got,) = sampler(mode="nearest", align_corners=True).forward([volume, points])
+    assert got.ravel().tolist() == [10.0, 30.0]
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", ["border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_a_volume_one_slice_deep_reads_that_slice_at_any_depth(mode, padding_mode, align_corners):
+    """A side of 1 has no span to fold over: border and reflection both pin it to its one pixel."""
+    volume = np.arange(6, dtype=np.float32).reshape(1, 1, 1, 2, 3)
+    rows = [-1.0, 1.0] if align_corners else [-0.5, 0.5]  # the pixel centres of a height of 2
+    cols = [-1.0, 0.0, 1.0] if align_corners else [-2 / 3, 0.0, 2 / 3]  # and of a width of 3
+    z, y, x = np.meshgrid([-3.0, -0.7, 0.0, 0.4, 2.5], rows, cols, indexing="ij")
+    points = np.stack([x, y, z], axis=-1)[None].astype(np.float32)
+    sample = sampler(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    (got,) = sample.forward([volume, points])
+    np.testing.assert_allclose(got[0, 0], np.broadcast_to(volume[0, 0, 0], (5, 2, 3)), rtol=0, atol=1e-6)

@@ -20,8 +20,25 @@ def grid(*shape):
     return torch.rand(*shape) * 2.6 - 1.3
 
 
+def steps(*shape):
+    """Sample points on quarter steps in [-1.5, 1.5]: with a side of 4 they land on pixel
+    centres and exactly half-way between (ties for nearest, rounded half to even)."""
+    return torch.randint(-6, 7, shape) / 4
+
+
 def sample(**kwargs):
     return Fn(lambda a, g: F.grid_sample(a, g, **kwargs))
+
+
+def every_padding(mode):
+    """One volume sampled with each padding mode, with and without align_corners."""
+    return Fn(
+        lambda a, g: tuple(
+            F.grid_sample(a, g, mode=mode, padding_mode=padding, align_corners=aligned)
+            for padding in ("zeros", "border", "reflection")
+            for aligned in (False, True)
+        )
+    )
 
 
 class Transformer(nn.Module):
@@ -38,6 +55,23 @@ class Transformer(nn.Module):
         theta = self.locate(image.flatten(1)).view(-1, 2, 3)
         field = F.affine_grid(theta, list(image.shape), align_corners=False)
         return F.grid_sample(image, field, align_corners=False)
+
+
+class VolumeTransformer(nn.Module):
+    """A 3-D spatial transformer (volumetric registration): theta (N, 3, 4) resamples a volume."""
+
+    def __init__(self):
+        super().__init__()
+        self.locate = nn.Linear(2 * 3 * 4 * 4, 12)
+        with torch.no_grad():
+            self.locate.weight.mul_(0.05)
+            near_identity = [0.9, 0.1, 0.0, 0.05, -0.1, 1.1, 0.05, 0.0, 0.1, 0.0, 0.8, -0.1]
+            self.locate.bias.copy_(torch.tensor(near_identity))
+
+    def forward(self, volume):
+        theta = self.locate(volume.flatten(1)).view(-1, 3, 4)
+        field = F.affine_grid(theta, list(volume.shape), align_corners=True)
+        return F.grid_sample(volume, field, align_corners=True)
 
 
 CASES = [
@@ -86,4 +120,12 @@ CASES = [
         "affine_grid_3d", Fn(lambda t: F.affine_grid(t, [1, 2, 3, 4, 5], align_corners=False)), (x(1, 3, 4),)
     ),
     Case("spatial_transformer", Transformer(), (torch.rand(2, 3, 6, 6),)),
+    # 5-D: each padding mode x align_corners, points reaching outside [-1, 1]
+    Case("grid_sample_3d_trilinear", every_padding("bilinear"), (x(2, 2, 3, 4, 5), grid(2, 2, 3, 4, 3))),
+    Case(
+        "grid_sample_3d_nearest",
+        every_padding("nearest"),
+        (x(2, 2, 4, 4, 4), torch.cat([steps(2, 2, 3, 2, 3), grid(2, 2, 3, 2, 3)], dim=3)),
+    ),
+    Case("spatial_transformer_3d", VolumeTransformer(), (torch.rand(2, 2, 3, 4, 4),)),
 ]

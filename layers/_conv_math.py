@@ -8,11 +8,11 @@ out once (aligned, contiguous) for the path that runs it:
   input is contiguous, unpadded and the stride is 1); one matmul. One that widens the
   channels (:data:`ONES_ROW_MIN_EXPANSION`) copies its input below a row of ones, as
   im2col does (next), where the bias would cost a pass over a larger output.
-* **3x3, stride 1, dense** convolutions wide enough to pay for it: Winograd F(4x4, 3x3)
+* **3x3, stride 1, dense** convolutions wide enough to pay for it: Winograd F(2x2, 3x3)
   (Lavin & Gray). The input tiles are gathered once, transformed by two small matmuls,
-  the 36 per-frequency products are one batched matmul over a weight transformed at load,
+  the 16 per-frequency products are one batched matmul over a weight transformed at load,
   and the output transform's last matmul leaves each output row contiguous. 2.25x fewer
-  multiplications than direct; relative error ~1e-5 of the output's range.
+  multiplications than direct, and as accurate as im2col (see :data:`_F23`).
 * **depthwise** (one input channel per group): a multiply-add per kernel tap over every
   channel at once (:mod:`layers._depthwise_math`).
 * **k x k, dense, few output channels for many input ones** (DenseNet's 128 -> 32):
@@ -66,24 +66,24 @@ from layers._depthwise_math import (
 )
 from layers._scratch import SCRATCH
 
-#: Winograd runs when a convolution has at least this many 4x4 output tiles over the batch
-#: (16 is a 14 x 14 output): its 36 per-frequency matmuls have one column per tile, and
-#: with fewer they are bound by reading the transformed weight, 4x the size of the
-#: im2col one (7 x 7 and 8 x 8 outputs, 4 tiles, lose 15-40%: ResNet's 512 -> 512, 0.6x).
+#: Winograd runs when a convolution has at least this many 2x2 output tiles over the batch
+#: (16 is a 7 x 7 output) ...
 WINOGRAD_MIN_TILES = 16
-#: ... and when ``c * cout / (c + cout)`` reaches this (with 36 or more tiles) or
-#: :data:`WINOGRAD_MIN_REDUCED_CHANNELS_FEW_TILES` (16 to 35 tiles). Winograd saves
-#: multiplications in proportion to ``c * cout`` per tile but transforms ``c`` inputs and
-#: ``cout`` outputs per tile, each one more numpy pass, so what pays is their ratio.
-#: Measured on the torchvision networks' 3x3 convolutions, one OpenBLAS thread, 2-core
-#: AMD EPYC (Winograd time over im2col time): 32 -> 32 ratio 16: 0.94-0.98 (even, and
-#: im2col's single big matmul scales better under concurrency, so it is preferred);
-#: 32 -> 64 on 147 x 147, ratio 21: 0.64; 32 -> 96 on 28 x 28, ratio 24: 0.79; on 14 x 14,
-#: 32 -> 64 / 32 -> 128 (ratio 21 / 26) lose (1.27 / 1.18) while 96 -> 208 (ratio 66) and
-#: up win (0.77 and better).
-WINOGRAD_MIN_REDUCED_CHANNELS = 20
-WINOGRAD_MIN_REDUCED_CHANNELS_FEW_TILES = 48
+#: ... and ``c * cout / (c + cout)`` reaches this: Winograd saves multiplications in
+#: proportion to ``c * cout`` per tile but transforms ``c`` inputs and ``cout`` outputs per
+#: tile, each one more numpy pass, so what pays is their ratio. Measured on the 3x3
+#: convolutions of GoogLeNet, ResNet-50, Inception v3, DenseNet-121, SqueezeNet 1.1 and
+#: VGG-11, one OpenBLAS thread, 2-core AMD EPYC (F(2x2) time over im2col time): ratio 24
+#: and up 0.58-0.93 (32 -> 96 on 28 x 28 0.77, 128 -> 32 on 56 x 56 0.88); below it even
+#: or lost (32 -> 64 on 147 x 147, ratio 21: 1.26; 16 -> 64 on 55 x 55: 1.18; 32 -> 64 on
+#: 14 x 14: 0.90, 24 -> 64: 1.10).
+WINOGRAD_MIN_REDUCED_CHANNELS = 24
+#: On fewer tiles than this (an output under 12 x 12) the products are bound by reading the
+#: transformed weight, 16/9 of the kernel's, so Winograd runs there only for kernels of
+#: fewer than :data:`WINOGRAD_MAX_WEIGHTS_FEW_TILES` channel pairs ``c * cout``: 160 -> 320
+#: on 7 x 7 took 0.61x im2col's time, 448 -> 384 on 8 x 8 0.63x, 512 -> 512 on 7 x 7 1.13x.
 WINOGRAD_MANY_TILES = 36
+WINOGRAD_MAX_WEIGHTS_FEW_TILES = 1 << 18
 
 #: A convolution that runs alone may be shared among idle threads by bands of its output
 #: rows (:meth:`Conv2dKernel.pieces`), each band on one BLAS thread. That pays where BLAS
@@ -96,15 +96,17 @@ WINOGRAD_MANY_TILES = 36
 #: im2col convolutions split by output channels instead: two BLAS threads do as well.
 #: A band gets at least this many multiply-adds (counted as direct convolution) ...
 SPLIT_MIN_MACS = 16_000_000
-#: ... and, for Winograd, this many 4x4 tiles, for im2col this many output positions.
-SPLIT_MIN_TILES = 24
+#: ... and, for Winograd, this many 2x2 tiles (384 outputs), for im2col this many output
+#: positions.
+SPLIT_MIN_TILES = 96
 SPLIT_MIN_POSITIONS = 2048
-#: Winograd on too few tiles for bands of rows (a 14 x 14 image has 16) is shared out by
+#: Winograd on too few tiles for bands of rows (a 14 x 14 output has 49) is shared out by
 #: bands of its output channels instead, from this many multiply-adds a band: each band
 #: transforms the whole input again but reads only its share of the transformed weight,
-#: which is the larger part there (9.4 MB for 256 -> 256). Measured against the whole
-#: convolution on one thread and on two BLAS threads (which keep these products on one,
-#: or gain 1.5x), 2-core AMD EPYC: ResNet-50's 256 -> 256 on 14 x 14 (58 M a band) ran
+#: which is the larger part there (4.2 MB for 256 -> 256). Measured with F(4x4, 3x3),
+#: whose transformed weight was 2.25x larger, against the whole convolution on one thread
+#: and on two BLAS threads (which keep these products on one, or gain 1.5x), 2-core AMD
+#: EPYC: ResNet-50's 256 -> 256 on 14 x 14 (58 M a band) ran
 #: 1.96x as fast in two bands, GoogLeNet's 160 -> 320 (45 M) 1.28x and 144 -> 288 (37 M)
 #: 1.21x; 128 -> 256 (29 M) 1.14x and 96 -> 208 (18 M) 1.01x, too little for a hand-over.
 #: Such nodes keep their Winograd weights, which the im2col they ran as before gave back:
@@ -414,7 +416,7 @@ class Conv2dKernel:
     def without_winograd(self) -> Conv2dKernel:
         """This kernel with the same weights, taking im2col where it would take Winograd.
 
-        Winograd's 36 per-frequency products are small, and more BLAS threads barely speed
+        Winograd's 16 per-frequency products are small, and more BLAS threads barely speed
         them up (0.9-1.3x on two), where the one im2col product scales nearly with the
         threads: a 3x3 convolution that runs whole on several BLAS threads is faster by
         im2col (GoogLeNet and ResNet-50 ran 8-9% faster on 2 cores: README, Threads)."""
@@ -597,20 +599,24 @@ def positions_conv(x: np.ndarray, matrix: np.ndarray, bias: np.ndarray | None, k
 
 
 # ----------------------------------------------------------------------------------------
-# Winograd F(4x4, 3x3)
+# Winograd F(2x2, 3x3)
 # ----------------------------------------------------------------------------------------
-# Output transform A^T, kernel transform G and input transform B^T of F(4x4, 3x3) for the
-# points 0, +-1, +-2 and infinity (Lavin & Gray, "Fast Algorithms for Convolutional Neural
-# Networks"). F(2x2, 3x3) was measured too: it seldom beat the better of direct and F(4x4).
-# Alone with cold caches it beat F(4x4) on 14 x 14 with two BLAS threads (its transformed
-# weight is 16/9 of the kernel's, F(4x4)'s 36/9), but inside default engines, taken for
-# every plane of fewer than 36 F(4x4) tiles, GoogLeNet ran 0.99x and ResNet-50 1.05x the time.
-_F43 = (
-    [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
-    [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
-     [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
-    [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
-     [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+# Output transform A^T, kernel transform G and input transform B^T of F(2x2, 3x3) for the
+# points 0, +-1 and infinity (Lavin & Gray, "Fast Algorithms for Convolutional Neural
+# Networks"). F(4x4, 3x3) (points 0, +-1, +-2, infinity) saves more multiplications, 4x
+# against 2.25x, and ran 1.4-1.7x as fast per layer, but its transforms' larger
+# coefficients cost accuracy: on a 256 -> 256 convolution of a normal 32 x 32 input its
+# error was 1.6e-5 of the output's range against 6.2e-7 for F(2x2) and 2.4e-7 for PyTorch's
+# float32 (other points, 0, +-1, -1/2, 2, gave 4.2e-6), and deep networks with realistic
+# activations went past 1e-4 of PyTorch's float64 answer (timm's VoVNet-39: 9.8e-5 where
+# PyTorch's own float32 is 1.8e-5 off; with F(2x2) 2.0e-5; Inception v4 and torchvision's
+# FCN 1.6-2.2e-4). The price, against F(4x4) (15 interleaved rounds in one process, paired,
+# 2-core AMD EPYC): default engines took 1.04-1.07x the time on GoogLeNet, ResNet-50,
+# Inception v3 and DenseNet-121 (SqueezeNet 1.1 0.94x), one-thread engines 1.02-1.16x.
+_F23 = (
+    [[1, 1, 1, 0], [0, 1, -1, -1]],
+    [[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]],
+    [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
 )
 
 
@@ -631,7 +637,7 @@ class _Winograd:
                          bt.astype(np.float32), at.astype(np.float32), np.ascontiguousarray(at.T, dtype=np.float32))
 
 
-WINOGRAD = {4: _Winograd.of(_F43)}
+WINOGRAD = {2: _Winograd.of(_F23)}
 
 
 def _tiles(size: int, pads: Pair, m: int) -> int:
@@ -643,11 +649,12 @@ def winograd_tile(shape: tuple[int, ...], pads: tuple[Pair, Pair], cout: int) ->
     ``shape`` (N, C, H, W) giving ``cout`` channels, or None when the im2col matmul is the
     better choice (see :data:`WINOGRAD_MIN_REDUCED_CHANNELS`)."""
     n, c, h, w = shape
-    tiles = n * _tiles(h, pads[0], 4) * _tiles(w, pads[1], 4)
-    if tiles < WINOGRAD_MIN_TILES:
+    tiles = n * _tiles(h, pads[0], 2) * _tiles(w, pads[1], 2)
+    if tiles < WINOGRAD_MIN_TILES or c * cout < WINOGRAD_MIN_REDUCED_CHANNELS * (c + cout):
         return None
-    need = WINOGRAD_MIN_REDUCED_CHANNELS if tiles >= WINOGRAD_MANY_TILES else WINOGRAD_MIN_REDUCED_CHANNELS_FEW_TILES
-    return 4 if c * cout >= need * (c + cout) else None
+    if tiles < WINOGRAD_MANY_TILES and c * cout >= WINOGRAD_MAX_WEIGHTS_FEW_TILES:
+        return None
+    return 2
 
 
 def winograd_weight(weight: np.ndarray, m: int) -> np.ndarray:

@@ -241,16 +241,19 @@ def test_channels_last_depthwise_gives_the_same_bits_with_its_weights_along_rows
 
 def test_winograd_choice_follows_the_channel_ratio_and_tile_count():
     same = ((1, 1), (1, 1))
-    # 32 -> 32 has c*cout/(c+cout) = 16: im2col, at any size.
+    # c*cout/(c+cout) below 24 (32 -> 32: 16, 32 -> 64: 21.3): im2col, at any size.
     assert winograd_tile((1, 32, 32, 32), same, 32) is None
-    assert winograd_tile((1, 32, 147, 147), same, 32) is None
-    # 32 -> 64 (ratio 21.3) pays on a large image, not on 14 x 14 (16 tiles).
-    assert winograd_tile((1, 32, 147, 147), same, 64) == 4
-    assert winograd_tile((1, 32, 14, 14), same, 64) is None
-    assert winograd_tile((1, 128, 14, 14), same, 256) == 4
-    # 7 x 7 (4 tiles): never, however many channels; a batch of 4 makes 16 tiles.
+    assert winograd_tile((1, 32, 147, 147), same, 64) is None
+    # 32 -> 96 (ratio 24) from a 7 x 7 output (16 tiles of 2 x 2) on; 5 x 5 is too small.
+    assert winograd_tile((1, 32, 28, 28), same, 96) == 2
+    assert winograd_tile((1, 32, 7, 7), same, 96) == 2
+    assert winograd_tile((1, 32, 5, 5), same, 96) is None
+    # Under 36 tiles only kernels of fewer than 2^18 channel pairs: reading the transformed
+    # weight would cost more than the multiplications saved.
+    assert winograd_tile((1, 448, 8, 8), same, 384) == 2
     assert winograd_tile((1, 512, 7, 7), same, 512) is None
-    assert winograd_tile((4, 512, 7, 7), same, 512) == 4
+    assert winograd_tile((1, 512, 14, 14), same, 512) == 2
+    assert winograd_tile((4, 512, 7, 7), same, 512) == 2
 
 
 # Pairs whose padded inputs have one shape but the input sits elsewhere in it.

@@ -74,7 +74,7 @@ def check_pieces(cfg):
     (whole,) = layer.forward([x])
     path = layer.kernel.path(x.shape)
     assert path != "winograd" or cfg["winograd"]
-    if path == "1x1" or whole.shape[2] < 2 * (4 if path == "winograd" else 1):
+    if path == "1x1" or whole.shape[2] < 2 * (2 if path == "winograd" else 1):
         assert layer.pieces([x], [np.empty_like(whole)], cfg["count"]) is None  # 1x1, or too few rows to cut
         return
     out = np.full_like(whole, np.nan)

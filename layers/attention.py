@@ -13,6 +13,7 @@ as ``nn.MultiheadAttention``; code that calls PyTorch's fused kernel keeps
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -162,6 +163,15 @@ class MultiheadAttention(Layer):
     second output gives the attention weights, averaged over the heads unless the export
     shows one per head.
 
+    pnnx puts boolean masks ahead of the query and labels the query (or the last of key and
+    value) ``$attn_mask``, whatever the masks were; so where a boolean input is not labelled
+    a mask, inputs are bound by dtype instead: the boolean ones are the masks, the float
+    ones query, key and value (a last float one that fits as a mask, a float attn_mask
+    beside a boolean key_padding_mask, is one). A mask's kind comes from its exported
+    shape: (L, S) or (N*heads, L, S) an attn_mask, (N, S) ((S,) unbatched) a
+    key_padding_mask. Where it fits both (N == L, or sizes the export leaves unknown) the
+    operator is refused rather than guessed at.
+
     A query that the masks let see no key gives NaN, as PyTorch's module gives with
     ``need_weights=True`` (its default). With ``need_weights=False`` PyTorch computes
     through the safe softmax instead (zeros, bar its eval fast path with a boolean mask);
@@ -200,12 +210,19 @@ class MultiheadAttention(Layer):
             self.bias_v = params.attr("bias_v", shape=(1, 1, e), dtype=np.float32).reshape(e)
         self._bind_inputs(params)
         weights = params.op.outputs[1].shape if len(params.op.outputs) > 1 else None
-        query = params.op.inputs[0].shape if params.op.inputs else None
+        query = params.op.inputs[self.q_at].shape if params.op.inputs else None
         # average_attn_weights is not written to the param file: per-head weights show as one more dim
         self.per_head_weights = weights is not None and query is not None and len(weights) == len(query) + 1
 
     def _bind_inputs(self, params: Params) -> None:
         names = self.input_names or [""] * self.num_inputs
+        bools = [i for i, o in enumerate(params.op.inputs) if o.dtype == "bool"]
+        if any(names[i] not in _MASKS for i in bools):
+            # pnnx puts boolean masks ahead of the query and labels another input as the mask
+            self.q_at, self.k_at, self.v_at, self.mask_at, self.padding_at = _bind_by_dtype(
+                params, names, bools, self.batch_first, (self.embed_dim, self.kdim, self.vdim), self.num_heads
+            )
+            return
         self.mask_at = names.index("attn_mask") if "attn_mask" in names else None
         self.padding_at = names.index("key_padding_mask") if "key_padding_mask" in names else None
         named = {n: i for i, n in enumerate(names) if n in ("query", "key", "value", "input")}
@@ -220,11 +237,6 @@ class MultiheadAttention(Layer):
             v = given[2] if given[2] is not None else next(order, k)
         if q is None:
             raise params.error("no query input")
-        if params.op.inputs and q < len(params.op.inputs) and params.op.inputs[q].dtype == "bool":
-            raise params.error(
-                "its query is a boolean tensor: pnnx writes a boolean attn_mask or key_padding_mask in "
-                "the query's place; export the model with a float mask (0 to attend, -inf to mask) instead"
-            )
         self.q_at, self.k_at, self.v_at = q, k, v
 
     # -- shapes ------------------------------------------------------------------------
@@ -331,6 +343,116 @@ class MultiheadAttention(Layer):
         rows_kv = math.prod(inputs[self.k_at].shape[:-1])
         projections = 2 * e * (2 * rows * e + rows_kv * (self.kdim + self.vdim))
         return projections + 4 * rows * source * e
+
+
+_MASKS = ("attn_mask", "key_padding_mask")
+
+
+def _bind_by_dtype(
+    params: Params, names: list[str], bools: list[int], batch_first: bool, dims: tuple[int, int, int], heads: int
+) -> tuple[int, int, int, int | None, int | None]:
+    """(query, key, value, attn_mask, key_padding_mask) positions of an ``nn.MultiheadAttention``
+    with boolean masks, read from the inputs' dtypes and exported shapes.
+
+    pnnx puts boolean masks ahead of the query and labels another input ``$attn_mask``
+    (the query in self-attention, the last of key/value otherwise), however the masks
+    were passed. So: the boolean inputs are masks, the float ones query, key and value in
+    this order, bar a last float one that pnnx labels a mask and that fits as one; each
+    mask is an attn_mask ((L, S) or (N*heads, L, S)) or a key_padding_mask ((N, S), (S,)
+    unbatched) as its shape says. Where shapes allow more than one reading (N == L, or
+    sizes the export leaves unknown), the operator is refused rather than guessed at.
+    """
+    inputs = params.op.inputs
+    hint = (
+        "; pass the masks as one float attn_mask instead (0 to attend, -inf to mask; (L, S) or "
+        "(N*num_heads, L, S))"
+    )
+    if len(bools) > 2:
+        raise params.error(f"{len(bools)} boolean inputs, where at most two masks can be given{hint}")
+    if any(o.shape is None for o in inputs):
+        raise params.error(
+            "boolean inputs without the shapes that tell a mask's kind (pnnx wrote none)" + hint
+        )
+    floats = [i for i in range(len(inputs)) if i not in bools]
+    readings = []
+    for float_masks in (0, 1):
+        qkv, masks = floats[: len(floats) - float_masks], bools + floats[len(floats) - float_masks :]
+        if not 1 <= len(qkv) <= 3 or (float_masks and names[floats[-1]] not in _MASKS):
+            continue
+        q, k, v = qkv[0], qkv[min(1, len(qkv) - 1)], qkv[-1]
+        sizes = _sequences([inputs[i].shape for i in (q, k, v)], dims, batch_first)
+        if sizes is None:
+            continue
+        roles = [_mask_kinds(inputs[i].shape, *sizes, heads) for i in masks]
+        kinds = [a for a in itertools.product(*roles) if len(set(a)) == len(a)]
+        if kinds:
+            readings.append(((q, k, v), masks, roles, kinds))
+    shown = ", ".join(f"{_format(o.shape)}{o.dtype}" for o in inputs)
+    unknown = any(_known(d) is None for o in inputs for d in o.shape)
+    why = " (the export leaves some sizes unknown)" if unknown else ""
+    if not readings:
+        raise params.error(f"cannot tell query, key, value and masks apart among inputs {shown}{why}{hint}")
+    if len(readings) > 1:
+        raise params.error(f"inputs {shown} read as query, key, value and masks in more than one way{why}{hint}")
+    (q, k, v), masks, roles, kinds = readings[0]
+    if len(kinds) > 1:
+        both = next(i for i, r in zip(masks, roles) if len(r) > 1)
+        raise params.error(
+            f"its mask of shape {_format(inputs[both].shape)} fits both as an attn_mask (L, S) and as a "
+            f"key_padding_mask (N, S) for inputs {shown}{why}, and pnnx's labels do not say which{hint}"
+            + ("" if unknown else ", or export with a batch size other than the sequence length")
+        )
+    at = dict(zip(kinds[0], masks))
+    return q, k, v, at.get("attn_mask"), at.get("key_padding_mask")
+
+
+def _known(dim: Any) -> int | None:
+    """An exported dim as an int, None where pnnx left it unknown (``?`` or a symbol)."""
+    return dim if isinstance(dim, int) and not isinstance(dim, bool) else None
+
+
+def _fits(shape: tuple, pattern: tuple) -> bool:
+    """Whether ``shape`` may be ``pattern``: the same rank, equal dims wherever both are known."""
+    return len(shape) == len(pattern) and all(
+        a is None or b is None or a == b for a, b in zip(map(_known, shape), pattern)
+    )
+
+
+def _sequences(
+    shapes: list[tuple], dims: tuple[int, int, int], batch_first: bool
+) -> tuple[bool, int | None, int | None, int | None] | None:
+    """(unbatched, N, L, S), None for what is unknown, if ``shapes`` may be query, key and
+    value of these embedding dims; None if they cannot."""
+    rank = len(shapes[0])
+    if rank not in (2, 3) or any(len(s) != rank or not _fits(s[-1:], (d,)) for s, d in zip(shapes, dims)):
+        return None
+    if rank == 2:
+        batches, lengths = [1, 1, 1], [_known(s[0]) for s in shapes]
+    else:
+        at = (0, 1) if batch_first else (1, 0)
+        batches, lengths = ([_known(s[i]) for s in shapes] for i in at)
+    batch = next((b for b in batches if b is not None), None)
+    source = lengths[1] if lengths[1] is not None else lengths[2]
+    if any(b not in (None, batch) for b in batches) or lengths[2] not in (None, source):
+        return None
+    return rank == 2, batch, lengths[0], source
+
+
+def _mask_kinds(
+    shape: tuple, unbatched: bool, batch: int | None, length: int | None, source: int | None, heads: int
+) -> tuple[str, ...]:
+    """The masks a tensor of ``shape`` may be for this query and key."""
+    stacked = heads if unbatched else (None if batch is None else batch * heads)
+    kinds = ()
+    if _fits(shape, (length, source)) or _fits(shape, (stacked, length, source)):
+        kinds += ("attn_mask",)
+    if _fits(shape, (source,) if unbatched else (batch, source)):
+        kinds += ("key_padding_mask",)
+    return kinds
+
+
+def _format(shape: tuple) -> str:
+    return "(" + ",".join("?" if _known(d) is None else str(d) for d in shape) + ")"
 
 
 def _project(x: np.ndarray, weight_t: np.ndarray, bias: np.ndarray | None) -> np.ndarray:

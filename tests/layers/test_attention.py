@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec import Engine
 from graphexec.errors import GraphexecError, LayerConfigError
-from graphexec.ir import Operand, Operator
+from graphexec.ir import Attribute, Operand, Operator
 from layers.attention import additive_mask, attend
 from layers.base import ShapeMismatch
 from layers.linear import EinsumEquation
@@ -147,6 +147,81 @@ def test_a_causal_query_past_the_last_key_sees_every_key():
     after = net.forward(q, k2, v)
     np.testing.assert_array_equal(after[:, : source - 1], before[:, : source - 1])
     assert not np.isclose(after[:, source - 1 :], before[:, source - 1 :]).all(axis=-1).any()
+
+
+# -- nn.MultiheadAttention with boolean masks -------------------------------------------------
+def multihead_attention(*inputs: tuple[tuple, str], label: int = 0) -> Operator:
+    """An nn.MultiheadAttention (embed_dim 8, 2 heads, seq-first) reading inputs of these
+    (shape, dtype) annotations, the one at ``label`` named ``$attn_mask`` as pnnx names it."""
+    operands = [Operand(f"in{i}", shape, dtype) for i, (shape, dtype) in enumerate(inputs)]
+    names = [""] * len(operands)
+    names[label] = "attn_mask"
+    weights = {
+        "in_proj_weight": np.zeros((24, 8), np.float32), "out_proj.weight": np.zeros((8, 8), np.float32),
+    }
+    return Operator(
+        "nn.MultiheadAttention", "attn", inputs=operands, outputs=[Operand("out")],
+        params={"embed_dim": 8, "num_heads": 2},
+        attrs={k: Attribute.from_array(v) for k, v in weights.items()}, input_names=names,
+    )
+
+
+def test_a_boolean_mask_of_batch_size_and_length_alike_is_refused_not_guessed():
+    """pnnx labels the query $attn_mask whatever the boolean mask is: (N, S) with N == L reads
+    as an attn_mask and as a key_padding_mask, so the operator is refused."""
+    op = multihead_attention(((4, 4), "bool"), ((4, 4, 8), "f32"), label=1)
+    with pytest.raises(LayerConfigError, match=r"mask of shape \(4,4\) fits both .* batch size other"):
+        lookup(op.type)(op)
+    op = multihead_attention(((4, 4), "bool"), ((4, 3, 8), "f32"), label=1)  # N = 3: an attn_mask
+    layer = lookup(op.type)(op)
+    assert (layer.q_at, layer.mask_at, layer.padding_at) == (1, 0, None)
+
+
+def test_a_boolean_mask_of_sizes_the_export_leaves_unknown_is_refused():
+    op = multihead_attention(((None, None), "bool"), ((None, None, 8), "f32"), label=1)
+    with pytest.raises(LayerConfigError, match="fits both .* leaves some sizes unknown"):
+        lookup(op.type)(op)
+    op = multihead_attention(((None, None, None), "bool"), ((None, None, 8), "f32"), label=1)  # rank 3
+    assert lookup(op.type)(op).mask_at == 0
+
+
+def test_masks_that_fit_no_reading_or_too_many_are_refused():
+    op = multihead_attention(((3, 7), "bool"), ((5, 2, 8), "f32"), label=1)
+    with pytest.raises(LayerConfigError, match="cannot tell query, key, value and masks apart"):
+        lookup(op.type)(op)
+    op = multihead_attention(*[((5, 5), "bool")] * 3, ((5, 2, 8), "f32"), label=3)
+    with pytest.raises(LayerConfigError, match="3 boolean inputs"):
+        lookup(op.type)(op)
+
+
+def test_a_key_padding_mask_stays_one_at_a_batch_size_equal_to_the_length():
+    """The mask's kind is decided from the export's shapes: run at N == L, a (N, S) mask
+    still hides keys per sample. A hidden key changes only its own position's output."""
+    net = engine("mha_bool_padding")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 3, 8)).astype(np.float32)
+    padding = np.zeros((3, 3), np.float32)
+    padding[1, 2] = 1  # sample 1 ignores key 2 (read as an attn_mask: query 1 ignores key 2)
+    y = x.copy()
+    y[2, 1] += 4  # (L, N, E): key 2 of sample 1
+    before, after = net.forward(x, padding), net.forward(y, padding)
+    np.testing.assert_allclose(after[:2, 1], before[:2, 1], rtol=1e-5, atol=1e-6)
+    unmasked = np.zeros_like(padding)
+    assert not np.allclose(net.forward(y, unmasked)[:2, 1], net.forward(x, unmasked)[:2, 1])
+
+
+def test_a_dynamic_per_head_boolean_mask_runs_at_other_sizes():
+    """(N*heads, L, S) at a size other than the export's; a mask that lets each query see
+    itself only makes every position's output its own."""
+    net = engine("mha_bool_mask_3d_dynamic")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 2, 8)).astype(np.float32)
+    mask = np.broadcast_to(1 - np.eye(3, dtype=np.float32), (4, 3, 3))
+    y = x.copy()
+    y[0] += 4
+    before, after = net.forward(x, mask), net.forward(y, mask)
+    np.testing.assert_allclose(after[1:], before[1:], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(after[0], before[0])
 
 
 # -- einsum equations -----------------------------------------------------------------------

@@ -48,6 +48,24 @@ class Attention(nn.Module):
             return self.attn(q, q, q, need_weights=True)
         if self.how == "head_weights":
             return self.attn(q, q, q, need_weights=True, average_attn_weights=False)
+        # boolean masks (True: masked out), made in the graph from float inputs or constant
+        if self.how == "bool_causal":
+            length = q.shape[1] if self.attn.batch_first else q.shape[0]
+            return self.attn(q, q, q, attn_mask=torch.triu(torch.ones(length, length, dtype=torch.bool), 1))[0]
+        if self.how == "bool_mask":
+            return self.attn(q, q, q, attn_mask=rest[0] > 0.5, need_weights=False)[0]
+        if self.how == "bool_padding":
+            return self.attn(q, q, q, key_padding_mask=rest[0] > 0.5, need_weights=False)[0]
+        if self.how == "bool_both":
+            return self.attn(q, q, q, attn_mask=rest[0] > 0.5, key_padding_mask=rest[1] > 0.5, need_weights=False)[0]
+        if self.how == "bool_cross":
+            return self.attn(q, rest[0], rest[0], attn_mask=rest[1] > 0.5, need_weights=False)[0]
+        if self.how == "bool_qkv_padding":
+            return self.attn(q, rest[0], rest[1], key_padding_mask=rest[2] > 0.5, need_weights=False)[0]
+        if self.how == "bool_weights":
+            return self.attn(q, q, q, attn_mask=rest[0] > 0.5)
+        if self.how == "float_mask_bool_padding":
+            return self.attn(q, q, q, attn_mask=rest[0], key_padding_mask=rest[1] > 0.5, need_weights=False)[0]
         raise ValueError(self.how)
 
 
@@ -127,4 +145,45 @@ CASES = [
                        [-float("inf")] * 5 + [0.0]])),
     ),
     Case("sdpa_causal_more_queries", sdpa(is_causal=True), (x(2, 7, 8), x(2, 4, 8), x(2, 4, 8))),
+    # pnnx moves a boolean mask ahead of the query and labels the query (or the last of
+    # key/value) $attn_mask: graphexec binds by dtype, and tells the mask's kind by its shape
+    unchecked("mha_bool_causal", Attention("bool_causal", embed=8), (x(5, 2, 8),)),
+    # batch_first's fast path: a query with no key left gives NaN, here the second
+    unchecked(
+        "mha_bool_mask",
+        Attention("bool_mask", embed=8, batch_first=True),
+        (x(2, 4, 8), torch.tensor([[0.0, 1, 0, 1], [1, 1, 1, 1], [0, 0, 0, 1], [1, 0, 0, 0]])),
+    ),
+    # (N*heads, L, S) is an attn_mask even where the export leaves every size unknown
+    Case(
+        "mha_bool_mask_3d_dynamic",
+        Attention("bool_mask", embed=8),
+        (x(5, 2, 8), torch.rand(4, 5, 5) * (1 - torch.eye(5))),  # every query keeps its own key
+        inputs2=(x(3, 3, 8), torch.rand(6, 3, 3)),
+        check_trace=False,
+    ),
+    unchecked("mha_bool_padding", Attention("bool_padding", embed=8), (x(5, 2, 8), torch.rand(2, 5))),
+    unchecked("mha_bool_padding_unbatched", Attention("bool_padding", embed=8), (x(5, 8), torch.rand(5))),
+    unchecked(
+        "mha_bool_both", Attention("bool_both", embed=8), (x(5, 3, 8), torch.rand(5, 5), torch.tensor([[0.0, 0, 1, 1, 0], [0] * 5, [1, 0, 0, 0, 0]]))
+    ),
+    unchecked(
+        "mha_bool_cross", Attention("bool_cross", embed=8, batch_first=True), (x(2, 4, 8), x(2, 6, 8), torch.rand(4, 6))
+    ),
+    unchecked(
+        "mha_bool_qkv_padding",
+        Attention("bool_qkv_padding", embed=8, batch_first=True, kdim=6, vdim=4),
+        (x(2, 3, 8), x(2, 5, 6), x(2, 5, 4), torch.rand(2, 5)),
+    ),
+    # need_weights: the weights, averaged over heads; a row with no key left is NaN in both outputs
+    unchecked(
+        "mha_bool_weights",
+        Attention("bool_weights", embed=8),
+        (x(4, 2, 8), torch.tensor([[0.0, 1, 0, 0], [1, 1, 1, 1], [0, 0, 1, 1], [0, 1, 0, 1]])),
+    ),
+    unchecked(
+        "mha_float_mask_bool_padding",
+        Attention("float_mask_bool_padding", embed=8),
+        (x(5, 2, 8), x(5, 5), torch.rand(2, 5)),
+    ),
 ]

@@ -83,6 +83,20 @@ def required_constant(params: Params, index: int, name: str, kind: type) -> Any:
     return value
 
 
+def constant_number(params: Params, index: int, name: str, low: float | None = None,
+                    high: float | None = None) -> float:
+    """A constant real argument within ``[low, high]`` (either bound may be absent);
+    LayerConfigError for anything else, a flag, NaN or a value computed in the graph."""
+    value = constant_input(params, index)
+    real = value is not NOT_CONSTANT and not isinstance(value, bool) and isinstance(value, (int, float))
+    if not real or (low is not None and not value >= low) or (high is not None and not value <= high):
+        bounds = (f" in [{low}, {high}]" if low is not None and high is not None
+                  else f" >= {low}" if low is not None else f" <= {high}" if high is not None else "")
+        given = "a value computed in the graph" if value is NOT_CONSTANT else repr(value)
+        raise params.error(f"{name} (input {index}) must be a constant number{bounds}, given {given}")
+    return float(value)
+
+
 class _Aten(Layer):
     #: How many inputs the operator takes.
     arity = 1
@@ -768,10 +782,7 @@ class CDist(_Aten):
 
     def build(self, params: Params) -> None:
         super().build(params)
-        p = constant_input(params, 2)
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or p < 0:
-            raise params.error("p (input 2) must be a constant number >= 0")
-        self.p = float(p)
+        self.p = constant_number(params, 2, "p", low=0)
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         a, b = specs[0], specs[1]

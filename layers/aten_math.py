@@ -32,6 +32,7 @@ from layers.aten import (
     _Aten,
     _Reducing,
     constant_input,
+    constant_number,
     constant_text,
     reduced_axes,
     reduced_shape,
@@ -200,10 +201,7 @@ class PDist(_Aten):
 
     def build(self, params: Params) -> None:
         super().build(params)
-        p = constant_input(params, 1)
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or p < 0:
-            raise params.error("p (input 1) must be a constant number >= 0")
-        self.p = float(p)
+        self.p = constant_number(params, 1, "p", low=0)
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         x = specs[0]

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from layers.aten import NOT_CONSTANT, constant_input, required_constant
+from layers.aten import constant_input, constant_number, required_constant
 from layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis, numel
 from layers.registry import register
 
@@ -518,10 +518,7 @@ class AtenInstanceNorm(Layer):
                 f"momentum, eps, cudnn_enabled), given {self.num_inputs}"
             )
         self.use_input_stats = required_constant(params, 5, "use_input_stats", bool)
-        eps = constant_input(params, 7)
-        if eps is NOT_CONSTANT or isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
-            raise params.error(f"eps (input 7) must be a constant number >= 0, given {eps!r}")
-        self.eps = float(eps)
+        self.eps = constant_number(params, 7, "eps", low=0)
         #: The input index of each tensor argument given (not ``None``).
         self.at = {name: i for i, name in self._TENSORS if constant_input(params, i) is not None}
         if not self.use_input_stats and not {"running_mean", "running_var"} <= self.at.keys():

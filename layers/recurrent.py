@@ -36,7 +36,7 @@ from layers._recurrent_math import (
     expected_shapes,
     flops,
 )
-from layers.aten import NOT_CONSTANT, constant_input, required_constant
+from layers.aten import constant_number, required_constant
 from layers.aten_shape import list_of_tensors
 from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
 from layers.registry import register
@@ -147,10 +147,7 @@ class _AtenRecurrent(Layer):
             )
         flags = {name: required_constant(params, i, name, bool) for i, name in self._FLAGS}
         layers = required_constant(params, 4, "num_layers", int)
-        dropout = constant_input(params, 5)
-        if dropout is NOT_CONSTANT or isinstance(dropout, bool) or not isinstance(dropout, (int, float)) \
-                or not 0 <= dropout <= 1:
-            raise params.error(f"dropout (input 5) must be a constant number in [0, 1], given {dropout!r}")
+        dropout = constant_number(params, 5, "dropout", low=0, high=1)
         if layers < 1:
             raise params.error(f"num_layers={layers} must be positive")
         if flags["train"] and dropout > 0 and layers > 1:

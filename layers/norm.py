@@ -78,6 +78,18 @@ def _check_vector(shape: Shape, size: int, what: str) -> None:
         raise ShapeMismatch(f"{what} should have shape ({size},), given {shape}")
 
 
+def _check_vectors(shapes: list[Shape], at: dict[str, int], size: int) -> None:
+    """Each tensor argument of a functional norm (``at``: name -> input index) a vector of
+    ``size``, one number per channel."""
+    for name, i in at.items():
+        _check_vector(shapes[i], size, name)
+
+
+def _arguments(inputs: list[Any], at: dict[str, int]) -> dict[str, np.ndarray]:
+    """A functional norm's tensor arguments given (``at``: name -> input index), by name."""
+    return {name: np.asarray(inputs[i]) for name, i in at.items()}
+
+
 def _affine(out: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
     """``out * weight + bias`` in place (``out`` is a fresh array); either may be None."""
     if weight is not None:
@@ -188,15 +200,14 @@ class FBatchNorm(Layer):
         x = shapes[0]
         if len(x) < 2:
             raise ShapeMismatch(f"expected an input of rank >= 2 (N, C, ...), given shape {x}")
-        for name, i in self.at.items():
-            _check_vector(shapes[i], x[1], name)
+        _check_vectors(shapes, self.at, x[1])
         if "running_mean" not in self.at and numel(x) // x[1] <= 1:
             raise ShapeMismatch(f"batch statistics need more than one value per channel, given shape {x}")
         return [x]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = inputs[0]
-        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        args = _arguments(inputs, self.at)
         weight, bias = args.get("weight"), args.get("bias")
         if "running_mean" in args:
             stats = args["running_mean"], args["running_var"]
@@ -274,7 +285,7 @@ class FLayerNorm(_LayerNormBase):
         return [shapes[0]]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        args = _arguments(inputs, self.at)
         return [self._normalize(inputs[0], args.get("weight"), args.get("bias"))]
 
 
@@ -394,12 +405,11 @@ class FGroupNorm(Layer):
         if len(x) < 2 or x[1] % self.num_groups:
             raise ShapeMismatch(f"expected an input (N, C, ...) with C divisible by {self.num_groups}, "
                                 f"given shape {x}")
-        for name, i in self.at.items():
-            _check_vector(shapes[i], x[1], name)
+        _check_vectors(shapes, self.at, x[1])
         return [x]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        args = _arguments(inputs, self.at)
         return [_group_norm(inputs[0], self.num_groups, self.eps, args.get("weight"), args.get("bias"))]
 
 
@@ -488,13 +498,12 @@ class FInstanceNorm(Layer):
             raise ShapeMismatch(
                 f"expected an input (N, C, ...) with more than one spatial element, given shape {x}"
             )
-        for name, i in self.at.items():
-            _check_vector(shapes[i], x[1], name)
+        _check_vectors(shapes, self.at, x[1])
         return [x]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = inputs[0]
-        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        args = _arguments(inputs, self.at)
         return [_group_norm(x, x.shape[1], self.eps, args.get("weight"), args.get("bias"))]
 
 
@@ -530,13 +539,12 @@ class AtenInstanceNorm(Layer):
             raise ShapeMismatch(f"expected an input (N, C, ...), given shape {x}")
         if self.use_input_stats and numel(x[2:]) <= 1:
             raise ShapeMismatch(f"instance statistics need more than one spatial element, given shape {x}")
-        for name, i in self.at.items():
-            _check_vector(shapes[i], x[1], name)
+        _check_vectors(shapes, self.at, x[1])
         return [x]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = inputs[0]
-        args = {name: np.asarray(inputs[i]) for name, i in self.at.items()}
+        args = _arguments(inputs, self.at)
         weight, bias = args.get("weight"), args.get("bias")
         if self.use_input_stats:
             return [_group_norm(x, x.shape[1], self.eps, weight, bias)]

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from layers.activation import log_softmax
-from layers.aten import NOT_CONSTANT, _Aten, constant_input, required_constant
+from layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_number, required_constant
 from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec
 from layers.linear import broadcast
 from layers.registry import register
@@ -49,14 +49,6 @@ def reduce(loss: np.ndarray, reduction: int) -> np.ndarray:
     if reduction == MEAN:
         total = total / loss.size if loss.size else np.nan
     return np.asarray(total, dtype=loss.dtype)
-
-
-def constant_number(params: Params, index: int, name: str) -> float:
-    """A constant numeric argument (``beta``, ``label_smoothing``)."""
-    value = constant_input(params, index)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise params.error(f"{name} (input {index}) must be a constant number")
-    return float(value)
 
 
 def optional_tensor(params: Params, index: int, name: str) -> bool:
@@ -162,9 +154,7 @@ class SmoothL1Loss(_Elementwise):
     arguments = ("input", "target", "reduction", "beta")
 
     def options(self, params: Params) -> None:
-        self.beta = constant_number(params, 3, "beta")
-        if self.beta < 0:
-            raise params.error(f"beta={self.beta} must not be negative")
+        self.beta = constant_number(params, 3, "beta", low=0)
 
     def loss(self, args: dict[str, Any]) -> np.ndarray:
         gap = np.abs(args["input"] - args["target"])
@@ -346,9 +336,7 @@ class CrossEntropy(_OverClasses):
 
     def options(self, params: Params) -> None:
         super().options(params)
-        self.smoothing = constant_number(params, 5, "label_smoothing")
-        if not 0 <= self.smoothing <= 1:
-            raise params.error(f"label_smoothing={self.smoothing} must lie in [0, 1]")
+        self.smoothing = constant_number(params, 5, "label_smoothing", low=0, high=1)
 
     def target_shape(self, scores: Shape, target: TensorSpec) -> Shape:
         if target.shape == scores and target.dtype.kind == "f":

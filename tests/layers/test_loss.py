@@ -83,11 +83,11 @@ def test_kl_div_counts_a_zero_target_as_nothing():
 @pytest.mark.parametrize(("op_type", "constants", "message"), [
     ("aten::mse_loss", (..., 3), r"reduction=3 \(input 2\) must be 0 \(none\), 1 \(mean\) or 2 \(sum\)"),
     ("aten::l1_loss", (..., ...), r"reduction \(input 2\) must be a constant int"),
-    ("aten::smooth_l1_loss", (..., MEAN, -1.0), "beta=-1.0 must not be negative"),
+    ("aten::smooth_l1_loss", (..., MEAN, -1.0), r"beta \(input 3\) must be a constant number >= 0, given -1.0"),
     ("aten::huber_loss", (..., MEAN, 0.0), "delta=0.0 must be positive"),
     ("aten::kl_div", (..., MEAN, 1), r"log_target \(input 3\) must be a constant bool"),
     ("aten::binary_cross_entropy", (..., 2.0, MEAN), r"weight \(input 2\) must be a tensor or None"),
-    ("aten::cross_entropy_loss", (..., None, MEAN, -100, 1.5), r"label_smoothing=1.5 must lie in \[0, 1\]"),
+    ("aten::cross_entropy_loss", (..., None, MEAN, -100, 1.5), r"label_smoothing \(input 5\) must be a constant number in \[0, 1\], given 1.5"),
     ("aten::nll_loss_nd", (..., None, MEAN), "takes 5 inputs"),
 ])
 def test_arguments_pytorch_refuses_are_refused_at_load(op_type, constants, message):

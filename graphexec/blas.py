@@ -249,14 +249,20 @@ class _Turns:
         self._inside = threading.local()
 
     @contextmanager
-    def take(self, steer: bool) -> Iterator[None]:
+    def joined(self) -> Iterator[None]:
+        """This thread works inside the turn of a run that holds one (see :func:`joined_turn`)."""
         depth = getattr(self._inside, "depth", 0)
-        if depth:
-            self._inside.depth = depth + 1
-            try:
+        self._inside.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._inside.depth = depth
+
+    @contextmanager
+    def take(self, steer: bool) -> Iterator[None]:
+        if getattr(self._inside, "depth", 0):
+            with self.joined():
                 yield
-            finally:
-                self._inside.depth = depth
             return
         with self._changed:
             if steer:
@@ -281,6 +287,13 @@ class _Turns:
 
 
 _TURNS = _Turns()
+
+
+def joined_turn():
+    """Context manager for a worker thread running a run's units: it works inside that run's
+    turn, so a run that one of its layers starts there goes on rather than wait for the
+    turn of the run it is part of."""
+    return _TURNS.joined()
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphexec.affinity import current_core
-from graphexec.blas import blas_boost, blas_workers_off
+from graphexec.blas import blas_boost, blas_workers_off, joined_turn
 from graphexec.errors import ExecutionError, GraphexecError, RunTimeoutError
 from graphexec.executor import NO_OPTIONS, RunOptions, run_step
 from graphexec.plan import Plan, Unit
@@ -250,14 +250,15 @@ class _Run:
     def _worker(self, u: int | None) -> None:
         """A worker's loop: run ``u``, then whatever ready unit is next for this worker."""
         try:
-            while u is not None:
-                done = self._run_unit(u)
-                with self.lock:
-                    self._record(u, *done)
-                    u, handed = self._start(caller=False)
-                    if u is None and self.state.running == 0:
-                        self.over.set()
-                self._hand_over(handed)
+            with joined_turn():
+                while u is not None:
+                    done = self._run_unit(u)
+                    with self.lock:
+                        self._record(u, *done)
+                        u, handed = self._start(caller=False)
+                        if u is None and self.state.running == 0:
+                            self.over.set()
+                    self._hand_over(handed)
         except BaseException as exc:  # a fault of the scheduler itself: end the run, never hang it
             with self.lock:
                 self.state.failure = self.state.failure or exc

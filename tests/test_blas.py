@@ -169,3 +169,30 @@ def test_concurrent_calls_of_an_engine_on_several_blas_threads_give_its_sequenti
         del step.layer.forward_into
     assert all(np.array_equal(g, w) for out in got for g, w in zip(out, want))
     assert seen and max(seen) == 1
+
+
+def test_a_layer_may_run_another_engine_inside_a_steering_run_on_the_workers():
+    """A run on several workers holds its turn while its units run on the pool's threads; a
+    layer there that runs another engine must not wait for that turn to end (it would never)."""
+    outer = Engine.load(MODELS / "inception_mini.pnnx.param", threads=2, intra_op_threads=2)
+    inner = Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, intra_op_threads=2)
+    x = np.random.default_rng(0).standard_normal(outer.input_shapes["in0"]).astype(np.float32)
+    want = inner.forward(x)
+    nested = []
+    workers = set()
+    for step in outer.program.steps:
+        original = step.layer.forward_into
+
+        def calling_inner(inputs, outputs, original=original):
+            if threading.current_thread().name.startswith("graphexec"):  # one of the outer engine's workers
+                workers.add(threading.current_thread().name)
+                nested.append(inner.forward(x))
+            original(inputs, outputs)
+
+        step.layer.forward_into = calling_inner
+    runner = threading.Thread(target=outer.forward, args=(x,), daemon=True)
+    runner.start()
+    runner.join(60)
+    assert not runner.is_alive()
+    # nested runs share the outer run's turn, not one of their own: equal to rounding only
+    assert workers and nested and all(np.allclose(n, want, rtol=1e-4, atol=1e-5) for n in nested)

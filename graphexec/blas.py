@@ -19,11 +19,14 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from loguru import logger
+
+from graphexec.errors import RunTimeoutError
 
 try:
     from threadpoolctl import ThreadpoolController
@@ -259,7 +262,9 @@ class _Turns:
             self._inside.depth = depth
 
     @contextmanager
-    def take(self, steer: bool) -> Iterator[None]:
+    def take(self, steer: bool, deadline: float | None = None) -> Iterator[None]:
+        """The calling thread's turn (``steer``: alone); RunTimeoutError when ``deadline``
+        (``time.monotonic()``) passes first."""
         if getattr(self._inside, "depth", 0):
             with self.joined():
                 yield
@@ -267,11 +272,23 @@ class _Turns:
         with self._changed:
             if steer:
                 self._waiting_to_steer += 1
-                self._changed.wait_for(lambda: not self._steering and not self._plain)
-                self._waiting_to_steer -= 1
+                try:
+                    got = self._changed.wait_for(lambda: not self._steering and not self._plain, _left(deadline))
+                finally:
+                    self._waiting_to_steer -= 1
+                    if not self._waiting_to_steer:
+                        self._changed.notify_all()  # one-thread runs may have waited for this one
+            else:
+                got = self._changed.wait_for(lambda: not self._steering and not self._waiting_to_steer,
+                                             _left(deadline))
+            if not got:
+                raise RunTimeoutError(
+                    "forward ran past its timeout waiting for its turn at BLAS (another run gives "
+                    "its nodes several BLAS threads meanwhile); no node was started"
+                )
+            if steer:
                 self._steering = True
             else:
-                self._changed.wait_for(lambda: not self._steering and not self._waiting_to_steer)
                 self._plain += 1
         self._inside.depth = 1
         try:
@@ -286,6 +303,10 @@ class _Turns:
                 self._changed.notify_all()
 
 
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
 _TURNS = _Turns()
 
 
@@ -297,11 +318,12 @@ def joined_turn():
 
 
 @contextmanager
-def blas_run(threads: int, steer: bool) -> Iterator[None]:
+def blas_run(threads: int, steer: bool, deadline: float | None = None) -> Iterator[None]:
     """Context manager for one run: its turn at BLAS (see the module's docstring), with
     BLAS limited to ``threads`` threads. ``steer``: the run gives some nodes more BLAS
-    threads than others (or than ``threads``), so no other run may share its turn."""
-    with _TURNS.take(steer or threads > 1), _LIMITER.limit(threads):
+    threads than others (or than ``threads``), so no other run may share its turn.
+    RunTimeoutError if the turn has not come by ``deadline`` (``time.monotonic()``)."""
+    with _TURNS.take(steer or threads > 1, deadline), _LIMITER.limit(threads):
         yield
 
 

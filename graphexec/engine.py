@@ -465,7 +465,7 @@ class Engine:
         options = self._options(timeout, check_finite, feeds)
         # extracted intermediates must outlive their arena regions: such a run allocates afresh
         arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
-        with blas_run(self.intra_op_threads, steer=self._boost is not None), arena as buffers:
+        with blas_run(self.intra_op_threads, self._boost is not None, options.deadline), arena as buffers:
             if self.threads == 1 and self._executor is None and trace is None:
                 choice = self._run_choice(plan)
                 shared = choice.shared if choice is not None else frozenset()

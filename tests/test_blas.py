@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pytest
 from threadpoolctl import threadpool_info
 
 from graphexec import Engine
@@ -196,3 +197,31 @@ def test_a_layer_may_run_another_engine_inside_a_steering_run_on_the_workers():
     assert not runner.is_alive()
     # nested runs share the outer run's turn, not one of their own: equal to rounding only
     assert workers and nested and all(np.allclose(n, want, rtol=1e-4, atol=1e-5) for n in nested)
+
+
+def test_a_call_that_waits_for_its_turn_past_its_timeout_raises_and_lets_others_go_on():
+    from graphexec import RunTimeoutError
+
+    engine = Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, intra_op_threads=2)
+    x = np.random.default_rng(0).standard_normal(engine.input_shapes["in0"]).astype(np.float32)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with blas_run(2, True):
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    start = time.perf_counter()
+    try:
+        with pytest.raises(RunTimeoutError, match="waiting for its turn"):
+            engine.forward(x, timeout=0.2)
+        assert time.perf_counter() - start < 5
+    finally:
+        release.set()
+        holder.join(10)
+    # the call that gave up no longer counts as waiting: one-thread runs get their turn
+    assert all(entered > 0 for entered, _ in _spans([(False, 1), (False, 1)]))
+    np.testing.assert_array_equal(engine.forward(x, timeout=10), engine.forward(x))

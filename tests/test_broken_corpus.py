@@ -79,7 +79,8 @@ CASES = [
     Broken("weight_disagrees_with_params", LayerConfigError, ("operator l", "@weight", "(4, 9)")),
     # regression: ast.literal_eval's SyntaxError used to escape Layer.__init__ (layers/indexing.py)
     Broken("index_expr_unparsable", LayerConfigError, ("Tensor.index_1", "SyntaxError")),
-    Broken("mha_bool_mask_in_the_query_place", LayerConfigError, ("operator attn", "boolean", "float mask")),
+    Broken("mha_bool_mask_fits_both_kinds", LayerConfigError,
+           ("operator attn", "fits both as an attn_mask", "key_padding_mask", "float attn_mask")),
     Broken("shapes_part_from_annotations", LayerConfigError,
            ("operator l (nn.Linear)", "pnnx's annotations at operand 8, output of Tensor.slice_4",
             "annotated (1,8), inferred (1,12)")),

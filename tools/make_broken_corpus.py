@@ -197,10 +197,12 @@ CASES: dict[str, Callable[[], Files]] = {
     "unknown_operator_type": lambda: m(edit_operator(M_PARAM, "c", lambda t: retype(t, "nn.Conv9d"))),
     "bad_param_value": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace("stride=(1,1)", "stride=(0,0)") for x in t])),
     "index_expr_unparsable": lambda: (replace(INDEX_PARAM, "expr=[None,[True,False,True]]", "expr=[None,[True,False,True)").encode(), INDEX_BIN),
-    # as pnnx writes a boolean attn_mask: the mask first, the query bound to $attn_mask
-    "mha_bool_mask_in_the_query_place": lambda: (
+    # as pnnx writes a boolean mask (first, the query bound to $attn_mask), for a batch of 5
+    # sequences of 5: the (5, 5) mask reads as an attn_mask (L, S) and as a key_padding_mask (N, S)
+    "mha_bool_mask_fits_both_kinds": lambda: (
         replace(replace(replace(MASKED_PARAM, "#1=(5,5)f32\n", "#1=(5,5)bool\n"), "2 1 0 1 2 ", "2 1 1 0 2 "),
-                "$attn_mask=1 #0=(1,5,16)f32 #1=(5,5)f32", "$attn_mask=0 #1=(5,5)bool #0=(1,5,16)f32").encode(),
+                "$attn_mask=1 #0=(1,5,16)f32 #1=(5,5)f32", "$attn_mask=0 #1=(5,5)bool #0=(1,5,16)f32")
+        .replace("(1,5,16)", "(5,5,16)").encode(),
         MASKED_BIN),
     "upsample_scale_overflows": lambda: (replace(UPSAMPLE_PARAM, "scale_factor=(2.0,2.0)", "scale_factor=(1e308,1e308)").encode(), UPSAMPLE_BIN),
     # a wrong graph: one operator computes another shape than pnnx annotated, the next fails

@@ -15,11 +15,12 @@ device that runs everything. Then it writes a new :class:`~graphexec.program.Pro
 Rules, in order: a type in ``cpu_types`` stays on the CPU; so does a node whose device run
 failed (``fallback``); a node the device cannot run (the reason is its
 ``unsupported_reason``); a view (reshape, flatten, chunk: no arithmetic) goes where its
-input already is, so that no value is moved only to be viewed; everything else runs on the
-device. :func:`assign_queues` then gives each chain of the plan a command queue, and
-:func:`placed_plan` warms every device node up, moving the ones that fail to the CPU when
-the engine allows it. Before placing, the engine fuses the producer -> activation pairs
-that :func:`fuses_on` accepts (see :mod:`graphexec.fusion`).
+input already is, so that no value is moved only to be viewed; a constant that only CPU
+nodes read stays on the CPU; everything else runs on the device. :func:`assign_queues` then
+gives each chain of the plan a command queue, and :func:`placed_plan` warms every device
+node up, moving the ones that fail to the CPU when the engine allows it. Before placing,
+the engine fuses the producer -> activation pairs that :func:`fuses_on` accepts (see
+:mod:`graphexec.fusion`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from layers.specs import Spec, TensorSpec
 CPU = "cpu"
 FORCED = "forced to CPU by cpu_types"
 RUNS_THERE = "the device runs it"
+CONSTANT_FOR_HOST = "a constant only CPU nodes read stays on the CPU"
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,23 @@ def _choose(step: Step, specs: Mapping[str, Spec], device: Any, home: Mapping[st
     return device.kind, RUNS_THERE
 
 
+def _keep_host_constants(program: Program, sides: list[str], rows: list[Where], home: dict[str, str]) -> None:
+    """Move back to the CPU each constant (a node with no inputs) placed on the device that
+    only CPU nodes read: there it would be downloaded every run instead of read in place."""
+    readers: dict[str, list[int]] = {}
+    for index, step in enumerate(program.steps):
+        for name in step.inputs:
+            readers.setdefault(name, []).append(index)
+    outputs = set(program.outputs)
+    for index, step in enumerate(program.steps):
+        if step.inputs or sides[index] == CPU or any(name in outputs for name in step.outputs):
+            continue
+        if all(sides[r] == CPU for name in step.outputs for r in readers.get(name, ())):
+            sides[index] = CPU
+            home.update((name, CPU) for name in step.outputs)
+            rows[index] = Where(step.name, step.layer.type, CPU, CONSTANT_FOR_HOST)
+
+
 def fuses_on(device: Any, cpu_types: Collection[str] = ()) -> Callable[[Fused, list[Spec]], bool]:
     """The test of a fused node for ``device`` (``allow`` of
     :func:`~graphexec.fusion.fuse_activations`): it keeps every part where it would run
@@ -170,6 +189,7 @@ def place(program: Program, specs: Mapping[str, Spec], device: Any, *, cpu_types
         sides.append(side)
         home.update((name, side) for name in step.outputs)
         rows.append(Where(step.name, step.layer.type, side, reason))
+    _keep_host_constants(program, sides, rows, home)
 
     steps: list[Step] = []
     placed_specs: dict[str, Spec] = dict(specs)

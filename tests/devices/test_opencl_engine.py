@@ -17,8 +17,8 @@ import pytest
 
 from devices.layers import DeviceStep, Download, OnDevice, Upload
 from graphexec import DeviceError, Engine, Trace
-from graphexec.placement import FORCED
-from tests.golden import assert_matches, load_io, op_cases
+from graphexec.placement import CONSTANT_FOR_HOST, FORCED
+from tests.golden import OPS, assert_matches, load_io, op_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "examples" / "models"
@@ -109,6 +109,29 @@ def test_a_view_of_a_cpu_value_stays_on_the_cpu(device):
     flatten = next(r for r in engine.placement.rows if r.type == "torch.flatten")
     assert flatten.device == "cpu" and "view" in flatten.reason
     assert_close(engine.forward(*ins), want[0], "flatten kept beside its CPU input")
+
+
+def test_constants_live_on_the_side_that_reads_them(device):
+    """A float32 constant (pnnx.Attribute) that device nodes read is uploaded once and copied
+    on the device each run, so the plan uploads only the model's input; one that only CPU
+    nodes read (the causal mask of a MultiheadAttention kept on the CPU) stays there."""
+    case = OPS / "plumbing" / "folded_constant"
+    ins, want = load_io(case)
+    with Engine.load(case / "model.pnnx.param", device=device) as engine:
+        row = next(r for r in engine.placement.rows if r.type == "pnnx.Attribute")
+        assert row.device == "opencl" and engine.placement.transfers == (1, 1)
+        for _ in range(3):  # the kept copy outlives runs that reuse the arena
+            assert_matches(engine.forward(*ins), want[0], what="folded_constant on the device")
+    case = OPS / "attention" / "mha_causal"
+    ins, want = load_io(case)
+    with Engine.load(case / "model.pnnx.param", device=device) as engine:
+        assert len(engine.placement.on("opencl")) == 2 and engine.placement.transfers == (1, 1)
+        assert_matches(engine.forward(*ins), want[0], what="mha_causal on the device")
+    with Engine.load(case / "model.pnnx.param", device=device, cpu_types={"nn.MultiheadAttention"}) as engine:
+        row = next(r for r in engine.placement.rows if r.type == "pnnx.Attribute")
+        assert row.device == "cpu" and row.reason == CONSTANT_FOR_HOST
+        assert engine.placement.transfers == (0, 0)
+        assert_matches(engine.forward(*ins), want[0], what="mha_causal kept on the CPU")
 
 
 def test_an_operator_without_kernel_runs_on_the_cpu_between_transfers(device):
@@ -340,10 +363,11 @@ def test_operator_fixture_on_the_device(device, case):
 
 # -- whole torchvision networks (exported by tools/export_networks.py) ----------------------------
 NETWORKS = ROOT / "artifacts" / "networks"
-#: The convolutional networks the CPU is checked on; all sixteen take about 3 minutes on PoCL with 2 cores.
+#: The convolutional networks the CPU is checked on, and the two with attention (Swin's windows,
+#: MaxViT's blocks); all eighteen take about 3 minutes on PoCL with 2 cores.
 NETWORK_NAMES = ["googlenet", "squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2", "mnasnet", "inception_v3",
                  "resnet50", "densenet121", "efficientnet_b0", "resnext50", "mobilenet_v2", "mobilenet_v3_large",
-                 "regnet_y_400mf", "convnext_tiny", "vgg11", "alexnet"]
+                 "regnet_y_400mf", "convnext_tiny", "vgg11", "alexnet", "swin_t", "maxvit_t"]
 
 
 @pytest.mark.parametrize("name", NETWORK_NAMES)

@@ -262,6 +262,38 @@ def test_batchnorm_matches_cpu(device, shape, affine, seed):
     check(device, layer, [data(seed + 4, shape)])
 
 
+def layer_norm(normalized_shape, form, seed, eps=1e-5):
+    """nn.LayerNorm as pnnx writes it: ``form`` "affine" (weight and bias), "weight" (bias=False)
+    or "plain" (elementwise_affine=False)."""
+    attrs = {}
+    if form != "plain":
+        attrs["weight"] = data(seed, tuple(normalized_shape)) + 1.0
+    if form == "affine":
+        attrs["bias"] = data(seed + 1, tuple(normalized_shape))
+    params = {"normalized_shape": list(normalized_shape), "eps": eps, "elementwise_affine": form != "plain"}
+    return make_layer("nn.LayerNorm", params, attrs)
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.data(), st.sampled_from(["affine", "weight", "plain"]),
+       st.sampled_from([1e-5, 1e-6, 0.1]), st.integers(0, 2**16))
+def test_layer_norm_matches_cpu(device, shape, draw, form, eps, seed):
+    """Over the last one or more dims, with and without weight and bias."""
+    trailing = draw.draw(st.integers(1, len(shape)))
+    layer = layer_norm(shape[len(shape) - trailing:], form, seed, eps)
+    check(device, layer, [data(seed + 2, tuple(shape), 3.0)])
+
+
+@pytest.mark.parametrize("shape, normalized", [((2, 7, 7, 768), (768,)), ((3, 4097), (4097,)), ((2, 49, 96), (96,)),
+                                               ((4, 3), (3,)), ((2, 5, 8, 8), (5, 8, 8))])
+def test_layer_norm_long_rows_and_a_large_mean(device, shape, normalized):
+    """Rows longer than a work-group, and rows far from zero (the variance is taken around the
+    mean, so an offset of 1000 costs no accuracy)."""
+    layer = layer_norm(normalized, "affine", 5)
+    check(device, layer, [data(6, shape)])
+    check(device, layer, [data(7, shape) + 1000.0])
+
+
 ACTIVATIONS = [
     ("nn.ReLU", {}), ("F.relu6", {}), ("nn.Hardtanh", {"min_val": -0.5, "max_val": 2.0}),
     ("nn.Threshold", {"threshold": 0.3, "value": -2.0}), ("nn.LeakyReLU", {"negative_slope": 0.2}),
@@ -415,6 +447,22 @@ def test_cat_and_stack_match_cpu(device, base, dim, count, dtype, stack, seed):
 
 
 @SETTINGS
+@given(st.lists(st.integers(0, 6), min_size=0, max_size=4), st.data(), st.booleans(),
+       st.sampled_from([np.float32, np.int64, np.uint8]), st.integers(0, 2**16))
+def test_roll_matches_cpu(device, shape, draw, flat, dtype, seed):
+    """Any shifts (negative, past the size, a dim named twice) along any dims, or over the
+    flattened tensor; bit-exact, any dtype the copy kernel moves."""
+    shape = tuple(shape)
+    if flat or not shape:
+        params = {"shifts": [draw.draw(st.integers(-20, 20))]}
+    else:
+        dims = draw.draw(st.lists(st.integers(-len(shape), len(shape) - 1), min_size=1, max_size=3))
+        params = {"shifts": [draw.draw(st.integers(-20, 20)) for _ in dims], "dims": dims}
+    x = (np.random.default_rng(seed).standard_normal(shape) * 10).astype(dtype)
+    check(device, make_layer("torch.roll", params), [x], exact=True)
+
+
+@SETTINGS
 @given(st.integers(1, 2), st.integers(1, 4), st.integers(1, 5), st.lists(st.integers(1, 6), min_size=1, max_size=2),
        st.integers(0, 2**16))
 def test_channel_shuffle_matches_cpu(device, n, groups, per_group, rest, seed):
@@ -477,6 +525,160 @@ def test_softmax_matches_cpu(device, op_type, shape, dim, seed):
 def test_softmax_long_rows(device, shape, dim):
     check(device, make_layer("nn.Softmax", {"dim": dim}), [data(1, shape, 10.0)])
     check(device, make_layer("nn.Softmax2d", {}), [data(2, (2, 5, 4, 3))])
+
+
+#: Einsums that are batched matrix products: plain, batched, with either operand transposed,
+#: and MaxViT's two (three batch labels).
+PRODUCTS = ["ij,jk->ik", "bij,bjk->bik", "bij,bkj->bik", "bji,bjk->bik", "hqd,hkd->hqk", "nhls,nhsd->nhld",
+            "ijkln,ijkmn->ijklm", "ijkln,ijknm->ijklm", "bhij,hbjk->bhik"]
+
+
+@SETTINGS
+@given(st.sampled_from(PRODUCTS), st.data(), st.integers(0, 2**16))
+def test_einsum_products_match_cpu(device, equation, draw, seed):
+    """Label sizes drawn per label; a batch label of size 1 in one operand is broadcast."""
+    (ta, tb), out = equation.split("->")[0].split(","), equation.split("->")[1]
+    sizes = {c: draw.draw(st.integers(1, 9)) for c in set(ta + tb)}
+    batch = out[:-2]
+    shapes = []
+    for term in (ta, tb):
+        ones = draw.draw(st.sets(st.sampled_from(batch))) if batch else set()
+        shapes.append(tuple(1 if c in ones else sizes[c] for c in term))
+    layer = built(lambda: make_layer("torch.einsum", {"equation": equation}, inputs=2), shapes)
+    check(device, layer, [data(seed, shapes[0]), data(seed + 1, shapes[1])])
+
+
+@pytest.mark.parametrize("equation, shapes, why", [
+    ("ii->i", [(3, 3)], "two operands"), ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)], "two operands"),
+    ("ij,jk->ki", [(3, 4), (4, 5)], "row label"), ("ij,ij->i", [(3, 4), (3, 4)], "row label"),
+    ("iij,jk->ik", [(3, 3, 4), (4, 5)], "repeated"), ("abij,bjk->abik", [(2, 3, 4, 5), (3, 5, 6)], "batched"),
+    ("ijk,jl->il", [(3, 4, 2), (4, 5)], "one operand alone"),
+])
+def test_einsums_the_device_leaves_to_the_cpu(device, equation, shapes, why):
+    layer = make_layer("torch.einsum", {"equation": equation}, inputs=len(shapes))
+    reason = device.unsupported_reason(layer, [TensorSpec(s, np.dtype(np.float32)) for s in shapes])
+    assert reason is not None and why in reason
+
+
+# ------------------------------------------------------------------------------------------
+# multi-head attention
+# ------------------------------------------------------------------------------------------
+def attention_layer(e, heads, kdim, vdim, batch_first, bias, mask, seed):
+    """nn.MultiheadAttention as pnnx writes it, query, key and value (and a float attn_mask)
+    as named inputs; separate projection weights where kdim or vdim differ from e."""
+    rng = np.random.default_rng(seed)
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+
+    attrs = {"out_proj.weight": weight(e, e)}
+    if kdim == vdim == e:
+        attrs["in_proj_weight"] = weight(3 * e, e)
+    else:
+        attrs.update({"q_proj_weight": weight(e, e), "k_proj_weight": weight(e, kdim), "v_proj_weight": weight(e, vdim)})
+    if bias:
+        attrs["in_proj_bias"], attrs["out_proj.bias"] = weight(3 * e), weight(e)
+    params = {"embed_dim": e, "num_heads": heads, "kdim": kdim, "vdim": vdim, "batch_first": batch_first,
+              "bias": bias, "add_bias_kv": False, "add_zero_attn": False}
+    names = ["query", "key", "value"] + (["attn_mask"] if mask else [])
+    return make_layer("nn.MultiheadAttention", params, attrs, inputs=len(names), names=names)
+
+
+@SETTINGS
+@given(st.integers(1, 3), st.integers(1, 9), st.integers(1, 9), st.sampled_from([(8, 2), (12, 3), (4, 4), (6, 1)]),
+       st.sampled_from(["batch_first", "seq_first", "unbatched"]), st.sampled_from([None, "2d", "3d"]),
+       st.booleans(), st.booleans(), st.integers(0, 2**16))
+def test_multihead_attention_matches_cpu(device, n, length, source, dims, layout, mask, bias, other_dims, seed):
+    """Batch-first, sequence-first and unbatched; key and value of their own widths; no mask,
+    an (L, S) float mask or one per batch item and head."""
+    e, heads = dims
+    kdim, vdim = (e + 3, e + 1) if other_dims else (e, e)
+    layer = attention_layer(e, heads, kdim, vdim, layout == "batch_first", bias, mask, seed)
+
+    def tokens(count, width, k):
+        shape = {"batch_first": (n, count, width), "seq_first": (count, n, width), "unbatched": (count, width)}[layout]
+        return data(seed + k, shape)
+
+    arrays = [tokens(length, e, 1), tokens(source, kdim, 2), tokens(source, vdim, 3)]
+    if mask:
+        items = 1 if layout == "unbatched" else n
+        arrays.append(data(seed + 4, (length, source) if mask == "2d" else (items * heads, length, source), 2.0))
+    check(device, layer, arrays)
+
+
+def test_multihead_attention_with_masked_out_rows_and_the_cases_left_to_the_cpu(device):
+    """A query whose keys are all masked out (-inf) gives NaN as on the CPU, the other rows
+    their values; boolean masks and the weights as an output stay on the CPU."""
+    layer = attention_layer(8, 2, 8, 8, True, True, "2d", 1)
+    mask = np.zeros((5, 7), np.float32)
+    mask[2] = -np.inf
+    mask[3, :4] = -np.inf
+    got = check(device, layer, [data(2, (2, 5, 8)), data(3, (2, 7, 8)), data(4, (2, 7, 8)), mask])[0]
+    assert np.isnan(got[:, 2]).all() and not np.isnan(np.delete(got, 2, axis=1)).any()
+    specs = [TensorSpec((2, 5, 8), np.dtype(np.float32))] * 3 + [TensorSpec((5, 7), np.dtype(np.bool_))]
+    assert "bool" in device.unsupported_reason(layer, specs)
+    two = make_layer("nn.MultiheadAttention", {"embed_dim": 8, "num_heads": 2, "batch_first": True},
+                     {"in_proj_weight": data(5, (24, 8)), "out_proj.weight": data(6, (8, 8))}, outputs=2)
+    assert "weights" in device.unsupported_reason(two)
+
+
+# ------------------------------------------------------------------------------------------
+# reductions
+# ------------------------------------------------------------------------------------------
+REDUCTIONS = ["torch.sum", "torch.mean", "torch.amax", "torch.amin"]
+
+
+@SETTINGS
+@given(st.sampled_from(REDUCTIONS), st.lists(st.integers(1, 6), min_size=1, max_size=4), st.data(),
+       st.booleans(), st.booleans(), st.integers(0, 2**16))
+def test_reduction_matches_cpu(device, op_type, shape, draw, keepdim, negative, seed):
+    """Any run of neighbouring dims, counted from either end, kept or not."""
+    rank = len(shape)
+    first = draw.draw(st.integers(0, rank - 1))
+    dims = list(range(first, draw.draw(st.integers(first + 1, rank))))
+    if negative:
+        dims = [d - rank for d in dims]
+    layer = make_layer(op_type, {"dim": dims, "keepdim": keepdim})
+    check(device, layer, [data(seed, tuple(shape), 5.0)], exact=op_type in ("torch.amax", "torch.amin"))
+
+
+@pytest.mark.parametrize("op_type", REDUCTIONS)
+@pytest.mark.parametrize("shape, dims", [((2, 1024, 7, 7), [2, 3]), ((3, 5000), [1]), ((2, 3000, 4), [1]),
+                                         ((1, 64, 56, 56), [1]), ((4, 300, 3), None), ((2, 70000), [-1])])
+def test_reduction_long_rows_and_columns(device, op_type, shape, dims):
+    """Rows longer than a work-group, columns summed in blocks, and every dim at once."""
+    params = {"keepdim": False} if dims is None else {"dim": dims, "keepdim": False}
+    check(device, make_layer(op_type, params), [data(3, shape, 3.0) + 1.0],
+          exact=op_type in ("torch.amax", "torch.amin"))
+
+
+@pytest.mark.parametrize("dims", [[1], [0]])
+def test_reduction_propagates_nan_and_infinity(device, dims):
+    """amax and amin give NaN where a reduced element is NaN (fmax alone would skip it); a sum
+    with an infinity is infinite, with both signs NaN."""
+    x = data(4, (6, 300))
+    x[1, 7] = np.nan
+    x[2, 299] = np.inf
+    x[3, 0] = np.inf
+    x[3, 5] = -np.inf
+    for op_type in REDUCTIONS:
+        got = check(device, make_layer(op_type, {"dim": dims, "keepdim": True}), [x])[0]
+        if dims == [1]:
+            assert np.isnan(got[1, 0])
+            assert np.isnan(got[3, 0]) == (op_type in ("torch.sum", "torch.mean"))
+
+
+def test_reductions_the_device_leaves_to_the_cpu(device):
+    """Dims that are not neighbours, a sum to another dtype, integers and empty inputs stay
+    on the CPU, each with its reason."""
+    spec = TensorSpec((2, 3, 4, 5), np.dtype(np.float32))
+    assert "neighbours" in device.unsupported_reason(make_layer("torch.mean", {"dim": [1, 3]}), [spec])
+    assert "float64" in device.unsupported_reason(make_layer("torch.sum", {"dim": [1], "dtype": "torch.float64"}))
+    assert "float32" in device.unsupported_reason(
+        make_layer("torch.sum", {"dim": [1]}), [TensorSpec((2, 3), np.dtype(np.int64))])
+    assert "empty" in device.unsupported_reason(
+        make_layer("torch.amax", {"dim": [1]}), [TensorSpec((2, 0, 3), np.dtype(np.float32))])
+    assert device.unsupported_reason(make_layer("torch.mean", {"dim": [2, 3]}), [spec]) is None
 
 
 # ------------------------------------------------------------------------------------------

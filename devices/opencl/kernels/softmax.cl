@@ -64,3 +64,41 @@ __kernel void softmax_strided(__global const float* restrict x, const int x_off,
         for (int i = 0; i < L; ++i) dst[i * inner] = exp(sign * src[i * inner] - m) * inv;
     }
 }
+
+// Attention weights in place: each row of scores s (rows of L) becomes
+// softmax(s * scale + mask row), the mask row being row % mask_rows of a float mask (an
+// (L, S) mask repeats every L rows, an (N * heads, L, S) one has a row per row); masked == 0:
+// no mask (the mask argument is then any buffer, never read). A row whose every score is
+// -inf gives NaN, as the CPU layer and PyTorch's module give.
+__kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
+void attention_softmax(__global float* s, const int s_off, __global const float* mask, const int mask_off,
+                       const int mask_rows, const int L, const float scale, const int masked) {
+    __local float part[LOCAL];
+    const int row = get_group_id(0), lid = get_local_id(0);
+    __global float* x = s + s_off + row * L;
+    __global const float* add = mask + mask_off + (row % mask_rows) * L;
+    float m = -INFINITY;
+    for (int i = lid; i < L; i += LOCAL) {
+        const float v = x[i] * scale + (masked ? add[i] : 0.0f);
+        x[i] = v;
+        m = fmax(m, v);
+    }
+    part[lid] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = LOCAL / 2; step > 0; step >>= 1) {
+        if (lid < step) part[lid] = fmax(part[lid], part[lid + step]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    m = part[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float total = 0.0f;
+    for (int i = lid; i < L; i += LOCAL) total += exp(x[i] - m);
+    part[lid] = total;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = LOCAL / 2; step > 0; step >>= 1) {
+        if (lid < step) part[lid] += part[lid + step];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float inv = 1.0f / part[0];
+    for (int i = lid; i < L; i += LOCAL) x[i] = exp(x[i] - m) * inv;
+}

@@ -3,11 +3,14 @@ it runs (explicitly, with :func:`~devices.opencl.ops.base.implements`). Importin
 package registers them all."""
 
 from devices.opencl.ops import (  # noqa: F401  (imported for their registrations)
+    attention,
     conv,
     elementwise,
     expression,
     linear,
+    norm,
     pooling,
+    reduction,
     resize,
     softmax,
     tensors,

@@ -1,5 +1,6 @@
 """Matrix products on the device: ``nn.Linear``, ``F.linear``, ``torch.matmul`` (and its
-stricter aliases mm, mv, bmm), all through the tiled GEMM of ``kernels/gemm.cl``.
+stricter aliases mm, mv, bmm) and the ``torch.einsum`` equations that are batched matrix
+products, all through the tiled GEMM of ``kernels/gemm.cl``.
 
 The tile is chosen per device and per problem: :func:`tiles_for` keeps the shapes whose
 work-group fits the device (threads, local memory), then a product with few rows runs the
@@ -14,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from devices.opencl.device import DeviceTensor
+from devices.opencl.device import DeviceTensor, contiguous_strides
 from devices.opencl.ops.base import Launch, Op, implements
-from layers.linear import BMM, MM, MV, FLinear, Linear, MatMul, broadcast, matmul_shape
+from graphexec.errors import DeviceError
+from layers.linear import BMM, MM, MV, Einsum, FLinear, Linear, MatMul, broadcast, matmul_shape
 
 #: Products with at most this many rows (per group) run one output per work-item.
 NAIVE_ROWS = 8
@@ -221,3 +223,73 @@ def _batch_strides(shape: tuple[int, ...], batch: tuple[int, ...], matrix: int) 
     return tuple(reversed(strides))  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class BatchedProduct:
+    """An einsum of two operands read as C[batch] (m x n) = A[batch] (m x k) @ B[batch] (k x n):
+    each operand's element strides along m or n, k and the (up to three) batch labels."""
+
+    m: int
+    n: int
+    k: int
+    batch: tuple[int, int, int]
+    a: tuple[int, int]
+    b: tuple[int, int]
+    a_batch: tuple[int, int, int]
+    b_batch: tuple[int, int, int]
+
+
+def batched_product(layer: Einsum, shapes: list[tuple[int, ...]]) -> BatchedProduct | str:
+    """The product an einsum is, or why it is not one the GEMM runs: two operands, no
+    ``...``, every label once per term, one label each for the rows, the columns and the
+    sum, at most three batch labels, and the output the batch labels then rows, columns
+    (MaxViT's ``ijkln,ijkmn->ijklm``)."""
+    parsed = layer.parsed
+    if len(parsed.terms) != 2 or "..." in parsed.equation:
+        return "only einsums of two operands without '...' run here"
+    (ta, tb), out = parsed.terms, parsed.output
+    if any(len(set(t)) != len(t) for t in (ta, tb, out)):
+        return "a label repeated within a term (a diagonal) is left to the CPU"
+    if len(out) < 2 or out[-2] not in ta or out[-2] in tb or out[-1] not in tb or out[-1] in ta:
+        return f"{parsed.equation!r} does not end in a row label of the first operand and a column label of the second"
+    batch, summed = out[:-2], [c for c in ta if c in tb and c not in out]
+    if len(summed) != 1 or len(batch) > 3 or any(c not in ta or c not in tb for c in batch):
+        return f"{parsed.equation!r} is not a batched matrix product (one summed label, up to three batch labels)"
+    if set(ta) != {*batch, out[-2], summed[0]} or set(tb) != {*batch, out[-1], summed[0]}:
+        return f"{parsed.equation!r} sums a label over one operand alone"
+    try:
+        sizes, _ = parsed.sizes(shapes)
+    except ValueError as exc:
+        return str(exc)
+    strides = [dict(zip(t, contiguous_strides(shape))) for t, shape in zip((ta, tb), shapes)]
+    dims = [dict(zip(t, shape)) for t, shape in zip((ta, tb), shapes)]
+
+    def along(which: int) -> tuple[int, int, int]:  # batch strides, 0 where broadcast
+        found = [strides[which][c] if dims[which][c] == sizes[c] and sizes[c] > 1 else 0 for c in batch]
+        return tuple([0] * (3 - len(found)) + found)  # type: ignore[return-value]
+
+    (row, col), k = out[-2:], summed[0]
+    if dims[0][k] != dims[1][k]:
+        return f"the summed label {k!r} has sizes {dims[0][k]} and {dims[1][k]}"
+    full = tuple([1] * (3 - len(batch)) + [sizes[c] for c in batch])
+    return BatchedProduct(sizes[row], sizes[col], sizes[k], full, (strides[0][row], strides[0][k]),  # type: ignore[arg-type]
+                          (strides[1][k], strides[1][col]), along(0), along(1))
+
+
+@implements(Einsum)
+class EinsumOp(Op):
+    """``torch.einsum`` where it is a batched matrix product (see :func:`batched_product`)."""
+
+    def check_shapes(self, layer, specs):
+        found = batched_product(layer, [s.shape for s in specs])
+        return found if isinstance(found, str) else None
+
+    def run(self, launch, layer, inputs):
+        a, b = inputs
+        product = batched_product(layer, [a.shape, b.shape])
+        if isinstance(product, str):  # check_shapes keeps such an einsum on the CPU
+            raise DeviceError(product)
+        out = launch.output(0, layer.infer_shapes([a.shape, b.shape])[0])
+        enqueue_matmul(launch, (a.buffer, a.offset, *product.a), (b.buffer, b.offset, *product.b), out,
+                       product.m, product.n, product.k, batch=product.batch, a_batch=product.a_batch,
+                       b_batch=product.b_batch)
+        return [out]

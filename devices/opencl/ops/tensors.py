@@ -1,6 +1,7 @@
 """Moving data without arithmetic: concat and stack (each input copied straight into its
-slice of the output), channel shuffle, and every view layer (chunk, split, slice, select,
-narrow, reshape, flatten, squeeze, permute, transpose, flip, expand, ...).
+slice of the output), channel shuffle, roll, the model's constants, and every view layer
+(chunk, split, slice, select, narrow, reshape, flatten, squeeze, permute, transpose, flip,
+expand, ...).
 
 A view layer runs the CPU layer's own ``forward`` on a *phantom*: a numpy array of the
 input's shape and strides over a one-byte buffer, whose result's offset and strides say
@@ -12,6 +13,7 @@ event); any other is gathered by one strided copy (``kernels/copy.cl``) into a n
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -23,8 +25,8 @@ from devices.opencl.device import DeviceTensor, contiguous_strides
 from devices.opencl.ops.base import Launch, Op, implements
 from devices.opencl.ops.expression import collapse
 from graphexec.errors import DeviceError
+from layers import plumbing, slicing
 from layers import shape as shape_layers
-from layers import slicing
 from layers.base import normalize_axis
 
 #: The copy kernel's element type per itemsize (copies are bit-exact for any dtype).
@@ -141,6 +143,64 @@ class CloneOp(Op):
         x = inputs[0]
         out = launch.output(0, x.shape, x.dtype)
         launch.copy(out, x)
+        return [out]
+
+
+@implements(shape_layers.Roll)
+class RollOp(Op):
+    """torch.roll: a shift cuts each rolled dim in two, so 2**k strided copies (k rolled dims)
+    move the pieces to their places; Swin's shifted windows roll two dims, four copies."""
+
+    float_only = False
+
+    def check_shapes(self, layer, specs):
+        shape = specs[0].shape
+        if len(shape) > COPY_RANK:
+            return f"rank above {COPY_RANK}"
+        try:
+            layer.infer_shapes([shape])
+        except ValueError as exc:
+            return str(exc)
+        return _copyable(specs)
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        out = launch.output(0, x.shape, x.dtype)
+        shape = (x.size,) if layer.dims is None else x.shape
+        shifts = [0] * len(shape)
+        for dim, shift in zip(layer.dims or (0,), layer.shifts):
+            shifts[normalize_axis(dim, len(shape))] += shift  # a dim named twice rolls by the sum
+        strides = contiguous_strides(shape)
+        cuts = []  # per dim: (source start, target start, length) of each piece
+        for size, shift in zip(shape, shifts):
+            k = shift % size if size else 0
+            cuts.append([(0, 0, size)] if k == 0 else [(0, k, size - k), (size - k, 0, k)])
+        for pieces in itertools.product(*cuts):
+            source = sum(start * stride for (start, _, _), stride in zip(pieces, strides))
+            target = sum(start * stride for (_, start, _), stride in zip(pieces, strides))
+            copy_strided(launch, x, source, strides, out, target, strides, [length for _, _, length in pieces])
+        return [out]
+
+
+@implements(plumbing.Attribute)
+class ConstantOp(Op):
+    """A constant of the model (``pnnx.Attribute``: ConvNeXt's layer scales, Swin's attention
+    masks), uploaded once and copied on the device into each run's output, so that a run
+    uploads nothing for it and its readers cannot change the kept copy."""
+
+    def check(self, layer):
+        if layer.value.dtype != np.float32:
+            return f"a {layer.value.dtype} constant stays on the CPU (the kernels compute float32)"
+        if layer.value.size == 0:
+            return "an empty constant stays on the CPU"
+        return None
+
+    def run(self, launch, layer, inputs):
+        value = layer.value
+        kept = DeviceTensor(launch.device.constant(layer, "value", lambda: value), value.shape, value.dtype,
+                            device=launch.device)
+        out = launch.output(0, value.shape, value.dtype)
+        launch.copy(out, kept)
         return [out]
 
 

@@ -1,0 +1,114 @@
+"""``nn.MultiheadAttention`` on the device: Swin's windows and ViT's tokens stay there
+instead of going to the CPU and back at every block.
+
+Eight launches, every product through the tiled GEMM
+(:func:`~devices.opencl.ops.linear.enqueue_matmul`) reading the heads in place by strides,
+so no head is copied out: the query, key and value projections; the scores of every
+(batch, head) as one batched product; the weights in place (``attention_softmax`` in
+``kernels/softmax.cl``: scaled, the float mask added, softmax); the weighted values, again
+batched; one strided copy that puts the heads side by side; the output projection. Boolean masks, ``key_padding_mask``, ``add_bias_kv``,
+``add_zero_attn`` and the weights as a second output stay on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from devices.opencl.ops.base import Op, implements
+from devices.opencl.ops.linear import enqueue_matmul
+from devices.opencl.ops.tensors import copy_strided
+from layers.attention import MultiheadAttention
+
+
+def _layout(layer, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """(batch, length, rows between positions, rows between batch items) of a query, key or
+    value of ``shape``: row r holds one token, r = n * length + l batch-first (or
+    unbatched), r = l * batch + n otherwise."""
+    if len(shape) == 2:
+        return 1, shape[0], 1, shape[0]
+    if layer.batch_first:
+        return shape[0], shape[1], 1, shape[1]
+    return shape[1], shape[0], shape[1], 1
+
+
+@implements(MultiheadAttention)
+class MultiheadAttentionOp(Op):
+    def check(self, layer):
+        if layer.num_outputs > 1:
+            return "the attention weights as an output are left to the CPU"
+        if layer.padding_at is not None:
+            return "a key_padding_mask is left to the CPU"
+        if layer.bias_k is not None or layer.add_zero_attn:
+            return "add_bias_kv and add_zero_attn are left to the CPU"
+        return None
+
+    def check_shapes(self, layer, specs):
+        shapes = [s.shape for s in specs]
+        try:
+            layer.infer_shapes(shapes)
+        except ValueError as exc:
+            return str(exc)
+        if any(0 in shape for shape in shapes):
+            return "empty inputs are left to the CPU"
+        return None
+
+    def run(self, launch, layer, inputs):
+        device = launch.device
+        e, heads = layer.embed_dim, layer.num_heads
+        d = e // heads
+        query, key, value = inputs[layer.q_at], inputs[layer.k_at], inputs[layer.v_at]
+        n, length, q_step, q_item = _layout(layer, query.shape)
+        _, source, k_step, k_item = _layout(layer, key.shape)
+        _, _, v_step, v_item = _layout(layer, value.shape)
+
+        def project(x, rows, name, weight, bias, width):
+            out = device.alloc((rows, e))
+            w = device.constant(layer, name, lambda: np.asarray(weight, np.float32))
+            b = None if bias is None else (device.constant(layer, name + "_bias", lambda: np.asarray(bias, np.float32)),
+                                           0, 0, 1)
+            enqueue_matmul(launch, (x.buffer, x.offset, width, 1), (w, 0, e, 1), out, rows, e, width, bias=b)
+            return out
+
+        q = project(query, n * length, "w_q", layer.w_q, layer.b_q, e)
+        k = project(key, n * source, "w_k", layer.w_k, layer.b_k, layer.kdim)
+        v = project(value, n * source, "w_v", layer.w_v, layer.b_v, layer.vdim)
+        # scores[n, h] (length x source) = q[n, :, h] @ k[n, :, h]^T, read in place by strides
+        scores = device.alloc((n, heads, length, source))
+        enqueue_matmul(launch, (q.buffer, q.offset, q_step * e, 1), (k.buffer, k.offset, 1, k_step * e), scores,
+                       length, source, d, batch=(1, n, heads), a_batch=(0, q_item * e, d), b_batch=(0, k_item * e, d))
+        self._weights(launch, layer, inputs, scores, n * heads * length, length, source, 1 / math.sqrt(d))
+        # heads[n, h] (length x d) = weights[n, h] @ v[n, :, h]
+        per_head = device.alloc((n, heads, length, d))
+        enqueue_matmul(launch, (scores.buffer, scores.offset, source, 1), (v.buffer, v.offset, v_step * e, 1),
+                       per_head, length, d, source, batch=(1, n, heads),
+                       a_batch=(0, heads * length * source, length * source), b_batch=(0, v_item * e, d))
+        joined = device.alloc((n * length, e))  # the heads side by side, rows in the query's order
+        copy_strided(launch, per_head, 0, (heads * length * d, length * d, d, 1),
+                     joined, 0, (q_item * e, d, q_step * e, 1), (n, heads, length, d))
+        out = launch.output(0, query.shape)
+        w_out = device.constant(layer, "w_out", lambda: np.asarray(layer.w_out, np.float32))
+        b_out = None if layer.b_out is None else (
+            device.constant(layer, "b_out", lambda: np.asarray(layer.b_out, np.float32)), 0, 0, 1)
+        enqueue_matmul(launch, (joined.buffer, joined.offset, e, 1), (w_out, 0, e, 1), out, n * length, e, e,
+                       bias=b_out)
+        return [out]
+
+    @staticmethod
+    def _weights(launch, layer, inputs, scores, rows, length, source, scale) -> None:
+        """The scores, scaled and masked, turned into softmax weights in place."""
+        device = launch.device
+        mask = None if layer.mask_at is None else inputs[layer.mask_at]
+        width = device.reduction_width()
+        while width > 1 and width // 2 >= source:
+            width //= 2
+        while True:
+            built = launch.program("softmax", LOCAL=width)
+            if width == 1 or device.kernel_info(built, "attention_softmax").max_work_group >= width:
+                break
+            width //= 2
+        given = mask if mask is not None else scores
+        mask_rows = rows if mask is None else mask.size // source  # (L, S): every L rows; (N*h, L, S): each row
+        launch.enqueue(built, "attention_softmax", (rows * width,), (width,), scores.buffer, scores.offset,
+                       given.buffer, given.offset, mask_rows, source, float(scale), int(mask is not None))

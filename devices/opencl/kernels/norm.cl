@@ -6,17 +6,7 @@
 #define LOCAL 64
 #endif
 
-inline float row_sum(__local float* part, const float value, const int lid) {
-    part[lid] = value;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = LOCAL / 2; step > 0; step >>= 1) {
-        if (lid < step) part[lid] += part[lid + step];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float total = part[0];
-    barrier(CLK_LOCAL_MEM_FENCE);  // part is written again by the next sum
-    return total;
-}
+#include "groups.cl"
 
 __kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
 void layer_norm_rows(__global const float* restrict x, const int x_off,
@@ -29,12 +19,12 @@ void layer_norm_rows(__global const float* restrict x, const int x_off,
     __global float* dst = y + y_off + row * n;
     float s = 0.0f;
     for (int i = lid; i < n; i += LOCAL) s += src[i];
-    const float mean = row_sum(part, s, lid) / (float)n;
+    const float mean = group_sum(part, s, lid) / (float)n;
     float q = 0.0f;
     for (int i = lid; i < n; i += LOCAL) {
         const float d = src[i] - mean;
         q += d * d;
     }
-    const float inv = rsqrt(row_sum(part, q, lid) / (float)n + eps);
+    const float inv = rsqrt(group_sum(part, q, lid) / (float)n + eps);
     for (int i = lid; i < n; i += LOCAL) dst[i] = (src[i] - mean) * inv * weight[i] + bias[i];
 }

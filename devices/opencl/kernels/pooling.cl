@@ -87,6 +87,9 @@ __kernel void adaptive_pool2d(__global const float* restrict x, const int x_off,
 #ifndef LOCAL
 #define LOCAL 64
 #endif
+
+#include "groups.cl"
+
 __kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
 void global_avg_pool(__global const float* restrict x, const int x_off,
                      __global float* restrict y, const int y_off, const int size) {
@@ -95,11 +98,6 @@ void global_avg_pool(__global const float* restrict x, const int x_off,
     __global const float* src = x + x_off + plane * size;
     float sum = 0.0f;
     for (int i = lid; i < size; i += LOCAL) sum += src[i];
-    part[lid] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = LOCAL / 2; step > 0; step >>= 1) {
-        if (lid < step) part[lid] += part[lid + step];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) y[y_off + plane] = part[0] / (float)size;
+    sum = group_sum(part, sum, lid);
+    if (lid == 0) y[y_off + plane] = sum / (float)size;
 }

@@ -7,6 +7,8 @@
 #define LOCAL 64
 #endif
 
+#include "groups.cl"
+
 __kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
 void softmax_rows(__global const float* restrict x, const int x_off,
                   __global float* restrict y, const int y_off, const int L, const int mode) {
@@ -17,23 +19,10 @@ void softmax_rows(__global const float* restrict x, const int x_off,
     const float sign = mode == 2 ? -1.0f : 1.0f;
     float m = -INFINITY;
     for (int i = lid; i < L; i += LOCAL) m = fmax(m, sign * src[i]);
-    part[lid] = m;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = LOCAL / 2; step > 0; step >>= 1) {
-        if (lid < step) part[lid] = fmax(part[lid], part[lid + step]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    m = part[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
+    m = group_max(part, m, lid);
     float s = 0.0f;
     for (int i = lid; i < L; i += LOCAL) s += exp(sign * src[i] - m);
-    part[lid] = s;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = LOCAL / 2; step > 0; step >>= 1) {
-        if (lid < step) part[lid] += part[lid + step];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    s = part[0];
+    s = group_sum(part, s, lid);
     if (mode == 1) {
         const float logs = log(s);
         for (int i = lid; i < L; i += LOCAL) dst[i] = (src[i] - m) - logs;
@@ -83,22 +72,9 @@ void attention_softmax(__global float* s, const int s_off, __global const float*
         x[i] = v;
         m = fmax(m, v);
     }
-    part[lid] = m;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = LOCAL / 2; step > 0; step >>= 1) {
-        if (lid < step) part[lid] = fmax(part[lid], part[lid + step]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    m = part[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
+    m = group_max(part, m, lid);
     float total = 0.0f;
     for (int i = lid; i < L; i += LOCAL) total += exp(x[i] - m);
-    part[lid] = total;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int step = LOCAL / 2; step > 0; step >>= 1) {
-        if (lid < step) part[lid] += part[lid + step];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float inv = 1.0f / part[0];
+    const float inv = 1.0f / group_sum(part, total, lid);
     for (int i = lid; i < L; i += LOCAL) x[i] = exp(x[i] - m) * inv;
 }

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements
+from devices.opencl.ops.base import Op, implements, refused_shapes
 from devices.opencl.ops.linear import enqueue_matmul
 from devices.opencl.ops.tensors import copy_strided
 from layers.attention import MultiheadAttention
@@ -46,10 +46,9 @@ class MultiheadAttentionOp(Op):
 
     def check_shapes(self, layer, specs):
         shapes = [s.shape for s in specs]
-        try:
-            layer.infer_shapes(shapes)
-        except ValueError as exc:
-            return str(exc)
+        reason = refused_shapes(layer, shapes)
+        if reason is not None:
+            return reason
         if any(0 in shape for shape in shapes):
             return "empty inputs are left to the CPU"
         return None
@@ -78,7 +77,7 @@ class MultiheadAttentionOp(Op):
         scores = device.alloc((n, heads, length, source))
         enqueue_matmul(launch, (q.buffer, q.offset, q_step * e, 1), (k.buffer, k.offset, 1, k_step * e), scores,
                        length, source, d, batch=(1, n, heads), a_batch=(0, q_item * e, d), b_batch=(0, k_item * e, d))
-        self._weights(launch, layer, inputs, scores, n * heads * length, length, source, 1 / math.sqrt(d))
+        self._weights(launch, layer, inputs, scores, n * heads * length, source, 1 / math.sqrt(d))
         # heads[n, h] (length x d) = weights[n, h] @ v[n, :, h]
         per_head = device.alloc((n, heads, length, d))
         enqueue_matmul(launch, (scores.buffer, scores.offset, source, 1), (v.buffer, v.offset, v_step * e, 1),
@@ -96,18 +95,10 @@ class MultiheadAttentionOp(Op):
         return [out]
 
     @staticmethod
-    def _weights(launch, layer, inputs, scores, rows, length, source, scale) -> None:
+    def _weights(launch, layer, inputs, scores, rows, source, scale) -> None:
         """The scores, scaled and masked, turned into softmax weights in place."""
-        device = launch.device
         mask = None if layer.mask_at is None else inputs[layer.mask_at]
-        width = device.reduction_width()
-        while width > 1 and width // 2 >= source:
-            width //= 2
-        while True:
-            built = launch.program("softmax", LOCAL=width)
-            if width == 1 or device.kernel_info(built, "attention_softmax").max_work_group >= width:
-                break
-            width //= 2
+        built, width = launch.row_program("softmax", "attention_softmax", source)
         given = mask if mask is not None else scores
         mask_rows = rows if mask is None else mask.size // source  # (L, S): every L rows; (N*h, L, S): each row
         launch.enqueue(built, "attention_softmax", (rows * width,), (width,), scores.buffer, scores.offset,

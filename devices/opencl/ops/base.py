@@ -57,6 +57,15 @@ def supported_classes() -> list[type]:
     return sorted(_OPS, key=lambda c: c.__name__)
 
 
+def refused_shapes(layer: Any, shapes: Sequence[Sequence[int]]) -> str | None:
+    """Why ``layer`` refuses inputs of ``shapes`` (its own message), or None."""
+    try:
+        layer.infer_shapes([tuple(shape) for shape in shapes])
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 class Op:
     """How one family of layers runs on the device. Subclasses override ``run`` and, where
     some params or shapes are not implemented, ``check`` and ``check_shapes``."""
@@ -130,6 +139,20 @@ class Launch:
     # -- enqueueing ------------------------------------------------------------------------
     def program(self, name: str, **defines: Any) -> Built:
         return self.device.program(name, defines)
+
+    def row_program(self, name: str, kernel: str, length: int) -> tuple[Built, int]:
+        """(program, LOCAL) for ``kernel`` of ``kernels/<name>.cl`` that gives each row of
+        ``length`` elements one work-group of LOCAL work-items: a power of two, the device's
+        :meth:`~devices.opencl.device.OpenCLDevice.reduction_width` at most and no wider than
+        the row needs, halved (and rebuilt) while the kernel allows less."""
+        width = self.device.reduction_width()
+        while width > 1 and width // 2 >= length:
+            width //= 2
+        while True:
+            built = self.program(name, LOCAL=width)
+            if width == 1 or self.device.kernel_info(built, kernel).max_work_group >= width:
+                return built, width
+            width //= 2
 
     def enqueue(self, built: Built, name: str, global_size: Sequence[int], local_size: Sequence[int] | None,
                 *args: Any) -> Any:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements
+from devices.opencl.ops.base import Op, implements, refused_shapes
 from devices.opencl.ops.linear import gemm_program, naive_local
 from graphexec.fusion import Fused
 from layers import activation as act
@@ -71,11 +71,7 @@ class ConvOp(Op):
         return None
 
     def check_shapes(self, layer, specs):
-        try:
-            layer.infer_shapes([s.shape for s in specs])
-        except ValueError as exc:
-            return str(exc)
-        return None
+        return refused_shapes(layer, [s.shape for s in specs])
 
     def run(self, launch, layer, inputs):
         act_defines: dict[str, int] = {}  # none: the plain convolution's build

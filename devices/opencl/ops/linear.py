@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from devices.opencl.device import DeviceTensor, contiguous_strides
-from devices.opencl.ops.base import Launch, Op, implements
+from devices.opencl.ops.base import Launch, Op, implements, refused_shapes
 from graphexec.errors import DeviceError
 from layers.linear import BMM, MM, MV, Einsum, FLinear, Linear, MatMul, broadcast, matmul_shape
 
@@ -180,10 +180,9 @@ class MatMulOp(Op):
 
     def check_shapes(self, layer, specs):
         a, b = specs[0].shape, specs[1].shape
-        try:
-            layer.infer_shapes([a, b])
-        except ValueError as exc:
-            return str(exc)
+        reason = refused_shapes(layer, [a, b])
+        if reason is not None:
+            return reason
         a2 = a if len(a) >= 2 else (1,) + a
         b2 = b if len(b) >= 2 else b + (1,)
         if len(broadcast(a2[:-2], b2[:-2], "batch")) > 3:

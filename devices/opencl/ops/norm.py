@@ -8,18 +8,14 @@ import math
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements
+from devices.opencl.ops.base import Op, implements, refused_shapes
 from layers.norm import LayerNorm
 
 
 @implements(LayerNorm)
 class LayerNormOp(Op):
     def check_shapes(self, layer, specs):
-        try:
-            layer.infer_shapes([specs[0].shape])
-        except ValueError as exc:
-            return str(exc)
-        return None
+        return refused_shapes(layer, [specs[0].shape])
 
     def run(self, launch, layer, inputs):
         x = inputs[0]
@@ -34,14 +30,7 @@ class LayerNormOp(Op):
                                  else np.asarray(layer.weight, np.float32).reshape(n))
         bias = device.constant(layer, "bias", lambda: np.zeros(n, np.float32) if layer.bias is None
                                else np.asarray(layer.bias, np.float32).reshape(n))
-        width = device.reduction_width()
-        while width > 1 and width // 2 >= n:
-            width //= 2
-        while True:
-            built = launch.program("norm", LOCAL=width)
-            if width == 1 or device.kernel_info(built, "layer_norm_rows").max_work_group >= width:
-                break
-            width //= 2
+        built, width = launch.row_program("norm", "layer_norm_rows", n)
         launch.enqueue(built, "layer_norm_rows", (rows * width,), (width,),
                        x.buffer, x.offset, out.buffer, out.offset, weight, bias, n, float(layer.eps))
         return [out]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from devices.opencl.ops.base import Op, implements
+from devices.opencl.ops.base import Op, implements, refused_shapes
 from layers.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -32,11 +32,7 @@ def _lift(values: tuple[int, ...], nd: int, fill: int) -> tuple[int, int]:
 
 class _PoolOp(Op):
     def check_shapes(self, layer, specs):
-        try:
-            layer.infer_shapes([specs[0].shape])
-        except ValueError as exc:
-            return str(exc)
-        return None
+        return refused_shapes(layer, [specs[0].shape])
 
 
 @implements(MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d)
@@ -83,12 +79,7 @@ class AdaptivePoolOp(_PoolOp):
         _, ho, wo = _planes(layer, out_shape)
         use_max = isinstance(layer, (AdaptiveMaxPool1d, AdaptiveMaxPool2d))
         if not use_max and ho == 1 and wo == 1 and h * w >= 64:  # global average pooling
-            width = launch.device.reduction_width()
-            while True:
-                built = launch.program("pooling", LOCAL=width)
-                if width == 1 or launch.device.kernel_info(built, "global_avg_pool").max_work_group >= width:
-                    break
-                width //= 2
+            built, width = launch.row_program("pooling", "global_avg_pool", h * w)
             if planes:
                 launch.enqueue(built, "global_avg_pool", (planes * width,), (width,),
                                x.buffer, x.offset, out.buffer, out.offset, h * w)

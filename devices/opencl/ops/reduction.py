@@ -50,14 +50,7 @@ class ReductionOp(Op):
         out = launch.output(0, layer.reduced_shape(x.shape))
         mode = _MODES[type(layer)]
         if inner == 1:
-            width = launch.device.reduction_width()
-            while width > 1 and width // 2 >= n:
-                width //= 2
-            while True:
-                built = launch.program("reduction", LOCAL=width)
-                if width == 1 or launch.device.kernel_info(built, "reduce_rows").max_work_group >= width:
-                    break
-                width //= 2
+            built, width = launch.row_program("reduction", "reduce_rows", n)
             launch.enqueue(built, "reduce_rows", (outer * width,), (width,),
                            x.buffer, x.offset, out.buffer, out.offset, n, mode)
         else:

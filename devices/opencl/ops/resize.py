@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements
+from devices.opencl.ops.base import Op, implements, refused_shapes
 from layers.resize import _LINEAR, Interpolate, UpsamplingBilinear2d, axis_taps
 
 
@@ -34,10 +34,9 @@ class InterpolateOp(Op):
 
     def check_shapes(self, layer, specs):
         shape = specs[0].shape
-        try:
-            layer.infer_shapes([shape])
-        except ValueError as exc:
-            return str(exc)
+        reason = refused_shapes(layer, [shape])
+        if reason is not None:
+            return reason
         if len(shape) not in (3, 4):
             return f"only 1-D and 2-D resizing (rank 3 or 4 inputs) is implemented, given {shape}"
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from devices.opencl.ops.base import Op, implements
+from devices.opencl.ops.base import Op, implements, refused_shapes
 from layers.activation import LogSoftmax, Softmax, Softmax2d, Softmin
 
 
@@ -21,11 +21,7 @@ class SoftmaxOp(Op):
         shape = specs[0].shape
         if not shape:
             return "a 0-d softmax is left to the CPU"
-        try:
-            layer.infer_shapes([shape])
-        except ValueError as exc:
-            return str(exc)
-        return None
+        return refused_shapes(layer, [shape])
 
     def run(self, launch, layer, inputs):
         x = inputs[0]
@@ -36,14 +32,7 @@ class SoftmaxOp(Op):
         if out.size == 0:
             return [out]
         if inner == 1:
-            width = launch.device.reduction_width()
-            while width > 1 and width // 2 >= length:
-                width //= 2
-            while True:
-                built = launch.program("softmax", LOCAL=width)
-                if width == 1 or launch.device.kernel_info(built, "softmax_rows").max_work_group >= width:
-                    break
-                width //= 2
+            built, width = launch.row_program("softmax", "softmax_rows", length)
             launch.enqueue(built, "softmax_rows", (outer * width,), (width,),
                            x.buffer, x.offset, out.buffer, out.offset, length, mode)
         else:

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from devices.opencl.device import DeviceTensor, contiguous_strides
-from devices.opencl.ops.base import Launch, Op, implements
+from devices.opencl.ops.base import Launch, Op, implements, refused_shapes
 from devices.opencl.ops.expression import collapse
 from graphexec.errors import DeviceError
 from layers import plumbing, slicing
@@ -76,11 +76,7 @@ class JoinOp(Op):
             return "inputs of different dtypes (promotion) are left to the CPU"
         if len(specs[0].shape) + isinstance(layer, slicing.Stack) > COPY_RANK:
             return f"rank above {COPY_RANK}"
-        try:
-            layer.infer_shapes([s.shape for s in specs])
-        except ValueError as exc:
-            return str(exc)
-        return _copyable(specs)
+        return refused_shapes(layer, [s.shape for s in specs]) or _copyable(specs)
 
     def run(self, launch, layer, inputs):
         (out_shape,) = layer.infer_shapes([t.shape for t in inputs])
@@ -113,11 +109,7 @@ class ChannelShuffleOp(Op):
     float_only = False
 
     def check_shapes(self, layer, specs):
-        try:
-            layer.infer_shapes([specs[0].shape])
-        except ValueError as exc:
-            return str(exc)
-        return _copyable(specs)
+        return refused_shapes(layer, [specs[0].shape]) or _copyable(specs)
 
     def run(self, launch, layer, inputs):
         x = inputs[0]
@@ -157,11 +149,7 @@ class RollOp(Op):
         shape = specs[0].shape
         if len(shape) > COPY_RANK:
             return f"rank above {COPY_RANK}"
-        try:
-            layer.infer_shapes([shape])
-        except ValueError as exc:
-            return str(exc)
-        return _copyable(specs)
+        return refused_shapes(layer, [shape]) or _copyable(specs)
 
     def run(self, launch, layer, inputs):
         x = inputs[0]

@@ -563,9 +563,10 @@ def test_einsums_the_device_leaves_to_the_cpu(device, equation, shapes, why):
 # ------------------------------------------------------------------------------------------
 # multi-head attention
 # ------------------------------------------------------------------------------------------
-def attention_layer(e, heads, kdim, vdim, batch_first, bias, mask, seed):
-    """nn.MultiheadAttention as pnnx writes it, query, key and value (and a float attn_mask)
-    as named inputs; separate projection weights where kdim or vdim differ from e."""
+def attention_layer(e, heads, kdim, vdim, batch_first, bias, mask, seed, padding=False):
+    """nn.MultiheadAttention as pnnx writes it, query, key and value (and an attn_mask and a
+    key_padding_mask) as named inputs; separate projection weights where kdim or vdim differ
+    from e."""
     rng = np.random.default_rng(seed)
 
     def weight(*shape):
@@ -580,46 +581,65 @@ def attention_layer(e, heads, kdim, vdim, batch_first, bias, mask, seed):
         attrs["in_proj_bias"], attrs["out_proj.bias"] = weight(3 * e), weight(e)
     params = {"embed_dim": e, "num_heads": heads, "kdim": kdim, "vdim": vdim, "batch_first": batch_first,
               "bias": bias, "add_bias_kv": False, "add_zero_attn": False}
-    names = ["query", "key", "value"] + (["attn_mask"] if mask else [])
+    names = ["query", "key", "value"] + (["attn_mask"] if mask else []) + (["key_padding_mask"] if padding else [])
     return make_layer("nn.MultiheadAttention", params, attrs, inputs=len(names), names=names)
+
+
+def mask_values(seed, shape, boolean):
+    """A float mask (added to the scores) or a boolean one (True: masked out, about a third)."""
+    if boolean:
+        return np.random.default_rng(seed).random(shape) < 0.3
+    return data(seed, shape, 2.0)
 
 
 @SETTINGS
 @given(st.integers(1, 3), st.integers(1, 9), st.integers(1, 9), st.sampled_from([(8, 2), (12, 3), (4, 4), (6, 1)]),
        st.sampled_from(["batch_first", "seq_first", "unbatched"]), st.sampled_from([None, "2d", "3d"]),
-       st.booleans(), st.booleans(), st.integers(0, 2**16))
-def test_multihead_attention_matches_cpu(device, n, length, source, dims, layout, mask, bias, other_dims, seed):
+       st.sampled_from([None, "float", "bool"]), st.booleans(), st.booleans(), st.booleans(), st.integers(0, 2**16))
+def test_multihead_attention_matches_cpu(device, n, length, source, dims, layout, mask, padding, boolean, bias,
+                                         other_dims, seed):
     """Batch-first, sequence-first and unbatched; key and value of their own widths; no mask,
-    an (L, S) float mask or one per batch item and head."""
+    an (L, S) mask or one per batch item and head, float or boolean; a key padding mask,
+    float or boolean. Rows that every key is masked out of give NaN on both sides."""
     e, heads = dims
     kdim, vdim = (e + 3, e + 1) if other_dims else (e, e)
-    layer = attention_layer(e, heads, kdim, vdim, layout == "batch_first", bias, mask, seed)
+    layer = attention_layer(e, heads, kdim, vdim, layout == "batch_first", bias, mask, seed, padding is not None)
 
     def tokens(count, width, k):
         shape = {"batch_first": (n, count, width), "seq_first": (count, n, width), "unbatched": (count, width)}[layout]
         return data(seed + k, shape)
 
     arrays = [tokens(length, e, 1), tokens(source, kdim, 2), tokens(source, vdim, 3)]
+    items = 1 if layout == "unbatched" else n
     if mask:
-        items = 1 if layout == "unbatched" else n
-        arrays.append(data(seed + 4, (length, source) if mask == "2d" else (items * heads, length, source), 2.0))
+        arrays.append(mask_values(seed + 4, (length, source) if mask == "2d" else (items * heads, length, source),
+                                  boolean))
+    if padding:
+        arrays.append(mask_values(seed + 5, (source,) if layout == "unbatched" else (n, source), padding == "bool"))
     check(device, layer, arrays)
 
 
 def test_multihead_attention_with_masked_out_rows_and_the_cases_left_to_the_cpu(device):
-    """A query whose keys are all masked out (-inf) gives NaN as on the CPU, the other rows
-    their values; boolean masks and the weights as an output stay on the CPU."""
-    layer = attention_layer(8, 2, 8, 8, True, True, "2d", 1)
+    """A query whose keys are all masked out gives NaN as on the CPU, the other rows their
+    values; add_bias_kv and the weights as an output stay on the CPU."""
+    layer = attention_layer(8, 2, 8, 8, True, True, "2d", 1, padding=True)
     mask = np.zeros((5, 7), np.float32)
     mask[2] = -np.inf
     mask[3, :4] = -np.inf
-    got = check(device, layer, [data(2, (2, 5, 8)), data(3, (2, 7, 8)), data(4, (2, 7, 8)), mask])[0]
-    assert np.isnan(got[:, 2]).all() and not np.isnan(np.delete(got, 2, axis=1)).any()
-    specs = [TensorSpec((2, 5, 8), np.dtype(np.float32))] * 3 + [TensorSpec((5, 7), np.dtype(np.bool_))]
-    assert "bool" in device.unsupported_reason(layer, specs)
+    padding = np.zeros((2, 7), bool)
+    padding[1, 4:] = True  # with mask[3, :4], row 3 of the second item sees no key
+    got = check(device, layer, [data(2, (2, 5, 8)), data(3, (2, 7, 8)), data(4, (2, 7, 8)), mask, padding])[0]
+    assert np.isnan(got[:, 2]).all() and np.isnan(got[1, 3]).all()
+    assert not np.isnan(got[0, [0, 1, 3, 4]]).any() and not np.isnan(got[1, [0, 1, 4]]).any()
+    specs = [TensorSpec((2, 5, 8), np.dtype(np.float32))] * 3 + [TensorSpec((5, 7), np.dtype(np.int64))]
+    assert "int64" in device.unsupported_reason(attention_layer(8, 2, 8, 8, True, True, "2d", 1), specs)
     two = make_layer("nn.MultiheadAttention", {"embed_dim": 8, "num_heads": 2, "batch_first": True},
                      {"in_proj_weight": data(5, (24, 8)), "out_proj.weight": data(6, (8, 8))}, outputs=2)
     assert "weights" in device.unsupported_reason(two)
+    kv = make_layer("nn.MultiheadAttention", {"embed_dim": 8, "num_heads": 2, "add_bias_kv": True},
+                    {"in_proj_weight": data(5, (24, 8)), "out_proj.weight": data(6, (8, 8)),
+                     "bias_k": data(7, (1, 1, 8)), "bias_v": data(8, (1, 1, 8))})
+    assert "add_bias_kv" in device.unsupported_reason(kv)
 
 
 # ------------------------------------------------------------------------------------------

@@ -55,20 +55,32 @@ __kernel void softmax_strided(__global const float* restrict x, const int x_off,
 }
 
 // Attention weights in place: each row of scores s (rows of L) becomes
-// softmax(s * scale + mask row), the mask row being row % mask_rows of a float mask (an
-// (L, S) mask repeats every L rows, an (N * heads, L, S) one has a row per row); masked == 0:
-// no mask (the mask argument is then any buffer, never read). A row whose every score is
-// -inf gives NaN, as the CPU layer and PyTorch's module give.
+// softmax(s * scale + the row's masks). Two masks, each of a kind: 0 none (its buffers are
+// then any, never read), 1 float (added), 2 boolean (one byte per element, nonzero: -inf).
+// The attention mask's row is row % mask_rows (an (L, S) mask repeats every L rows, an
+// (N * heads, L, S) one has a row per row); the key padding mask's is row / pad_rows (one
+// row per batch item, whose heads * L rows share it). The float and boolean pointers of a
+// mask are the same buffer, read as its kind says. A row whose every score is -inf gives
+// NaN, as the CPU layer and PyTorch's module give.
+inline float mask_term(__global const float* f, __global const uchar* b, const int at, const int kind) {
+    if (kind == 1) return f[at];
+    return kind == 2 && b[at] ? -INFINITY : 0.0f;
+}
+
 __kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
-void attention_softmax(__global float* s, const int s_off, __global const float* mask, const int mask_off,
-                       const int mask_rows, const int L, const float scale, const int masked) {
+void attention_softmax(__global float* s, const int s_off, const int L, const float scale,
+                       __global const float* mask_f, __global const uchar* mask_b, const int mask_off,
+                       const int mask_rows, const int mask_kind,
+                       __global const float* pad_f, __global const uchar* pad_b, const int pad_off,
+                       const int pad_rows, const int pad_kind) {
     __local float part[LOCAL];
     const int row = get_group_id(0), lid = get_local_id(0);
     __global float* x = s + s_off + row * L;
-    __global const float* add = mask + mask_off + (row % mask_rows) * L;
+    const int mask_at = mask_off + (row % mask_rows) * L, pad_at = pad_off + (row / pad_rows) * L;
     float m = -INFINITY;
     for (int i = lid; i < L; i += LOCAL) {
-        const float v = x[i] * scale + (masked ? add[i] : 0.0f);
+        const float v = x[i] * scale + mask_term(mask_f, mask_b, mask_at + i, mask_kind)
+                        + mask_term(pad_f, pad_b, pad_at + i, pad_kind);
         x[i] = v;
         m = fmax(m, v);
     }

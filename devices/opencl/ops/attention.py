@@ -5,9 +5,11 @@ Eight launches, every product through the tiled GEMM
 (:func:`~devices.opencl.ops.linear.enqueue_matmul`) reading the heads in place by strides,
 so no head is copied out: the query, key and value projections; the scores of every
 (batch, head) as one batched product; the weights in place (``attention_softmax`` in
-``kernels/softmax.cl``: scaled, the float mask added, softmax); the weighted values, again
-batched; one strided copy that puts the heads side by side; the output projection. Boolean masks, ``key_padding_mask``, ``add_bias_kv``,
-``add_zero_attn`` and the weights as a second output stay on the CPU.
+``kernels/softmax.cl``: scaled, the masks added, softmax); the weighted values, again
+batched; one strided copy that puts the heads side by side; the output projection. The
+masks, ``attn_mask`` and ``key_padding_mask``, float (added) or boolean (True: masked
+out), are read by the softmax where they lie; ``add_bias_kv``, ``add_zero_attn`` and the
+weights as a second output stay on the CPU.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from devices.opencl.ops.base import Op, implements, refused_shapes
 from devices.opencl.ops.linear import enqueue_matmul
 from devices.opencl.ops.tensors import copy_strided
 from layers.attention import MultiheadAttention
+
+F32, BOOL = np.dtype(np.float32), np.dtype(np.bool_)
 
 
 def _layout(layer, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -35,16 +39,22 @@ def _layout(layer, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
 
 @implements(MultiheadAttention)
 class MultiheadAttentionOp(Op):
+    #: The masks may be boolean; query, key and value are checked to be float32 below.
+    float_only = False
+
     def check(self, layer):
         if layer.num_outputs > 1:
             return "the attention weights as an output are left to the CPU"
-        if layer.padding_at is not None:
-            return "a key_padding_mask is left to the CPU"
         if layer.bias_k is not None or layer.add_zero_attn:
             return "add_bias_kv and add_zero_attn are left to the CPU"
         return None
 
     def check_shapes(self, layer, specs):
+        masks = {layer.mask_at, layer.padding_at} - {None}
+        for i, spec in enumerate(specs):
+            allowed = (F32, BOOL) if i in masks else (F32,)
+            if spec.dtype not in allowed:
+                return f"input {i} is {spec.dtype}; {' or '.join(map(str, allowed))} runs here"
         shapes = [s.shape for s in specs]
         reason = refused_shapes(layer, shapes)
         if reason is not None:
@@ -97,9 +107,20 @@ class MultiheadAttentionOp(Op):
     @staticmethod
     def _weights(launch, layer, inputs, scores, rows, source, scale) -> None:
         """The scores, scaled and masked, turned into softmax weights in place."""
-        mask = None if layer.mask_at is None else inputs[layer.mask_at]
         built, width = launch.row_program("softmax", "attention_softmax", source)
-        given = mask if mask is not None else scores
-        mask_rows = rows if mask is None else mask.size // source  # (L, S): every L rows; (N*h, L, S): each row
-        launch.enqueue(built, "attention_softmax", (rows * width,), (width,), scores.buffer, scores.offset,
-                       given.buffer, given.offset, mask_rows, source, float(scale), int(mask is not None))
+        mask = _mask(scores, None if layer.mask_at is None else inputs[layer.mask_at])
+        padding = _mask(scores, None if layer.padding_at is None else inputs[layer.padding_at])
+        # (L, S) mask: every L rows again; (N * heads, L, S): a row per row. Padding: a row per
+        # batch item, shared by its heads * L rows.
+        mask_rows = rows if mask[3] == 0 else inputs[layer.mask_at].size // source
+        pad_rows = rows if padding[3] == 0 else rows // max(1, inputs[layer.padding_at].size // source)
+        launch.enqueue(built, "attention_softmax", (rows * width,), (width,), scores.buffer, scores.offset, source,
+                       float(scale), *mask[:3], mask_rows, mask[3], *padding[:3], pad_rows, padding[3])
+
+
+def _mask(scores, tensor) -> tuple:
+    """(float view, byte view, offset, kind) of a mask for ``attention_softmax``: kind 0 (none:
+    the scores stand in, never read), 1 float, 2 boolean."""
+    if tensor is None:
+        return scores.buffer, scores.buffer, scores.offset, 0
+    return tensor.buffer, tensor.buffer, tensor.offset, 2 if tensor.dtype == BOOL else 1

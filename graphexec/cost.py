@@ -6,6 +6,7 @@ round numbers for one CPU core: ~50 GFLOP/s through BLAS, ~10 GB/s of memory tra
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from layers.base import Layer
@@ -15,6 +16,10 @@ FLOPS_PER_SECOND = 50e9
 BYTES_PER_SECOND = 10e9
 #: What running any node costs regardless of size (Python call, scheduling).
 NODE_OVERHEAD_SECONDS = 5e-6
+#: Counts are clamped here (2**62): a node that large never runs (the engine refuses its
+#: plan for memory before a run starts), but the plan's priorities and region estimates are
+#: floats, and an exact count of 1e308 elements would overflow them.
+MAX_COUNT = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,13 @@ def estimate(layer: Layer, inputs: list[Spec], outputs: list[Spec]) -> Cost:
     """The cost of ``layer`` on these specs: its ``flops`` and ``blas_flops`` hooks, and the
     bytes it touches (its inputs, outputs and ``work_bytes``)."""
     moved = 0 if layer.is_view else sum(nbytes(s) for s in inputs) + sum(nbytes(s) for s in outputs)
-    moved += int(layer.work_bytes(inputs, outputs))
-    flops = int(layer.flops(inputs, outputs))
-    return Cost(flops, moved, min(flops, int(layer.blas_flops(inputs, outputs))))
+    moved = _count(moved + _count(layer.work_bytes(inputs, outputs)))
+    flops = _count(layer.flops(inputs, outputs))
+    return Cost(flops, moved, min(flops, _count(layer.blas_flops(inputs, outputs))))
+
+
+def _count(value: float) -> int:
+    """``value`` as an int of at most :data:`MAX_COUNT` (an infinite or NaN estimate too)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return MAX_COUNT
+    return min(int(value), MAX_COUNT)

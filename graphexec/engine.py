@@ -113,6 +113,14 @@ def default_threads(plan: Plan, cores: int, mixing: bool | None = None,
     return cores if worth_workers(plan, cores, mixing, shared) else 1
 
 
+def _mib(count: int, decimals: int = 0) -> str:
+    """``count`` bytes in MiB for a message; as a power of ten past what a float holds (a
+    damaged model's shapes can ask for 1e600 bytes)."""
+    if count < 1 << 1000:
+        return f"{count / 2**20:,.{decimals}f}"
+    return f"10^{len(str(count >> 20)) - 1}"
+
+
 def _known_type(op_type: str) -> bool:
     """A layer's type, graphexec's own node types (``graphexec.SqueezeExcite``) and fused
     ones as traces name them (``nn.Conv2d+nn.ReLU``)."""
@@ -456,8 +464,8 @@ class Engine:
         if plan.peak_bytes > self.memory_limit:
             shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
             raise InputShapeError(
-                f"inputs {shapes} need about {plan.peak_bytes / 2**20:,.0f} MiB of tensors at once, "
-                f"more than the engine's memory_limit of {self.memory_limit / 2**20:,.0f} MiB"
+                f"inputs {shapes} need about {_mib(plan.peak_bytes)} MiB of tensors at once, "
+                f"more than the engine's memory_limit of {_mib(self.memory_limit)} MiB"
             )
         keep = list(dict.fromkeys(list(self.program.outputs) + wanted))
         if plan.placement is not None:  # values left on the device are kept under their device name
@@ -588,8 +596,8 @@ class Engine:
     def _new_arenas(plan: Plan) -> ArenaPool:
         memory = MemoryPlan(plan)
         logger.debug(
-            "memory plan: {} tensors in a {:.2f} MiB arena ({:.2f} MiB without reuse)",
-            len(memory.regions), memory.arena_bytes / 2**20, memory.unshared_bytes / 2**20,
+            "memory plan: {} tensors in a {} MiB arena ({} MiB without reuse)",
+            len(memory.regions), _mib(memory.arena_bytes, 2), _mib(memory.unshared_bytes, 2),
         )
         return ArenaPool(memory)
 

@@ -102,6 +102,9 @@ CASES = [
     # regression: the element count used to wrap past int64 in TensorSpec.nbytes, so the memory_limit check
     # passed and numpy failed inside the layer (an ExecutionError)
     Broken("expand_past_int64", InputShapeError, ("memory_limit",), stage="forward"),
+    # regression: a size of 1e308 x 1e308 (an expression's value) used to raise a raw OverflowError
+    # where the plan's cost estimates and the memory_limit message turned byte counts into floats
+    Broken("empty_past_float", InputShapeError, ("memory_limit", "10^610 MiB"), stage="forward"),
     # regression: a dim past int64 used to make Engine.load raise a raw OverflowError
     Broken("input_dim_past_int64", MF, ("99999999999999999999",)),
 ]

@@ -39,6 +39,7 @@ EXPAND_PARAM, EXPAND_BIN = _real(OPS / "shape" / "expand", "model")
 RELU_PARAM, RELU_BIN = _real(OPS / "activation" / "relu", "model")
 INDEX_PARAM, INDEX_BIN = _real(OPS / "indexing" / "index_constant_bool_mask", "model")
 MASKED_PARAM, MASKED_BIN = _real(OPS / "attention" / "mha_float_mask", "model")
+EMPTY_PARAM, EMPTY_BIN = _real(OPS / "creation" / "empty_filled", "model")
 
 
 # --------------------------------------------------------------------------------------
@@ -220,6 +221,9 @@ CASES: dict[str, Callable[[], Files]] = {
     "absurd_padding": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace("padding=(1,1)", "padding=(100000,100000)") for x in t])),
     "absurd_upsample": lambda: (replace(UPSAMPLE_PARAM, "scale_factor=(2.0,2.0)", "scale_factor=(1000000.0,1000000.0)").encode(), UPSAMPLE_BIN),
     "expand_past_int64": lambda: (replace(EXPAND_PARAM, "sizes=(2,3,4,5)", "sizes=(2,4611686018427387904,4,5)").encode(), EXPAND_BIN),
+    # (the input's shape fixed, so that the test can make the input)
+    "empty_past_float": lambda: (replace(EMPTY_PARAM, "expr=[size(@0,0),2]", "expr=(1e308,1e308)")
+                                 .replace("#0=(?,?)f32", "#0=(2,3)f32").encode(), EMPTY_BIN),
     # (every line that mentions operand 0 annotates it: the last annotation wins)
     "input_dim_past_int64": lambda: (RELU_PARAM.replace("#0=(2,3,4,5)f32", "#0=(2,3,4,99999999999999999999)f32").encode(), RELU_BIN),
 }

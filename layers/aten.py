@@ -818,7 +818,8 @@ class CDist(_Aten):
             return np.sqrt(np.square(diff).sum(axis=-1))
         if np.isinf(p):
             return diff.max(axis=-1, initial=0.0)
-        return np.power(np.power(diff, p).sum(axis=-1), 1 / p)
+        with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN as PyTorch gives them
+            return np.power(np.power(diff, p).sum(axis=-1), 1 / p)
 
 
 @register("aten::tensordot")

@@ -220,7 +220,8 @@ class PDist(_Aten):
         elif np.isinf(p):
             d = diff.max(axis=1, initial=0.0)
         else:
-            d = np.power(np.power(diff, p).sum(axis=1), 1 / p)
+            with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN as PyTorch gives them
+                d = np.power(np.power(diff, p).sum(axis=1), 1 / p)
         return [d.astype(x.dtype)]
 
 

@@ -615,7 +615,10 @@ class LocalResponseNorm(Layer):
         return [shapes[0]]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = inputs[0]
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # inf and NaN, as in PyTorch
+            return [self._normalize(inputs[0])]
+
+    def _normalize(self, x: np.ndarray) -> np.ndarray:
         c = x.shape[1]
         square = np.square(x.astype(_compute_dtype(x.dtype), copy=False))
         pads = [(0, 0)] * x.ndim
@@ -626,4 +629,4 @@ class LocalResponseNorm(Layer):
             window += padded[:, i:i + c]
         window *= self.alpha / self.size
         window += self.k
-        return [(x / np.power(window, self.beta)).astype(x.dtype, copy=False)]
+        return (x / np.power(window, self.beta)).astype(x.dtype, copy=False)

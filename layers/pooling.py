@@ -331,9 +331,10 @@ class _LPPool(_WindowPool):
             outs = w.out_sizes(x.shape[-nd:])
             xp = pad_planes(sign * np.abs(x), nd, (0,) * nd, w.pads_after(x.shape[-nd:], outs), lowest(x.dtype))
             return [sign * reduce_windows(xp, w, outs, np.maximum)]
-        mean = _avg_pool(np.power(x, self.norm), w, nd, True, None)
-        mean *= math.prod(w.kernel)
-        return [np.power(mean, 1.0 / self.norm, out=mean)]
+        with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN as PyTorch gives them
+            mean = _avg_pool(np.power(x, self.norm), w, nd, True, None)
+            mean *= math.prod(w.kernel)
+            return [np.power(mean, 1.0 / self.norm, out=mean)]
 
 
 @register("nn.LPPool1d", "F.lp_pool1d")

@@ -3,6 +3,8 @@ definitions on random inputs (the golden fixtures check them against PyTorch).""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -128,6 +130,17 @@ def test_cdist_is_the_p_norm_of_each_pair_of_rows(rows, cols, width, p):
         want[n, i, j] = (np.count_nonzero(d) if p == 0 else d.max() if np.isinf(p) else (d ** p).sum() ** (1 / p))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert got.dtype == np.float32 and got.shape == (2, rows, cols)
+
+
+def test_distances_past_float64_are_inf_without_a_warning():
+    """A p-norm whose powers overflow is inf, as in PyTorch, and numpy warns of nothing."""
+    a = np.full((1, 2, 3), 1e38, np.float32)
+    x = np.array([[1e38, 1e38], [-1e38, -1e38]], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (cdist,) = aten("aten::cdist", ..., 10.0, None).forward([a, -a, None, None])
+        (pdist,) = aten("aten::pdist", 10.0).forward([x, None])
+    assert np.isinf(cdist).all() and np.isinf(pdist).all()
 
 
 @settings(max_examples=40, deadline=None)

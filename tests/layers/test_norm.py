@@ -4,6 +4,7 @@ Lp norms, bad params and bad shapes."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -327,3 +328,12 @@ def test_local_response_norm_bad_params_and_shapes():
 def test_an_eps_that_is_nan_or_negative_is_refused_at_load(eps, op_type, params, attrs):
     with pytest.raises(LayerConfigError, match="eps=.* must be a number >= 0"):
         make(op_type, {**params, "eps": eps}, attrs)
+
+
+def test_local_response_norm_past_float32_is_zero_without_a_warning():
+    """x / inf ** beta where x ** 2 overflows: 0, as in PyTorch; numpy warns of nothing."""
+    layer = make("nn.LocalResponseNorm", {"size": 3, "alpha": 1e-4, "beta": 0.75, "k": 1.0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (y,) = layer.forward([np.full((1, 4, 3, 3), 1e30, np.float32)])
+    assert (y == 0).all()

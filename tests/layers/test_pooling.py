@@ -5,6 +5,7 @@ CPU loops do (windows clipped to the input, first max wins, divisor rules spelle
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -351,3 +352,12 @@ def test_centred_pools_match_the_naive_loop(kh, kw, extra_h, extra_w, lead, incl
     got = make("nn.AvgPool2d", params).forward([x])[0]
     want, _ = naive_window_pool(x, k, [1, 1], p, [1, 1], False, "avg", include_pad)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_lp_pool_past_float32_is_inf_without_a_warning():
+    """x ** p overflows to inf, and so does the pool, as in PyTorch; numpy warns of nothing."""
+    layer = make("nn.LPPool2d", {"norm_type": 3.0, "kernel_size": [2, 2], "stride": [2, 2]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (y,) = layer.forward([np.full((1, 2, 4, 4), 1e30, np.float32)])
+    assert np.isinf(y).all()

@@ -5,10 +5,23 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
 from graphexec import Engine
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def model_files(name: str) -> tuple[Path, Path]:
+    """(pnnx param, PyTorch's saved io) of an exported network (``artifacts/networks/NAME``)
+    or, failing that, of a bundled example (``examples/models/NAME.*``, the wide net)."""
+    folder = ROOT / "artifacts" / "networks" / name
+    if (folder / "model.pnnx.param").exists():
+        return folder / "model.pnnx.param", folder / "io.npz"
+    models = ROOT / "examples" / "models"
+    return models / f"{name}.pnnx.param", models / f"{name}.io.npz"
 
 
 def warm_and_check(name: str, engines: Mapping[str, Engine], x: np.ndarray, want: np.ndarray,

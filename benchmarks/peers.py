@@ -43,9 +43,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
-from graphexec import Engine
-from graphexec.engine import cpu_count
-import numpy as np
+from graphexec import Engine  # isort: skip
+from graphexec.engine import cpu_count  # isort: skip
+import numpy as np  # isort: skip
+from benchmarks._checks import model_files  # isort: skip
 
 NETWORKS = ["googlenet", "inception_v3", "resnet50", "densenet121", "squeezenet1_1", "mobilenet_v3_small",
             "shufflenet_v2", "efficientnet_b0", "wide"]
@@ -60,12 +61,10 @@ class Model:
 
     def __init__(self, name: str):
         self.name = name
-        folder = ROOT / "artifacts" / "networks" / name
-        if (folder / "model.pnnx.param").exists():
-            self.param, self.peers, io = folder / "model.pnnx.param", folder, folder / "io.npz"
-        else:  # a bundled example: pnnx files in examples/models, peers in artifacts/peers
-            models = ROOT / "examples" / "models"
-            self.param, self.peers, io = models / f"{name}.pnnx.param", ROOT / "artifacts" / "peers" / name, models / f"{name}.io.npz"
+        self.param, io = model_files(name)
+        # a bundled example's peers live in artifacts/peers, a network's beside its pnnx files
+        bundled = self.param.parent == ROOT / "examples" / "models"
+        self.peers = ROOT / "artifacts" / "peers" / name if bundled else self.param.parent
         if not self.param.exists():
             raise FileNotFoundError(f"{name}: no pnnx export; run `python tools/export_networks.py {name}`")
         with np.load(io) as data:
@@ -182,12 +181,13 @@ def worker(column: str, name: str) -> None:
 
 
 class Column:
-    """A worker process running one column."""
+    """A worker process running one column (``script --worker COLUMN NAME``, by default this
+    script's :func:`worker`)."""
 
-    def __init__(self, column: str, name: str):
+    def __init__(self, column: str, name: str, script: str = __file__):
         self.column = column
         env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-        self.process = subprocess.Popen([sys.executable, __file__, "--worker", column, name], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, script, "--worker", column, name], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, env=env)
         words = (self.process.stdout.readline() or "missing worker failed").split(maxsplit=3)
         self.ok = words[0] == "ready"

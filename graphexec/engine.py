@@ -17,7 +17,8 @@ the plan's regions (:mod:`graphexec.regions`): N is the cores when some stretch 
 plan is estimated faster with its branches side by side than one node at a time with
 every core for BLAS, else 1; M = cores // N, so N x M never exceeds the cores (but
 M = 1 for one worker where BLAS threads are estimated to save less than
-:data:`graphexec.regions.MIN_BLAS_GAIN` of a run).
+:data:`graphexec.regions.MIN_BLAS_GAIN` of a run). It chooses from the plan with sibling
+convolutions apart, and merges them (:mod:`graphexec.siblings`) only where they run alone.
 With several workers, the other stretches run one node at a time and their large products
 get every core for BLAS; traces record it. Either way, a node that runs alone and that its
 layer can cut into pieces (a convolution on a large image: bands of output rows; a large
@@ -36,7 +37,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -176,6 +177,11 @@ class Engine:
         self.merge_convs = merge_convs
         #: The merged convolutions, by their siblings' names: every plan shares them.
         self._merged_convs: dict[tuple[str, ...], Any] = {}
+        #: Whether siblings merge only where they run alone (see :meth:`_mergeable`): where the
+        #: engine chooses its threads, given none of threads, intra_op_threads and executor.
+        #: Plans made before the threads are chosen merge none.
+        self._merge_where_alone = threads is None and intra_op_threads is None and executor is None
+        self.threads: int | None = None
         #: Run batch norm + ReLU before a 1x1 convolution as one floor (see
         #: graphexec.preactivation; CPU only), and the rewritten pairs, by the norm's name.
         self.fold_preactivations = fold_preactivations
@@ -230,7 +236,10 @@ class Engine:
         self._choices: weakref.WeakKeyDictionary[Plan, RegionChoice] = weakref.WeakKeyDictionary()
         self._executor = executor
         self._tune = self.device is None and (self.intra_op_threads > 1 or self._boost is not None)
-        if self._tune:  # the plan made to choose the threads gets its variants now
+        if self._merge_where_alone and self.merge_convs and self.device is None and first_plan is not None:
+            self._plans.clear()  # the plan made to choose the threads merged no siblings
+            first_plan = self._plan_for(exported, given_by_user=False)
+        elif self._tune:  # the plan made to choose the threads gets its variants now
             for key, plan in list(self._plans.items()):
                 self._plans[key] = self._with_blas_variants(plan)
         if first_plan is not None and self.device is None:  # the load's plan, as tuned above
@@ -561,6 +570,23 @@ class Engine:
             if id(layer) not in running:
                 layer.forget_prepared()
 
+    def _mergeable(self, program: Program, specs: dict[str, Spec]) -> Callable[[Step], bool] | None:
+        """The steps whose siblings may merge (None: every one). A merged product gains where
+        it runs alone with every core for BLAS; siblings that run side by side on the workers
+        are faster apart (the wide net, 8 branches: 0.87-0.94x the time apart on two workers,
+        against merged on one worker with two BLAS threads). So where the engine chooses its
+        threads, siblings merge only in the units it runs one at a time (with one worker,
+        all); given threads, BLAS threads or an executor, all merge, so that every such
+        engine runs the sequential one's plan and gives its bits."""
+        if not self._merge_where_alone or self.threads == 1:
+            return None
+        if self.threads is None:  # the threads are being chosen, from the plain plan
+            return lambda step: False
+        plan = Plan(program, specs)
+        choice = self._run_choice(plan)
+        alone = set() if choice is None else {id(plan.nodes[i].step) for u in choice.serial for i in plan.units[u].nodes}
+        return lambda step: id(step) in alone
+
     def _blas_threads_per_node(self, plan: Plan) -> dict[int, int]:
         """The BLAS threads of each node that runs whole on more than one in every run of
         ``plan`` (as :meth:`forward` runs it): every node but the shared ones gets
@@ -744,7 +770,8 @@ class Engine:
                 program, floors = fold_preactivations(program, specs, self._folded)
                 fused_away |= floors
             if self.merge_convs:
-                program, specs = merge_sibling_convs(program, specs, self._merged_convs)
+                program, specs = merge_sibling_convs(program, specs, self._merged_convs,
+                                                     self._mergeable(program, specs))
             plan = Plan(program, specs)
             if self._tune:
                 plan = self._with_blas_variants(plan)

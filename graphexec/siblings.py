@@ -7,7 +7,9 @@ which BLAS runs faster than the pieces (it packs the input once, and on two thre
 has a dimension worth splitting), and a k x k one builds its im2col columns once instead
 of once per branch. Each branch then reads its channels of the merged output as a view,
 under the operand name it had, so nothing downstream changes. TensorRT and TVM call this
-horizontal fusion.
+horizontal fusion. It pays where the merged product runs alone with every core for BLAS;
+siblings that run side by side on several workers are faster apart, so an engine that
+chooses its threads merges only those it runs one at a time (``Engine._mergeable``).
 
 Convolutions are siblings when they read the same operand, are stored-weight ``nn.Conv1d``
 or ``nn.Conv2d`` layers with the same kernel size, stride, padding, dilation and padding
@@ -22,6 +24,7 @@ bit.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -68,18 +71,21 @@ class ChannelSlice(Layer):
         return 0
 
 
-def merge_sibling_convs(program: Program, specs: dict[str, Spec], made: dict[tuple[str, ...], Layer] | None = None
-                        ) -> tuple[Program, dict[str, Spec]]:
+def merge_sibling_convs(program: Program, specs: dict[str, Spec], made: dict[tuple[str, ...], Layer] | None = None,
+                        mergeable: Callable[[Step], bool] | None = None) -> tuple[Program, dict[str, Spec]]:
     """``program`` with each set of sibling convolutions run as one, and the specs with the
     merged outputs added. The merged step takes the place of the first sibling, followed
     by one :class:`ChannelSlice` per sibling giving its output under its old name.
     ``made`` keeps the merged convolutions by their siblings' names, so that the plans of
-    other input shapes share their stacked weights rather than stacking them again."""
+    other input shapes share their stacked weights rather than stacking them again.
+    ``mergeable``: the steps that may merge (default: every one)."""
     groups: dict[tuple, list[int]] = {}
     handed_out = set(program.outputs)
     for k, step in enumerate(program.steps):
         if handed_out.intersection(step.outputs):
             continue  # the caller gets its own array, not a view of the merged one
+        if mergeable is not None and not mergeable(step):
+            continue
         key = _sibling_key(step, specs)
         if key is not None:
             groups.setdefault(key, []).append(k)

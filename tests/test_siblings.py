@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from graphexec import Engine
+from graphexec.engine import cpu_count
 from graphexec.fusion import fuse_activations
 from graphexec.shapes import infer_specs
 from graphexec.siblings import ChannelSlice, merge_sibling_convs
@@ -120,3 +121,25 @@ def test_plans_of_other_shapes_share_the_stacked_weights():
     apart = Engine.load(SIBLINGS_2D / "model.pnnx.param", threads=1, intra_op_threads=1, merge_convs=False)
     for got, want in zip(engine.forward(x), apart.forward(x)):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_an_engine_choosing_its_threads_merges_only_the_siblings_it_runs_alone():
+    """The wide net opens each block with 8 sibling convolutions. Given threads, every engine
+    merges them (it runs the sequential one's plan, for its bits); an engine that chooses
+    two workers runs the siblings side by side on them, apart, and one that chooses one
+    worker merges them all."""
+    param = EXAMPLES / "wide.pnnx.param"
+    assert len(_merged_names(Engine.load(param, threads=2, intra_op_threads=1))) == 3
+    chosen = Engine.load(param)
+    plan = chosen.plan()
+    if cpu_count() == 1:
+        assert chosen.threads == 1 and len(_merged_names(chosen)) == 3
+    else:
+        assert chosen.threads > 1, "8 equal branches are worth the workers"
+        choice = chosen._run_choice(plan)
+        alone = set() if choice is None else {i for u in choice.serial for i in plan.units[u].nodes}
+        merged = [n.index for n in plan.nodes if "|" in n.step.layer.name]
+        assert all(i in alone for i in merged)
+        assert not merged, "the blocks' siblings are branches that run side by side"
+    with np.load(EXAMPLES / "wide.io.npz") as io:
+        assert_matches(chosen.forward(io["in0"]), io["out0"], rel=1e-5)

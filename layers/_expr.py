@@ -596,7 +596,8 @@ def to_output(value: Any) -> Any:
     if isinstance(value, list):
         return [to_output(v) for v in value]
     if isinstance(value, (bool, int, float, complex)):
-        return np.asarray(value, dtype=scalar_output_dtype(kind_of(value)[0]))
+        with np.errstate(over="ignore"):  # a float past float32's range is inf, as in PyTorch
+            return np.asarray(value, dtype=scalar_output_dtype(kind_of(value)[0]))
     if isinstance(value, np.generic):
         return np.asarray(value)
     return value

@@ -195,6 +195,18 @@ def test_scalar_arithmetic_is_done_at_python_precision():
     assert run("floor(div(size(@0,1),2))", np.zeros((1, 5))).dtype == I64  # rounding a scalar gives an int
 
 
+def test_a_scalar_past_float32s_range_is_infinite_without_a_warning():
+    """A float scalar result becomes a float32 0-d tensor: past its range that is +-inf, as
+    in PyTorch, and numpy's cast warning does not reach the caller."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = run("mul(size(@0,0),1e300)", np.zeros((2, 1)))
+        assert out.dtype == F32 and out.shape == () and np.isposinf(out)
+        assert np.isneginf(run("mul(size(@0,0),-1e300)", np.zeros((2, 1))))
+
+
 def test_list_result_is_a_list_of_scalars_with_known_values():
     x = np.zeros((2, 3, 4), F32)
     out = run("[int(size(@0,0)),-1,mul(size(@0,1),size(@0,2))]", x)

@@ -156,7 +156,8 @@ class Engine:
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{label} must be a positive integer, got {value!r}")
         self.graph = graph
-        #: Refuse to run input shapes whose tensors would need more bytes than this at once.
+        #: Refuse to run input shapes whose tensors (and the working memory of the layer running
+        #: then) would need more bytes than this at once.
         self.memory_limit = memory_limit if memory_limit is not None else physical_memory()
         self.program = Program.from_graph(graph)
         operands = graph.operands
@@ -281,8 +282,8 @@ class Engine:
         per node (by default 1 when ``threads`` or ``executor`` is given; with neither, the
         engine chooses both, see the module docstring); ``executor``: run nodes on this
         ``concurrent.futures.Executor`` instead of the engine's own thread pool;
-        ``memory_limit``: bytes of tensors a run may need at once (default: the machine's
-        RAM), so a hostile shape fails before allocating;
+        ``memory_limit``: bytes of tensors and layers' working memory a run may need at once
+        (default: the machine's RAM), so a hostile shape fails before allocating;
         ``reuse_memory``: give intermediate tensors regions of a preallocated arena, shared
         between tensors whose lives never overlap (see :mod:`graphexec.memory`);
         ``pin_workers``: pin the engine's own worker threads to a core each when there is one
@@ -473,7 +474,7 @@ class Engine:
         if plan.peak_bytes > self.memory_limit:
             shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
             raise InputShapeError(
-                f"inputs {shapes} need about {_mib(plan.peak_bytes)} MiB of tensors at once, "
+                f"inputs {shapes} need about {_mib(plan.peak_bytes)} MiB of tensors and working memory at once, "
                 f"more than the engine's memory_limit of {_mib(self.memory_limit)} MiB"
             )
         keep = list(dict.fromkeys(list(self.program.outputs) + wanted))

@@ -99,6 +99,10 @@ class Fused(Layer):
     def work_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
         return self.head.work_bytes(inputs, outputs) + sum(2 * nbytes(s) for s in outputs) * len(self.tail)
 
+    def scratch_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        """The producer's, or an activation's temporary (at most the output's size)."""
+        return max(self.head.scratch_bytes(inputs, outputs), sum(nbytes(s) for s in outputs) if self.tail else 0)
+
 
 def head_and_tail(layer: Layer) -> tuple[Layer, tuple[Layer, ...]]:
     """A fused layer's producer and activations; any other layer and no activations."""

@@ -224,14 +224,17 @@ class Plan:
     @cached_property
     def peak_bytes(self) -> int:
         """Most bytes of tensors alive at once when the nodes run in ``order``, each tensor
-        freed after its last reader (the inputs included, views counted as copies)."""
+        freed after its last reader (the inputs included, views counted as copies), with
+        the working memory of the node running then (its layer's ``scratch_bytes``)."""
         remaining = dict(self.readers)
         live = sum(nbytes(self.specs[n]) for n in self.program.inputs)
         peak = live
         for i in self.order:
             step = self.nodes[i].step
             live += sum(nbytes(self.specs[n]) for n in step.outputs)
-            peak = max(peak, live)
+            scratch = step.layer.scratch_bytes([self.specs[n] for n in step.inputs],
+                                               [self.specs[n] for n in step.outputs])
+            peak = max(peak, live + scratch)
             for name in step.outputs:
                 if remaining.get(name, 0) == 0 and name not in self.program.outputs:
                     live -= nbytes(self.specs[name])

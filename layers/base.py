@@ -11,6 +11,7 @@
     ├── flops(in, out)          estimated work, for the scheduler's priorities
     ├── blas_flops(in, out)     the part of it that BLAS threads speed up
     ├── work_bytes(in, out)     scratch memory it streams through
+    ├── scratch_bytes(in, out)  scratch memory it holds at once (for the memory limit)
     └── splits / pieces         its work shared out among idle workers (optional)
 
 A new operator is one subclass and one ``@register("pnnx.Type")`` line.
@@ -243,6 +244,13 @@ class Layer:
     def work_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
         """Bytes of scratch memory the layer streams through beyond its inputs and outputs
         (a convolution's im2col columns), for the cost estimate."""
+        return 0
+
+    def scratch_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        """Bytes of working memory a run holds at once beyond its inputs and outputs (a
+        convolution's padded input and im2col columns), at most: the plan counts it in its
+        peak, so that ``memory_limit`` refuses a model one of whose layers would need more
+        (a damaged padding of 100000 pads a 64 x 64 input to 447 GiB for a 32 x 32 output)."""
         return 0
 
     def splits(self, inputs: list[Spec], outputs: list[Spec]) -> bool:

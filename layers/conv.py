@@ -74,6 +74,24 @@ class _Conv(Layer):
             return 2 * taps * y.shape[channels] * x.nbytes // max(1, x.shape[channels])
         return 2 * taps * x.shape[channels] * y.nbytes // max(1, y.shape[channels])
 
+    def scratch_bytes(self, inputs, outputs) -> int:
+        """The padded input, bounded from the output's size (each spatial dim padded to at
+        most ``out * stride + dilation * (k - 1)``), and the im2col columns (a transposed
+        convolution: every tap's contribution before col2im); depthwise ones hold the
+        padded input and its stride phases."""
+        x, y = inputs[0], outputs[0]
+        if not (isinstance(x, TensorSpec) and isinstance(y, TensorSpec)):
+            return 0
+        n = self.spatial
+        kernel = inputs[1].shape[2:] if len(inputs) > 1 and isinstance(inputs[1], TensorSpec) else self.kernel_size
+        item = np.dtype(y.dtype).itemsize
+        columns = self.work_bytes(inputs, outputs) // 2
+        if self.transposed:
+            return columns
+        extents = [o * s + d * (k - 1) for o, s, d, k in zip(y.shape[-n:], self.stride, self.dilation, kernel)]
+        padded = math.prod(x.shape[:-n]) * math.prod(extents) * item
+        return 2 * padded if self._depthwise(inputs) else padded + columns
+
     def _depthwise(self, inputs) -> bool:
         return not self.transposed and self.groups > 1 and inputs[0].shape[-(self.spatial + 1)] == self.groups
 

@@ -173,6 +173,19 @@ class _WindowPool(_Pool):
         out = shape[: -self.spatial] + self.window.out_sizes(shape[-self.spatial:])
         return [out]
 
+    def scratch_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        """The input padded on every side (as a whole, or block by block beside the two
+        passes of a separable pool: three blocks at most that size)."""
+        x, y = inputs[0], outputs[0]
+        if not (isinstance(x, TensorSpec) and isinstance(y, TensorSpec)):
+            return 0
+        n = self.spatial
+        sizes, outs = x.shape[-n:], y.shape[-n:]
+        before = self.window.padding
+        after = self.window.pads_after(sizes, outs)
+        extents = [size + b + a for size, b, a in zip(sizes, before, after)]
+        return 3 * math.prod(x.shape[:-n]) * math.prod(extents) * np.dtype(x.dtype).itemsize
+
 
 class _MaxPool(_IndexedMax, _WindowPool):
     """Max over each window; padding never wins (it is -inf)."""

@@ -40,6 +40,7 @@ RELU_PARAM, RELU_BIN = _real(OPS / "activation" / "relu", "model")
 INDEX_PARAM, INDEX_BIN = _real(OPS / "indexing" / "index_constant_bool_mask", "model")
 MASKED_PARAM, MASKED_BIN = _real(OPS / "attention" / "mha_float_mask", "model")
 EMPTY_PARAM, EMPTY_BIN = _real(OPS / "creation" / "empty_filled", "model")
+POOL_PARAM, POOL_BIN = _real(OPS / "pooling" / "maxpool2d_3x3s2_ceil", "model")
 
 
 # --------------------------------------------------------------------------------------
@@ -219,6 +220,13 @@ CASES: dict[str, Callable[[], Files]] = {
     "input_operator_reads": lambda: m(edit_operator(M_PARAM, "pnnx_output_0", lambda t: retype(t, "pnnx.Input"))),
     # shapes that would need absurd memory at run time
     "absurd_padding": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace("padding=(1,1)", "padding=(100000,100000)") for x in t])),
+    # (dilated as much: the output keeps its size, only the padded input is absurd)
+    "absurd_dilated_padding": lambda: m(edit_operator(M_PARAM, "c", lambda t: [
+        x.replace("padding=(1,1)", "padding=(100000,100000)").replace("dilation=(1,1)", "dilation=(100000,100000)")
+        for x in t])),
+    # (a window as large: the padded input is absurd, the output small)
+    "absurd_pool_window": lambda: (replace(replace(POOL_PARAM, "kernel_size=(3,3)", "kernel_size=(200001,200001)"),
+                                           "padding=(0,0)", "padding=(100000,100000)").encode(), POOL_BIN),
     "absurd_upsample": lambda: (replace(UPSAMPLE_PARAM, "scale_factor=(2.0,2.0)", "scale_factor=(1000000.0,1000000.0)").encode(), UPSAMPLE_BIN),
     "expand_past_int64": lambda: (replace(EXPAND_PARAM, "sizes=(2,3,4,5)", "sizes=(2,4611686018427387904,4,5)").encode(), EXPAND_BIN),
     # (the input's shape fixed, so that the test can make the input)

@@ -197,11 +197,12 @@ class _AddProduct(_Aten):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x, a, b = (np.asarray(v) for v in inputs[:3])
         dtype = result_type([(v.dtype, DIM) for v in (x, a, b)])
-        y = self.product(a.astype(dtype, copy=False), b.astype(dtype, copy=False))
-        if self.alpha != 1:
-            y = y * np.asarray(self.alpha, dtype)
-        if self.beta != 0:
-            y = y + (x.astype(dtype, copy=False) if self.beta == 1 else x * np.asarray(self.beta, dtype))
+        with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN, as PyTorch gives them
+            y = self.product(a.astype(dtype, copy=False), b.astype(dtype, copy=False))
+            if self.alpha != 1:
+                y = y * np.asarray(self.alpha, dtype)
+            if self.beta != 0:
+                y = y + (x.astype(dtype, copy=False) if self.beta == 1 else x * np.asarray(self.beta, dtype))
         return [np.ascontiguousarray(np.broadcast_to(y, y.shape), dtype=dtype)]
 
 

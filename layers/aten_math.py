@@ -403,7 +403,8 @@ class Frac(_Aten):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
-        return [x - np.trunc(x)]
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, as PyTorch gives it
+            return [x - np.trunc(x)]
 
 
 @register("aten::hypot")

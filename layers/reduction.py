@@ -248,7 +248,8 @@ def vector_norm(x: np.ndarray, p: float, axes: tuple[int, ...]) -> np.ndarray:
         return np.sum(wide, axis=axes, keepdims=True)
     if p == 2:
         return np.sqrt(np.sum(wide * wide, axis=axes, keepdims=True))
-    return np.sum(wide**p, axis=axes, keepdims=True) ** (1.0 / p)
+    with np.errstate(over="ignore"):  # past float64's range: inf, as PyTorch gives it
+        return np.sum(wide**p, axis=axes, keepdims=True) ** (1.0 / p)
 
 
 @register("torch.norm")

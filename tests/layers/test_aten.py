@@ -590,3 +590,15 @@ def test_isclose_refuses_what_pytorch_refuses():
         isclose().infer([TensorSpec((3,), np.float32), TensorSpec((3,), np.int64)])
     with pytest.raises(ShapeMismatch, match="broadcast"):
         isclose().infer([TensorSpec((3,), np.float32), TensorSpec((4,), np.float32)])
+
+
+def test_infinities_give_pytorchs_nan_and_inf_without_numpy_warnings():
+    """frac(+-inf) is NaN and an outer product past float32's range is inf, as in PyTorch;
+    numpy's RuntimeWarnings do not reach the caller."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (frac,) = aten("aten::frac").forward([np.array([np.inf, -np.inf, 2.5], np.float32)])
+        assert np.isnan(frac[:2]).all() and frac[2] == 0.5
+        u, v = np.array([3e38], np.float32), np.array([10.0, -10.0], np.float32)
+        (outer,) = aten("aten::addr", ..., ..., 1, 1).forward([np.zeros((1, 2), np.float32), u, v])
+        assert outer.dtype == np.float32 and outer.tolist() == [[np.inf, -np.inf]]

@@ -81,6 +81,19 @@ def test_float32_reductions_stay_float32():
         assert out.dtype == F32, op_type
 
 
+def test_a_p_norm_past_float64s_range_is_inf_without_a_warning():
+    """The p-norm every norm layer shares (torch.norm, aten::linalg_norm, aten::renorm, cdist)."""
+    import warnings
+
+    from layers.reduction import vector_norm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isposinf(vector_norm(np.full((2, 3), 1e38, F32), 10.0, (1,))).all()
+        (out,) = build("torch.norm", "dim=(1) p=10").forward([np.full((2, 3), 1e38, F32)])
+    assert out.dtype == F32 and np.isposinf(out).all()
+
+
 def test_empty_dim_list_means_every_dim():
     (out,) = build("torch.mean", "dim=()").forward([np.arange(6, dtype=F32).reshape(2, 3)])
     assert out.shape == () and float(out) == 2.5

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.errors import ExecutionError, GraphexecError, NonFiniteError, RunTimeoutError
+from graphexec.floats import quiet_floats
 from graphexec.program import Program, Step
 from graphexec.spread import Spreader
 from layers.specs import spec_of
@@ -45,6 +46,20 @@ class RunOptions:
 NO_OPTIONS = RunOptions()
 
 
+def _call(step: Step, inputs: list[Any], buffers: dict[str, np.ndarray] | None,
+          spreader: Spreader | None) -> tuple[list[Any], int]:
+    """The step's layer on ``inputs``: its outputs, and how many pieces it ran in."""
+    if buffers is not None and step.outputs and step.outputs[0] in buffers:
+        outputs = [buffers[name] for name in step.outputs]
+        pieces = step.layer.pieces(inputs, outputs, spreader.count) if spreader is not None else None
+        if pieces:
+            spreader.run(pieces)
+            return outputs, len(pieces)
+        step.layer.forward_into(inputs, outputs)
+        return outputs, 0
+    return step.layer.forward(inputs), 0
+
+
 def run_step(
     step: Step, values: dict[str, Any], check_finite: bool = False, buffers: dict[str, np.ndarray] | None = None,
     spreader: Spreader | None = None,
@@ -57,18 +72,9 @@ def run_step(
     many pieces ran (0: the step ran whole).
     """
     inputs = [values[name] for name in step.inputs]
-    shared = 0
     try:
-        if buffers is not None and step.outputs and step.outputs[0] in buffers:
-            outputs = [buffers[name] for name in step.outputs]
-            pieces = step.layer.pieces(inputs, outputs, spreader.count) if spreader is not None else None
-            if pieces:
-                spreader.run(pieces)  # type: ignore[union-attr]
-                shared = len(pieces)
-            else:
-                step.layer.forward_into(inputs, outputs)
-        else:
-            outputs = step.layer.forward(inputs)
+        with quiet_floats():
+            outputs, shared = _call(step, inputs, buffers, spreader)
     except GraphexecError:
         raise
     except Exception as exc:  # a layer's own failure, wrapped with where it happened

@@ -21,6 +21,7 @@ from concurrent.futures import Executor, Future
 
 from graphexec.affinity import CorePool, current_core, on_pinned_worker
 from graphexec.blas import blas_threads
+from graphexec.floats import quiet_floats
 from layers.base import Piece
 
 
@@ -65,14 +66,19 @@ class Spreader:
     @staticmethod
     def _submit(executor: Executor, piece: Piece) -> Future | None:
         try:
-            return executor.submit(piece.run)
+            return executor.submit(_quiet, piece)
         except RuntimeError:  # a pool shut down meanwhile: the piece runs on this thread
             return None
 
 
+def _quiet(piece: Piece) -> None:
+    with quiet_floats():
+        piece.run()
+
+
 def _run(piece: Piece) -> BaseException | None:
     try:
-        piece.run()
+        _quiet(piece)
     except BaseException as exc:  # noqa: BLE001 - raised by Spreader.run once every piece is done
         return exc
     return None

@@ -158,6 +158,8 @@ class Params:
         if shape is not None and tuple(data.shape) != tuple(shape):
             raise self.error(f"weight @{key} has shape {tuple(data.shape)}, expected {tuple(shape)}")
         if dtype is not None:
+            if data.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+                raise self.error(f"weight @{key} is {data.dtype}, where a real {np.dtype(dtype)} one is expected")
             data = np.ascontiguousarray(data, dtype=dtype)
         return data
 

@@ -257,6 +257,9 @@ def test_softmax2d_wants_rank_3_or_4():
     ("nn.PReLU", {"num_parameters": 3}, {}, "missing weight"),
     ("nn.PReLU", {"num_parameters": 4}, {"weight": Attribute.from_array(np.ones(3, np.float32))}, "shape"),
     ("nn.PReLU", {"num_parameters": 0}, {}, "at least 1"),
+    # a complex weight where a real one belongs: refused, not cast with numpy's ComplexWarning
+    ("nn.PReLU", {"num_parameters": 3}, {"weight": Attribute.from_array(np.ones(3, np.complex64))},
+     "is complex64, where a real float32 one is expected"),
 ])
 def test_bad_params_raise_layer_config_error(op_type, params, attrs, match):
     with pytest.raises(LayerConfigError, match=match) as info:

@@ -9,7 +9,8 @@ out once (aligned, contiguous) for the path that runs it:
   channels (:data:`ONES_ROW_MIN_EXPANSION`) copies its input below a row of ones, as
   im2col does (next), where the bias would cost a pass over a larger output.
 * **3x3, stride 1, dense** convolutions wide enough to pay for it: Winograd F(2x2, 3x3)
-  (Lavin & Gray). The input tiles are gathered once, transformed by two small matmuls,
+  (Lavin & Gray). The input tiles are gathered once and transformed by two small
+  matmuls (on a wide image, transformed from its stride phases by shifted differences),
   the 16 per-frequency products are one batched matmul over a weight transformed at load,
   and the output transform's last matmul leaves each output row contiguous. 2.25x fewer
   multiplications than direct, and as accurate as im2col (see :data:`_F23`).
@@ -84,6 +85,15 @@ WINOGRAD_MIN_REDUCED_CHANNELS = 24
 #: on 7 x 7 took 0.61x im2col's time, 448 -> 384 on 8 x 8 0.63x, 512 -> 512 on 7 x 7 1.13x.
 WINOGRAD_MANY_TILES = 36
 WINOGRAD_MAX_WEIGHTS_FEW_TILES = 1 << 18
+#: A single image with at least this many columns of tiles has its tiles transformed
+#: from its stride phases (:func:`_f23_input_by_phases`) rather than gathered, where its
+#: output channels are at most twice its input ones (the transform saves in proportion to
+#: the input channels, the garbage tile column it brings costs the products and the
+#: output transform 1/TW more work: 64 -> 192 on 56 x 56 took 1.01x the gather's time,
+#: 64 -> 128 0.99x, 64 -> 64 0.93-0.98x, 128 -> 64 0.85x; on 28 x 28 even) ...
+WINOGRAD_PHASES_MIN_TILES = 28
+#: ... and from this many whatever the channels (32 -> 64 on 112 x 112 took 0.83x).
+WINOGRAD_PHASES_ANY_TILES = 56
 
 #: A convolution that runs alone may be shared among idle threads by bands of its output
 #: rows (:meth:`Conv2dKernel.pieces`), each band on one BLAS thread. That pays where BLAS
@@ -678,17 +688,24 @@ def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: t
     ho, wo = h + top + bottom - 2, w + left + right - 2
     th, tw = -(-ho // m), -(-wo // m)
     rows, cols = min(h, m * th + 2 - top), min(w, m * tw + 2 - left)
-    xp = framed("pad", x[:, :, :rows, :cols], (n, c, m * th + 2, m * tw + 2), top, left)
-    s_n, s_c, s_h, s_w = xp.strides
-    tiles = strided(xp, (a, a, c, n, th, tw), (s_h, s_w, s_c, s_n, m * s_h, m * s_w))
-    t = n * th * tw
     # Two scratch buffers in turn: each step reads the one the step before wrote.
-    size = a * a * max(c, cout) * t
-    ping, pong = _SCRATCH.take("ping", (size,)), _SCRATCH.take("pong", (size,))
-    d = ping[:a * a * c * t].reshape(a, a, c * t)
-    np.copyto(d.reshape(a, a, c, n, th, tw), tiles)                    # the one gather
-    v = np.matmul(wino.bt, d, out=pong[:a * a * c * t].reshape(a, a, c * t))   # B^T along tile columns
-    v = np.matmul(wino.bt, v.reshape(a, a * c * t), out=ping[:a * a * c * t].reshape(a, a * c * t))
+    if n == 1 and m == 2 and (tw >= WINOGRAD_PHASES_ANY_TILES or tw >= WINOGRAD_PHASES_MIN_TILES and cout <= 2 * c):
+        tw += 1  # one garbage tile column per row of tiles (see _f23_input_by_phases)
+        t = th * tw
+        size = a * a * max(c, cout) * t
+        ping, pong = _SCRATCH.take("ping", (size,)), _SCRATCH.take("pong", (size,))
+        v = _f23_input_by_phases(x[:, :, :rows, :cols], (top, left), (th, tw), ping, pong)
+    else:
+        xp = framed("pad", x[:, :, :rows, :cols], (n, c, m * th + 2, m * tw + 2), top, left)
+        s_n, s_c, s_h, s_w = xp.strides
+        tiles = strided(xp, (a, a, c, n, th, tw), (s_h, s_w, s_c, s_n, m * s_h, m * s_w))
+        t = n * th * tw
+        size = a * a * max(c, cout) * t
+        ping, pong = _SCRATCH.take("ping", (size,)), _SCRATCH.take("pong", (size,))
+        d = ping[:a * a * c * t].reshape(a, a, c * t)
+        np.copyto(d.reshape(a, a, c, n, th, tw), tiles)                    # the one gather
+        v = np.matmul(wino.bt, d, out=pong[:a * a * c * t].reshape(a, a, c * t))   # B^T along tile columns
+        v = np.matmul(wino.bt, v.reshape(a, a * c * t), out=ping[:a * a * c * t].reshape(a, a * c * t))
     prod = np.matmul(u, v.reshape(a * a, c, t), out=pong[:a * a * cout * t].reshape(a * a, cout, t))
     p = np.matmul(wino.at, prod.reshape(a, a * cout * t), out=ping[:m * a * cout * t].reshape(m, a * cout * t))
     z = np.matmul(p.reshape(m, a, cout * t).transpose(0, 2, 1), wino.a,   # A^T along columns
@@ -706,6 +723,46 @@ def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: t
     return out
 
 
+def _f23_input_by_phases(x: np.ndarray, offset: Pair, tiles: Pair, ping: np.ndarray, pong: np.ndarray) -> np.ndarray:
+    """F(2x2, 3x3)'s transformed input tiles of one image ``x`` (1, C, H, W), zero-padded at
+    ``offset`` (top, left), for ``tiles`` (th, tw) tiles of which the last column is garbage:
+    (16, C, th * tw) in ``ping``, rows of B^T d B in the order of :func:`winograd_weight`.
+
+    Tiles 2 apart overlap by 2, so the gather of :func:`winograd_conv` copies every input
+    element 4 times, through inner loops as short as a row of tiles. Here the padded input
+    is split into its 2 x 2 stride phases once (padded column ``2 * j + b`` is column ``j``
+    of phase ``b``, and rows alike): a tile's 4 columns are columns ``j`` and ``j + 1`` of
+    the two column phases, so B^T's combinations across them (d0 - d2, d1 + d2, d2 - d1,
+    d1 - d3) are each one numpy call over the phases flattened, one shifted by an element.
+    A shift that runs into the next row feeds only the last tile column, the garbage one,
+    never scattered to the output. Across a tile's 4 rows the same, shifted by a phase row,
+    each channel's rows written apart so that none reads the next channel. The sums are
+    the gather's, in its order (columns, then rows), so the tiles hold the same numbers;
+    only the products' extra column may change how BLAS rounds. Measured per convolution
+    against the gather (12 interleaved runs, one thread, 2-core AMD EPYC): 0.75-0.83x the
+    time on 112 x 112 to 224 x 224 (32 -> 64 on 147 x 147: 0.84x), 0.85-1.01x on 56 x 56,
+    even on 28 x 28; two BLAS threads alike."""
+    _, c, _, _ = x.shape
+    th, tw = tiles
+    phases = stride_phases("winograd phases", x, offset, (2, 2), (th + 1, tw), x.dtype)
+    plane = c * (th + 1) * tw
+    rows = phases.reshape(2, 2, plane)            # (row phase, column phase, flattened)
+    even, odd = rows[:, 0], rows[:, 1]
+    # Along the tile's columns: (row phase, 4, flattened), the last element of each unset.
+    cols = pong[:2 * 4 * plane].reshape(2, 4, plane)
+    np.subtract(even[:, :-1], even[:, 1:], out=cols[:, 0, :-1])
+    np.add(odd[:, :-1], even[:, 1:], out=cols[:, 1, :-1])
+    np.subtract(even[:, 1:], odd[:, :-1], out=cols[:, 2, :-1])
+    np.subtract(odd[:, :-1], odd[:, 1:], out=cols[:, 3, :-1])
+    cols[:, :, -1] = 0  # the garbage tile's last value: defined, so never a NaN
+    # Along the tile's rows: tile row i reads phase rows i (row phase 0, then 1) and i + 1.
+    top, bottom = (cols.reshape(2, 4 * c, th + 1, tw)[:, :, k:k + th] for k in (0, 1))
+    v = ping[:16 * c * th * tw].reshape(4, 4 * c, th, tw)
+    np.subtract(top[0], bottom[0], out=v[0])
+    np.add(top[1], bottom[0], out=v[1])
+    np.subtract(bottom[0], top[1], out=v[2])
+    np.subtract(top[1], bottom[1], out=v[3])
+    return v.reshape(16, c, th * tw)
 
 
 # ----------------------------------------------------------------------------------------

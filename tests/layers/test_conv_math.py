@@ -53,6 +53,9 @@ PATHS = [
     (48, 64, (3, 3), dict(padding=(1, 1)), (1, 48, 24, 26), "winograd"),
     (48, 64, (3, 3), dict(padding=(1, 1)), (2, 48, 17, 15), "winograd"),
     (48, 64, (3, 3), dict(padding=(0, 0)), (1, 48, 30, 23), "winograd"),
+    (48, 64, (3, 3), dict(padding=(1, 1)), (1, 48, 5, 60), "winograd"),   # tiles from stride phases
+    (48, 64, (3, 3), dict(padding=(0, 0)), (1, 48, 7, 61), "winograd"),
+    (32, 96, (3, 3), dict(padding=(1, 1)), (1, 32, 3, 113), "winograd"),
     (8, 12, (3, 3), dict(padding=(1, 1)), (1, 8, 20, 18), "im2col"),
     (6, 10, (5, 3), dict(padding=(2, 1)), (2, 6, 11, 9), "im2col"),
     (6, 10, (3, 3), dict(stride=(2, 2), padding=(1, 1)), (1, 6, 11, 9), "im2col"),
@@ -237,6 +240,28 @@ def test_channels_last_depthwise_gives_the_same_bits_with_its_weights_along_rows
         close(along_rows, reference_conv2d(x, w, b, stride, pads, dilation, 48, "zeros"), rel=1e-5)
     widths = {key[0] for group in layer.kernel.phase_groups for key in group._along_rows}
     assert len(widths) == 2
+
+
+@pytest.mark.parametrize("shape, pads", [((1, 5, 9, 58), ((1, 1), (1, 1))), ((1, 3, 8, 61), ((0, 1), (1, 0))),
+                                         ((1, 4, 3, 30), ((0, 0), (0, 0)))])
+def test_winograd_tiles_from_stride_phases_are_the_gathered_ones(shape, pads):
+    """_f23_input_by_phases gives every tile B^T d B exactly as the gather and its two
+    matmuls do; only its last tile column (garbage) differs."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    (top, bottom), (left, right) = pads
+    c, h, w = shape[1:]
+    th, tw = -(-(h + top + bottom - 2) // 2), -(-(w + left + right - 2) // 2)
+    padded = np.zeros((c, 2 * th + 2, 2 * tw + 2), np.float32)
+    padded[:, top:top + h, left:left + w] = x[0, :, :2 * th + 2 - top, :2 * tw + 2 - left]
+    d = np.stack([[padded[:, i:i + 2 * th:2, j:j + 2 * tw:2] for j in range(4)] for i in range(4)])
+    bt = conv_math.WINOGRAD[2].bt
+    want = np.matmul(bt, np.matmul(bt, d.reshape(4, 4, -1)).reshape(4, -1)).reshape(16, c, th, tw)
+    size = 16 * c * th * (tw + 1)
+    ping, pong = np.full(size, np.nan, np.float32), np.full(size, np.nan, np.float32)
+    got = conv_math._f23_input_by_phases(x, (top, left), (th, tw + 1), ping, pong).reshape(16, c, th, tw + 1)
+    np.testing.assert_array_equal(got[..., :tw], want)
+    assert np.isfinite(got).all()  # the garbage column holds numbers, never the buffers' NaN
 
 
 def test_winograd_choice_follows_the_channel_ratio_and_tile_count():

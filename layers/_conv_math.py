@@ -746,16 +746,16 @@ def _f23_input_by_phases(x: np.ndarray, offset: Pair, tiles: Pair, ping: np.ndar
     th, tw = tiles
     phases = stride_phases("winograd phases", x, offset, (2, 2), (th + 1, tw), x.dtype)
     plane = c * (th + 1) * tw
-    rows = phases.reshape(2, 2, plane)            # (row phase, column phase, flattened)
-    even, odd = rows[:, 0], rows[:, 1]
-    # Along the tile's columns: (row phase, 4, flattened), the last element of each unset.
+    flat = phases.reshape(2, 2, plane)            # (row phase, column phase, flattened)
+    even, odd = flat[:, 0], flat[:, 1]
+    # Across a tile's columns: (row phase, 4 combinations, flattened).
     cols = pong[:2 * 4 * plane].reshape(2, 4, plane)
     np.subtract(even[:, :-1], even[:, 1:], out=cols[:, 0, :-1])
     np.add(odd[:, :-1], even[:, 1:], out=cols[:, 1, :-1])
     np.subtract(even[:, 1:], odd[:, :-1], out=cols[:, 2, :-1])
     np.subtract(odd[:, :-1], odd[:, 1:], out=cols[:, 3, :-1])
     cols[:, :, -1] = 0  # the garbage tile's last value: defined, so never a NaN
-    # Along the tile's rows: tile row i reads phase rows i (row phase 0, then 1) and i + 1.
+    # Across a tile's rows: tile row i reads phase rows i (row phase 0, then 1) and i + 1.
     top, bottom = (cols.reshape(2, 4 * c, th + 1, tw)[:, :, k:k + th] for k in (0, 1))
     v = ping[:16 * c * th * tw].reshape(4, 4 * c, th, tw)
     np.subtract(top[0], bottom[0], out=v[0])

@@ -242,13 +242,22 @@ def test_channels_last_depthwise_gives_the_same_bits_with_its_weights_along_rows
     assert len(widths) == 2
 
 
-@pytest.mark.parametrize("shape, pads", [((1, 5, 9, 58), ((1, 1), (1, 1))), ((1, 3, 8, 61), ((0, 1), (1, 0))),
-                                         ((1, 4, 3, 30), ((0, 0), (0, 0)))])
-def test_winograd_tiles_from_stride_phases_are_the_gathered_ones(shape, pads):
+@st.composite
+def padded_images(draw):
+    """(shape, pads) of one image whose 3x3 stride-1 output has at least one row and column."""
+    top, bottom, left, right = (draw(st.integers(0, 1)) for _ in range(4))
+    h = draw(st.integers(max(1, 3 - top - bottom), 12))
+    w = draw(st.integers(max(1, 3 - left - right), 70))
+    return (1, draw(st.integers(1, 5)), h, w), ((top, bottom), (left, right))
+
+
+@settings(max_examples=60, deadline=None)
+@given(padded_images(), st.integers(0, 2**16))
+def test_winograd_tiles_from_stride_phases_are_the_gathered_ones(image, seed):
     """_f23_input_by_phases gives every tile B^T d B exactly as the gather and its two
-    matmuls do; only its last tile column (garbage) differs."""
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal(shape).astype(np.float32)
+    matmuls do; only its last tile column (garbage) differs, and holds no NaN."""
+    shape, pads = image
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     (top, bottom), (left, right) = pads
     c, h, w = shape[1:]
     th, tw = -(-(h + top + bottom - 2) // 2), -(-(w + left + right - 2) // 2)
@@ -261,7 +270,7 @@ def test_winograd_tiles_from_stride_phases_are_the_gathered_ones(shape, pads):
     ping, pong = np.full(size, np.nan, np.float32), np.full(size, np.nan, np.float32)
     got = conv_math._f23_input_by_phases(x, (top, left), (th, tw + 1), ping, pong).reshape(16, c, th, tw + 1)
     np.testing.assert_array_equal(got[..., :tw], want)
-    assert np.isfinite(got).all()  # the garbage column holds numbers, never the buffers' NaN
+    assert np.isfinite(got).all()  # the buffers held NaN before
 
 
 def test_winograd_choice_follows_the_channel_ratio_and_tile_count():

@@ -94,6 +94,13 @@ WINOGRAD_MAX_WEIGHTS_FEW_TILES = 1 << 18
 WINOGRAD_PHASES_MIN_TILES = 28
 #: ... and from this many whatever the channels (32 -> 64 on 112 x 112 took 0.83x).
 WINOGRAD_PHASES_ANY_TILES = 56
+#: F(2x2, 3x3)'s output transform adds its tiles' rows with numpy calls (m0 + m1 + m2,
+#: m1 - m2 - m3: the same sums as the 2 x 4 matmul, in its order, so the same bits) when
+#: the products hold this many numbers or more. The matmul, whose K is 4, slows down once
+#: they leave the cache: 64 output channels on 28 x 29 tiles took 145 us by matmul and
+#: 94 us by additions, on 56 x 57 tiles 887 against 418 (one or two BLAS threads alike);
+#: in cache (128 on 14 x 14, 256 on 7 x 7) the matmul took 0.6-0.7x the additions' time.
+F23_SUMMED_OUTPUT_MIN = 1 << 19
 
 #: A convolution that runs alone may be shared among idle threads by bands of its output
 #: rows (:meth:`Conv2dKernel.pieces`), each band on one BLAS thread. That pays where BLAS
@@ -707,7 +714,13 @@ def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: t
         v = np.matmul(wino.bt, d, out=pong[:a * a * c * t].reshape(a, a, c * t))   # B^T along tile columns
         v = np.matmul(wino.bt, v.reshape(a, a * c * t), out=ping[:a * a * c * t].reshape(a, a * c * t))
     prod = np.matmul(u, v.reshape(a * a, c, t), out=pong[:a * a * cout * t].reshape(a * a, cout, t))
-    p = np.matmul(wino.at, prod.reshape(a, a * cout * t), out=ping[:m * a * cout * t].reshape(m, a * cout * t))
+    p = ping[:m * a * cout * t].reshape(m, a * cout * t)
+    if m == 2 and prod.size >= F23_SUMMED_OUTPUT_MIN:                  # A^T along tile rows
+        by_row = prod.reshape(a, a * cout * t)
+        np.add(np.add(by_row[0], by_row[1], out=p[0]), by_row[2], out=p[0])
+        np.subtract(np.subtract(by_row[1], by_row[2], out=p[1]), by_row[3], out=p[1])
+    else:
+        np.matmul(wino.at, prod.reshape(a, a * cout * t), out=p)
     z = np.matmul(p.reshape(m, a, cout * t).transpose(0, 2, 1), wino.a,   # A^T along columns
                   out=pong[:m * cout * t * m].reshape(m, cout * t, m))
     z = z.reshape(m, cout, n, th, m * tw)                               # output columns contiguous

@@ -273,6 +273,23 @@ def test_winograd_tiles_from_stride_phases_are_the_gathered_ones(image, seed):
     assert np.isfinite(got).all()  # the buffers held NaN before
 
 
+@pytest.mark.parametrize("shape, cout", [((1, 48, 9, 20), 64), ((2, 40, 7, 7), 96), ((1, 32, 6, 120), 96)])
+def test_winograd_output_transform_by_additions_gives_the_matmuls_bits(monkeypatch, shape, cout):
+    """A^T along tile rows as numpy additions (large products) or as a matmul (small ones):
+    the same sums in the same order, so the same bits, and as close to direct as ever."""
+    rng = np.random.default_rng(sum(shape) + cout)
+    layer, w, b = conv_layer(rng, shape[1], cout, (3, 3), padding=(1, 1))
+    x = rng.standard_normal(shape).astype(np.float32)
+    assert layer.kernel.path(x.shape, x.dtype) == "winograd"
+    outputs = []
+    for smallest in (0, 1 << 62):
+        monkeypatch.setattr(conv_math, "F23_SUMMED_OUTPUT_MIN", smallest)
+        (y,) = layer.forward([x])
+        outputs.append(y)
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    close(outputs[0], reference_conv2d(x, w, b, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, "zeros"), rel=2e-5)
+
+
 def test_winograd_choice_follows_the_channel_ratio_and_tile_count():
     same = ((1, 1), (1, 1))
     # c*cout/(c+cout) below 24 (32 -> 32: 16, 32 -> 64: 21.3): im2col, at any size.

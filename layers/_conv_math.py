@@ -695,20 +695,20 @@ def winograd_conv(x: np.ndarray, u: np.ndarray, bias: np.ndarray | None, pads: t
     ho, wo = h + top + bottom - 2, w + left + right - 2
     th, tw = -(-ho // m), -(-wo // m)
     rows, cols = min(h, m * th + 2 - top), min(w, m * tw + 2 - left)
-    # Two scratch buffers in turn: each step reads the one the step before wrote.
-    if n == 1 and m == 2 and (tw >= WINOGRAD_PHASES_ANY_TILES or tw >= WINOGRAD_PHASES_MIN_TILES and cout <= 2 * c):
+    by_phases = n == 1 and m == 2 and (tw >= WINOGRAD_PHASES_ANY_TILES
+                                       or tw >= WINOGRAD_PHASES_MIN_TILES and cout <= 2 * c)
+    if by_phases:
         tw += 1  # one garbage tile column per row of tiles (see _f23_input_by_phases)
-        t = th * tw
-        size = a * a * max(c, cout) * t
-        ping, pong = _SCRATCH.take("ping", (size,)), _SCRATCH.take("pong", (size,))
+    t = n * th * tw
+    # Two scratch buffers in turn: each step reads the one the step before wrote.
+    size = a * a * max(c, cout) * t
+    ping, pong = _SCRATCH.take("ping", (size,)), _SCRATCH.take("pong", (size,))
+    if by_phases:
         v = _f23_input_by_phases(x[:, :, :rows, :cols], (top, left), (th, tw), ping, pong)
     else:
         xp = framed("pad", x[:, :, :rows, :cols], (n, c, m * th + 2, m * tw + 2), top, left)
         s_n, s_c, s_h, s_w = xp.strides
         tiles = strided(xp, (a, a, c, n, th, tw), (s_h, s_w, s_c, s_n, m * s_h, m * s_w))
-        t = n * th * tw
-        size = a * a * max(c, cout) * t
-        ping, pong = _SCRATCH.take("ping", (size,)), _SCRATCH.take("pong", (size,))
         d = ping[:a * a * c * t].reshape(a, a, c * t)
         np.copyto(d.reshape(a, a, c, n, th, tw), tiles)                    # the one gather
         v = np.matmul(wino.bt, d, out=pong[:a * a * c * t].reshape(a, a, c * t))   # B^T along tile columns

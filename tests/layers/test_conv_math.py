@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import layers._conv_math as conv_math
 import layers._depthwise_math as depthwise_math
+import layers._winograd_math as winograd_math
 from layers._conv_math import Conv2dKernel, Geometry, im2col_columns, phase_split_pays, winograd_tile
 from layers._depthwise_math import depthwise_channels_last
 from tests.layers.test_conv import close, conv2d_params, make, reference_conv2d
@@ -264,11 +265,11 @@ def test_winograd_tiles_from_stride_phases_are_the_gathered_ones(image, seed):
     padded = np.zeros((c, 2 * th + 2, 2 * tw + 2), np.float32)
     padded[:, top:top + h, left:left + w] = x[0, :, :2 * th + 2 - top, :2 * tw + 2 - left]
     d = np.stack([[padded[:, i:i + 2 * th:2, j:j + 2 * tw:2] for j in range(4)] for i in range(4)])
-    bt = conv_math.WINOGRAD[2].bt
+    bt = winograd_math.WINOGRAD[2].bt
     want = np.matmul(bt, np.matmul(bt, d.reshape(4, 4, -1)).reshape(4, -1)).reshape(16, c, th, tw)
     size = 16 * c * th * (tw + 1)
     ping, pong = np.full(size, np.nan, np.float32), np.full(size, np.nan, np.float32)
-    got = conv_math._f23_input_by_phases(x, (top, left), (th, tw + 1), ping, pong).reshape(16, c, th, tw + 1)
+    got = winograd_math._f23_input_by_phases(x, (top, left), (th, tw + 1), ping, pong).reshape(16, c, th, tw + 1)
     np.testing.assert_array_equal(got[..., :tw], want)
     assert np.isfinite(got).all()  # the buffers held NaN before
 
@@ -283,7 +284,7 @@ def test_winograd_output_transform_by_additions_gives_the_matmuls_bits(monkeypat
     assert layer.kernel.path(x.shape, x.dtype) == "winograd"
     outputs = []
     for smallest in (0, 1 << 62):
-        monkeypatch.setattr(conv_math, "F23_SUMMED_OUTPUT_MIN", smallest)
+        monkeypatch.setattr(winograd_math, "F23_SUMMED_OUTPUT_MIN", smallest)
         (y,) = layer.forward([x])
         outputs.append(y)
     np.testing.assert_array_equal(outputs[0], outputs[1])

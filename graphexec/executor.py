@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+import weakref
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,18 +63,19 @@ def _call(step: Step, inputs: list[Any], buffers: dict[str, np.ndarray] | None,
 
 def run_step(
     step: Step, values: dict[str, Any], check_finite: bool = False, buffers: dict[str, np.ndarray] | None = None,
-    spreader: Spreader | None = None,
+    spreader: Spreader | None = None, quiet: bool = False,
 ) -> int:
     """Run one step, reading its inputs from and writing its outputs into ``values``.
 
     With ``buffers`` (an arena's tensors, see :mod:`graphexec.memory`), a step whose
     outputs have arena regions writes straight into them; there a ``spreader`` shares the
-    step's work out among idle workers when its layer cuts it into pieces. Returns how
-    many pieces ran (0: the step ran whole).
+    step's work out among idle workers when its layer cuts it into pieces. ``quiet``: the
+    caller already runs in :func:`~graphexec.floats.quiet_floats` on this thread. Returns
+    how many pieces ran (0: the step ran whole).
     """
     inputs = [values[name] for name in step.inputs]
     try:
-        with quiet_floats():
+        with nullcontext() if quiet else quiet_floats():
             outputs, shared = _call(step, inputs, buffers, spreader)
     except GraphexecError:
         raise
@@ -110,17 +112,37 @@ def run_sequential(
     ``buffers`` the steps that have arena regions write into them, and the steps whose
     indices are in ``shared`` are cut into pieces that ``spreader`` runs at once.
     """
-    keep = set(keep)
-    readers = Counter(name for step in program.steps for name in step.inputs)
+    keep = frozenset(keep)
+    drops = _drops(program, keep)
     values: dict[str, Any] = dict(feeds)
-    for index, step in enumerate(program.steps):
-        options.before_node(step)
-        run_step(step, values, options.check_finite, buffers, spreader if index in shared else None)
-        for name in step.outputs:
-            if readers[name] == 0 and name not in keep:
-                values.pop(name, None)
-        for name in step.inputs:
-            readers[name] -= 1
-            if readers[name] == 0 and name not in keep:
+    with quiet_floats():  # once for the run: entering it costs about a microsecond a node
+        for index, step in enumerate(program.steps):
+            options.before_node(step)
+            run_step(step, values, options.check_finite, buffers, spreader if index in shared else None, quiet=True)
+            for name in drops[index]:
                 values.pop(name, None)
     return {name: values[name] for name in keep}
+
+
+#: By program (its id, forgotten with it), by set of kept names: what :func:`_drops` found.
+_DROPS: dict[int, dict[frozenset[str], tuple[tuple[str, ...], ...]]] = {}
+
+
+def _drops(program: Program, keep: frozenset[str]) -> tuple[tuple[str, ...], ...]:
+    """For each step, the values no later step reads and the caller does not keep: its
+    outputs nobody reads, and the inputs it is the last reader of. Worked out once per
+    program and ``keep``, not at every run."""
+    per_keep = _DROPS.get(id(program))
+    if per_keep is None:
+        per_keep = _DROPS.setdefault(id(program), {})
+        weakref.finalize(program, _DROPS.pop, id(program), None)
+    found = per_keep.get(keep)
+    if found is None:
+        last_reader = {name: index for index, step in enumerate(program.steps) for name in step.inputs}
+        found = tuple(
+            tuple(dict.fromkeys(
+                [name for name in step.outputs if name not in last_reader and name not in keep]
+                + [name for name in step.inputs if last_reader[name] == index and name not in keep]))
+            for index, step in enumerate(program.steps))
+        per_keep[keep] = found
+    return found

@@ -144,5 +144,7 @@ def _drops(program: Program, keep: frozenset[str]) -> tuple[tuple[str, ...], ...
                 [name for name in step.outputs if name not in last_reader and name not in keep]
                 + [name for name in step.inputs if last_reader[name] == index and name not in keep]))
             for index, step in enumerate(program.steps))
+        if len(per_keep) >= 16:  # a caller extracting ever other values: keep the memory bounded
+            per_keep.clear()
         per_keep[keep] = found
     return found

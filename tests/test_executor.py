@@ -48,3 +48,14 @@ def test_kept_intermediates_are_the_values_every_step_computed(seed, n_nodes, da
     assert set(got) == set(keep)
     for name in keep:
         np.testing.assert_array_equal(got[name], everything[name])
+
+
+def test_the_drops_worked_out_stay_few_however_many_sets_are_kept():
+    from graphexec.executor import _DROPS
+
+    program, _ = program_and_feeds(7, 30)
+    made = [name for step in program.steps for name in step.outputs]
+    for name in made:
+        _drops(program, frozenset({name}))
+    assert len(made) > 16
+    assert len(_DROPS[id(program)]) <= 16

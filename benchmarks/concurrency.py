@@ -30,12 +30,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
+from graphexec.blas import ask_for_short_spins  # isort: skip
+
+ask_for_short_spins()  # as the CLI does, before numpy loads OpenBLAS (see graphexec.blas)
 from graphexec import Engine  # noqa: E402
 from graphexec.blas import blas_threads  # noqa: E402
 from graphexec.engine import cpu_count  # noqa: E402
 from graphexec.errors import UnsupportedOperatorError  # noqa: E402
-from layers.specs import TensorSpec  # noqa: E402
+from graphexec.layers.specs import TensorSpec  # noqa: E402
 import numpy as np
 
 
@@ -109,7 +111,7 @@ def opencl_device(wanted: bool):
     if not wanted:
         return None
     try:
-        from devices.opencl import open_device
+        from graphexec.devices.opencl import open_device
 
         return open_device("opencl")
     except Exception as exc:  # noqa: BLE001  (no pyopencl, no platform: the column says n/a)

@@ -33,13 +33,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
+from graphexec.blas import ask_for_short_spins  # isort: skip
+
+ask_for_short_spins()  # as the CLI does, before numpy loads OpenBLAS (see graphexec.blas)
 from graphexec import Engine  # isort: skip
 import numpy as np  # isort: skip
 
 from benchmarks._checks import median_seconds  # isort: skip
 from graphexec.blas import blas_threads  # isort: skip
-from layers.specs import TensorSpec  # isort: skip
+from graphexec.layers.specs import TensorSpec  # isort: skip
 
 NETWORKS = ["googlenet", "inception_v3", "resnet50", "densenet121", "squeezenet1_1", "mobilenet_v3_small",
             "shufflenet_v2", "efficientnet_b0", "wide"]

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.ir import Attribute, Operand, Operator
-from layers.registry import lookup
+from graphexec.layers.registry import lookup
 
 
 def layer(op_type: str, params: dict | None = None, attrs: dict | None = None, inputs: int = 1, outputs: int = 1):
@@ -177,7 +177,7 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the OpenCL devices and the cases")
     args = parser.parse_args()
 
-    from devices.opencl import list_devices, open_device
+    from graphexec.devices.opencl import list_devices, open_device
 
     if args.list:
         for info in list_devices():

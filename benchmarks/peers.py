@@ -42,7 +42,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
+from graphexec.blas import ask_for_short_spins  # isort: skip
+
+ask_for_short_spins()  # as the CLI does, before numpy loads OpenBLAS (see graphexec.blas)
 from graphexec import Engine  # isort: skip
 from graphexec.engine import cpu_count  # isort: skip
 import numpy as np  # isort: skip

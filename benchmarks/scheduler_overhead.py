@@ -13,11 +13,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
+from graphexec.blas import ask_for_short_spins  # isort: skip
+
+ask_for_short_spins()  # as the CLI does, before numpy loads OpenBLAS (see graphexec.blas)
 from graphexec import Engine  # noqa: E402
 from graphexec.ir import Graph  # noqa: E402
-from layers.base import Layer  # noqa: E402
-from layers.registry import lookup, register  # noqa: E402
+from graphexec.layers.base import Layer  # noqa: E402
+from graphexec.layers.registry import lookup, register  # noqa: E402
 import numpy as np
 
 from benchmarks._checks import median_seconds  # isort: skip

@@ -7,6 +7,9 @@ object (None for the CPU); pyopencl is imported only when an OpenCL device is as
 
 from __future__ import annotations
 
+if __name__ != "graphexec.devices":
+    raise ImportError(f"import graphexec.devices, not {__name__}")
+
 from typing import Any
 
 from graphexec.errors import DeviceError
@@ -24,7 +27,7 @@ def resolve(device: Any) -> Any:
         if text.lower() == "cpu":
             return None
         if text.lower().partition(":")[0] == "opencl":
-            from devices.opencl import open_device
+            from graphexec.devices.opencl import open_device
 
             return open_device(text)
         raise DeviceError(f"unknown device {device!r}: expected {SPEC_HELP}, or an opened OpenCLDevice")

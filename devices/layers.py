@@ -17,8 +17,8 @@ from typing import Any
 
 from graphexec.errors import DeviceError, GraphexecError
 from graphexec.trace import DOWNLOAD_TYPE
-from layers.base import Layer
-from layers.specs import Spec, TensorSpec
+from graphexec.layers.base import Layer
+from graphexec.layers.specs import Spec, TensorSpec
 
 UPLOAD_TYPE = "graphexec.Upload"
 

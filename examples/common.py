@@ -7,9 +7,12 @@ import sys
 import time
 from pathlib import Path
 
-import graphexec  # noqa: F401  graphexec before numpy: it asks OpenBLAS for short spins (README, Threads)
-import numpy as np
-from loguru import logger
+from graphexec.blas import ask_for_short_spins
+
+ask_for_short_spins()  # an application's choice, before numpy loads OpenBLAS (see graphexec.blas)
+
+import numpy as np  # noqa: E402
+from loguru import logger  # noqa: E402
 
 MODELS = Path(__file__).resolve().parent / "models"
 
@@ -21,8 +24,7 @@ def enable_logging(level: str = "INFO") -> None:
     """The library is silent by default; an application chooses where its logs go."""
     logger.remove()
     logger.add(sys.stderr, level=level, format="<green>{time:HH:mm:ss}</green> {name} {message}")
-    for package in ("graphexec", "layers", "devices"):
-        logger.enable(package)
+    logger.enable("graphexec")
 
 
 def bundled(name: str) -> tuple[Path, list[np.ndarray], list[np.ndarray]]:

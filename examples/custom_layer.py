@@ -10,7 +10,7 @@ from __future__ import annotations
 from common import bundled, check, enable_logging
 
 from graphexec import Engine, UnsupportedOperatorError
-from layers import Layer, lookup, register
+from graphexec.layers import Layer, lookup, register
 import numpy as np
 
 

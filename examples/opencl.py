@@ -21,7 +21,7 @@ from graphexec import DeviceError, Engine, Trace
 def main() -> None:
     enable_logging("WARNING")
     try:
-        from devices.opencl import list_devices, open_device
+        from graphexec.devices.opencl import list_devices, open_device
 
         found = list_devices()
     except (ImportError, DeviceError) as exc:

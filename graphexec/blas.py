@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -224,18 +225,36 @@ def blas_workers_off(cores: tuple[int, ...] | None) -> Iterator[None]:
 SHORT_SPIN = 20
 
 
-def idle_threads_sleep() -> bool:
-    """Whether BLAS threads sleep soon after a call, so that giving one node every core
-    costs nothing to the branches that run side by side after it. True for OpenBLAS loaded
-    with a short OPENBLAS_THREAD_TIMEOUT (importing graphexec before numpy sets one); by
-    default OpenBLAS spins ~0.1 s, and other BLAS libraries are not assumed to do better."""
-    libraries = _LIMITER._blas()
-    if not libraries or any(getattr(library, "internal_api", None) != "openblas" for library in libraries):
-        return False
+def ask_for_short_spins() -> bool:
+    """For an application's entry point (the CLI, the examples), before numpy is imported:
+    ask OpenBLAS, through OPENBLAS_THREAD_TIMEOUT, which it reads once when numpy loads it,
+    to let its idle threads spin 2^SHORT_SPIN cycles (under a millisecond) instead of its
+    default 2^28 (~0.1 s), so that a node given every core for BLAS takes no core from the
+    branches that run side by side after it (two such branches ran 1.6x slower with the
+    default). Not shorter: a thread that sleeps at once must be woken for every product.
+    The library itself never sets it: importing graphexec changes nothing in the process.
+    A value the user set is kept; returns whether the variable holds a short spin now."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", str(SHORT_SPIN))
+    return _short_spin_asked()
+
+
+def _short_spin_asked() -> bool:
     try:
         return int(os.environ.get("OPENBLAS_THREAD_TIMEOUT", "")) <= SHORT_SPIN
     except ValueError:
         return False
+
+
+def idle_threads_sleep() -> bool:
+    """Whether BLAS threads sleep soon after a call, so that giving one node every core
+    costs nothing to the branches that run side by side after it. True for OpenBLAS loaded
+    with a short OPENBLAS_THREAD_TIMEOUT (see :func:`ask_for_short_spins`); by
+    default OpenBLAS spins ~0.1 s, and other BLAS libraries are not assumed to do better."""
+    libraries = _LIMITER._blas()
+    if not libraries or any(getattr(library, "internal_api", None) != "openblas" for library in libraries):
+        return False
+    return _short_spin_asked()
 
 
 class _Turns:

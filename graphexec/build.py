@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from graphexec.errors import UnsupportedOperatorError
 from graphexec.ir import INPUT_TYPE, OUTPUT_TYPE, Graph
-from layers import registry
+from graphexec.layers import registry
 
 if TYPE_CHECKING:
-    from layers.base import Layer
+    from graphexec.layers.base import Layer
 
 #: Operator types the engine handles itself: they mark the graph's edges, compute nothing.
 BOUNDARY_TYPES = frozenset({INPUT_TYPE, OUTPUT_TYPE})

@@ -28,10 +28,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from loguru import logger
+from graphexec.blas import ask_for_short_spins
 
-from graphexec import pnnx
+ask_for_short_spins()  # before numpy loads OpenBLAS (see graphexec.blas)
+
+import numpy as np  # noqa: E402
+from loguru import logger  # noqa: E402
+
+from graphexec import pnnx  # noqa: E402
 from graphexec.draw import to_dot, to_svg
 from graphexec.engine import Engine, cpu_count
 from graphexec.errors import GraphexecError, InputError, UnsupportedOperatorError
@@ -121,7 +125,7 @@ def open_device(args: argparse.Namespace, profiling: bool = False) -> Any:
     spec = getattr(args, "device", "cpu")
     if spec.lower() == "cpu":
         return "cpu"
-    from devices.opencl import open_device as open_opencl
+    from graphexec.devices.opencl import open_device as open_opencl
 
     device = open_opencl(spec, profiling=profiling)
     logger.debug("running on {}", device)

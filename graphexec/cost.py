@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from layers.base import Layer
-from layers.specs import SequenceSpec, Spec, TensorSpec
+from graphexec.layers.base import Layer
+from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec
 
 FLOPS_PER_SECOND = 50e9
 BYTES_PER_SECOND = 10e9

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
-from devices import resolve as resolve_device
+from graphexec.devices import resolve as resolve_device
 from graphexec import dtypes, pnnx
 from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
 from graphexec.blas import blas_run, blas_workers_off, idle_threads_sleep
@@ -72,8 +72,8 @@ from graphexec.shapes import InferenceFailure, infer_specs
 from graphexec.siblings import merge_sibling_convs
 from graphexec.spread import Spreader
 from graphexec.trace import Trace
-from layers.registry import lookup
-from layers.specs import SequenceSpec, Spec, TensorSpec
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec
 
 #: How many distinct input-shape sets keep their plans.
 PLAN_CACHE_SIZE = 16
@@ -542,7 +542,7 @@ class Engine:
 
     def _with_blas_variants(self, plan: Plan) -> Plan:
         """``plan`` with each node that always runs whole on several BLAS threads given its
-        layer's variant for them (:meth:`layers.base.Layer.for_blas_threads`: a convolution
+        layer's variant for them (:meth:`graphexec.layers.base.Layer.for_blas_threads`: a convolution
         takes im2col instead of Winograd). Costs do not depend on the variant, so the
         regions and shared nodes stay those of ``plan``."""
         steps = list(plan.program.steps)

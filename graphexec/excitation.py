@@ -24,11 +24,11 @@ import numpy as np
 
 from graphexec.fusion import head_and_tail
 from graphexec.program import Program, Step
-from layers.base import Layer, Shape, ShapeMismatch
-from layers.conv import Conv2d
-from layers.expression import Expression
-from layers.pooling import AdaptiveAvgPool2d
-from layers.specs import Spec, TensorSpec
+from graphexec.layers.base import Layer, Shape, ShapeMismatch
+from graphexec.layers.conv import Conv2d
+from graphexec.layers.expression import Expression
+from graphexec.layers.pooling import AdaptiveAvgPool2d
+from graphexec.layers.specs import Spec, TensorSpec
 
 #: How pnnx writes the gate: ``scale * input``, either way round.
 _PRODUCTS = ("mul(@0,@1)", "mul(@1,@0)")

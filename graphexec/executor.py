@@ -17,7 +17,7 @@ from graphexec.errors import ExecutionError, GraphexecError, NonFiniteError, Run
 from graphexec.floats import quiet_floats
 from graphexec.program import Program, Step
 from graphexec.spread import Spreader
-from layers.specs import spec_of
+from graphexec.layers.specs import spec_of
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ import numpy as np
 
 from graphexec.cost import nbytes
 from graphexec.program import Program, Step
-from layers.base import Layer, Piece, element_bands
-from layers.specs import Spec, TensorSpec, spec_of
+from graphexec.layers.base import Layer, Piece, element_bands
+from graphexec.layers.specs import Spec, TensorSpec, spec_of
 
 
 class Fused(Layer):
@@ -117,7 +117,7 @@ def _fusable_tail(layer: Layer) -> bool:
 
 def _hosts_inputs(step: Step, specs: dict[str, Spec]) -> bool:
     """Whether ``step`` is a join whose inputs the memory plan may write inside its output
-    (see :meth:`layers.base.Layer.input_offsets`). Such a join is not fused with an
+    (see :meth:`graphexec.layers.base.Layer.input_offsets`). Such a join is not fused with an
     activation: written over in place, its output would no longer hold those inputs for
     their other readers, and unfused the join copies nothing while the activation makes
     the same one pass."""

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layers.specs import TensorSpec
+from graphexec.layers.specs import TensorSpec
 
 if TYPE_CHECKING:
     from graphexec.plan import Plan

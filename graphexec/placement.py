@@ -4,11 +4,11 @@ For one set of input specs, :func:`place` puts each node on the device when the 
 runs its operator for those specs (``device.supports``), else on the CPU, the backup
 device that runs everything. Then it writes a new :class:`~graphexec.program.Program`:
 
-- a node on the device becomes an :class:`~devices.layers.OnDevice` step that reads and
+- a node on the device becomes an :class:`~graphexec.devices.layers.OnDevice` step that reads and
   writes device tensors, named ``<operand>@<kind>`` (``12@opencl``), so the host and the
   device copies of a value are different operands of the plan;
-- where a value crosses sides an explicit :class:`~devices.layers.Upload` or
-  :class:`~devices.layers.Download` step is inserted, once per value (a CPU value read by
+- where a value crosses sides an explicit :class:`~graphexec.devices.layers.Upload` or
+  :class:`~graphexec.devices.layers.Download` step is inserted, once per value (a CPU value read by
   two device nodes is uploaded once), so transfers are nodes of the plan and of traces;
 - the model's outputs are downloaded: the caller always gets numpy arrays.
 
@@ -31,12 +31,12 @@ from typing import Any
 
 from loguru import logger
 
-from devices.layers import DeviceStep, Download, OnDevice, Upload
+from graphexec.devices.layers import DeviceStep, Download, OnDevice, Upload
 from graphexec.errors import DeviceError
 from graphexec.fusion import Fused
 from graphexec.plan import Plan
 from graphexec.program import Program, Step
-from layers.specs import Spec, TensorSpec
+from graphexec.layers.specs import Spec, TensorSpec
 
 CPU = "cpu"
 FORCED = "forced to CPU by cpu_types"

@@ -23,7 +23,7 @@ import networkx as nx
 from graphexec.cost import Cost, estimate, nbytes
 from graphexec.errors import GraphStructureError
 from graphexec.program import Program, Step
-from layers.specs import Spec
+from graphexec.layers.specs import Spec
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,12 @@ import numpy as np
 
 from graphexec.fusion import Fused, head_and_tail
 from graphexec.program import Program, Step
-from layers._conv_math import Conv2dKernel
-from layers.activation import ReLU
-from layers.base import Layer, Shape
-from layers.conv import Conv2d
-from layers.norm import BatchNorm2d
-from layers.specs import Spec, TensorSpec
+from graphexec.layers._conv_math import Conv2dKernel
+from graphexec.layers.activation import ReLU
+from graphexec.layers.base import Layer, Shape
+from graphexec.layers.conv import Conv2d
+from graphexec.layers.norm import BatchNorm2d
+from graphexec.layers.specs import Spec, TensorSpec
 
 
 class ChannelFloor(Layer):

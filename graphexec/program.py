@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from graphexec.build import BOUNDARY_TYPES, build_layers
 from graphexec.errors import GraphStructureError
 from graphexec.ir import OUTPUT_TYPE, Graph, Operand
-from layers.base import Layer
+from graphexec.layers.base import Layer
 
 #: Packing operators that, when they only feed pnnx.Output, are flattened away.
 _PACK_TYPES = frozenset({"prim::TupleConstruct", "prim::ListConstruct"})

@@ -11,7 +11,7 @@ side; a chain has nothing to run beside it.
 
 A third way uses every core for one node's whole work, not only its matrix products: a
 node that runs alone is *shared out* among threads, as pieces its layer cuts it into
-(:meth:`layers.base.Layer.pieces`: bands of a convolution's output rows, of a depthwise
+(:meth:`graphexec.layers.base.Layer.pieces`: bands of a convolution's output rows, of a depthwise
 convolution's channels, of an activation's elements), each piece on one BLAS thread.
 That also speeds up the im2col copies, Winograd transforms, depthwise taps, bias and
 activation passes that BLAS threads leave on one core. Which nodes split is the layer's
@@ -119,7 +119,7 @@ def splits(plan: Plan, index: int) -> bool:
 
 def shared_nodes(plan: Plan, workers: int) -> frozenset[int]:
     """Nodes worth sharing out among ``workers`` threads when they run alone: their layers
-    split them where that beats BLAS threads (see :meth:`layers.base.Layer.splits`), and
+    split them where that beats BLAS threads (see :meth:`graphexec.layers.base.Layer.splits`), and
     they are large enough to pay for the hand-over."""
     if workers < 2:
         return frozenset()

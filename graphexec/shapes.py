@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graphexec.errors import LayerConfigError
 from graphexec.program import Program
-from layers.specs import Spec
+from graphexec.layers.specs import Spec
 
 
 class InferenceFailure(Exception):

@@ -31,10 +31,10 @@ import numpy as np
 
 from graphexec.fusion import Fused, head_and_tail
 from graphexec.program import Program, Step
-from layers._conv_math import Conv2dKernel
-from layers.base import Layer, Shape
-from layers.conv import Conv1d, Conv2d, _ConvModule
-from layers.specs import Spec, TensorSpec
+from graphexec.layers._conv_math import Conv2dKernel
+from graphexec.layers.base import Layer, Shape
+from graphexec.layers.conv import Conv1d, Conv2d, _ConvModule
+from graphexec.layers.specs import Spec, TensorSpec
 
 #: Attribute values that say two activations compute the same function when equal.
 _PLAIN = (int, float, str, bool, type(None))

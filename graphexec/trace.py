@@ -11,7 +11,7 @@ short: enqueueing never waits) and in ``device_events`` on a lane per command qu
 event profiling, mapped onto the host clock, when the device's queues were opened with
 profiling (``open_device(..., profiling=True)``, as ``graphexec trace`` does); otherwise
 they are the host's enqueue times, which show the queue but not the kernel's duration.
-``device_timing`` says which (see :mod:`devices.opencl.profiling`).
+``device_timing`` says which (see :mod:`graphexec.devices.opencl.profiling`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from graphexec.plan import Plan
 
-#: The type of the node where the host waits for a device (devices.layers.Download).
+#: The type of the node where the host waits for a device (graphexec.devices.layers.Download).
 DOWNLOAD_TYPE = "graphexec.Download"
 
 

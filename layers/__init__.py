@@ -1,10 +1,13 @@
 """Operator implementations, one module per family, each class registered by pnnx type.
 
-The modules are imported here explicitly: importing :mod:`layers` registers every built-in
-operator. A user adds an operator with one class and one ``@register("type")`` line.
+The modules are imported here explicitly: importing :mod:`graphexec.layers` registers every
+built-in operator. A user adds an operator with one class and one ``@register("type")`` line.
 """
 
-from layers import (  # noqa: F401  (imported for their registrations)
+if __name__ != "graphexec.layers":  # a second copy would hold a second, empty registry
+    raise ImportError(f"import graphexec.layers, not {__name__} (one operator registry)")
+
+from graphexec.layers import (  # noqa: F401  (imported for their registrations)
     activation,
     aten,
     aten_index,
@@ -32,7 +35,7 @@ from layers import (  # noqa: F401  (imported for their registrations)
     slicing,
     spectral,
 )
-from layers.base import Layer, Params, ShapeMismatch
-from layers.registry import lookup, register, registered_types
+from graphexec.layers.base import Layer, Params, ShapeMismatch
+from graphexec.layers.registry import lookup, register, registered_types
 
 __all__ = ["Layer", "Params", "ShapeMismatch", "lookup", "register", "registered_types"]

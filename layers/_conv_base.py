@@ -1,5 +1,5 @@
-"""Geometry and array helpers the convolution kernels share (:mod:`layers._conv_math`,
-:mod:`layers._depthwise_math`): output sizes, padding, aligned copies of weights, strided
+"""Geometry and array helpers the convolution kernels share (:mod:`graphexec.layers._conv_math`,
+:mod:`graphexec.layers._depthwise_math`): output sizes, padding, aligned copies of weights, strided
 views, zero-framed scratch copies of inputs and their stride phases."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from layers._scratch import SCRATCH
+from graphexec.layers._scratch import SCRATCH
 
 Pair = tuple[int, int]
 

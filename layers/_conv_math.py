@@ -1,4 +1,4 @@
-"""The numpy kernels behind the convolution layers (private to :mod:`layers.conv`).
+"""The numpy kernels behind the convolution layers (private to :mod:`graphexec.layers.conv`).
 
 Everything works on 2-D spatial data ``(N, C, H, W)``; 1-D convolutions are run as 2-D
 ones with ``H == 1`` (a view, no copy). :class:`Conv2dKernel` holds a stored weight laid
@@ -10,9 +10,9 @@ out once (aligned, contiguous) for the path that runs it:
   im2col does (next), where the bias would cost a pass over a larger output.
 * **3x3, stride 1, dense** convolutions wide enough to pay for it (:func:`winograd_tile`):
   Winograd F(2x2, 3x3), 2.25x fewer multiplications than direct and as accurate as
-  im2col (:mod:`layers._winograd_math`).
+  im2col (:mod:`graphexec.layers._winograd_math`).
 * **depthwise** (one input channel per group): a multiply-add per kernel tap over every
-  channel at once (:mod:`layers._depthwise_math`).
+  channel at once (:mod:`graphexec.layers._depthwise_math`).
 * **k x k, dense, few output channels for many input ones** (DenseNet's 128 -> 32):
   im2col *by positions*, ``(L, K) @ (K, Cout)``, from a channels-last copy of the padded
   input; BLAS splits the long dimension of positions among its threads where the short
@@ -43,7 +43,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from layers._conv_base import (
+from graphexec.layers._conv_base import (
     Geometry,
     Pair,
     aligned,
@@ -54,7 +54,7 @@ from layers._conv_base import (
     stride_phases,
     strided,
 )
-from layers._depthwise_math import (
+from graphexec.layers._depthwise_math import (
     PhaseGroup,
     bandable,
     banded_weights,
@@ -62,8 +62,8 @@ from layers._depthwise_math import (
     depthwise_channels_last,
     phase_groups_of,
 )
-from layers._scratch import SCRATCH
-from layers._winograd_math import winograd_conv, winograd_weight
+from graphexec.layers._scratch import SCRATCH
+from graphexec.layers._winograd_math import winograd_conv, winograd_weight
 
 #: Winograd runs when a convolution has at least this many 2x2 output tiles over the batch
 #: (16 is a 7 x 7 output) ...
@@ -205,7 +205,7 @@ class Conv2dKernel:
             self.taps = weight.reshape(groups, cout // groups, kh * kw)
             self.taps_last = aligned(self.taps[:, 0, :].T, weight.dtype) if cout == groups else None
         #: Whether a depthwise convolution may run as banded matrix products (stored weights,
-        #: one output channel per input one: see :func:`~layers._depthwise_math.depthwise_banded`).
+        #: one output channel per input one: see :func:`~graphexec.layers._depthwise_math.depthwise_banded`).
         self.banded = prepare and self.depthwise and cout == groups and bandable((kh, kw), geo)
         #: Banded weights per (output columns of a band, dtype), made on first use.
         self._banded_weights: dict[tuple[int, np.dtype], np.ndarray] = {}
@@ -219,7 +219,7 @@ class Conv2dKernel:
         return phase_groups_of(self.taps_last, self.kernel_size, self.geo)
 
     def banded_weights(self, tile: int, dtype: np.dtype) -> np.ndarray:
-        """The taps as :func:`~layers._depthwise_math.banded_weights` for bands of ``tile``
+        """The taps as :func:`~graphexec.layers._depthwise_math.banded_weights` for bands of ``tile``
         output columns, made on first use."""
         key = (tile, np.dtype(dtype))
         weights = self._banded_weights.get(key)
@@ -598,7 +598,7 @@ def positions_conv(x: np.ndarray, matrix: np.ndarray, bias: np.ndarray | None, k
 
 
 # ----------------------------------------------------------------------------------------
-# Winograd F(2x2, 3x3): which tile (the math is in layers._winograd_math)
+# Winograd F(2x2, 3x3): which tile (the math is in graphexec.layers._winograd_math)
 # ----------------------------------------------------------------------------------------
 def _tiles(size: int, pads: Pair, m: int) -> int:
     return -(-(size + pads[0] + pads[1] - 2) // m)

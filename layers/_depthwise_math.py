@@ -1,5 +1,5 @@
 """The numpy kernel of depthwise convolutions (one input channel per group; private to
-:mod:`layers._conv_math`, whose :class:`~layers._conv_math.Conv2dKernel` runs it).
+:mod:`graphexec.layers._conv_math`, whose :class:`~graphexec.layers._conv_math.Conv2dKernel` runs it).
 
 Kernels 5 or more wide at stride 1 go through BLAS instead (:func:`depthwise_banded`): one
 small matrix product per channel, whose right operand holds the channel's taps in bands.
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from layers._conv_base import Geometry, Pair, aligned, framed, stride_phases, strided
-from layers._scratch import SCRATCH as _SCRATCH
+from graphexec.layers._conv_base import Geometry, Pair, aligned, framed, stride_phases, strided
+from graphexec.layers._scratch import SCRATCH as _SCRATCH
 
 if TYPE_CHECKING:
-    from layers._conv_math import Conv2dKernel
+    from graphexec.layers._conv_math import Conv2dKernel
 
 #: Elements of the depthwise accumulator per block (it and one temporary stay in L2).
 DEPTHWISE_BLOCK = 1 << 16

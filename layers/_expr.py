@@ -15,7 +15,7 @@ arguments as its arity says. That matters because pnnx garbles functions its eva
 does not know: ``log1p(@0)`` is written back as ``log1p,@0``; read as prefix notation with
 arities it is the same tree again. Nothing here calls ``eval``: a model file is untrusted.
 
-Types follow PyTorch's promotion (:mod:`layers._promotion`): literals, ``size()`` and
+Types follow PyTorch's promotion (:mod:`graphexec.layers._promotion`): literals, ``size()`` and
 ``int()`` are Python scalars, so a float32 tensor times ``2.5`` stays float32 while an int64
 tensor plus ``2.5`` is float32. Arithmetic among Python scalars alone is done at Python's
 precision and stays a Python scalar; the expression's result, if a scalar, becomes a 0-d
@@ -33,8 +33,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from layers import _special
-from layers._promotion import (
+from graphexec.layers import _special
+from graphexec.layers._promotion import (
     BOOL,
     BOOL_CAT,
     C128,
@@ -57,8 +57,8 @@ from layers._promotion import (
     result_type,
     scalar_output_dtype,
 )
-from layers.base import ShapeMismatch
-from layers.specs import SequenceSpec, Spec, TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec
 
 #: Deepest nesting accepted; pnnx's real expressions are far shallower.
 MAX_DEPTH = 200
@@ -374,7 +374,7 @@ def to_text(node: Node) -> str:
 
 
 def floor_divisions(node: Node) -> Node:
-    """``node`` with every ``div`` made a ``floor_divide`` (see :class:`layers.expression.Expression`)."""
+    """``node`` with every ``div`` made a ``floor_divide`` (see :class:`graphexec.layers.expression.Expression`)."""
     if isinstance(node, Call):
         name = "floor_divide" if node.name == "div" else node.name
         return Call(name, tuple(floor_divisions(a) for a in node.args))

@@ -1,4 +1,4 @@
-"""The numpy kernels behind the window pools (private to :mod:`layers.pooling`).
+"""The numpy kernels behind the window pools (private to :mod:`graphexec.layers.pooling`).
 
 Window pooling is separable: the max (or sum) over a kh x kw window is the max over kh
 row taps of the max over kw column taps, so a 3x3 pool costs 2+2 vectorised numpy calls,
@@ -7,7 +7,7 @@ not 8. On floats each tap is one shifted slice of a whole block of flattened cha
 padded by half their kernel skip the padded copy (:func:`_centred_block`); 3-D pools reduce
 one axis at a time over strided views (:func:`reduce_windows`). A window is anything with
 the ``kernel``, ``stride``, ``dilation`` and ``padding`` tuples and ``pads_after`` of
-:class:`layers.pooling._Window`.
+:class:`graphexec.layers.pooling._Window`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from layers._conv_base import fill_frame
-from layers._scratch import SCRATCH
+from graphexec.layers._conv_base import fill_frame
+from graphexec.layers._scratch import SCRATCH
 
 
 def lowest(dtype: np.dtype) -> float | int:

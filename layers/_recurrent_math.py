@@ -1,6 +1,6 @@
 """The numpy of PyTorch's recurrent layers, shared by the ``nn.RNN`` / ``nn.LSTM`` / ``nn.GRU``
 layers and the ``aten::rnn_tanh`` / ``rnn_relu`` / ``lstm`` / ``gru`` calls pnnx writes for a
-bare recurrent module (see :mod:`layers.recurrent`).
+bare recurrent module (see :mod:`graphexec.layers.recurrent`).
 
 ::
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layers.base import Shape, ShapeMismatch
+from graphexec.layers.base import Shape, ShapeMismatch
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

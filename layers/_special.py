@@ -1,6 +1,6 @@
 """Special functions numpy lacks (``torch.special``), vectorised, in float64.
 
-Each takes and returns float64 arrays; callers cast (see :mod:`layers._expr`, whose
+Each takes and returns float64 arrays; callers cast (see :mod:`graphexec.layers._expr`, whose
 function table holds them, so ``pnnx.Expression`` and the ``aten::`` layers share them).
 The accuracy aimed at is float64's, far beyond the float32 results they usually feed.
 

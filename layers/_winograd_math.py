@@ -1,5 +1,5 @@
 """Winograd F(2x2, 3x3) (Lavin & Gray), the path of dense 3x3 stride-1 convolutions that
-:func:`layers._conv_math.winograd_tile` picks (private to :mod:`layers._conv_math`).
+:func:`graphexec.layers._conv_math.winograd_tile` picks (private to :mod:`graphexec.layers._conv_math`).
 
 The input tiles are gathered once and transformed by two small matmuls (on a wide image,
 transformed from its stride phases by shifted differences: :func:`_f23_input_by_phases`),
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layers._conv_base import Pair, aligned, framed, stride_phases, strided
-from layers._scratch import SCRATCH as _SCRATCH
+from graphexec.layers._conv_base import Pair, aligned, framed, stride_phases, strided
+from graphexec.layers._scratch import SCRATCH as _SCRATCH
 
 #: A single image with at least this many columns of tiles has its tiles transformed
 #: from its stride phases (:func:`_f23_input_by_phases`) rather than gathered, where its

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from layers import _special
-from layers.base import Layer, Params, Piece, ShapeMismatch, element_bands, normalize_axis
-from layers.registry import register
-from layers.specs import Shape, Spec, TensorSpec
+from graphexec.layers import _special
+from graphexec.layers.base import Layer, Params, Piece, ShapeMismatch, element_bands, normalize_axis
+from graphexec.layers.registry import register
+from graphexec.layers.specs import Shape, Spec, TensorSpec
 
 #: A transcendental activation (exp, tanh, erf per element: ~1.5-3 ns each here, as numpy
 #: has no SIMD exp on this build) is shared out among idle threads from this many
@@ -68,7 +68,7 @@ def _horner(coefficients: tuple[float, ...], u: np.ndarray) -> np.ndarray:
 
 def erf(x: np.ndarray) -> np.ndarray:
     """The error function, elementwise, in ``x``'s floating dtype (float16 via float32):
-    float64 through :func:`layers._special.erf`, which keeps float64's accuracy (these
+    float64 through :func:`graphexec.layers._special.erf`, which keeps float64's accuracy (these
     pieces are float32's)."""
     x = np.asarray(x)
     if x.dtype == np.float64:

@@ -25,9 +25,9 @@
     TensorDot           aten::tensordot (a, b, dims_a, dims_b)
     Bilinear            aten::bilinear (x1, x2, weight, bias)
 
-(``aten::clamp_min/clamp_max/zero`` live beside clamp in :mod:`layers.elementwise`, the
-recurrent ``aten::lstm/gru/rnn_tanh/rnn_relu`` in :mod:`layers.recurrent` and
-``aten::instance_norm`` in :mod:`layers.norm`.)
+(``aten::clamp_min/clamp_max/zero`` live beside clamp in :mod:`graphexec.layers.elementwise`, the
+recurrent ``aten::lstm/gru/rnn_tanh/rnn_relu`` in :mod:`graphexec.layers.recurrent` and
+``aten::instance_norm`` in :mod:`graphexec.layers.norm`.)
 Their arguments are all inputs, in TorchScript's order; numbers and flags come from
 ``pnnx.Expression`` nodes without inputs (``expr=-1``, ``expr=False``). Those constants are
 read at build, where the output shape depends on them (``num_classes``, ``dim``).
@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.indexing import scatter_places, stable_order
-from layers.linear import broadcast
-from layers.registry import register
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.indexing import scatter_places, stable_order
+from graphexec.layers.linear import broadcast
+from graphexec.layers.registry import register
 
 NOT_CONSTANT: Any = object()
 

@@ -15,7 +15,7 @@
 
 Each writes into a copy of its input; indices out of range raise IndexError (negative ones
 count from the end, as in PyTorch's index_* operators). Dims, flags and modes must be
-constants (``pnnx.Expression`` nodes without inputs), as in :mod:`layers.aten`.
+constants (``pnnx.Expression`` nodes without inputs), as in :mod:`graphexec.layers.aten`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, required_constant
-from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.indexing import check_range, check_scatter_shapes, scatter_places
-from layers.registry import register
+from graphexec.layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, required_constant
+from graphexec.layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.indexing import check_range, check_scatter_shapes, scatter_places
+from graphexec.layers.registry import register
 
 
 class _AlongDim(_Aten):

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from layers._promotion import DIM, result_type
-from layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, reduced_shape, required_constant
-from layers.aten_shape import list_of_tensors
-from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.linear import broadcast
-from layers.reduction import vector_norm
-from layers.registry import register
+from graphexec.layers._promotion import DIM, result_type
+from graphexec.layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, reduced_shape, required_constant
+from graphexec.layers.aten_shape import list_of_tensors
+from graphexec.layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.linear import broadcast
+from graphexec.layers.reduction import vector_norm
+from graphexec.layers.registry import register
 
 _MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, float("inf"), float("-inf"))
 

@@ -15,7 +15,7 @@
     IsClose          aten::isclose (a, b, rtol, atol, equal_nan)  bool, broadcast
 
 Computed in float64 where PyTorch accumulates in a wider type, then cast back. Norms and
-matrix products are in :mod:`layers.aten_linalg`.
+matrix products are in :mod:`graphexec.layers.aten_linalg`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from layers.aten import (
+from graphexec.layers.aten import (
     NOT_CONSTANT,
     _Aten,
     _Reducing,
@@ -38,9 +38,9 @@ from layers.aten import (
     reduced_shape,
     required_constant,
 )
-from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.linear import broadcast
-from layers.registry import register
+from graphexec.layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.linear import broadcast
+from graphexec.layers.registry import register
 
 
 @register("aten::count_nonzero")

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from layers._promotion import DIM, result_type
-from layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, required_constant
-from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.registry import register
-from layers.shape import RepeatInterleave
-from layers.slicing import ChannelShuffle
-from layers.specs import SequenceSpec
+from graphexec.layers._promotion import DIM, result_type
+from graphexec.layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, required_constant
+from graphexec.layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.registry import register
+from graphexec.layers.shape import RepeatInterleave
+from graphexec.layers.slicing import ChannelShuffle
+from graphexec.layers.specs import SequenceSpec
 
 
 def _dims(value: Any) -> tuple[int, ...]:

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from layers.base import Layer, Params, Shape, ShapeMismatch
-from layers.linear import broadcast
-from layers.registry import register
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch
+from graphexec.layers.linear import broadcast
+from graphexec.layers.registry import register
 
 
 def softmax_last(scores: np.ndarray, empty_rows_to_zero: bool = False) -> np.ndarray:

@@ -29,7 +29,7 @@ import numpy as np
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operator
-from layers.specs import SequenceSpec, Shape, Spec, TensorSpec
+from graphexec.layers.specs import SequenceSpec, Shape, Spec, TensorSpec
 
 _MISSING: Any = object()
 

@@ -1,5 +1,5 @@
 """Convolutions: ``nn.Conv1d/2d``, ``nn.ConvTranspose1d/2d`` and their functional forms
-(3-D ones: :mod:`layers.conv3d`).
+(3-D ones: :mod:`graphexec.layers.conv3d`).
 
 ::
 
@@ -11,10 +11,10 @@
 
 pnnx writes ``padding`` as a list or as ``same`` / ``valid``; a non-``zeros``
 ``padding_mode`` usually stays on the nn.Conv* (``circular`` it turns into an ``F.pad``
-first, which this layer also accepts). The kernels live in :mod:`layers._conv_math`.
+first, which this layer also accepts). The kernels live in :mod:`graphexec.layers._conv_math`.
 
 Every convolution computes straight into the output array it is given
-(:meth:`~layers.base.Layer.forward_into`, for the engine's memory plan); ``forward``
+(:meth:`~graphexec.layers.base.Layer.forward_into`, for the engine's memory plan); ``forward``
 allocates that array and runs the same code, so both give the same bits.
 """
 
@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from layers._conv_base import Geometry, aligned, out_size, same_padding, transposed_out_size
-from layers._conv_math import Conv2dKernel, conv_transpose2d, transposed_kernel
-from layers.base import Layer, Params, Piece, Shape, ShapeMismatch
-from layers.registry import register
-from layers.specs import Spec, TensorSpec
+from graphexec.layers._conv_base import Geometry, aligned, out_size, same_padding, transposed_out_size
+from graphexec.layers._conv_math import Conv2dKernel, conv_transpose2d, transposed_kernel
+from graphexec.layers.base import Layer, Params, Piece, Shape, ShapeMismatch
+from graphexec.layers.registry import register
+from graphexec.layers.specs import Spec, TensorSpec
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -38,7 +38,7 @@ PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 class _Conv(Layer):
     """What every convolution shares: geometry params and the 1-D/unbatched plumbing."""
 
-    #: Spatial dims: 1 for Conv1d, 2 for Conv2d (3 in :mod:`layers.conv3d`).
+    #: Spatial dims: 1 for Conv1d, 2 for Conv2d (3 in :mod:`graphexec.layers.conv3d`).
     spatial = 2
     #: Whether this is a transposed convolution.
     transposed = False
@@ -311,7 +311,7 @@ class _ConvModule(_Conv):
 
     def for_blas_threads(self, threads: int, inputs: list[Spec]) -> Layer | None:
         """Several BLAS threads: im2col where Winograd would run (see
-        :meth:`~layers._conv_math.Conv2dKernel.without_winograd`)."""
+        :meth:`~graphexec.layers._conv_math.Conv2dKernel.without_winograd`)."""
         x = inputs[0]
         if (threads < 2 or self.spatial != 2 or not isinstance(x, TensorSpec) or len(x.shape) != 4
                 or self.kernel.path(x.shape, x.dtype) != "winograd"):

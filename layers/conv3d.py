@@ -7,7 +7,7 @@
 
 Tap k of the kernel's depth reads input planes ``k * dilation + i * stride`` for output
 plane i. With the output depth folded into the batch, each tap is one 2-D convolution, so
-the 2-D kernels of :mod:`layers._conv_math` (im2col, Winograd, depthwise) do the work;
+the 2-D kernels of :mod:`graphexec.layers._conv_math` (im2col, Winograd, depthwise) do the work;
 the transposed form runs each tap over every input plane at once and adds the planes at
 depth ``i * stride + k * dilation - padding``.
 """
@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from layers._conv_base import Geometry
-from layers._conv_math import Conv2dKernel, conv_transpose2d, tap_span, transposed_kernel
-from layers.base import Params, Shape
-from layers.conv import _Conv, _ConvFunctional
-from layers.registry import register
+from graphexec.layers._conv_base import Geometry
+from graphexec.layers._conv_math import Conv2dKernel, conv_transpose2d, tap_span, transposed_kernel
+from graphexec.layers.base import Params, Shape
+from graphexec.layers.conv import _Conv, _ConvFunctional
+from graphexec.layers.registry import register
 
 #: numpy's np.pad mode for each padding_mode.
 _PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -60,7 +60,7 @@ def conv_transpose3d_by_planes(
     out: np.ndarray,
 ) -> None:
     """``out`` (N, Cout, Do, Ho, Wo) from ``x`` (N, Cin, D, H, W) and one
-    :func:`~layers._conv_math.transposed_kernel` per depth tap; ``geometry`` is (stride,
+    :func:`~graphexec.layers._conv_math.transposed_kernel` per depth tap; ``geometry`` is (stride,
     dilation, padding), three each."""
     stride, dilation, padding = geometry
     n, cin, d, h, w = x.shape

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from layers._expr import TORCH_DTYPES, ScalarSpec
-from layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec
-from layers.registry import register
-from layers.shape import known_ints, runtime_ints
+from graphexec.layers._expr import TORCH_DTYPES, ScalarSpec
+from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec
+from graphexec.layers.registry import register
+from graphexec.layers.shape import known_ints, runtime_ints
 
 _UNKNOWN: Any = object()
 

@@ -1,13 +1,13 @@
 """Elementwise operators pnnx keeps as calls: comparisons, logical and bitwise ops, clamp, where
 (and the ``aten::clamp_min/clamp_max/zero`` it leaves unconverted), and the special and
 sign functions it leaves as ``aten::`` calls (``erfinv``, ``lgamma``, ``xlogy``, ``copysign``
-..., computed by :mod:`layers._special` and :mod:`layers._expr`).
+..., computed by :mod:`graphexec.layers._special` and :mod:`graphexec.layers._expr`).
 
 Plain arithmetic (``+``, ``torch.maximum``, ``abs``, ``exp``, ``>>`` ...) never reaches
 here: pnnx folds it into ``pnnx.Expression``. What stays a call binds each argument either
 to an input (``$input=0 $other=1``) or to a scalar param (``other=0.5``, ``min=None``), and
 promotes them the PyTorch way (a scalar param is a Python number, so ``int64 > 0.5``
-compares in float32) with :mod:`layers._promotion`.
+compares in float32) with :mod:`graphexec.layers._promotion`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from layers import _expr
-from layers._promotion import BOOL, DIM, ZERO_DIM, Kind, cast, kind_of, result_type
-from layers.aten import constant_input
-from layers.base import Layer, Params, ShapeMismatch
-from layers.registry import register
-from layers.specs import Shape, Spec, TensorSpec
+from graphexec.layers import _expr
+from graphexec.layers._promotion import BOOL, DIM, ZERO_DIM, Kind, cast, kind_of, result_type
+from graphexec.layers.aten import constant_input
+from graphexec.layers.base import Layer, Params, ShapeMismatch
+from graphexec.layers.registry import register
+from graphexec.layers.specs import Shape, Spec, TensorSpec
 
 
 class _Arguments:
@@ -82,7 +82,7 @@ def _broadcast(name: str, operands: list[Any]) -> Shape:
 
 
 class _Function(Layer):
-    """A function of :mod:`layers._expr` over arguments ``arguments`` (``input``, ``other``)."""
+    """A function of :mod:`graphexec.layers._expr` over arguments ``arguments`` (``input``, ``other``)."""
 
     function: str = ""
     arguments: tuple[str, ...] = ("input", "other")

@@ -1,9 +1,9 @@
 """``pnnx.Expression``: scalar arithmetic, casts and sizes pnnx fused into one operator.
 
-The language, its parser and PyTorch's promotion rules live in :mod:`layers._expr`; this is
+The language, its parser and PyTorch's promotion rules live in :mod:`graphexec.layers._expr`; this is
 the layer around them. The expression is parsed once at build; a scalar result is a 0-d
 array, a list result (``[int(size(@0,0)),-1]``) a Python list of them, and inference
-reports known scalar values (sizes) as :class:`layers._expr.ScalarSpec`.
+reports known scalar values (sizes) as :class:`graphexec.layers._expr.ScalarSpec`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from graphexec import dtypes
-from layers import _expr, _promotion
-from layers.base import Layer, Params, ShapeMismatch
-from layers.registry import register
-from layers.specs import Spec
+from graphexec.layers import _expr, _promotion
+from graphexec.layers.base import Layer, Params, ShapeMismatch
+from graphexec.layers.registry import register
+from graphexec.layers.specs import Spec
 
 #: Root functions that are one numpy ufunc over their arguments: their result is always a
 #: new array, and it can be written into given memory, even over an input (elementwise).

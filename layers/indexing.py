@@ -15,7 +15,7 @@
 Index inputs must hold integers. An index out of range raises IndexError; like torch,
 gather, index_select and embedding refuse negative indices, Tensor.index accepts them.
 torch.sort/argsort are not here: pnnx leaves them as aten::sort/aten::argsort, computed
-in :mod:`layers.aten`.
+in :mod:`graphexec.layers.aten`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.registry import register
-from layers.slicing import runtime_input
-from layers.specs import SequenceSpec
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.registry import register
+from graphexec.layers.slicing import runtime_input
+from graphexec.layers.specs import SequenceSpec
 
 
 def _axis(dim: int, rank: int) -> int:

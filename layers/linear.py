@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from layers._conv_base import aligned
-from layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis
-from layers.registry import register
+from graphexec.layers._conv_base import aligned
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis
+from graphexec.layers.registry import register
 
 
 def broadcast(a: Shape, b: Shape, what: str) -> Shape:

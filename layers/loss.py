@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from layers.activation import log_softmax
-from layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_number, required_constant
-from layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec
-from layers.linear import broadcast
-from layers.registry import register
+from graphexec.layers.activation import log_softmax
+from graphexec.layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_number, required_constant
+from graphexec.layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec
+from graphexec.layers.linear import broadcast
+from graphexec.layers.registry import register
 
 #: PyTorch's ``reduction`` enum, as TorchScript passes it.
 NONE, MEAN, SUM = 0, 1, 2

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from layers.aten import constant_input, constant_number, required_constant
-from layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis, numel
-from layers.registry import register
+from graphexec.layers.aten import constant_input, constant_number, required_constant
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis, numel
+from graphexec.layers.registry import register
 
 
 def _compute_dtype(dtype: np.dtype) -> np.dtype:

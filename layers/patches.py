@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from layers.base import Layer, Params, Shape, ShapeMismatch
-from layers.registry import register
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch
+from graphexec.layers.registry import register
 
 
 class _Patches(Layer):

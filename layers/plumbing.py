@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from layers._expr import ScalarSpec
-from layers.base import Layer, Params, ShapeMismatch
-from layers.registry import register
-from layers.specs import SequenceSpec, Spec, TensorSpec
+from graphexec.layers._expr import ScalarSpec
+from graphexec.layers.base import Layer, Params, ShapeMismatch
+from graphexec.layers.registry import register
+from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec
 
 _INT64 = np.dtype(np.int64)
 

@@ -11,7 +11,7 @@
         ├── AdaptiveAvgPool1d/2d/3d
         └── AdaptiveMaxPool1d/2d/3d
 
-Window pooling's numpy kernels live in :mod:`layers._pool_math`: separable, each tap one
+Window pooling's numpy kernels live in :mod:`graphexec.layers._pool_math`: separable, each tap one
 shifted slice of many flattened channels. Indices (``return_indices``) need whole windows
 and take the slower :func:`~numpy.lib.stride_tricks.sliding_window_view` path.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from layers._pool_math import (
+from graphexec.layers._pool_math import (
     copied_if_view,
     lowest,
     outer_product,
@@ -34,8 +34,8 @@ from layers._pool_math import (
     reduce_windows,
     window_counts,
 )
-from layers.base import Layer, Params, SequenceSpec, Shape, ShapeMismatch, Spec, TensorSpec
-from layers.registry import register
+from graphexec.layers.base import Layer, Params, SequenceSpec, Shape, ShapeMismatch, Spec, TensorSpec
+from graphexec.layers.registry import register
 
 _DIM_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
 

@@ -15,7 +15,7 @@ for a bare one.
 pnnx keeps a recurrent module that is a child of the exported one as ``nn.LSTM``; exported
 as the root itself it becomes TorchScript's call ``aten::lstm(input, hx, params,
 has_biases, num_layers, dropout, train, bidirectional, batch_first)``. Both run the cells
-of :mod:`layers._recurrent_math`. Inputs of ``nn.*``: the sequence, then the initial states
+of :mod:`graphexec.layers._recurrent_math`. Inputs of ``nn.*``: the sequence, then the initial states
 (h0, and c0 for an LSTM) when given; outputs of both: the sequence, then the final states.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from layers._recurrent_math import (
+from graphexec.layers._recurrent_math import (
     Cell,
     ElmanCell,
     GRUCell,
@@ -36,10 +36,10 @@ from layers._recurrent_math import (
     expected_shapes,
     flops,
 )
-from layers.aten import constant_number, required_constant
-from layers.aten_shape import list_of_tensors
-from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
-from layers.registry import register
+from graphexec.layers.aten import constant_number, required_constant
+from graphexec.layers.aten_shape import list_of_tensors
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
+from graphexec.layers.registry import register
 
 #: The names of one layer's weights in one direction, in PyTorch's order.
 WEIGHT_NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")

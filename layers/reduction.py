@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from layers._expr import TORCH_DTYPES
-from layers.base import Layer, Params, ShapeMismatch, normalize_axis
-from layers.registry import register
-from layers.specs import Shape
+from graphexec.layers._expr import TORCH_DTYPES
+from graphexec.layers.base import Layer, Params, ShapeMismatch, normalize_axis
+from graphexec.layers.registry import register
+from graphexec.layers.specs import Shape
 
 _INT64 = np.dtype(np.int64)
 

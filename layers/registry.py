@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from layers.base import Layer
+    from graphexec.layers.base import Layer
 
 _LAYERS: dict[str, type[Layer]] = {}
 

@@ -24,10 +24,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from layers.aten import NOT_CONSTANT, constant_input
-from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
-from layers.registry import register
-from layers.shape import known_ints, runtime_ints
+from graphexec.layers.aten import NOT_CONSTANT, constant_input
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
+from graphexec.layers.registry import register
+from graphexec.layers.shape import known_ints, runtime_ints
 
 _NEAREST = ("nearest", "nearest-exact")
 #: How many trailing dims each mode resizes (None: any of 1, 2, 3).

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from layers.base import Layer, Params, Shape, ShapeMismatch
-from layers.registry import register
-from layers.resize import cubic_weights
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch
+from graphexec.layers.registry import register
+from graphexec.layers.resize import cubic_weights
 
 
 def base_coordinates(size: int, align_corners: bool, dtype: np.dtype) -> np.ndarray:

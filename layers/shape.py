@@ -19,7 +19,7 @@ A target shape is a param (``shape=(2,-1)``) when pnnx could fold it, else a sec
 (``$shape=``, a list built by a ``pnnx.Expression`` such as ``[size(@0,0),-1]``). Its value
 is always known at ``forward``. Shape inference knows it when the spec of that input
 carries its value (a ``value`` attribute: ``pnnx.Expression`` reports sizes as
-``layers._expr.ScalarSpec``), or when the expression only reads sizes of this layer's own
+``graphexec.layers._expr.ScalarSpec``), or when the expression only reads sizes of this layer's own
 data input; otherwise it says the shape depends on runtime values.
 """
 
@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from graphexec.ir import Operator
-from layers.base import Layer, Params, ShapeMismatch, normalize_axis, numel
-from layers.registry import register
-from layers.specs import SequenceSpec, Shape, Spec, TensorSpec
+from graphexec.layers.base import Layer, Params, ShapeMismatch, normalize_axis, numel
+from graphexec.layers.registry import register
+from graphexec.layers.specs import SequenceSpec, Shape, Spec, TensorSpec
 
 
 # --------------------------------------------------------------------------------------

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.registry import register
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.registry import register
 
 #: What pnnx writes for "no bound" (an open slice end) and "not a select".
 INT_MAX = 2**31 - 1

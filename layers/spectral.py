@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from layers.registry import register
+from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.registry import register
 
 _NORMS = ("backward", "forward", "ortho")
 _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),

@@ -12,8 +12,8 @@ import time
 import numpy as np
 
 from graphexec.ir import Graph
-from layers.base import Layer, Params
-from layers.registry import lookup, register
+from graphexec.layers.base import Layer, Params
+from graphexec.layers.registry import lookup, register
 
 SHAPE = (3, 5)
 

@@ -116,7 +116,7 @@ def openblas_worker_cpus() -> frozenset[int] | None:
 def test_a_one_worker_run_holds_its_caller_and_puts_blas_threads_and_pieces_on_other_cores(monkeypatch):
     from graphexec import engine as engine_module
     from graphexec import regions
-    from layers import _conv_math
+    from graphexec.layers import _conv_math
 
     for name in ("SPLIT_MIN_MACS", "SPLIT_MIN_TILES", "SPLIT_MIN_POSITIONS"):
         monkeypatch.setattr(_conv_math, name, 0)

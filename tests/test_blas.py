@@ -47,12 +47,12 @@ def test_nested_runs_share_the_smallest_limit():
         assert blas_count() <= 2
 
 
-def _env_after_import(first: str, env: dict[str, str]) -> str:
+def _env_after_import(statement: str, env: dict[str, str]) -> str:
     import os
     import subprocess
     import sys
 
-    code = f"import {first}; import graphexec, os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    code = f"{statement}; import os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
     clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
@@ -60,14 +60,18 @@ def _env_after_import(first: str, env: dict[str, str]) -> str:
     return done.stdout.strip()
 
 
-def test_graphexec_asks_for_short_blas_spins_only_while_numpy_is_not_loaded():
-    """Imported first it sets OPENBLAS_THREAD_TIMEOUT (read when numpy loads OpenBLAS);
-    after numpy it changes nothing; a value the user set is kept."""
+def test_importing_graphexec_leaves_the_environment_alone():
+    assert _env_after_import("import graphexec, graphexec.engine", {}) == "None"
+
+
+def test_applications_ask_for_short_blas_spins_only_while_numpy_is_not_loaded():
+    """The CLI asks before it imports numpy (OpenBLAS reads the variable when numpy loads
+    it); after numpy nothing changes; a value the user set is kept."""
     from graphexec.blas import SHORT_SPIN
 
-    assert _env_after_import("sys", {}) == str(SHORT_SPIN)
-    assert _env_after_import("numpy", {}) == "None"
-    assert _env_after_import("sys", {"OPENBLAS_THREAD_TIMEOUT": "12"}) == "12"
+    assert _env_after_import("import graphexec.cli", {}) == str(SHORT_SPIN)
+    assert _env_after_import("import numpy, graphexec.cli", {}) == "None"
+    assert _env_after_import("import graphexec.cli", {"OPENBLAS_THREAD_TIMEOUT": "12"}) == "12"
 
 
 def test_idle_threads_sleep_needs_openblas_with_a_short_timeout(monkeypatch):

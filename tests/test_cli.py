@@ -85,7 +85,7 @@ def test_run_takes_an_io_npz_and_reproduces_pytorch(tmp_path, capsys):
 def _opencl_missing() -> str | None:
     """Why no OpenCL device can be opened here (None: one can)."""
     try:
-        from devices.opencl import list_devices
+        from graphexec.devices.opencl import list_devices
 
         return None if list_devices() else "no OpenCL platform or device is installed"
     except Exception as exc:  # noqa: BLE001  (pyopencl missing or broken: the reason is the message)

@@ -19,14 +19,14 @@ def test_the_operator_table_is_current():
 
 
 def test_the_operator_table_lists_every_builtin_type_once():
-    import layers
+    from graphexec import layers
 
     listed = [
         name.strip().strip("`")
         for line in operator_table.render().splitlines() if line.startswith("| `")
         for name in line.split("|")[1].split(",")
     ]
-    builtin = [t for t in layers.registered_types() if layers.lookup(t).__module__.startswith("layers.")]
+    builtin = [t for t in layers.registered_types() if layers.lookup(t).__module__.startswith("graphexec.layers.")]
     assert sorted(listed) == sorted(builtin)
 
 

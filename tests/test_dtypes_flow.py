@@ -21,7 +21,7 @@ import pytest
 
 from graphexec import Engine, dtypes
 from graphexec.errors import UnsupportedOperatorError
-from layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 from tests.golden import OPS, load_io, op_cases
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "models"

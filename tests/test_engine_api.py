@@ -23,9 +23,9 @@ from graphexec.errors import (
     WeightError,
 )
 from graphexec.ir import INPUT_TYPE, OUTPUT_TYPE, Attribute, Graph
-from layers import registry
-from layers.base import Layer, Params, ShapeMismatch
-from layers.specs import SequenceSpec
+from graphexec.layers import registry
+from graphexec.layers.base import Layer, Params, ShapeMismatch
+from graphexec.layers.specs import SequenceSpec
 
 TUPLE = "prim::TupleConstruct"
 

@@ -16,7 +16,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 def _opencl_devices() -> bool:
     """Whether an OpenCL device is present (then the OpenCL example runs layers on it)."""
     try:
-        from devices.opencl import list_devices
+        from graphexec.devices.opencl import list_devices
 
         return bool(list_devices())
     except Exception:  # no pyopencl, no platform: the example says so instead

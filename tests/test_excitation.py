@@ -8,7 +8,7 @@ import pytest
 
 from graphexec import Engine
 from graphexec.excitation import SqueezeExcite
-from layers.base import ShapeMismatch
+from graphexec.layers.base import ShapeMismatch
 from tests.golden import OPS, assert_rewritten_runs_agree
 
 EXCITATIONS = OPS / "conv" / "conv2d_excitations_batch2"

@@ -15,8 +15,8 @@ import pytest
 
 from graphexec import Engine, ExecutionError
 from graphexec.ir import Graph
-from layers.base import Layer
-from layers.registry import lookup, register
+from graphexec.layers.base import Layer
+from graphexec.layers.registry import lookup, register
 from tests.graphs import SHAPE, register_test_layers
 
 CALLERS = 8

@@ -12,7 +12,7 @@ from graphexec.blas import blas_threads
 from graphexec.executor import run_sequential
 from graphexec.fusion import Fused, fuse_activations
 from graphexec.shapes import infer_specs
-from layers.specs import TensorSpec
+from graphexec.layers.specs import TensorSpec
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
 

@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from graphexec import Engine, GraphexecError
-from layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 from tests.golden import OPS
 
 ROOT = Path(__file__).resolve().parent.parent

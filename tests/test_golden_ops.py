@@ -40,10 +40,10 @@ def test_inferred_shapes_match_the_export(folder):
 
 
 def test_every_built_in_operator_has_a_fixture():
-    from layers import lookup, registered_types
+    from graphexec.layers import lookup, registered_types
 
     # the layers graphexec ships (tests register their own test.* layers elsewhere)
-    built_in = {t for t in registered_types() if lookup(t).__module__.startswith("layers.")}
+    built_in = {t for t in registered_types() if lookup(t).__module__.startswith("graphexec.layers.")}
     seen = set()
     for folder in CASES:
         for line in (folder / "model.pnnx.param").read_text().splitlines()[2:]:

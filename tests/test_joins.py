@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from graphexec import Engine
-from layers.slicing import Cat
+from graphexec.layers.slicing import Cat
 from tests.golden import OPS, load_io
 from tests.test_memory import _check_joins, _reference, run_adversarially
 

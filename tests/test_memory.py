@@ -26,9 +26,9 @@ from graphexec.memory import MemoryPlan
 from graphexec.plan import Plan
 from graphexec.program import Program
 from graphexec.shapes import infer_specs
-from layers.base import Layer, Params
-from layers.registry import lookup, register
-from layers.specs import TensorSpec
+from graphexec.layers.base import Layer, Params
+from graphexec.layers.registry import lookup, register
+from graphexec.layers.specs import TensorSpec
 from tests.golden import OPS, load_io, op_cases
 
 SHAPE = (4, 6)

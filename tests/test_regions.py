@@ -108,7 +108,7 @@ def test_nodes_on_several_blas_threads_take_im2col_and_one_thread_keeps_winograd
     count, they stay Winograd and every worker count gives the sequential bits. Both
     agree with PyTorch. The wide net's 32 -> 32 convolutions are made Winograd ones here
     (and its siblings kept apart, so that there are 48 of them)."""
-    from layers import _conv_math
+    from graphexec.layers import _conv_math
 
     monkeypatch.setattr(_conv_math, "WINOGRAD_MIN_REDUCED_CHANNELS", 16)
     param = MODELS / "wide.pnnx.param"
@@ -132,7 +132,7 @@ def test_load_frees_the_winograd_weights_its_plan_does_not_use(monkeypatch):
     """Convolutions that the load's plan runs as im2col variants, or merged with their
     siblings, give back the Winograd weights made for them at load; those the plan runs
     as Winograd keep theirs, and every engine keeps its answer."""
-    from layers import _conv_math
+    from graphexec.layers import _conv_math
 
     monkeypatch.setattr(_conv_math, "WINOGRAD_MIN_REDUCED_CHANNELS", 16)
     param = MODELS / "wide.pnnx.param"

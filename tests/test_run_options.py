@@ -15,8 +15,8 @@ import pytest
 
 from graphexec import Engine, InputError, NonFiniteError, RunTimeoutError
 from graphexec.ir import Graph
-from layers.base import Layer
-from layers.registry import lookup, register
+from graphexec.layers.base import Layer
+from graphexec.layers.registry import lookup, register
 from tests.graphs import SHAPE, random_dag, register_test_layers
 
 ROOT = Path(__file__).resolve().parent.parent

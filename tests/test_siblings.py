@@ -12,7 +12,7 @@ from graphexec.engine import cpu_count
 from graphexec.fusion import fuse_activations
 from graphexec.shapes import infer_specs
 from graphexec.siblings import ChannelSlice, merge_sibling_convs
-from layers.specs import TensorSpec
+from graphexec.layers.specs import TensorSpec
 from tests.golden import OPS, assert_matches, load_io
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "models"

@@ -18,8 +18,8 @@ from threadpoolctl import threadpool_info
 
 from graphexec import Engine, ExecutionError, Trace, regions
 from graphexec.spread import Spreader
-from layers import _conv_math
-from layers.base import Piece
+from graphexec.layers import _conv_math
+from graphexec.layers.base import Piece
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
 
@@ -173,7 +173,7 @@ def test_shared_depthwise_convolutions_give_the_bits_of_an_engine_that_shares_no
 def test_a_shared_gelu_gives_the_bits_of_an_engine_that_shares_nothing(monkeypatch):
     """vit_tiny's GELUs, fused after their Linear: the Linear runs whole, the GELU in bands."""
     from graphexec.engine import cpu_count
-    from layers import activation
+    from graphexec.layers import activation
 
     if cpu_count() < 2:
         pytest.skip("needs two cores")

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import layers
+from graphexec import layers
 
 TARGET = ROOT / "docs" / "operators.md"
 
@@ -49,7 +49,7 @@ def render() -> str:
     by_class: dict[type, list[str]] = defaultdict(list)
     for op_type in layers.registered_types():
         cls = layers.lookup(op_type)
-        if cls is not None and cls.__module__.startswith("layers."):
+        if cls is not None and cls.__module__.startswith("graphexec.layers."):
             by_class[cls].append(op_type)
     by_module: dict[str, list[type]] = defaultdict(list)
     for cls in by_class:

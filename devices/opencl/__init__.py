@@ -2,7 +2,7 @@
 operator type. Nothing here imports pyopencl until a device is opened, so importing
 :mod:`devices` (or this package) never needs it::
 
-    from devices.opencl import open_device
+    from graphexec.devices.opencl import open_device
     device = open_device("opencl:gpu")            # or "opencl", "opencl:1", "opencl:pocl"
     x = device.upload(array, device.queues[0])
     (y,) = device.run(layer, [x], device.queues[0], wait_for=[x.event])
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from devices.opencl.selection import DeviceInfo, list_devices, open_device
+from graphexec.devices.opencl.selection import DeviceInfo, list_devices, open_device
 
 if TYPE_CHECKING:
-    from devices.opencl.device import DeviceTensor, OpenCLDevice
+    from graphexec.devices.opencl.device import DeviceTensor, OpenCLDevice
 
 __all__ = ["DeviceInfo", "DeviceTensor", "OpenCLDevice", "list_devices", "open_device"]
 
@@ -33,7 +33,7 @@ __all__ = ["DeviceInfo", "DeviceTensor", "OpenCLDevice", "list_devices", "open_d
 def __getattr__(name: str) -> Any:
     # device.py needs no pyopencl at import either, but keep the package import minimal.
     if name in ("DeviceTensor", "OpenCLDevice"):
-        from devices.opencl import device
+        from graphexec.devices.opencl import device
 
         return getattr(device, name)
-    raise AttributeError(f"module 'devices.opencl' has no attribute {name!r}")
+    raise AttributeError(f"module 'graphexec.devices.opencl' has no attribute {name!r}")

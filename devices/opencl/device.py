@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from devices.opencl._runtime import load_pyopencl, translated
-from devices.opencl.programs import Built, ProgramCache, default_cache_dir, kernel_source
+from graphexec.devices.opencl._runtime import load_pyopencl, translated
+from graphexec.devices.opencl.programs import Built, ProgramCache, default_cache_dir, kernel_source
 from graphexec.errors import DeviceError
-from layers.specs import TensorSpec
+from graphexec.layers.specs import TensorSpec
 
 if TYPE_CHECKING:
-    from devices.opencl.selection import DeviceInfo
-    from layers.base import Layer
+    from graphexec.devices.opencl.selection import DeviceInfo
+    from graphexec.layers.base import Layer
 
 #: Element counts and offsets are passed to kernels as 32-bit ints.
 MAX_ELEMENTS = 2**31 - 1
@@ -351,7 +351,7 @@ class OpenCLDevice:
     def unsupported_reason(self, layer: Layer, inputs: Sequence[TensorSpec] | None = None) -> str | None:
         """Why ``layer`` cannot run here (None: it can). With ``inputs`` (their specs), the
         shapes and dtypes are checked too; without, only the layer's class and params."""
-        from devices.opencl.ops import op_for
+        from graphexec.devices.opencl.ops import op_for
 
         op = op_for(layer)
         if op is None:
@@ -389,7 +389,7 @@ class OpenCLDevice:
         ``out`` optionally gives tensors (e.g. :meth:`DeviceTensor.narrow` views of a
         concat's output) for the outputs to be written into. No host wait happens here.
         """
-        from devices.opencl.ops import Launch, op_for
+        from graphexec.devices.opencl.ops import Launch, op_for
 
         reason = self.unsupported_reason(layer, [t.spec() for t in inputs])
         if reason is not None:
@@ -441,8 +441,8 @@ class OpenCLDevice:
     def pending_span(self, node: int, name: str, op_type: str, queue: int, first: Any, last: Any,
                      host_start_ns: int, host_end_ns: int) -> Any:
         """A trace span of one node on lane ``opencl queue <queue>``, resolved once the run is
-        over (see :mod:`devices.opencl.profiling`)."""
-        from devices.opencl.profiling import QueueSpan
+        over (see :mod:`graphexec.devices.opencl.profiling`)."""
+        from graphexec.devices.opencl.profiling import QueueSpan
 
         return QueueSpan(self, node, name, op_type, queue, first, last, host_start_ns, host_end_ns)
 

@@ -4,7 +4,7 @@ The span is recorded while the run enqueues (the node's first and last commands)
 resolved after the run, when the commands are done. With profiling queues
 (``open_device(..., profiling=True)``) it is the first command's START to the last one's
 END, read from the events and moved onto the host's ``perf_counter_ns`` clock by the offset
-:meth:`~devices.opencl.device.OpenCLDevice.clock_offset_ns` measures. Without profiling
+:meth:`~graphexec.devices.opencl.device.OpenCLDevice.clock_offset_ns` measures. Without profiling
 the events hold no timestamps, so the span is when the host enqueued the node: it shows
 which queue ran what, not how long the kernels took (``timing`` says which of the two).
 """
@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from devices.opencl._runtime import translated
+from graphexec.devices.opencl._runtime import translated
 from graphexec.trace import NodeEvent
 
 if TYPE_CHECKING:
-    from devices.opencl.device import OpenCLDevice
+    from graphexec.devices.opencl.device import OpenCLDevice
 
 #: ``QueueSpan.timing`` values.
 PROFILED = "opencl event profiling"

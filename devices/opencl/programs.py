@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from devices.opencl._runtime import load_pyopencl
+from graphexec.devices.opencl._runtime import load_pyopencl
 from graphexec.errors import DeviceError
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
@@ -79,7 +79,7 @@ class ProgramCache:
         #: (source, options) -> key: hashing a kernel file again per launch took ~10 us.
         self._keys: dict[tuple[str, tuple[str, ...]], str] = {}
         self._lock = threading.Lock()
-        #: The device's lock around runtime calls (see :mod:`devices.opencl.device`).
+        #: The device's lock around runtime calls (see :mod:`graphexec.devices.opencl.device`).
         self._host_calls = host_calls if host_calls is not None else threading.Lock()
         platform = device.platform
         self._identity = (f"{platform.name}\0{platform.version}\0{device.name}\0{device.driver_version}\0"

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devices.opencl._runtime import INSTALL_HINT, load_pyopencl, translated
+from graphexec.devices.opencl._runtime import INSTALL_HINT, load_pyopencl, translated
 from graphexec.errors import DeviceError
 
 if TYPE_CHECKING:
-    from devices.opencl.device import OpenCLDevice
+    from graphexec.devices.opencl.device import OpenCLDevice
 
 _TYPE_WORDS = {"gpu": "GPU", "cpu": "CPU", "accelerator": "ACCELERATOR", "acc": "ACCELERATOR"}
 
@@ -126,7 +126,7 @@ def open_device(
     ``~/.cache/graphexec/opencl``, or under ``$XDG_CACHE_HOME``); ``False`` keeps them in
     memory only. ``profiling`` enables event timestamps on the queues.
     """
-    from devices.opencl.device import OpenCLDevice
+    from graphexec.devices.opencl.device import OpenCLDevice
 
     if queues < 1:
         raise DeviceError(f"queues={queues}: an OpenCL device needs at least one command queue")

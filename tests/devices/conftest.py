@@ -13,12 +13,12 @@ import pytest
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.errors import DeviceError
 from graphexec.ir import Attribute, Operand, Operator
-from layers.registry import lookup
+from graphexec.layers.registry import lookup
 
 
 def _available():
     try:
-        from devices.opencl import list_devices
+        from graphexec.devices.opencl import list_devices
 
         found = list_devices()
     except DeviceError as exc:
@@ -37,7 +37,7 @@ def device(request, tmp_path_factory):
     """An OpenCLDevice (two queues), once per device present."""
     if request.param is None:
         pytest.skip(f"no OpenCL device to test: {WHY_NONE}")
-    from devices.opencl import open_device
+    from graphexec.devices.opencl import open_device
 
     return open_device(f"opencl:{request.param}", queues=2, cache_dir=tmp_path_factory.mktemp("opencl-cache"))
 
@@ -58,7 +58,7 @@ def make_layer(op_type, params=None, attrs=None, inputs=1, names=None, outputs=1
 def run_both(device, layer, arrays, queue=0):
     """(device outputs, CPU outputs) of ``layer`` on ``arrays``; checks support first."""
     specs = [np.asarray(a) for a in arrays]
-    from layers.specs import TensorSpec
+    from graphexec.layers.specs import TensorSpec
 
     reason = device.unsupported_reason(layer, [TensorSpec(a.shape, a.dtype) for a in specs])
     assert reason is None, f"{layer.type} unexpectedly unsupported: {reason}"

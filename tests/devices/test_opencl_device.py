@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from graphexec.errors import DeviceError, GraphexecError
-from layers.specs import TensorSpec
+from graphexec.layers.specs import TensorSpec
 from tests.devices.conftest import make_layer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def python(code: str, **kwargs) -> subprocess.CompletedProcess:
 # importing and choosing (no device needed)
 # ------------------------------------------------------------------------------------------
 def test_importing_graphexec_and_devices_never_imports_pyopencl():
-    result = python("import sys, graphexec, devices, devices.opencl, layers\n"
+    result = python("import sys, graphexec, graphexec.devices, graphexec.devices.opencl, graphexec.layers\n"
                     "from graphexec import Engine\n"
                     "assert 'pyopencl' not in sys.modules, 'pyopencl was imported'\n")
     assert result.returncode == 0, result.stderr
@@ -38,7 +38,7 @@ def test_importing_graphexec_and_devices_never_imports_pyopencl():
 
 def test_a_missing_pyopencl_is_a_device_error():
     result = python("import sys; sys.modules['pyopencl'] = None\n"
-                    "from devices.opencl import open_device\n"
+                    "from graphexec.devices.opencl import open_device\n"
                     "from graphexec.errors import DeviceError\n"
                     "try:\n    open_device('opencl')\n"
                     "except DeviceError as exc:\n    print('DeviceError:', exc)\n")
@@ -48,7 +48,7 @@ def test_a_missing_pyopencl_is_a_device_error():
 
 
 def _infos():
-    from devices.opencl.selection import DeviceInfo
+    from graphexec.devices.opencl.selection import DeviceInfo
 
     return [
         DeviceInfo(0, "Portable Computing Language", "The pocl project", "AuthenticAMD", "pthread-AMD EPYC", "ALL | CPU",
@@ -63,7 +63,7 @@ def _infos():
     ("opencl:cpu", 0), ("OpenCL:A100", 2), ("opencl:nvidia", 1), ("opencl: 2 ", 2), (2, 2), (0, 0),
 ])
 def test_select_by_index_name_or_type(spec, index):
-    from devices.opencl.selection import select
+    from graphexec.devices.opencl.selection import select
 
     assert select(spec, _infos()).index == index
 
@@ -78,7 +78,7 @@ def test_select_by_index_name_or_type(spec, index):
     (True, "given bool True"),
 ])
 def test_select_says_what_exists(spec, says):
-    from devices.opencl.selection import select
+    from graphexec.devices.opencl.selection import select
 
     with pytest.raises(DeviceError) as info:
         select(spec, _infos())
@@ -87,7 +87,7 @@ def test_select_says_what_exists(spec, says):
 
 
 def test_no_platform_is_a_device_error(monkeypatch):
-    from devices.opencl import selection
+    from graphexec.devices.opencl import selection
 
     monkeypatch.setattr(selection, "list_devices", list)
     with pytest.raises(DeviceError, match="no OpenCL platform is installed"):
@@ -100,7 +100,7 @@ def test_no_platform_is_a_device_error(monkeypatch):
 # the device object
 # ------------------------------------------------------------------------------------------
 def test_queues_and_properties(device):
-    from devices.opencl import open_device
+    from graphexec.devices.opencl import open_device
 
     assert len(device.queues) == 2
     assert isinstance(device.out_of_order, bool)
@@ -142,7 +142,7 @@ def test_views_check_their_range(device):
 
 
 def test_backend_errors_become_device_errors(device):
-    from devices.opencl.device import DeviceTensor
+    from graphexec.devices.opencl.device import DeviceTensor
 
     t = device.upload(np.zeros(4, np.float32))
     bad = DeviceTensor(t.buffer, (4,), np.float32, t.event, offset=1000)
@@ -228,7 +228,7 @@ __kernel void scalars(__global float* out, int n, float f) { out[0] = n; out[1] 
 def test_kernel_scalars_are_declared_on_first_use_and_packed_from_any_python_number(device):
     """The first launch declares each scalar's type (int32, float32) from its value, so that
     pyopencl packs plain numbers itself; later launches pass whatever number they have."""
-    from devices.opencl.ops import Launch
+    from graphexec.devices.opencl.ops import Launch
 
     built = device.source_program(SCALARS, "the scalars test")
     out = device.alloc((2,), np.float32)
@@ -290,7 +290,7 @@ def test_runtime_calls_take_turns_under_the_device_lock(device, tmp_path, monkey
     """Creating kernels, buffers and programs and enqueueing commands happen under
     ``host_calls`` (PoCL crashed when a kernel was created during another thread's copy);
     a download waits for its copy after letting the lock go."""
-    from devices.opencl import open_device
+    from graphexec.devices.opencl import open_device
 
     fresh = open_device(f"opencl:{device.info.index}", queues=2, cache_dir=tmp_path, profiling=True)
     checked = _CallsChecked(fresh._cl, fresh.host_calls)
@@ -380,7 +380,7 @@ def test_programs_are_built_once_per_context(device):
 
 
 def test_program_binaries_are_reused_from_disk(device, tmp_path):
-    from devices.opencl import open_device
+    from graphexec.devices.opencl import open_device
 
     spec = f"opencl:{device.info.index}"
     first = open_device(spec, cache_dir=tmp_path)
@@ -404,7 +404,7 @@ def test_program_binaries_are_reused_from_disk(device, tmp_path):
 def test_a_second_process_loads_the_binaries(device, tmp_path):
     code = (
         "import numpy as np, graphexec\n"
-        "from devices.opencl import open_device\n"
+        "from graphexec.devices.opencl import open_device\n"
         "from tests.devices.conftest import make_layer\n"
         f"d = open_device('opencl:{device.info.index}', cache_dir={str(tmp_path)!r})\n"
         "(y,) = d.run(make_layer('nn.ReLU', {}), [d.upload(np.float32([-1, 2]))])\n"

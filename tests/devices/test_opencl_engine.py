@@ -15,7 +15,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from devices.layers import DeviceStep, Download, OnDevice, Upload
+from graphexec.devices.layers import DeviceStep, Download, OnDevice, Upload
 from graphexec import DeviceError, Engine, Trace
 from graphexec.placement import CONSTANT_FOR_HOST, FORCED
 from tests.golden import OPS, assert_matches, load_io, op_cases
@@ -135,8 +135,8 @@ def test_constants_live_on_the_side_that_reads_them(device):
 
 
 def test_an_operator_without_kernel_runs_on_the_cpu_between_transfers(device):
-    from layers import Layer, register
-    from layers.registry import unregister
+    from graphexec.layers import Layer, register
+    from graphexec.layers.registry import unregister
 
     @register("aten::i0")
     class BesselI0(Layer):
@@ -220,7 +220,7 @@ def test_trace_shows_independent_branches_on_different_queues(device):
 
 
 def test_profiled_trace_maps_device_times_onto_the_run(device, tmp_path):
-    from devices.opencl import open_device
+    from graphexec.devices.opencl import open_device
 
     profiled = open_device(f"opencl:{device.info.index}", profiling=True, cache_dir=tmp_path)
     param, ins, _ = bundled("inception_mini")
@@ -250,7 +250,7 @@ def test_extracting_an_intermediate_left_on_the_device_gives_numpy(device):
 
 
 def test_fallback_moves_a_failing_node_to_the_cpu(device, monkeypatch):
-    from devices.opencl.ops.pooling import WindowPoolOp
+    from graphexec.devices.opencl.ops.pooling import WindowPoolOp
 
     def broken(self, launch, layer, inputs):
         raise DeviceError(f"pretend kernel failure in {layer.name}")
@@ -271,7 +271,7 @@ def test_fallback_moves_a_failing_node_to_the_cpu(device, monkeypatch):
 def test_fallback_is_logged_as_a_warning(device, monkeypatch):
     from loguru import logger
 
-    from devices.opencl.ops.pooling import WindowPoolOp
+    from graphexec.devices.opencl.ops.pooling import WindowPoolOp
 
     monkeypatch.setattr(WindowPoolOp, "run", lambda self, launch, layer, inputs: (_ for _ in ()).throw(
         DeviceError("pretend failure")))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from devices.layers import OnDevice
+from graphexec.devices.layers import OnDevice
 from graphexec import DeviceError, Engine
 from graphexec.ir import OUTPUT_TYPE, Graph
 from graphexec.placement import FORCED
@@ -149,7 +149,7 @@ def test_cpu_types_of_either_part_keep_the_pair_apart(device, kept):
 
 
 def test_a_fused_node_whose_device_run_fails_falls_back_to_the_cpu(device, monkeypatch):
-    from devices.opencl.ops.conv import FusedConvOp
+    from graphexec.devices.opencl.ops.conv import FusedConvOp
 
     def broken(self, launch, layer, inputs):
         raise DeviceError(f"pretend kernel failure in {layer.name}")

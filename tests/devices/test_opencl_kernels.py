@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from graphexec.build import BOUNDARY_TYPES, build_layers
 from graphexec.ir import INPUT_TYPE
 from graphexec.pnnx import load
-from layers.base import ShapeMismatch
-from layers.specs import TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.specs import TensorSpec
 from tests.devices.conftest import make_layer, run_both
 from tests.golden import OPS, assert_matches, load_io, op_cases
 
@@ -775,7 +775,7 @@ def test_fixture_operators_match_cpu(device, folder):
 # ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("tile_index", range(4))
 def test_every_gemm_tile(device, monkeypatch, tile_index):
-    from devices.opencl.ops import linear
+    from graphexec.devices.opencl.ops import linear
 
     tile = linear.TILES[tile_index]
     if tile not in linear.tiles_for(device):

@@ -13,9 +13,9 @@ from hypothesis.extra.numpy import array_shapes, arrays
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute, Operand, Operator
-from layers.activation import erf
-from layers.base import ShapeMismatch
-from layers.registry import lookup
+from graphexec.layers.activation import erf
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
 
 
 def make(op_type, params=None, attrs=None, n_in=1, in_dtype=None, out_dtype=None):

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphexec.fusion import Fused
-from layers import activation
-from layers.base import element_bands
-from layers.specs import TensorSpec
+from graphexec.layers import activation
+from graphexec.layers.base import element_bands
+from graphexec.layers.specs import TensorSpec
 from tests.layers.test_conv import make
 from tests.layers.test_conv_math import conv_layer
 

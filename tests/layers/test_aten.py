@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
-from layers.base import ShapeMismatch
-from layers.registry import lookup
-from layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 
 def aten(op_type, *constants, outputs=1):

@@ -12,10 +12,10 @@ import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec import Engine
 from graphexec.errors import GraphexecError, LayerConfigError
 from graphexec.ir import Attribute, Operand, Operator
-from layers.attention import additive_mask, attend
-from layers.base import ShapeMismatch
-from layers.linear import EinsumEquation
-from layers.registry import lookup
+from graphexec.layers.attention import additive_mask, attend
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.linear import EinsumEquation
+from graphexec.layers.registry import lookup
 from tests.golden import OPS, load_io
 
 ATTENTION = OPS / "attention"

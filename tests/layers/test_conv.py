@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute, Operand, Operator
-from layers.base import ShapeMismatch
-from layers.registry import lookup
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
 
 NP_PAD = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.ir import Attribute, Operand, Operator
-from layers.registry import lookup
+from graphexec.layers.registry import lookup
 
 
 def make(op_type, params, weight, bias):

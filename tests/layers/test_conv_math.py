@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import layers._conv_math as conv_math
-import layers._depthwise_math as depthwise_math
-import layers._winograd_math as winograd_math
-from layers._conv_math import Conv2dKernel, Geometry, im2col_columns, phase_split_pays, winograd_tile
-from layers._depthwise_math import depthwise_channels_last
+import graphexec.layers._conv_math as conv_math
+import graphexec.layers._depthwise_math as depthwise_math
+import graphexec.layers._winograd_math as winograd_math
+from graphexec.layers._conv_math import Conv2dKernel, Geometry, im2col_columns, phase_split_pays, winograd_tile
+from graphexec.layers._depthwise_math import depthwise_channels_last
 from tests.layers.test_conv import close, conv2d_params, make, reference_conv2d
 
 
@@ -112,7 +112,7 @@ def test_a_convolution_folding_its_bias_keeps_one_copy_of_its_weight(cout, k, gr
 
 
 def test_a_narrowing_1x1_or_depthwise_convolution_adds_its_bias_apart():
-    from layers._conv_math import ONES_ROW_MIN_EXPANSION
+    from graphexec.layers._conv_math import ONES_ROW_MIN_EXPANSION
 
     rng = np.random.default_rng(4)
     narrow, _, _ = conv_layer(rng, 8, 8 * ONES_ROW_MIN_EXPANSION - 1, (1, 1))
@@ -123,7 +123,7 @@ def test_a_narrowing_1x1_or_depthwise_convolution_adds_its_bias_apart():
 def test_several_blas_threads_take_im2col_where_winograd_would_run():
     """``for_blas_threads``: a Winograd convolution gets an im2col variant on the same
     weights (the original is left as it was); one thread, or another path, gets none."""
-    from layers.specs import TensorSpec
+    from graphexec.layers.specs import TensorSpec
 
     rng = np.random.default_rng(12)
     layer, w, b = conv_layer(rng, 48, 64, (3, 3), padding=(1, 1))
@@ -355,7 +355,7 @@ def test_convolutions_sharing_scratch_stay_right_in_any_order():
 
 
 def test_fill_frame_sets_what_lies_outside_the_inside():
-    from layers._conv_base import FILL_WHOLE_MAX, fill_frame
+    from graphexec.layers._conv_base import FILL_WHOLE_MAX, fill_frame
 
     large = 2 * FILL_WHOLE_MAX                                           # a frame, the inside kept
     first = np.ones((2, large // 42, 6, 7), np.float32)
@@ -372,7 +372,7 @@ def test_fill_frame_sets_what_lies_outside_the_inside():
 
 
 def test_scratch_keeps_content_only_for_the_same_layout():
-    from layers._scratch import Scratch
+    from graphexec.layers._scratch import Scratch
 
     scratch = Scratch()
     frame, fresh = scratch.kept("pad", (2, 3), np.float32, "zeros")

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphexec.fusion import Fused
-from layers import _conv_math
+from graphexec.layers import _conv_math
 from tests.layers.test_conv import close, make, reference_conv2d
 from tests.layers.test_conv_math import conv_layer
 
@@ -235,7 +235,7 @@ def test_what_does_not_split_says_so():
     """Grouped, 1x1 and small convolutions run whole, and so do small depthwise ones; the
     layer's plan-time answer (``splits``) agrees with what ``pieces`` does."""
     rng = np.random.default_rng(9)
-    from layers.specs import TensorSpec
+    from graphexec.layers.specs import TensorSpec
 
     cases = [
         (conv_layer(rng, 64, 64, (3, 3), padding=(1, 1))[0], (1, 64, 56, 56), True),     # Winograd, 115 M MACs

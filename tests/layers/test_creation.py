@@ -10,9 +10,9 @@ import pytest
 
 from graphexec import Engine
 from graphexec.ir import Operand, Operator
-from layers.base import ShapeMismatch
-from layers.registry import lookup
-from layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ops" / "creation"
 A = np.random.default_rng(0).standard_normal((3, 7)).astype(np.float32)  # exported at (2, 5)

@@ -1,5 +1,5 @@
 """Depthwise convolutions of stride 1 with kernels 5 or more wide run as banded matrix
-products (:func:`layers._depthwise_math.depthwise_banded`): which convolutions take them,
+products (:func:`graphexec.layers._depthwise_math.depthwise_banded`): which convolutions take them,
 and that they give the convolution on every layout (batches, kernels of any height, bands
 of output columns, blocks of channels, float64, padding modes) and the same bits when
 shared out by bands of channels."""
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import layers._depthwise_math as depthwise_math
-from layers._conv_base import Geometry
-from layers._conv_math import Conv2dKernel
-from layers._depthwise_math import banded_tile
+import graphexec.layers._depthwise_math as depthwise_math
+from graphexec.layers._conv_base import Geometry
+from graphexec.layers._conv_math import Conv2dKernel
+from graphexec.layers._depthwise_math import banded_tile
 from tests.layers.test_conv import close, reference_conv2d
 from tests.layers.test_conv_math import conv_layer
 
@@ -106,7 +106,7 @@ def test_a_layer_with_another_padding_mode_pads_first_then_takes_banded_products
 
 
 def test_bands_of_channels_give_the_whole_banded_convolutions_bits(banded_calls, monkeypatch):
-    monkeypatch.setattr("layers._conv_math.SPLIT_MIN_DEPTHWISE_MACS", 0)
+    monkeypatch.setattr("graphexec.layers._conv_math.SPLIT_MIN_DEPTHWISE_MACS", 0)
     rng = np.random.default_rng(3)
     layer, _, _ = conv_layer(rng, 96, 96, (7, 7), padding=(3, 3), groups=96)
     x = rng.standard_normal((1, 96, 28, 28)).astype(np.float32)

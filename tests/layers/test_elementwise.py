@@ -8,9 +8,9 @@ import pytest
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Graph
 from graphexec.pnnx import parse_value
-from layers.base import ShapeMismatch
-from layers.registry import lookup
-from layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 F32, I64, BOOL = np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)
 

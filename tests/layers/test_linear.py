@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute, Operand, Operator
-from layers.base import ShapeMismatch
-from layers.linear import matmul_shape
-from layers.registry import lookup
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.linear import matmul_shape
+from graphexec.layers.registry import lookup
 
 
 def make(op_type, params=None, attrs=None, inputs=1, names=None):

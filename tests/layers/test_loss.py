@@ -9,9 +9,9 @@ import pytest
 
 from graphexec import Engine
 from graphexec.errors import ExecutionError, LayerConfigError
-from layers.base import ShapeMismatch
-from layers.loss import MEAN, NONE, SUM
-from layers.specs import TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.loss import MEAN, NONE, SUM
+from graphexec.layers.specs import TensorSpec
 from tests.golden import OPS, load_io
 from tests.layers.test_aten import aten
 

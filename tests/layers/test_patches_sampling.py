@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
-from layers.base import ShapeMismatch
-from layers.registry import lookup
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
 
 
 def make(op_type, params, n_in=1, names=None):

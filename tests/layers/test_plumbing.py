@@ -12,11 +12,11 @@ from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute as IrAttribute
 from graphexec.ir import Graph
 from graphexec.pnnx import parse_value
-from layers._expr import ScalarSpec
-from layers.base import ShapeMismatch
-from layers.plumbing import Attribute, SequenceUnpack, SliceIndexes, TupleConstruct
-from layers.registry import lookup
-from layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers._expr import ScalarSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.plumbing import Attribute, SequenceUnpack, SliceIndexes, TupleConstruct
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ops" / "plumbing"

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
-from layers.base import ShapeMismatch
-from layers.pooling import adaptive_bins, pooled_size
-from layers.registry import lookup
-from layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.pooling import adaptive_bins, pooled_size
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 
 def make(op_type, params, outputs=1):

@@ -8,9 +8,9 @@ import pytest
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Graph
 from graphexec.pnnx import parse_value
-from layers.base import ShapeMismatch
-from layers.registry import lookup
-from layers.specs import TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import TensorSpec
 
 F32, F64, I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 
@@ -85,7 +85,7 @@ def test_a_p_norm_past_float64s_range_is_inf_without_a_warning():
     """The p-norm every norm layer shares (torch.norm, aten::linalg_norm, aten::renorm, cdist)."""
     import warnings
 
-    from layers.reduction import vector_norm
+    from graphexec.layers.reduction import vector_norm
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
-from layers.base import ShapeMismatch
-from layers.registry import lookup
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
 
 
 def make(op_type, params):

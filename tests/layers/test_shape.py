@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute, Graph, Operand, Operator
-from layers.base import ShapeMismatch
-from layers.registry import lookup
-from layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 
 def make(op_type, params=None, n_in=1, input_names=None):

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
-from layers.base import ShapeMismatch
-from layers.registry import lookup
-from layers.slicing import INT_MAX, SliceIndexes
-from layers.specs import TensorSpec
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.slicing import INT_MAX, SliceIndexes
+from graphexec.layers.specs import TensorSpec
 
 
 def operator(op_type, params, inputs=1, outputs=1, names=None):

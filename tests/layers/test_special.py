@@ -1,4 +1,4 @@
-"""layers._special against the standard library's math module and known identities."""
+"""graphexec.layers._special against the standard library's math module and known identities."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from layers import _special
+from graphexec.layers import _special
 
 
 def relative(got, want):

@@ -1,8 +1,8 @@
 """The device's operators, one module per family, each op registered by the layer classes
-it runs (explicitly, with :func:`~devices.opencl.ops.base.implements`). Importing this
+it runs (explicitly, with :func:`~graphexec.devices.opencl.ops.base.implements`). Importing this
 package registers them all."""
 
-from devices.opencl.ops import (  # noqa: F401  (imported for their registrations)
+from graphexec.devices.opencl.ops import (  # noqa: F401  (imported for their registrations)
     attention,
     conv,
     elementwise,
@@ -15,6 +15,6 @@ from devices.opencl.ops import (  # noqa: F401  (imported for their registration
     softmax,
     tensors,
 )
-from devices.opencl.ops.base import Launch, Op, implements, op_for, supported_classes
+from graphexec.devices.opencl.ops.base import Launch, Op, implements, op_for, supported_classes
 
 __all__ = ["Launch", "Op", "implements", "op_for", "supported_classes"]

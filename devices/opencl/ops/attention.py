@@ -2,7 +2,7 @@
 instead of going to the CPU and back at every block.
 
 Eight launches, every product through the tiled GEMM
-(:func:`~devices.opencl.ops.linear.enqueue_matmul`) reading the heads in place by strides,
+(:func:`~graphexec.devices.opencl.ops.linear.enqueue_matmul`) reading the heads in place by strides,
 so no head is copied out: the query, key and value projections; the scores of every
 (batch, head) as one batched product; the weights in place (``attention_softmax`` in
 ``kernels/softmax.cl``: scaled, the masks added, softmax); the weighted values, again
@@ -18,10 +18,10 @@ import math
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements, refused_shapes
-from devices.opencl.ops.linear import enqueue_matmul
-from devices.opencl.ops.tensors import copy_strided
-from layers.attention import MultiheadAttention
+from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.devices.opencl.ops.linear import enqueue_matmul
+from graphexec.devices.opencl.ops.tensors import copy_strided
+from graphexec.layers.attention import MultiheadAttention
 
 F32, BOOL = np.dtype(np.float32), np.dtype(np.bool_)
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from devices.opencl.device import MAX_ELEMENTS, DeviceTensor, kernel_scalar
+from graphexec.devices.opencl.device import MAX_ELEMENTS, DeviceTensor, kernel_scalar
 from graphexec.errors import DeviceError
-from layers.specs import TensorSpec
+from graphexec.layers.specs import TensorSpec
 
 if TYPE_CHECKING:
-    from devices.opencl.device import OpenCLDevice
-    from devices.opencl.programs import Built
+    from graphexec.devices.opencl.device import OpenCLDevice
+    from graphexec.devices.opencl.programs import Built
 
 F32 = np.dtype(np.float32)
 
@@ -143,7 +143,7 @@ class Launch:
     def row_program(self, name: str, kernel: str, length: int) -> tuple[Built, int]:
         """(program, LOCAL) for ``kernel`` of ``kernels/<name>.cl`` that gives each row of
         ``length`` elements one work-group of LOCAL work-items: a power of two, the device's
-        :meth:`~devices.opencl.device.OpenCLDevice.reduction_width` at most and no wider than
+        :meth:`~graphexec.devices.opencl.device.OpenCLDevice.reduction_width` at most and no wider than
         the row needs, halved (and rebuilt) while the kernel allows less."""
         width = self.device.reduction_width()
         while width > 1 and width // 2 >= length:

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements, refused_shapes
-from devices.opencl.ops.linear import gemm_program, naive_local
+from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.devices.opencl.ops.linear import gemm_program, naive_local
 from graphexec.fusion import Fused
-from layers import activation as act
-from layers.base import Layer
-from layers.conv import Conv1d, Conv2d, FConv1d, FConv2d
+from graphexec.layers import activation as act
+from graphexec.layers.base import Layer
+from graphexec.layers.conv import Conv1d, Conv2d, FConv1d, FConv2d
 
 PAD_MODES = {"zeros": 0, "reflect": 1, "replicate": 2, "circular": 3}
 

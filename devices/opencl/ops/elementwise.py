@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements
-from layers import activation as act
-from layers.norm import BatchNorm1d, BatchNorm2d
+from graphexec.devices.opencl.ops.base import Op, implements
+from graphexec.layers import activation as act
+from graphexec.layers.norm import BatchNorm1d, BatchNorm2d
 
 #: layer class -> (kernel suffix, its two float params from the layer)
 ACTIVATIONS: dict[type, tuple[str | Callable[[Any], str], Callable[[Any], tuple[float, float]]]] = {

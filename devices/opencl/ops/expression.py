@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements
-from devices.opencl.programs import kernel_source
-from layers import _expr
-from layers.expression import Expression
+from graphexec.devices.opencl.ops.base import Op, implements
+from graphexec.devices.opencl.programs import kernel_source
+from graphexec.layers import _expr
+from graphexec.layers.expression import Expression
 
 #: pnnx function -> OpenCL C template over the arguments' C text.
 FUNCTIONS: dict[str, str] = {

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from devices.opencl.device import DeviceTensor, contiguous_strides
-from devices.opencl.ops.base import Launch, Op, implements, refused_shapes
+from graphexec.devices.opencl.device import DeviceTensor, contiguous_strides
+from graphexec.devices.opencl.ops.base import Launch, Op, implements, refused_shapes
 from graphexec.errors import DeviceError
-from layers.linear import BMM, MM, MV, Einsum, FLinear, Linear, MatMul, broadcast, matmul_shape
+from graphexec.layers.linear import BMM, MM, MV, Einsum, FLinear, Linear, MatMul, broadcast, matmul_shape
 
 #: Products with at most this many rows (per group) run one output per work-item.
 NAIVE_ROWS = 8

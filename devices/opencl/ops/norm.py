@@ -1,6 +1,6 @@
 """Layer norm with stored weights over the trailing dims (``kernels/norm.cl``), one
 work-group per row: the norm of ConvNeXt's blocks and of transformers' tokens. Batch norm,
-a per-channel affine map after folding, is in :mod:`devices.opencl.ops.elementwise`."""
+a per-channel affine map after folding, is in :mod:`graphexec.devices.opencl.ops.elementwise`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements, refused_shapes
-from layers.norm import LayerNorm
+from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.layers.norm import LayerNorm
 
 
 @implements(LayerNorm)

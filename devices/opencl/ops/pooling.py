@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from devices.opencl.ops.base import Op, implements, refused_shapes
-from layers.pooling import (
+from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.layers.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
     AdaptiveMaxPool1d,

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements
-from layers.reduction import Amax, Amin, Mean, Sum
+from graphexec.devices.opencl.ops.base import Op, implements
+from graphexec.layers.reduction import Amax, Amin, Mean, Sum
 
 _MODES = {Sum: 0, Mean: 1, Amax: 2, Amin: 3}
 

@@ -1,14 +1,14 @@
 """Interpolation on the device (``F.interpolate``, ``nn.Upsample``, ...) over 1 or 2
 trailing dims: nearest, nearest-exact, linear, bilinear, bicubic. The source taps and
-weights of each axis are the CPU layer's own (``layers.resize.axis_taps``), uploaded
+weights of each axis are the CPU layer's own (``graphexec.layers.resize.axis_taps``), uploaded
 once per layer and input shape, so the index arithmetic is PyTorch's to the bit."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from devices.opencl.ops.base import Op, implements, refused_shapes
-from layers.resize import _LINEAR, Interpolate, UpsamplingBilinear2d, axis_taps
+from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.layers.resize import _LINEAR, Interpolate, UpsamplingBilinear2d, axis_taps
 
 
 def _axis_table(layer, plan, j: int, nearest_2d: bool) -> tuple[np.ndarray, np.ndarray]:

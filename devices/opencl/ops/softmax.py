@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from devices.opencl.ops.base import Op, implements, refused_shapes
-from layers.activation import LogSoftmax, Softmax, Softmax2d, Softmin
+from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.layers.activation import LogSoftmax, Softmax, Softmax2d, Softmin
 
 
 @implements(Softmax, LogSoftmax, Softmin, Softmax2d)

@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from devices.opencl.device import DeviceTensor, contiguous_strides
-from devices.opencl.ops.base import Launch, Op, implements, refused_shapes
-from devices.opencl.ops.expression import collapse
+from graphexec.devices.opencl.device import DeviceTensor, contiguous_strides
+from graphexec.devices.opencl.ops.base import Launch, Op, implements, refused_shapes
+from graphexec.devices.opencl.ops.expression import collapse
 from graphexec.errors import DeviceError
-from layers import plumbing, slicing
-from layers import shape as shape_layers
-from layers.base import normalize_axis
+from graphexec.layers import plumbing, slicing
+from graphexec.layers import shape as shape_layers
+from graphexec.layers.base import normalize_axis
 
 #: The copy kernel's element type per itemsize (copies are bit-exact for any dtype).
 ELEM_TYPES = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}

@@ -24,6 +24,7 @@ from graphexec.errors import (
     LayerConfigError,
     ModelFormatError,
     NonFiniteError,
+    OptionError,
     RunTimeoutError,
     UnsupportedOperatorError,
     WeightError,
@@ -31,6 +32,7 @@ from graphexec.errors import (
 
 if TYPE_CHECKING:
     from graphexec.engine import Engine
+    from graphexec.options import EngineOptions
     from graphexec.exporting import export
     from graphexec.trace import Trace
 
@@ -39,7 +41,8 @@ logger.disable("graphexec")
 
 __version__ = "0.1.0"
 
-_LAZY = {"Engine": "graphexec.engine", "Trace": "graphexec.trace", "export": "graphexec.exporting"}
+_LAZY = {"Engine": "graphexec.engine", "EngineOptions": "graphexec.options", "Trace": "graphexec.trace",
+         "export": "graphexec.exporting"}
 
 
 def __getattr__(name: str) -> Any:
@@ -56,6 +59,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DeviceError",
     "Engine",
+    "EngineOptions",
     "ExecutionError",
     "GraphStructureError",
     "GraphexecError",
@@ -64,6 +68,7 @@ __all__ = [
     "LayerConfigError",
     "ModelFormatError",
     "NonFiniteError",
+    "OptionError",
     "RunTimeoutError",
     "Trace",
     "UnsupportedOperatorError",

@@ -356,3 +356,18 @@ def blas_boost(threads: int):
     """Context manager, inside a ``blas_threads`` block: up to ``threads`` BLAS threads for
     a node that runs alone, when no other run is active (yields whether it applied)."""
     return _LIMITER.boost(threads)
+
+
+def _after_fork_in_child() -> None:
+    """A fork's child starts with no run: forget the parent's turns and limits (a thread of
+    the parent may have held their locks, and its runs will never end here)."""
+    global _TURNS, _PINS_LOCK
+    _TURNS = _Turns()
+    _PINS_LOCK = threading.Lock()
+    _LIMITER._lock = threading.Lock()
+    _LIMITER._active = []
+    _LIMITER._applied = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -15,7 +15,8 @@ reaches them as a subclass of :class:`GraphexecError`, never as a raw ``KeyError
     ├── ExecutionError            a layer failed while running (node, type, shapes)
     │   └── NonFiniteError        check_finite: the first operator that produced NaN/Inf
     ├── RunTimeoutError           forward(..., timeout=s) ran out of time
-    └── DeviceError               a device failed or is not available
+    ├── DeviceError               a device failed or is not available
+    └── OptionError               an engine option has a bad value
 """
 
 from __future__ import annotations
@@ -136,3 +137,8 @@ class RunTimeoutError(GraphexecError):
 
 class DeviceError(GraphexecError):
     """A device is unavailable or failed; names the device and, when known, the kernel."""
+
+
+class OptionError(GraphexecError):
+    """An option of ``Engine.load`` (or of the planner) has a value it cannot take; names
+    the option, the value and what it takes."""

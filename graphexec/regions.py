@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from graphexec.cost import Cost
-from graphexec.plan import Plan
+from graphexec.plan import Analysis
 
 #: Throughput each BLAS thread beyond the first adds to a large matrix product, relative to
 #: the first. Measured on 2 cores (OpenBLAS 0.3.31, AMD EPYC): Inception v3, ~65% of its
@@ -97,7 +97,7 @@ def _boosted(cost: Cost, cores: int) -> float:
 MIN_BLAS_GAIN = 0.1
 
 
-def blas_threads_gain(plan: Plan, cores: int) -> float:
+def blas_threads_gain(plan: Analysis, cores: int) -> float:
     """The fraction of the plan's estimated time that ``cores`` BLAS threads save when every
     node runs one at a time (only large matrix products gain, see :func:`_boosted`)."""
     total = sum(node.cost.seconds for node in plan.nodes)
@@ -110,16 +110,15 @@ def _shared(cost: Cost, workers: int) -> float:
     return cost.seconds / (1 + SPLIT_SCALING * (workers - 1)) + SPLIT_SECONDS
 
 
-def splits(plan: Plan, index: int) -> bool:
+def splits(plan: Analysis, index: int) -> bool:
     """Whether node ``index``'s layer can share its work out for the plan's specs."""
-    step = plan.nodes[index].step
-    specs = plan.specs
-    return bool(step.layer.splits([specs[n] for n in step.inputs], [specs[n] for n in step.outputs]))
+    kernel = plan.nodes[index].kernel
+    return kernel is not None and kernel.splits()
 
 
-def shared_nodes(plan: Plan, workers: int) -> frozenset[int]:
+def shared_nodes(plan: Analysis, workers: int) -> frozenset[int]:
     """Nodes worth sharing out among ``workers`` threads when they run alone: their layers
-    split them where that beats BLAS threads (see :meth:`graphexec.layers.base.Layer.splits`), and
+    split them where that beats BLAS threads (see :meth:`graphexec.devices.base.Kernel.splits`), and
     they are large enough to pay for the hand-over."""
     if workers < 2:
         return frozenset()
@@ -128,7 +127,7 @@ def shared_nodes(plan: Plan, workers: int) -> frozenset[int]:
                      and splits(plan, node.index))
 
 
-def regions(plan: Plan, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> tuple[Region, ...]:
+def regions(plan: Analysis, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> tuple[Region, ...]:
     """The plan's regions with both estimates, for ``workers`` inter-op workers and
     ``cores`` threads for a unit that runs alone: BLAS threads, or pieces of its nodes in
     ``shared`` (see :func:`shared_nodes`)."""
@@ -150,7 +149,7 @@ def regions(plan: Plan, workers: int, cores: int, shared: frozenset[int] = froze
     return tuple(found)
 
 
-def _cuts(plan: Plan) -> list[int]:
+def _cuts(plan: Analysis) -> list[int]:
     """Region boundaries: positions ``k`` in the unit order (units are numbered
     topologically) such that no unit before ``k - 1`` feeds a unit at ``k`` or later."""
     found = []
@@ -162,7 +161,7 @@ def _cuts(plan: Plan) -> list[int]:
     return found
 
 
-def _longest_path(plan: Plan, start: int, stop: int) -> float:
+def _longest_path(plan: Analysis, start: int, stop: int) -> float:
     """The costliest chain of units inside ``[start, stop)``."""
     longest: dict[int, float] = {}
     for u in reversed(range(start, stop)):
@@ -186,7 +185,7 @@ class RegionChoice:
     shared: frozenset[int] = frozenset()
 
 
-def choose(plan: Plan, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> RegionChoice:
+def choose(plan: Analysis, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> RegionChoice:
     """Serial units, boosted and shared nodes of ``plan`` for ``workers`` workers on
     ``cores`` cores; ``shared``: the nodes that may be shared out (see :func:`shared_nodes`)."""
     serial = frozenset(u for r in regions(plan, workers, cores, shared) if r.serial for u in r.units)
@@ -195,7 +194,7 @@ def choose(plan: Plan, workers: int, cores: int, shared: frozenset[int] = frozen
     return RegionChoice(serial, boosted, shared & in_serial if workers > 1 else shared)
 
 
-def worth_workers(plan: Plan, cores: int, mixing: bool, shared: frozenset[int] = frozenset()) -> bool:
+def worth_workers(plan: Analysis, cores: int, mixing: bool, shared: frozenset[int] = frozenset()) -> bool:
     """Whether running branches on ``cores`` workers is estimated at least
     :data:`MIN_WORKERS_GAIN` faster than one worker with every core for BLAS (and the
     ``shared`` nodes shared out either way). With ``mixing`` (BLAS threads sleep soon

@@ -111,20 +111,18 @@ def run_unit(
             # before them (a head whose activation alone is shared out) gets the boost.
             spreader = assist.spreader if index in assist.shared else None
             with blas_boost(assist.boost) as raised, blas_workers_off(assist.helper_cores() if raised else None):
-                pieces = run_step(node.step, values, options.check_finite, buffers, spreader)
+                pieces = run_step(node, values, options.check_finite, buffers, spreader)
             blas = assist.boost if raised else 0
         elif assist is not None and index in assist.shared:
-            pieces = run_step(node.step, values, options.check_finite, buffers, assist.spreader)
+            pieces = run_step(node, values, options.check_finite, buffers, assist.spreader)
         else:
-            pieces = run_step(node.step, values, options.check_finite, buffers)
+            pieces = run_step(node, values, options.check_finite, buffers)
         if record:
             end = time.perf_counter_ns()
             events.append(NodeEvent(index, node.name, node.type, thread, start, end, blas, pieces))
-            device_span = getattr(node.step.layer, "device_span", None)  # the node's commands on a device queue
-            if device_span is not None:
-                span = device_span(index, [values[n] for n in node.step.outputs], start, end)
-                if span is not None:
-                    events.append(span)  # resolved by Trace.end, when the device is done
+            span = node.kernel.trace_span(index, [values[n] for n in node.step.outputs], start, end)
+            if span is not None:  # the node's commands on a device queue
+                events.append(span)  # resolved by Trace.end, when the device is done
     wanted = set(unit.outputs) | keep
     return {n: values[n] for n in values.keys() & wanted if n not in inputs}, events
 

@@ -22,7 +22,7 @@ from concurrent.futures import Executor, Future
 from graphexec.affinity import CorePool, current_core, on_pinned_worker
 from graphexec.blas import blas_threads
 from graphexec.floats import quiet_floats
-from graphexec.layers.base import Piece
+from graphexec.devices.base import Piece
 
 
 class Spreader:

@@ -129,7 +129,8 @@ class Trace:
         pending: list[Any] = [e for e in self.events if not isinstance(e, NodeEvent)]
         if pending:
             self.events = [e for e in self.events if isinstance(e, NodeEvent)]
-            self.device_events = [span.resolve() for span in pending]
+            self.device_events = [NodeEvent(s.node, s.name, s.type, s.lane, s.start_ns, s.end_ns)
+                                  for s in (span.resolve() for span in pending)]
             self.device_timing = pending[0].timing
             self.device_profiled = bool(pending[0].profiled)
             self.end_ns = max([self.end_ns] + [e.end_ns for e in self.device_events])

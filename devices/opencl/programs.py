@@ -47,9 +47,8 @@ def kernel_source(name: str) -> str:
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/graphexec/opencl`` or ``~/.cache/graphexec/opencl``."""
-    from graphexec.exporting import default_cache_dir as graphexec_cache
-
-    return graphexec_cache() / "opencl"
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "graphexec" / "opencl"
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from graphexec import Engine
-from graphexec.ir import Operand, Operator
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.registry import lookup
 from graphexec.layers.specs import SequenceSpec, TensorSpec
+
+from graphexec import Engine
+from graphexec.ir import Operand, Operator
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ops" / "creation"
 A = np.random.default_rng(0).standard_normal((3, 7)).astype(np.float32)  # exported at (2, 5)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Graph
 from graphexec.pnnx import parse_value
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 F32, I64, BOOL = np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)
 

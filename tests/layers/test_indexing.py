@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.indexing import Mask, advanced_index_shape
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute, Operand, Operator
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.indexing import Mask, advanced_index_shape
-from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 
 def make(op_type, params, inputs=1, outputs=1, names=None, attrs=None, producers=None):

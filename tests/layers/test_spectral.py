@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import TensorSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.registry import lookup
-from graphexec.layers.specs import TensorSpec
 
 
 def layer(op_type, **params):

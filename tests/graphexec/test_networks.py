@@ -1,0 +1,73 @@
+"""Whole torchvision networks, exported by tools/export_networks.py, match PyTorch.
+
+The exports are too large to commit; they are made on demand into artifacts/networks/
+(CI makes them). A network that has not been exported is skipped, saying how to export it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphexec import Engine
+from tests.paths import REPO
+
+NETWORKS = REPO / "artifacts" / "networks"
+NAMES = ["googlenet", "inception_v3", "resnet50", "densenet121", "mobilenet_v3_small", "shufflenet_v2",
+         "efficientnet_b0", "squeezenet1_1", "resnext50", "mobilenet_v2", "mobilenet_v3_large", "mnasnet",
+         "regnet_y_400mf", "convnext_tiny", "vgg11", "alexnet", "swin_t", "maxvit_t", "r3d_18"]
+#: Exports whose graph fixes the input shape (window partitions reshaped to constant sizes).
+FIXED_SHAPE = {"swin_t", "maxvit_t"}
+VIDEO = {"r3d_18"}
+
+
+def exported(name: str) -> Path:
+    folder = NETWORKS / name
+    if not (folder / "model.pnnx.param").exists():
+        pytest.skip(f"{name} is not exported: run `python tools/export_networks.py {name}` (needs .[export])")
+    return folder
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_network_matches_pytorch_and_concurrent_equals_sequential(name):
+    folder = exported(name)
+    with np.load(folder / "io.npz") as io:
+        x, want = io["in0"], io["out0"]
+    # Given threads, an engine runs one BLAS thread per worker and shares nothing out, so
+    # every thread count gives the sequential bits (OpenBLAS itself rounds differently
+    # with 1 and 2 threads, whatever the scheduler does).
+    sequential = Engine.load(folder / "model.pnnx.param", threads=1)
+    got = sequential.forward(x)
+    scale = float(np.abs(want).max())
+    diff = float(np.abs(got - want).max())
+    assert got.dtype == np.float32
+    assert diff <= 1e-4 * scale, f"{name}: max|diff| {diff:.3g} > 1e-4 x {scale:.3g}"
+    for threads in (2, 4):
+        with Engine.load(folder / "model.pnnx.param", threads=threads) as concurrent:
+            assert np.array_equal(concurrent.forward(x), got), f"{name}: {threads} workers differ from sequential"
+
+
+IMAGE_TAGS = ["b4", "b16", "h192w160", "b2h256w288"]
+VIDEO_TAGS = ["b2", "t8h96w80"]
+SHAPE_CASES = [(name, tag) for name in NAMES if name not in FIXED_SHAPE
+               for tag in (VIDEO_TAGS if name in VIDEO else IMAGE_TAGS)]
+
+
+@pytest.mark.parametrize(("name", "tag"), SHAPE_CASES)
+def test_network_runs_other_batches_and_sizes_like_pytorch(name, tag):
+    """One export, many input shapes: other batches and image (or clip) sizes are
+    re-planned (shapes inferred again, a memory plan made) and match PyTorch."""
+    folder = exported(name)
+    if not (folder / "shapes.npz").exists():
+        pytest.skip(f"no shapes.npz: run `python tools/export_networks.py --shapes-only {name}`")
+    with np.load(folder / "shapes.npz") as io:
+        x, want = io[f"{tag}_in0"], io[f"{tag}_out0"]
+    engine = Engine.load(folder / "model.pnnx.param")
+    got = engine.forward(x)
+    assert got.shape == want.shape
+    scale = float(np.abs(want).max())
+    diff = float(np.abs(got - want).max())
+    assert diff <= 1e-4 * scale, f"{name} at {x.shape}: max|diff| {diff:.3g} > 1e-4 x {scale:.3g}"
+    assert np.array_equal(engine.forward(x), got), "the second call (cached plan and arena) differs"

@@ -91,11 +91,13 @@ def float32_elementwise(inputs: Any, outputs: Any) -> bool:
 
 class Activations:
     """An activation chain's loop: ``apply(x, out)`` over whole rows of C-contiguous float32
-    arrays (``out`` may be ``x``)."""
+    arrays (``out`` may be ``x``), cut into rows once for the ``shape`` planned."""
 
-    def __init__(self, codes: np.ndarray, params: np.ndarray):
+    def __init__(self, codes: np.ndarray, params: np.ndarray, shape: tuple[int, ...] = ()):
         self.codes = codes
         self.params = params
+        self.shape = tuple(shape)
+        self.rows = as_rows(np.empty(self.shape, np.float32)).shape if shape else None
         self.run: Any = None
 
     def prepare(self) -> None:
@@ -103,7 +105,11 @@ class Activations:
         self.run = JitKernel.loop("activation", "activate_rows", example, example, self.codes, self.params, 0, 0)
 
     def apply(self, x: np.ndarray, out: np.ndarray, r0: int = 0, r1: int | None = None) -> None:
-        rows_x, rows_out = as_rows(x), as_rows(out)
+        if x.shape == self.shape:
+            rows = self.rows
+            rows_x, rows_out = x.reshape(rows), out.reshape(rows)  # type: ignore[arg-type]
+        else:
+            rows_x, rows_out = as_rows(x), as_rows(out)
         self.run(rows_x, rows_out, self.codes, self.params, r0, rows_x.shape[0] if r1 is None else r1)
 
     def apply_band(self, x: np.ndarray, out: np.ndarray, band: tuple[slice, ...]) -> None:
@@ -129,7 +135,7 @@ class JitActivation(JitKernel):
 
     def __init__(self, layer, inputs, outputs, hints, device) -> None:
         super().__init__(layer, inputs, outputs, hints, device)
-        self.chain = Activations(*chain_of([layer]))  # type: ignore[misc]
+        self.chain = Activations(*chain_of([layer]), outputs[0].shape)  # type: ignore[misc]
 
     def prepare(self) -> None:
         self.chain.prepare()

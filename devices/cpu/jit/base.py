@@ -17,9 +17,9 @@ NO_PARAMS = np.zeros((0, 2), np.float32)
 
 def fits(a: Any) -> bool:
     """Whether ``a`` is an array of the type the loops were compiled for: float32,
-    C-contiguous, aligned and writeable (numba compiles again for any other)."""
-    return (isinstance(a, np.ndarray) and a.dtype == FLOAT32 and a.flags.c_contiguous and a.flags.aligned
-            and a.flags.writeable)
+    C-contiguous, aligned and writeable (numpy's ``carray``); the loops' entry points take
+    no other (see :meth:`graphexec.devices.cpu.jit.compiler.Loop.ready`)."""
+    return type(a) is np.ndarray and a.dtype == FLOAT32 and a.flags.carray
 
 
 def fitted(a: Any) -> np.ndarray:

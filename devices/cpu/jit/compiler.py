@@ -89,24 +89,27 @@ class Loop:
         self.module = module
         self.name = name
         self._lock = threading.Lock()
-        self._ready: set[tuple] = set()
+        self._ready: dict[tuple, Callable] = {}
 
     def dispatcher(self) -> Any:
         return getattr(importlib.import_module(f"graphexec.devices.cpu.jit.{self.module}"), self.name)
 
     def ready(self, *args: Any) -> Callable:
-        """The loop, compiled (or loaded from the cache) for the types of ``args``; a call
-        with arguments of other types would compile again, so kernels guard their calls."""
+        """The loop compiled (or loaded from the cache) for the types of ``args``: its entry
+        point for exactly those types, which skips numba's dispatch (0.4 us a call) but
+        checks no type, so kernels call it only with arrays that :func:`fits` (the types
+        prepared) and ints."""
         dispatcher = self.dispatcher()
         signature = tuple(numba.typeof(a) for a in args)
         with self._lock:
-            if signature not in self._ready:
+            entry = self._ready.get(signature)
+            if entry is None:
                 start = time.perf_counter()
                 dispatcher.compile(signature)
                 logger.debug("CPU loop {} ready for {} in {:.3f} s", self.name, signature,
                              time.perf_counter() - start)
-                self._ready.add(signature)
-        return dispatcher
+                entry = self._ready[signature] = dispatcher.overloads[signature].entry_point
+        return entry
 
 
 _LOOPS: dict[tuple[str, str], Loop] = {}

@@ -86,12 +86,13 @@ class JitDepthwiseConv(JitKernel):
 
     def prepare(self) -> None:
         x = np.zeros((1, 1, 1, 1), np.float32)
+        weights = self.weights
         if self.channels_last:
-            self.run_loop = self.loop("conv", "depthwise_last", x, x[0], x[0, 0], x, *self.geometry, 0, 0,
+            self.run_loop = self.loop("conv", "depthwise_last", x, weights.last, weights.bias, x, *self.geometry, 0, 0,
                                       self.codes, self.params)
         else:
-            self.run_loop = self.loop("conv", "depthwise_first", x, x[0], x[0, 0], x, *self.geometry, 0, 0, 0, 0,
-                                      self.codes, self.params)
+            self.run_loop = self.loop("conv", "depthwise_first", x, weights.first, weights.bias, x, *self.geometry,
+                                      *self.grid, 0, 0, self.codes, self.params)
 
     def _call(self, x: np.ndarray, out: np.ndarray, c0: int, c1: int) -> None:
         weights = self.weights

@@ -35,7 +35,7 @@ class JitFused(JitKernel):
         codes, params = chain_of(layer.tail)  # type: ignore[misc]
         self.head = device.kernel(layer.head, inputs, outputs, hints)
         self.inside = isinstance(self.head, JitKernel) and self.head.activations(codes, params)
-        self.chain = None if self.inside else Activations(codes, params)
+        self.chain = None if self.inside else Activations(codes, params, outputs[0].shape)
         self.name = self.head.name + ("+activations" if self.inside else "+jit activations")
 
     def prepare(self) -> None:

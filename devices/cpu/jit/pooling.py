@@ -67,7 +67,7 @@ class JitPool(JitKernel):
 
     def prepare(self) -> None:
         x = np.zeros((1, 1, 1), np.float32)
-        self.run_loop = self.loop("pool", "pool", x, x, x[0], self.average, *self.geometry, 0, 0, self.codes,
+        self.run_loop = self.loop("pool", "pool", x, x, self.divisor, self.average, *self.geometry, 0, 0, self.codes,
                                   self.params)
 
     def _call(self, x: np.ndarray, out: np.ndarray, b0: int, b1: int) -> None:

@@ -7,6 +7,7 @@
     graphexec bench MODEL [--threads 1 2 ...] [--rounds 20]       latency over thread counts, and the engine's choice
     graphexec trace MODEL -o trace.json [--threads N]              a Chrome trace of one run
     graphexec graph MODEL -o graph.svg|graph.dot                   the pipeline drawn
+    graphexec compile MODEL [--shape 1,3,320,320]                  the compiled CPU loops made ahead
 
 ``MODEL`` is a ``.pnnx.param`` file (its ``.bin`` beside it), a folder holding one, or a
 TorchScript ``.pt`` file with ``--input-shape`` (converted with pnnx into a cache folder
@@ -427,6 +428,36 @@ def cmd_graph(args: argparse.Namespace) -> None:
 
 
 # ----------------------------------------------------------------------------------------
+# compile
+# ----------------------------------------------------------------------------------------
+def cmd_compile(args: argparse.Namespace) -> None:
+    """Compile the CPU loops the model uses (or find them in their cache), so that later
+    loads only read the cache: each loop as it is made ready, then where it is cached."""
+    from graphexec.devices.cpu.jit import available
+
+    if not available():
+        raise GraphexecError('compiled CPU kernels need numba: pip install "graphexec[jit]"')
+    from graphexec.devices.cpu.jit import compiler  # numba, now
+
+    if not args.verbose:  # each compile's log line is the progress
+        logger.remove()
+        logger.add(sys.stderr, level="INFO", format="{message}")
+        logger.enable("graphexec")
+    before = len(compiler.READIED)
+    start = time.perf_counter()
+    engine = Engine.load(resolve_model(args), cpu_kernels="jit", plan_for=[(shape,) for shape in args.shape or []])
+    seconds = time.perf_counter() - start
+    readied = compiler.READIED[before:]
+    made = sum(r.compiled for r in readied)
+    for r in readied:
+        print(f"  {r.name:<18} {'compiled' if r.compiled else 'cached':<9} {r.seconds:6.2f} s  ({r.signature})")
+    caches = sorted({r.cache for r in readied if r.cache})
+    print(f"{len(readied)} CPU loops ready for {args.model} in {seconds:.1f} s ({made} compiled, "
+          f"{len(readied) - made} from the cache{'; cached in ' + ', '.join(caches) if caches else ''}); "
+          f"{len(engine.plan().nodes)} nodes")
+
+
+# ----------------------------------------------------------------------------------------
 # the parser and main
 # ----------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
@@ -480,6 +511,10 @@ def build_parser() -> argparse.ArgumentParser:
     trace = model_command("trace", "record a Chrome trace of one run", cmd_trace)
     trace.add_argument("-o", "--output", required=True, help="trace JSON to write")
     trace.add_argument("--input", nargs="+", help=".npy files, one per input (default: random)")
+    compiled = model_command("compile", "compile the CPU loops the model uses ahead (the jit extra), "
+                                        "so that loads only read their cache", cmd_compile, threads=False)
+    compiled.add_argument("--shape", type=_shape, action="append", metavar="SHAPE",
+                          help="an input shape to compile for beside the exported one (repeatable)")
     graph = model_command("graph", "draw the pipeline (.svg laid out here, or .dot for Graphviz)", cmd_graph)
     graph.add_argument("-o", "--output", required=True, help="graph.svg or graph.dot")
     graph.add_argument("--title", help="the drawing's title (default: the model's name)")

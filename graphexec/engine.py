@@ -17,6 +17,7 @@ executors (:mod:`graphexec.executor`, :mod:`graphexec.scheduler`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import weakref
@@ -38,6 +39,7 @@ from graphexec.ir import Dim, Graph
 from graphexec.layers.registry import lookup
 from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec
 from graphexec.memory import ArenaPool, MemoryPlan
+from graphexec.occupancy import occupancy
 from graphexec.options import EngineOptions
 from graphexec.placement import Placement, cpu_placement
 from graphexec.plan import Plan
@@ -106,7 +108,10 @@ class Engine:
         #: How many threads runs use, decided once (see :mod:`graphexec.threads`).
         self.policy = ThreadPolicy.decide(options, draft, on_device=self.device is not None)
         self.planner = drafting.with_policy(self.policy)
+        self._alone: tuple[ThreadPolicy, Planner] | None = None
         first_plan = self.planner.plan(exported, given_by_user=False) if exported is not None else None
+        for shapes in options.plan_for:  # kernels prepared (compiled loops ready) now, not in a run
+            self.plan(*shapes)
         # An output that is a sequence (a model returning a list) is flattened into its
         # tensors, in order; how many there are is known from the exported shapes.
         self._output_specs: list[Spec] | None = None
@@ -127,7 +132,8 @@ class Engine:
 
         The keywords are the fields of :class:`~graphexec.options.EngineOptions` (threads,
         intra_op_threads, executor, memory_limit, reuse_memory, device, cpu_types, fallback,
-        pin_workers, share_nodes, passes_off, cpu_kernels), or ``options`` gives them whole.
+        pin_workers, share_nodes, passes_off, cpu_kernels, plan_for), or ``options`` gives
+        them whole.
         """
         built = EngineOptions.from_keywords(options, **keywords)  # a bad option fails before the file is read
         graph = pnnx.load(param_path, bin_path)
@@ -284,10 +290,11 @@ class Engine:
         feeds = self._inputs.feeds(args[0] if by_name else None, None if by_name else args)
         wanted = self._inputs.extractable(extract)
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
-        plan = self.planner.plan(given)
+        policy, planner = (self.policy, self.planner) if self.policy.room() else self._one_thread()
+        plan = planner.plan(given)
         if plan.fused_away.intersection(wanted):  # operands rewrites removed: without those rewrites
             off = frozenset(name for name, gone in plan.removed.items() if gone.intersection(wanted))
-            plan = self.planner.plan(given, off=off)
+            plan = planner.plan(given, off=off)
         if plan.peak_bytes > self.memory_limit:
             shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
             raise InputShapeError(
@@ -300,15 +307,15 @@ class Engine:
         options = self._inputs.run_options(timeout, check_finite, feeds)
         # extracted intermediates must outlive their arena regions: such a run allocates afresh
         arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
-        policy = self.policy
-        with blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline), arena as buffers:
+        with (occupancy().run(), blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline),
+              arena as buffers):
             if policy.threads == 1 and self.options.executor is None and trace is None:
                 shared = plan.regions.shared if plan.regions is not None else frozenset()
                 spreader = self.pools.spreader() if shared else None
                 with self._helpers_apart(policy.intra_op_threads > 1 or bool(shared)):
                     values = run_sequential(plan, feeds, keep, options, buffers, shared, spreader)
             else:
-                values = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
+                values = self._run_concurrent(policy, plan, feeds, keep, trace, options, buffers)
         if plan.placement is not None:
             values = plan.placement.to_host(values)
         outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
@@ -327,10 +334,21 @@ class Engine:
             return nullcontext()
         return self.pools.helpers_apart(wanted)
 
-    def _run_concurrent(self, plan: Plan, feeds: dict[str, np.ndarray], keep: list[str],
+    def _one_thread(self) -> tuple[ThreadPolicy, Planner]:
+        """The policy and planner of this engine as ``threads=1, intra_op_threads=1``: what
+        a run of an engine that adapts its threads uses when the cores are not free (see
+        :mod:`graphexec.occupancy`); made on first use."""
+        found = self._alone
+        if found is None:
+            one = dataclasses.replace(self.options, threads=1, intra_op_threads=1)
+            policy = ThreadPolicy.decide(one, None, on_device=self.device is not None)
+            found = self._alone = (policy, self.planner.with_policy(policy))
+            logger.debug("the cores are busy: runs go on one thread while they are")
+        return found
+
+    def _run_concurrent(self, policy: ThreadPolicy, plan: Plan, feeds: dict[str, np.ndarray], keep: list[str],
                         trace: Trace | None, options: RunOptions, buffers: dict[str, np.ndarray] | None,
                         ) -> dict[str, Any]:
-        policy = self.policy
         executor = self.options.executor
         if executor is not None:  # an injected executor: it does all the work
             return run_concurrent(plan, feeds, keep, executor, policy.threads, trace, options, buffers=buffers)

@@ -72,15 +72,22 @@ def chain_of(layers: tuple[Layer, ...] | list[Layer]) -> tuple[np.ndarray, np.nd
     return codes, params
 
 
-def as_rows(a: np.ndarray) -> np.ndarray:
-    """A C-contiguous ``a`` as 2-D rows of at least :data:`ROW_MIN` numbers where it has them."""
-    shape = a.shape
+def row_shape(shape: tuple[int, ...]) -> tuple[int, int]:
+    """A C-contiguous array of ``shape`` as 2-D rows of at least :data:`ROW_MIN` numbers
+    where it has them: the shape of those rows."""
     width = 1
     for k in range(len(shape) - 1, -1, -1):
         width *= shape[k]
         if width >= ROW_MIN:
             break
-    return a.reshape(-1, width) if a.size else a.reshape(0, 1)
+    if width == 0:
+        return (0, 1)
+    return (math.prod(shape) // width, width)
+
+
+def as_rows(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous ``a`` as its :func:`row_shape` (a view)."""
+    return a.reshape(row_shape(a.shape))
 
 
 def float32_elementwise(inputs: Any, outputs: Any) -> bool:
@@ -97,7 +104,7 @@ class Activations:
         self.codes = codes
         self.params = params
         self.shape = tuple(shape)
-        self.rows = as_rows(np.empty(self.shape, np.float32)).shape if shape else None
+        self.rows = row_shape(self.shape) if shape else None
         self.run: Any = None
 
     def prepare(self) -> None:

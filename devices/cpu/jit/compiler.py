@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from loguru import logger
@@ -65,10 +66,31 @@ class _Cache(caching.FunctionCache):
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         found = super().load_overload(sig, target_context)
+        _COMPILING.missed = found is None
+        _COMPILING.cache = self.cache_path
         if found is None:
             logger.info("compiling CPU loop {} for ({}): once, then cached in {}", self._py_func.__name__,
                         ", ".join(map(str, sig)), self.cache_path)
         return found
+
+
+#: What the cache said of the loop this thread is compiling now.
+_COMPILING = threading.local()
+
+
+@dataclass(frozen=True)
+class Readied:
+    """A loop made ready in this process: compiled, or loaded from the cache."""
+
+    name: str
+    signature: str
+    seconds: float
+    compiled: bool
+    cache: str
+
+
+#: Every loop made ready in this process, in order (what ``graphexec compile`` reports).
+READIED: list[Readied] = []
 
 
 def loop(function: Callable) -> Any:
@@ -105,9 +127,14 @@ class Loop:
             entry = self._ready.get(signature)
             if entry is None:
                 start = time.perf_counter()
+                _COMPILING.missed, _COMPILING.cache = False, ""
                 dispatcher.compile(signature)
-                logger.debug("CPU loop {} ready for {} in {:.3f} s", self.name, signature,
-                             time.perf_counter() - start)
+                seconds = time.perf_counter() - start
+                compiled = bool(getattr(_COMPILING, "missed", False))
+                READIED.append(Readied(self.name, ", ".join(map(str, signature)), seconds, compiled,
+                                       getattr(_COMPILING, "cache", "")))
+                logger.log("INFO" if compiled else "DEBUG", "CPU loop {} {} in {:.2f} s", self.name,
+                           "compiled" if compiled else "loaded from the cache", seconds)
                 entry = self._ready[signature] = dispatcher.overloads[signature].entry_point
         return entry
 

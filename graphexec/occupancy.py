@@ -82,23 +82,22 @@ class Occupancy:
 
     def _sample(self, now: float) -> tuple[float, int, int, float] | None:
         """(time, busy ticks, all ticks) of this process's CPUs, and its own CPU seconds."""
-        try:
-            with open(self.stat_path) as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return None
         wanted = _cpus()
         busy = total = 0
-        for line in lines:
-            if not line.startswith("cpu") or line.startswith("cpu "):
-                continue
-            name, *fields = line.split()
-            if int(name[3:]) not in wanted:
-                continue
-            ticks = [int(v) for v in fields[:8]]
-            idle = ticks[3] + ticks[4]  # idle, iowait
-            total += sum(ticks)
-            busy += sum(ticks) - idle
+        try:
+            with open(self.stat_path, "rb") as f:
+                for line in f:  # the cpu lines come first; the long ones after them are never split
+                    if not line.startswith(b"cpu"):
+                        break
+                    name, *fields = line.split(maxsplit=9)
+                    if name == b"cpu" or int(name[3:]) not in wanted:
+                        continue
+                    ticks = [int(v) for v in fields[:8]]
+                    idle = ticks[3] + ticks[4]  # idle, iowait
+                    total += sum(ticks)
+                    busy += sum(ticks) - idle
+        except (OSError, ValueError):
+            return None
         if total == 0:
             return None
         return now, busy, total, time.process_time()

@@ -42,6 +42,7 @@ def two_cpus(monkeypatch):
     return clock, cpu
 
 
+@pytest.mark.other_processes
 def test_other_processes_load_is_the_cpus_busy_time_less_this_processs(tmp_path, two_cpus, monkeypatch):
     clock, cpu = two_cpus
     monkeypatch.setattr(occupancy_module, "_load_average", lambda: 5.0)
@@ -72,6 +73,7 @@ def test_a_run_in_flight_leaves_no_room(tmp_path, two_cpus):
     assert watch.room_for(2, 2)
 
 
+@pytest.mark.other_processes
 def test_without_proc_stat_the_load_average_says(tmp_path, two_cpus, monkeypatch):
     monkeypatch.setattr(occupancy_module, "_load_average", lambda: 0.2)
     watch = Occupancy(str(tmp_path / "missing"))

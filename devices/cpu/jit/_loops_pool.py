@@ -56,9 +56,18 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                     frames[into + u64(q)] = xf[read + u64(q)]
         if sw == 1:  # along W, the frames flattened
             count = rows * wp - (kw - 1) * dw
-            for p in range(count):
-                along_w[p] = frames[p]
-            for kx in range(1, kw):
+            if kw == 1:
+                for p in range(count):
+                    along_w[p] = frames[p]
+            elif average:
+                for p in range(count):
+                    along_w[p] = frames[p] + frames[u64(dw) + u64(p)]
+            else:
+                for p in range(count):
+                    v = frames[u64(dw) + u64(p)]
+                    a = frames[p]
+                    along_w[p] = v if (v > a) | (v != v) else a
+            for kx in range(2, kw):
                 shift = u64(kx * dw)
                 if average:
                     for p in range(count):
@@ -68,6 +77,22 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                         v = frames[shift + u64(p)]
                         a = along_w[p]
                         along_w[p] = v if (v > a) | (v != v) else a
+        elif sw == 2:  # the stride a constant: LLVM vectorises the interleaved reads
+            for y in range(rows):
+                row = u64(y * wp)
+                into = u64(y * hs)
+                for ox in range(wo):
+                    along_w[into + u64(ox)] = frames[row + u64(2 * ox)]
+                for kx in range(1, kw):
+                    read = row + u64(kx * dw)
+                    if average:
+                        for ox in range(wo):
+                            along_w[into + u64(ox)] += frames[read + u64(2 * ox)]
+                    else:
+                        for ox in range(wo):
+                            v = frames[read + u64(2 * ox)]
+                            a = along_w[into + u64(ox)]
+                            along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
         else:
             for y in range(rows):
                 row = u64(y * wp)
@@ -86,9 +111,19 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                             along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
         if sh == 1:  # along H, the rows flattened
             count = (rows - (kh - 1) * dh) * hs
-            for p in range(count):
-                wide[p] = along_w[p]
-            for ky in range(1, kh):
+            shift = u64(dh * hs)
+            if kh == 1:
+                for p in range(count):
+                    wide[p] = along_w[p]
+            elif average:
+                for p in range(count):
+                    wide[p] = along_w[p] + along_w[shift + u64(p)]
+            else:
+                for p in range(count):
+                    v = along_w[shift + u64(p)]
+                    a = along_w[p]
+                    wide[p] = v if (v > a) | (v != v) else a
+            for ky in range(2, kh):
                 shift = u64(ky * dh * hs)
                 if average:
                     for p in range(count):

@@ -31,6 +31,17 @@ from graphexec.layers.specs import TensorSpec
 # The codes of graphexec.devices.cpu.jit._loops_activation (which imports numba).
 RELU, CLAMP, LEAKY, HARDSWISH, HARDSIGMOID, SIGMOID, SILU, GELU_ERF = 1, 2, 3, 4, 5, 6, 7, 8
 
+#: The activations whose compiled pass beats numpy's on its own (after a BLAS convolution, or
+#: as a node): those numpy computes in several passes. Measured on 200 K float32 (2-core
+#: Xeon, AVX-512, numpy 2.4; benchmarks/jit_kernels.py): Hardswish took 0.29x numpy's
+#: time, GELU 0.67x; SiLU 1.40x, as numpy's exp2 loop runs on 16 lanes where numba's loops
+#: run on 8 (LLVM's preference on this CPU), and ReLU's one clip pass is as fast either
+#: way. Inside a compiled kernel's own loops (a depthwise convolution's) every code runs,
+#: as it saves the pass over memory.
+WINS_ALONE = frozenset({LEAKY, HARDSWISH, HARDSIGMOID, GELU_ERF})
+#: Codes a chain may also hold and still run compiled on its own (no slower than numpy).
+EVEN_ALONE = frozenset({RELU, CLAMP})
+
 #: An activation is shared out among idle threads from this many elements: its loop
 #: releases the GIL, so its pieces run side by side.
 SHARE_MIN_ELEMENTS = 100_000
@@ -60,6 +71,12 @@ def code_of(layer: Layer) -> tuple[int, float, float] | None:
     if kind is GELU and not layer.tanh:
         return GELU_ERF, 0.0, 0.0
     return None
+
+
+def wins_alone(codes: np.ndarray) -> bool:
+    """Whether a chain's compiled pass beats numpy's passes where it runs on its own."""
+    found = set(codes.tolist())
+    return bool(found & WINS_ALONE) and found <= WINS_ALONE | EVEN_ALONE
 
 
 def chain_of(layers: tuple[Layer, ...] | list[Layer]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -138,7 +155,8 @@ class JitActivation(JitKernel):
 
     @classmethod
     def accepts(cls, layer, inputs, outputs, hints) -> bool:
-        return code_of(layer) is not None and float32_elementwise(inputs, outputs)
+        code = code_of(layer)
+        return code is not None and code[0] in WINS_ALONE and float32_elementwise(inputs, outputs)
 
     def __init__(self, layer, inputs, outputs, hints, device) -> None:
         super().__init__(layer, inputs, outputs, hints, device)

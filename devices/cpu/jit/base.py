@@ -43,6 +43,8 @@ class JitKernel(CpuKernel):
     :mod:`graphexec.devices.cpu.jit.compiler`, imported then and not before)."""
 
     tier = "jit"
+    #: Whether :meth:`activations` applies activations within the kernel's own loops.
+    fuses_activations = False
     #: The activations applied to the output as it is written (set by a fused kernel).
     codes: np.ndarray = NO_CODES
     params: np.ndarray = NO_PARAMS

@@ -80,6 +80,8 @@ class JitDepthwiseConv(JitKernel):
         self.macs = n * cout * ho * wo * kh * kw
         self.run_loop: Any = None
 
+    fuses_activations = True
+
     def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
         self.codes, self.params = codes, params
         return True

@@ -4,7 +4,9 @@ Where the producer's kernel is compiled too (depthwise convolutions, pooling), i
 the activations itself to each part of the output as it writes it: one call, one pass.
 Otherwise the producer's kernel (a BLAS convolution, say) runs, and then one compiled loop
 applies the whole chain of activations in one pass over the output, row by row in cache,
-where the numpy kernels make a pass (or several) per activation.
+where the numpy kernels make a pass (or several) per activation: only for the chains whose
+compiled pass beats numpy's (:func:`~graphexec.devices.cpu.jit.activation.wins_alone`);
+other fused nodes stay with the numpy kernels.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from graphexec.devices.base import Hints, Piece
-from graphexec.devices.cpu.jit.activation import Activations, chain_of, float32_elementwise
+from graphexec.devices.cpu.jit.activation import Activations, chain_of, float32_elementwise, wins_alone
 from graphexec.devices.cpu.jit.base import JitKernel, fits
-from graphexec.devices.cpu.kernel import cpu_kernel
+from graphexec.devices.cpu.kernel import cpu_kernel, registered
 from graphexec.layers.fused import Fused
 
 
@@ -28,7 +30,12 @@ class JitFused(JitKernel):
 
     @classmethod
     def accepts(cls, layer, inputs, outputs, hints) -> bool:
-        return chain_of(layer.tail) is not None and float32_elementwise(outputs, outputs)
+        chain = chain_of(layer.tail)
+        if chain is None or not float32_elementwise(outputs, outputs):
+            return False
+        return wins_alone(chain[0]) or any(
+            kernel.tier == "jit" and kernel.fuses_activations and kernel.accepts(layer.head, inputs, outputs, hints)
+            for kernel in registered(type(layer.head)))
 
     def __init__(self, layer: Fused, inputs, outputs, hints: Hints, device) -> None:
         super().__init__(layer, inputs, outputs, hints, device)

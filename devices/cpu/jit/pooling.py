@@ -61,6 +61,8 @@ class JitPool(JitKernel):
                                 for size, o, k, s, p in zip(sizes, outs, window.kernel, window.stride, window.padding)])
         return np.ascontiguousarray(counts.astype(FLOAT32).reshape(shape))
 
+    fuses_activations = True
+
     def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
         self.codes, self.params = codes, params
         return True

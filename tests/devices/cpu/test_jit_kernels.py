@@ -18,6 +18,7 @@ from graphexec.devices.cpu.jit.conv import JitDepthwiseConv  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
 from graphexec.devices.cpu.jit.pooling import JitPool  # noqa: E402
 from graphexec.layers.fused import Fused  # noqa: E402
+from graphexec.layers.specs import spec_of  # noqa: E402
 
 from tests.devices.cpu.kernels import kernel_for  # noqa: E402
 from tests.devices.cpu.test_conv_math import conv_layer  # noqa: E402
@@ -137,8 +138,9 @@ def test_activation_matches_the_layers_forward_with_nan_and_infinities(name, par
     rng = np.random.default_rng(5)
     x = (8 * rng.standard_normal((3, 100, 401))).astype(np.float32)
     x.flat[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 100.0, -100.0, 89.0]
-    k = kernel_for(layer, [x], Hints(pieces=3), device=JIT)
-    assert isinstance(k, JitActivation)
+    specs = [spec_of(x)]
+    k = JitActivation(layer, specs, layer.infer(specs), Hints(pieces=3), JIT)  # whether the device takes it or not
+    k.prepare()
     got = run_whole_and_in_pieces(k, [x])
     with np.errstate(all="ignore"):
         want = layer.forward([x])[0]
@@ -151,8 +153,27 @@ def test_activation_matches_the_layers_forward_with_nan_and_infinities(name, par
 def test_activations_the_loops_do_not_compute_stay_on_numpy():
     x = np.zeros((4, 4), np.float32)
     assert not isinstance(kernel_for(make("nn.GELU", {"approximate": "tanh"}), [x], device=JIT), JitKernel)
-    assert not isinstance(kernel_for(make("nn.ReLU", {}), [x.astype(np.float64)], device=JIT), JitKernel)
-    assert not isinstance(kernel_for(make("nn.ReLU", {}), [x], device=NUMPY), JitKernel)
+    assert not isinstance(kernel_for(make("nn.Hardswish", {}), [x.astype(np.float64)], device=JIT), JitKernel)
+    assert not isinstance(kernel_for(make("nn.Hardswish", {}), [x], device=NUMPY), JitKernel)
+
+
+def test_alone_only_the_activations_a_compiled_pass_does_faster_run_compiled():
+    """Hardswish and GELU alone, or after a BLAS convolution, run compiled; SiLU and ReLU
+    there stay with numpy (its loops are as fast or faster); inside a compiled
+    convolution's loops every activation runs compiled."""
+    x = np.zeros((1, 8, 6, 6), np.float32)
+    taken = {name: isinstance(kernel_for(make(name, params), [x], device=JIT), JitKernel)
+             for name, params in ACTIVATIONS}
+    assert taken == {"nn.ReLU": False, "nn.ReLU6": False, "nn.Hardtanh": False, "nn.LeakyReLU": True,
+                     "nn.Hardswish": True, "nn.Hardsigmoid": True, "nn.Sigmoid": False, "nn.SiLU": False,
+                     "nn.GELU": True}
+    rng = np.random.default_rng(8)
+    dense, _, _ = conv_layer(rng, 8, 8, (3, 3), padding=(1, 1))
+    depthwise, _, _ = conv_layer(rng, 8, 8, (3, 3), padding=(1, 1), groups=8)
+    assert not isinstance(kernel_for(Fused(dense, (make("nn.SiLU", {}),)), [x], device=JIT), JitKernel)
+    assert isinstance(kernel_for(Fused(dense, (make("nn.Hardswish", {}),)), [x], device=JIT), JitFused)
+    inside = kernel_for(Fused(depthwise, (make("nn.SiLU", {}),)), [x], device=JIT)
+    assert isinstance(inside, JitFused) and inside.inside
 
 
 # -- pooling ---------------------------------------------------------------------------------
@@ -194,3 +215,20 @@ def test_large_pools_are_cut_into_pieces_of_the_same_bits():
     k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
     assert k.splits()
     np.testing.assert_array_equal(run_whole_and_in_pieces(k, [x], 2), layer.forward([x])[0])
+
+
+@pytest.mark.parametrize("name", ["nn.Sigmoid", "nn.SiLU"])
+def test_compiled_exp_is_within_a_few_ulp_elementwise(name):
+    """Sigmoid and SiLU through the compiled exp: each element within 1e-6 of float64's
+    answer, relative to itself (a tolerance over the output's range would miss a wrong
+    coefficient of the polynomial)."""
+    layer = make(name, {})
+    x = np.linspace(-80, 80, 400_001, dtype=np.float32)
+    specs = [spec_of(x)]
+    k = JitActivation(layer, specs, layer.infer(specs), Hints(), JIT)
+    k.prepare()
+    got = k.run([x])[0].astype(np.float64)
+    sigmoid = 1 / (1 + np.exp(-x.astype(np.float64)))
+    want = sigmoid if name == "nn.Sigmoid" else x * sigmoid
+    big = np.abs(want) > 1e-30
+    assert float(np.max(np.abs(got[big] - want[big]) / np.abs(want[big]))) <= 1e-6

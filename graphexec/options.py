@@ -29,7 +29,8 @@ class EngineOptions:
 
     threads: inter-op workers, independent nodes run at once (1: the sequential reference
         executor). None: chosen from the model's plan and the machine (see
-        :mod:`graphexec.threads`).
+        :mod:`graphexec.threads`), and used in a run only where the cores are free then
+        (see :mod:`graphexec.occupancy`).
     intra_op_threads: BLAS threads inside one node during a run. None: 1 when ``threads``
         or ``executor`` is given, else chosen with ``threads``.
     executor: a ``concurrent.futures.Executor`` to run nodes on instead of the engine's own

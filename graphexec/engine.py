@@ -338,13 +338,13 @@ class Engine:
         """The policy and planner of this engine as ``threads=1, intra_op_threads=1``: what
         a run of an engine that adapts its threads uses when the cores are not free (see
         :mod:`graphexec.occupancy`); made on first use."""
-        found = self._alone
-        if found is None:
-            one = dataclasses.replace(self.options, threads=1, intra_op_threads=1)
-            policy = ThreadPolicy.decide(one, None, on_device=self.device is not None)
-            found = self._alone = (policy, self.planner.with_policy(policy))
-            logger.debug("the cores are busy: runs go on one thread while they are")
-        return found
+        with self._lock:
+            if self._alone is None:
+                one = dataclasses.replace(self.options, threads=1, intra_op_threads=1)
+                policy = ThreadPolicy.decide(one, None, on_device=self.device is not None)
+                self._alone = (policy, self.planner.with_policy(policy))
+                logger.debug("the cores are busy: runs go on one thread while they are")
+            return self._alone
 
     def _run_concurrent(self, policy: ThreadPolicy, plan: Plan, feeds: dict[str, np.ndarray], keep: list[str],
                         trace: Trace | None, options: RunOptions, buffers: dict[str, np.ndarray] | None,

@@ -1,7 +1,7 @@
 """The compiled CPU kernels against the numpy ones, layer by layer (the A/B that decides
 where the compiled ones run): depthwise convolutions of MobileNet v3 and EfficientNet-B0
-(with their activation fused), the max pools of GoogLeNet and SqueezeNet, and activations
-alone and after a BLAS convolution.
+(with their activation fused), dense convolutions by im2col, the max pools of GoogLeNet and
+SqueezeNet, and activations alone and after a BLAS convolution.
 
 Each kernel is timed on one thread in CPU time of that thread, the fastest of the rounds,
 the two kernels interleaved: on a busy machine that is the steadiest measure of the
@@ -61,6 +61,15 @@ def pointwise(cin: int, cout: int, size: int, activation: str):
     return Fused(conv, (layer(activation, {}),)), rng.standard_normal((1, cin, size, size)).astype(np.float32)
 
 
+def dense(cin: int, cout: int, size: int, k: int, stride: int, padding: int):
+    rng = np.random.default_rng(cin * cout + k)
+    params = dict(in_channels=cin, out_channels=cout, kernel_size=[k, k], stride=[stride, stride],
+                  padding=[padding, padding], dilation=[1, 1], groups=1, padding_mode="zeros", bias=True)
+    conv = layer("nn.Conv2d", params, {"weight": rng.standard_normal((cout, cin, k, k)).astype(np.float32) * 0.1,
+                                       "bias": rng.standard_normal(cout).astype(np.float32)})
+    return conv, rng.standard_normal((1, cin, size, size)).astype(np.float32)
+
+
 def max_pool(channels: int, size: int, k: int, stride: int, padding: int, ceil: bool):
     pool = layer("nn.MaxPool2d", dict(kernel_size=[k, k], stride=[stride, stride], padding=[padding, padding],
                                       dilation=[1, 1], ceil_mode=ceil, return_indices=False))
@@ -87,6 +96,12 @@ CASES = [
     ("EfficientNet-B0", "1x1 16->96, 112 +SiLU", pointwise(16, 96, 112, "nn.SiLU")),
     ("EfficientNet-B0", "1x1 80->480, 14 +SiLU", pointwise(80, 480, 14, "nn.SiLU")),
     ("MobileNet v3 small", "1x1 96->576, 7 +Hardswish", pointwise(96, 576, 7, "nn.Hardswish")),
+    ("wide", "im2col 32 -> 32, 32, 3x3", dense(32, 32, 32, 3, 1, 1)),
+    ("GoogLeNet", "im2col 3 -> 64, 224 -> 112, 7x7 s2", dense(3, 64, 224, 7, 2, 3)),
+    ("GoogLeNet", "im2col 16 -> 32, 28, 3x3 (Winograd's stays)", dense(16, 32, 28, 3, 1, 1)),
+    ("SqueezeNet 1.1", "im2col 3 -> 64, 224 -> 111, 3x3 s2", dense(3, 64, 224, 3, 2, 0)),
+    ("SqueezeNet 1.1", "im2col 16 -> 64, 55, 3x3", dense(16, 64, 55, 3, 1, 1)),
+    ("DenseNet-121", "im2col 128 -> 32, 56, 3x3 (by positions)", dense(128, 32, 56, 3, 1, 1)),
     ("GoogLeNet", "max pool 64, 112 3x3 s2 ceil", max_pool(64, 112, 3, 2, 0, True)),
     ("GoogLeNet", "max pool 192, 28 3x3 s1 p1", max_pool(192, 28, 3, 1, 1, True)),
     ("GoogLeNet", "max pool 832, 7 3x3 s1 p1", max_pool(832, 7, 3, 1, 1, True)),

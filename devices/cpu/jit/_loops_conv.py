@@ -1,5 +1,5 @@
-"""Depthwise convolutions as numba loops (imported only by
-:mod:`graphexec.devices.cpu.jit.compiler`).
+"""Depthwise convolutions, and im2col's columns for dense ones, as numba loops (imported
+only by :mod:`graphexec.devices.cpu.jit.compiler`).
 
 Two layouts, as the numpy kernels have (:mod:`graphexec.devices.cpu._depthwise_math`):
 
@@ -143,3 +143,47 @@ def depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, c0, c1, codes,
                 of[target + u64(p)] = acc[u64(p * count + k)]
             if codes.shape[0]:
                 activate(out[image, c0 + k].reshape(-1), codes, params, work, bits)
+
+
+@loop
+def im2col(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ones):
+    """im2col's columns of output rows ``r0:r1`` of a convolution of one image ``x`` (C, H,
+    W), zero-padded by ``top`` and ``left``: row ``(c * kh + i) * kw + j`` of ``cols`` holds
+    tap (i, j) of channel c at each output position, and with ``ones`` a last row of ones
+    (the bias's, in the weight matrix's last column). Each output row's stretch is one
+    contiguous copy of an input row at stride 1; the padding is written as zeros, never read."""
+    c, h, w = x.shape
+    xf = x.reshape(-1)
+    cf = cols.reshape(-1)
+    span = (r1 - r0) * wo
+    zero = np.float32(0)
+    for ch in range(c):
+        for i in range(kh):
+            for j in range(kw):
+                row = u64(((ch * kh + i) * kw + j) * span)
+                shift = j * dw - left
+                first = min(wo, 0 if shift >= 0 else (sw - 1 - shift) // sw)
+                last = max(first, min(wo, (w - 1 - shift) // sw + 1) if w - 1 - shift >= 0 else 0)
+                for y in range(r0, r1):
+                    into = row + u64((y - r0) * wo)
+                    iy = y * sh - top + i * dh
+                    if iy < 0 or iy >= h:
+                        for q in range(wo):
+                            cf[into + u64(q)] = zero
+                        continue
+                    for q in range(first):
+                        cf[into + u64(q)] = zero
+                    read = u64((ch * h + iy) * w + first * sw + shift)
+                    at = into + u64(first)
+                    if sw == 1:
+                        for q in range(last - first):
+                            cf[at + u64(q)] = xf[read + u64(q)]
+                    else:
+                        for q in range(last - first):
+                            cf[at + u64(q)] = xf[read + u64(q * sw)]
+                    for q in range(last, wo):
+                        cf[into + u64(q)] = zero
+    if ones:
+        base = u64(c * kh * kw * span)
+        for q in range(span):
+            cf[base + u64(q)] = np.float32(1)

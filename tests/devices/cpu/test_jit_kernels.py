@@ -14,7 +14,7 @@ from graphexec.devices.base import Hints  # noqa: E402
 from graphexec.devices.cpu import CpuDevice  # noqa: E402
 from graphexec.devices.cpu.jit.activation import JitActivation  # noqa: E402
 from graphexec.devices.cpu.jit.base import JitKernel  # noqa: E402
-from graphexec.devices.cpu.jit.conv import JitDepthwiseConv  # noqa: E402
+from graphexec.devices.cpu.jit.conv import JitDepthwiseConv, JitIm2colConv  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
 from graphexec.devices.cpu.jit.pooling import JitPool  # noqa: E402
 from graphexec.layers.fused import Fused  # noqa: E402
@@ -232,3 +232,36 @@ def test_compiled_exp_is_within_a_few_ulp_elementwise(name):
     want = sigmoid if name == "nn.Sigmoid" else x * sigmoid
     big = np.abs(want) > 1e-30
     assert float(np.max(np.abs(got[big] - want[big]) / np.abs(want[big]))) <= 1e-6
+
+
+# -- dense convolutions by im2col -------------------------------------------------------------
+IM2COL = [  # cin, cout, kernel, stride, padding, dilation, input shape
+    (8, 12, (3, 3), (1, 1), (1, 1), (1, 1), (1, 8, 20, 18)),
+    (6, 10, (5, 3), (2, 1), (2, 1), (1, 1), (2, 6, 11, 9)),
+    (3, 16, (7, 7), (2, 2), (3, 3), (1, 1), (1, 3, 40, 38)),
+    (4, 24, (3, 3), (1, 1), (2, 2), (2, 2), (1, 4, 15, 15)),      # widening: the bias in the product
+    (8, 8, (1, 1), (2, 2), (0, 0), (1, 1), (1, 8, 9, 11)),
+    (16, 32, (3, 3), (1, 1), (1, 1), (1, 1), (1, 16, 112, 112)),  # large: in pieces
+]
+
+
+@pytest.mark.parametrize("cin, cout, kernel, stride, padding, dilation, shape", IM2COL)
+def test_im2col_gives_the_numpy_kernels_bits_whole_and_in_pieces(cin, cout, kernel, stride, padding, dilation, shape):
+    rng = np.random.default_rng(cin * cout)
+    layer, _, _ = conv_layer(rng, cin, cout, kernel, stride=stride, padding=padding, dilation=dilation)
+    x = rng.standard_normal(shape).astype(np.float32)
+    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    if not isinstance(k, JitIm2colConv):
+        pytest.skip(f"the numpy kernel takes another path here: {k.name}")
+    got = run_whole_and_in_pieces(k, [x], 2)
+    np.testing.assert_array_equal(got, kernel_for(layer, [x], device=NUMPY).run([x])[0])
+    assert_near(got, layer.forward([x])[0], 2e-6)
+
+
+def test_im2col_of_1d_and_unbatched_inputs():
+    rng = np.random.default_rng(9)
+    layer, _, _ = conv_layer(rng, 4, 6, (5,), stride=(2,), padding=(2,), spatial=1)
+    for x in (rng.standard_normal((2, 4, 37)).astype(np.float32), rng.standard_normal((4, 37)).astype(np.float32)):
+        k = kernel_for(layer, [x], device=JIT)
+        assert isinstance(k, JitIm2colConv)
+        np.testing.assert_array_equal(k.run([x])[0], kernel_for(layer, [x], device=NUMPY).run([x])[0])

@@ -8,7 +8,7 @@
     ├── unsupported_reason(layer, inputs)   why it cannot run a layer for these specs (None: it can)
     ├── kernel(layer, inputs, outputs, hints) -> Kernel   how it runs one node, made at plan time
     ├── upload(array, queue, out) / download(tensor, queue, out)   moving tensors to and from it
-    ├── alloc(shape, dtype)             a tensor of its own (an arena's memory)
+    ├── alloc(shape, dtype), region(...)   a tensor of its own (an arena), a tensor inside one
     ├── warm_up(kernel)                 build and try a kernel once, before any run
     ├── finish()                        wait until nothing it was given still runs
     └── release()
@@ -176,6 +176,14 @@ class Device:
 
     def alloc(self, shape: tuple[int, ...], dtype: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} needs alloc")
+
+    def region(self, arena: Any, byte_offset: int, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A tensor of ``shape`` and ``dtype`` inside ``arena`` (a byte tensor from
+        :meth:`alloc`), ``byte_offset`` bytes in: where the memory plan puts a value. By
+        default ``arena`` is a numpy array."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return arena[byte_offset:byte_offset + count].view(dtype).reshape(shape)
 
     def warm_up(self, kernel: Kernel) -> None:
         """Build and try ``kernel`` once (raise DeviceError if it cannot run); by default

@@ -39,7 +39,7 @@ from graphexec.layers.registry import lookup
 from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec
 from graphexec.memory import ArenaPool, MemoryPlan
 from graphexec.options import EngineOptions
-from graphexec.placement import Placement, cpu_placement
+from graphexec.placement import Placement
 from graphexec.plan import Plan
 from graphexec.planner import Planner
 from graphexec.pools import Pools
@@ -225,8 +225,7 @@ class Engine:
     @property
     def placement(self) -> Placement:
         """Where each node of the exported shapes' plan runs, and why (print it for a table)."""
-        placement = self.plan().placement
-        return placement if placement is not None else cpu_placement(self.program)
+        return self.plan().placement
 
     def specs(self, *shapes: Sequence[int]) -> dict[str, Spec]:
         """Shape and dtype of every operand for the given input shapes (inferred, cached)."""
@@ -294,10 +293,8 @@ class Engine:
                 f"inputs {shapes} need about {_mib(plan.peak_bytes)} MiB of tensors and working memory at once, "
                 f"more than the engine's memory_limit of {_mib(self.memory_limit)} MiB"
             )
-        keep = list(dict.fromkeys(list(self.program.outputs) + wanted))
-        if plan.placement is not None:  # values left on the device are kept under their device name
-            keep = plan.placement.stored_names(keep)
-        options = self._inputs.run_options(timeout, check_finite, feeds)
+        keep = plan.placement.stored_names(dict.fromkeys(list(self.program.outputs) + wanted))
+        options = self._inputs.run_options(timeout, check_finite, feeds, self.options.clock)
         # extracted intermediates must outlive their arena regions: such a run allocates afresh
         arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
         policy = self.policy
@@ -309,7 +306,7 @@ class Engine:
                     values = run_sequential(plan, feeds, keep, options, buffers, shared, spreader)
             else:
                 values = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
-        if plan.placement is not None:
+        if plan.placement.resident:  # values left on the device: downloaded, under their own names
             values = plan.placement.to_host(values)
         outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
         if by_name:

@@ -4,7 +4,7 @@ for rank and dtype before anything runs, and the operands a caller may extract."
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,9 +120,10 @@ class Inputs:
             )
         return wanted
 
-    def run_options(self, timeout: float | None, check_finite: bool, feeds: Mapping[str, np.ndarray]) -> RunOptions:
-        """The per-run choices, checked: a positive ``timeout`` and, with ``check_finite``,
-        inputs free of NaN and Inf."""
+    def run_options(self, timeout: float | None, check_finite: bool, feeds: Mapping[str, np.ndarray],
+                    clock: Callable[[], float] = time.monotonic) -> RunOptions:
+        """The per-run choices, checked: a positive ``timeout`` (seconds on ``clock``) and,
+        with ``check_finite``, inputs free of NaN and Inf."""
         if timeout is not None and not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
                                         and timeout > 0):
             raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -131,5 +132,5 @@ class Inputs:
                 x = feeds[name]
                 if x.dtype.kind in "fc" and not np.isfinite(x).all():
                     raise InputError(f"input {alias} already holds NaN or Inf")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return RunOptions(deadline=deadline, timeout=timeout, check_finite=check_finite)
+        deadline = None if timeout is None else clock() + timeout
+        return RunOptions(deadline=deadline, timeout=timeout, check_finite=check_finite, clock=clock)

@@ -122,10 +122,11 @@ class Placement:
         return "\n".join(lines)
 
 
-def cpu_placement(program: Program, reason: str = "the engine runs on the cpu") -> Placement:
-    """The table of an engine without a device: every node on the CPU."""
+def cpu_placement(program: Program, specs: Mapping[str, Spec] | None = None,
+                  reason: str = "the engine runs on the cpu") -> Placement:
+    """The placement of an engine without a device: every node on the CPU."""
     rows = tuple(Where(s.name, s.layer.type, CPU, reason) for s in program.steps)
-    return Placement(program, {}, rows, None, {})
+    return Placement(program, dict(specs or {}), rows, None, {})
 
 
 def _choose(step: Step, specs: Mapping[str, Spec], device: Any, home: Mapping[str, str],

@@ -277,8 +277,8 @@ class Plan:
         set_(self, "analysis", analysis)
         set_(self, "nodes", tuple(dataclasses.replace(node, kernel=kernel, queue=queue)
                                   for node, kernel, queue in zip(analysis.nodes, kernels, queues)))
-        #: Where each node runs and why (a :class:`graphexec.placement.Placement`); None
-        #: when the engine has no device but the CPU.
+        #: Where each node runs and why (a :class:`graphexec.placement.Placement`; every
+        #: plan the planner makes has one, all on the CPU where there is no other device).
         set_(self, "placement", placement)
         #: The operands each rewrite removed, by the pass's name (see :mod:`graphexec.passes`):
         #: a run extracting one needs the plan made without that pass.

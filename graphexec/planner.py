@@ -31,7 +31,7 @@ from graphexec.errors import ExecutionError, GraphexecError, InputShapeError, La
 from graphexec.layers.specs import Spec, TensorSpec
 from graphexec.options import EngineOptions
 from graphexec.passes import PassContext, run_passes
-from graphexec.placement import CPU, Placement, assign_queues, fuses_on, place, warm_up
+from graphexec.placement import CPU, Placement, assign_queues, cpu_placement, fuses_on, place, warm_up
 from graphexec.plan import Analysis, Plan
 from graphexec.program import Program, Step
 from graphexec.shapes import InferenceFailure, infer_specs
@@ -166,18 +166,18 @@ class Planner:
         return policy.merges(Plan(analysis, kernels))
 
     def _placed(self, program: Program, specs: dict[str, Spec], pieces: int, warm: bool
-                ) -> tuple[Placement | None, Analysis, list[Kernel], list[int]]:
+                ) -> tuple[Placement, Analysis, list[Kernel], list[int]]:
         """The program placed, its analysis, each node's kernel (CPU ones chosen for nodes
         shared among ``pieces`` threads, none prepared) and queue; device kernels warmed up
         where ``warm`` (failures move the node to the CPU with ``fallback``)."""
         device = self.device
         while True:
-            placement = None
             if device is not None:
                 placement = place(program, specs, device, cpu_types=self.options.cpu_types, failed=self.failed)
                 analysis = Analysis(placement.program, placement.specs, placement.sides)
                 queues = assign_queues(analysis, len(device.queues))
             else:
+                placement = cpu_placement(program, specs)
                 analysis = Analysis(program, specs)
                 queues = [0] * len(analysis.nodes)
             kernels: list[Kernel] = []
@@ -196,7 +196,7 @@ class Planner:
                     on_device.append(kernel)
             newly = warm_up(on_device, device, self.options.fallback) if warm and device is not None else {}
             if not newly:
-                if placement is not None:
+                if device is not None:
                     logger.debug("placed: {}", placement.summary())
                 return placement, analysis, kernels, queues
             self.failed.update(newly)

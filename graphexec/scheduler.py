@@ -237,10 +237,10 @@ class _Run:
         while True:
             wait = 0.1
             if options.deadline is not None:
-                wait = min(wait, max(0.0, options.deadline - time.monotonic()))
+                wait = min(wait, max(0.0, options.deadline - options.clock()))
             if self.over.wait(wait):
                 return
-            if options.deadline is not None and time.monotonic() > options.deadline:
+            if options.deadline is not None and options.clock() > options.deadline:
                 raise RunTimeoutError(
                     f"forward ran past its timeout of {options.timeout:g} s with work still running")
 

@@ -272,6 +272,12 @@ class OpenCLDevice(Device):
             buffer = self._cl.Buffer(self.context, self._cl.mem_flags.READ_WRITE, max(size * dtype.itemsize, 4))
         return DeviceTensor(buffer, shape, dtype, None, 0, self)
 
+    def region(self, arena: DeviceTensor, byte_offset: int, shape: tuple[int, ...], dtype: Any) -> DeviceTensor:
+        """A tensor inside ``arena``'s buffer, ``byte_offset`` bytes in (no sub-buffer: the
+        offset goes to the kernels as an argument)."""
+        dtype = np.dtype(dtype)
+        return DeviceTensor(arena.buffer, shape, dtype, None, byte_offset // dtype.itemsize, self)
+
     def upload(self, array: Any, queue: int | Any | None = None, out: DeviceTensor | None = None) -> DeviceTensor:
         """Copy ``array`` to the device without waiting; the tensor's event is the copy.
         The values are taken now (a private host copy is kept until the transfer ends).

@@ -18,6 +18,8 @@ from graphexec.layers import (  # noqa: F401  (imported for their registrations)
     conv,
     conv3d,
     creation,
+    deform_conv,
+    detection,
     elementwise,
     expression,
     indexing,

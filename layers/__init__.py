@@ -33,6 +33,7 @@ from graphexec.layers import (  # noqa: F401  (imported for their registrations)
     reduction,
     resize,
     sampling,
+    selection,
     shape,
     slicing,
     spectral,

@@ -167,3 +167,13 @@ def test_deform_conv_refuses_offsets_that_do_not_fit():
         layer.infer([x, TensorSpec((1, 20, 5, 5), np.float32)])
     with pytest.raises(ShapeMismatch, match="must be"):
         layer.infer([x, TensorSpec((1, 18, 4, 5), np.float32)])
+
+
+def test_nms_compares_the_float_overlap_with_the_double_threshold():
+    """Boxes overlapping by exactly 0.5 and 1/3 (1/3 rounds up in float32), as
+    torchvision 0.29 answers: [0, 1, 2, 3] at 0.5, [0, 2] at 1/3, [0, 2, 3] at 0.49999."""
+    boxes = np.array([[0, 0, 2, 1], [0, 0, 1, 1], [10, 0, 12, 1], [11, 0, 13, 1]], np.float32)
+    scores = np.array([0.9, 0.8, 0.7, 0.6], np.float32)
+    assert nms_keep(boxes, scores, 0.5).tolist() == [0, 1, 2, 3]
+    assert nms_keep(boxes, scores, 1 / 3).tolist() == [0, 2]
+    assert nms_keep(boxes, scores, 0.49999).tolist() == [0, 2, 3]

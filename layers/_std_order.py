@@ -201,12 +201,14 @@ class _Run:
             self.insertion_sort(first, last)
 
 
-def distinct(row: np.ndarray) -> bool:
-    """Whether every value of ``row`` differs from the others (no NaN): then there is one
-    sorted order, which numpy finds faster."""
-    if row.dtype.kind in "fc" and np.isnan(row).any():
-        return False
-    return len(np.unique(row)) == len(row)
+def distinct_rows(rows: np.ndarray) -> np.ndarray:
+    """Per row of a 2-D array, whether its values all differ (no NaN, and -0.0 equals 0.0):
+    then the row has one sorted order, which numpy finds faster."""
+    ordered = np.sort(rows, axis=-1)
+    tied = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+    if rows.dtype.kind in "fc":
+        tied |= np.isnan(rows).any(axis=1)
+    return ~tied
 
 
 def sort_positions(row: np.ndarray, descending: bool) -> list[int]:

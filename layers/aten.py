@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.layers._std_order import distinct, sort_positions
+from graphexec.layers._std_order import distinct_rows, sort_positions
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.indexing import scatter_places, stable_order
 from graphexec.layers.linear import broadcast
@@ -565,7 +565,7 @@ class _Sorting(_Aten):
         # PyTorch sorts a long 1-D integer tensor with a (stable) radix sort
         radix = x.ndim == 1 and x.size >= _RADIX_SORTED and x.dtype.kind in "iu"
         rows = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis]) if x.size else np.zeros((0, 0))
-        if self.stable or radix or all(distinct(row) for row in rows):
+        if self.stable or radix or distinct_rows(rows).all():
             return np.ascontiguousarray(stable_order(x, axis, self.descending), dtype=np.int64)
         picked = np.array([sort_positions(row, self.descending) for row in rows], np.int64)
         return np.ascontiguousarray(np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape), -1, axis))

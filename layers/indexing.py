@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from graphexec.layers._std_order import distinct, topk_positions
+from graphexec.layers._std_order import distinct_rows, topk_positions
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
 from graphexec.layers.slicing import runtime_input
@@ -576,16 +576,16 @@ class TopK(Layer):
         if self.k > size:
             raise IndexError(f"k={self.k} is more than dim {self.dim} of size {size}")
         rows = np.moveaxis(x, axis, -1).reshape(-1, size)
-        picked = np.empty((rows.shape[0], self.k), np.int64)
-        for r, row in enumerate(rows):
-            picked[r] = self._positions(row)
-        indices = np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape[:-1] + (self.k,)), -1, axis)
-        indices = np.ascontiguousarray(indices)
+        # a sorted result of distinct values has one order, which numpy finds faster;
+        # ties, NaN and unsorted results follow PyTorch's steps
+        plain = distinct_rows(rows) if self.sorted or self.k * 64 <= size else np.zeros(len(rows), bool)
+        if plain.all():
+            indices = stable_order(x, axis, descending=self.largest)[(slice(None),) * axis + (slice(0, self.k),)]
+        else:
+            picked = np.empty((rows.shape[0], self.k), np.int64)
+            for r, row in enumerate(rows):
+                picked[r] = (stable_order(row, 0, descending=self.largest)[: self.k] if plain[r]
+                             else topk_positions(row, self.k, self.largest, self.sorted))
+            indices = np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape[:-1] + (self.k,)), -1, axis)
+        indices = np.ascontiguousarray(indices, dtype=np.int64)
         return [np.take_along_axis(x, indices, axis=axis), indices]
-
-    def _positions(self, row: np.ndarray) -> np.ndarray | list[int]:
-        """The k indices of one row. Distinct values in a sorted result have one order,
-        which numpy finds faster; ties, NaN and unsorted results follow PyTorch's steps."""
-        if (self.sorted or self.k * 64 <= len(row)) and distinct(row):
-            return stable_order(row, 0, descending=self.largest)[: self.k]
-        return topk_positions(row, self.k, self.largest, self.sorted)

@@ -91,10 +91,12 @@ class _RoIOp(Layer):
 
 
 def _grid(size: np.floating, pooled: int, sampling_ratio: int) -> int:
-    """Samples per bin along one side: the ratio, or ceil(size / pooled) in the box's dtype."""
+    """Samples per bin along one side: the ratio, or ceil(size / pooled) in the box's dtype
+    (none for a box with a NaN or infinite side, whose count C++ leaves undefined)."""
     if sampling_ratio > 0:
         return sampling_ratio
-    return int(math.ceil(size / size.dtype.type(pooled)))
+    per_bin = size / size.dtype.type(pooled)
+    return int(math.ceil(per_bin)) if math.isfinite(per_bin) else 0
 
 
 def _sample_points(start: np.floating, bin_size: np.floating, pooled: int, grid: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 from graphexec import Engine, dtypes
 from graphexec.errors import UnsupportedOperatorError
-from tests.golden import OPS, load_io, op_cases
+from tests.golden import OPS, load_io, needs_runtime_sizes, op_cases
 from tests.paths import REPO
 
 EXAMPLES = REPO / "examples" / "models"
@@ -64,7 +64,12 @@ def _pytorch_dtype(annotation: str | None) -> np.dtype | None:
     return dtype if dtype.kind in "fc" else None
 
 
-@pytest.mark.parametrize("param", [p for _, p in CASES], ids=[name for name, _ in CASES])
+def _params() -> list:
+    return [pytest.param(param, marks=needs_runtime_sizes(name.removeprefix("ops/")), id=name)
+            for name, param in CASES]
+
+
+@pytest.mark.parametrize("param", _params())
 def test_floating_values_keep_pytorchs_dtype(param):
     try:
         engine = Engine.load(param, threads=1)

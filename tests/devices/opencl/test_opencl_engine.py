@@ -19,7 +19,7 @@ from graphexec.devices.opencl.device import OpenCLKernel
 from graphexec import DeviceError, Engine, OptionError, Trace
 from graphexec.placement import CONSTANT_FOR_HOST, FORCED
 from graphexec.transfers import Download, Upload
-from tests.golden import OPS, assert_matches, load_io, op_cases
+from tests.golden import OPS, assert_matches, engine_cases, load_io
 from tests.paths import REPO
 
 ROOT = REPO
@@ -354,7 +354,7 @@ def test_cpu_engine_places_everything_on_the_cpu_and_never_imports_pyopencl():
 
 
 # -- every golden operator fixture: the device (or the CPU beside it) gives PyTorch's answer ------
-@pytest.mark.parametrize("case", op_cases(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("case", engine_cases())
 def test_operator_fixture_on_the_device(device, case):
     ins, want = load_io(case)
     engine = Engine.load(case / "model.pnnx.param", device=device, threads=1)

@@ -22,11 +22,14 @@ from graphexec.errors import (
     InputError,
     InputShapeError,
     LayerConfigError,
+    MissingExtraError,
     ModelFormatError,
     NonFiniteError,
+    RowError,
     RunTimeoutError,
     UnsupportedOperatorError,
     WeightError,
+    WorkerError,
 )
 
 if TYPE_CHECKING:
@@ -62,12 +65,15 @@ __all__ = [
     "InputError",
     "InputShapeError",
     "LayerConfigError",
+    "MissingExtraError",
     "ModelFormatError",
     "NonFiniteError",
+    "RowError",
     "RunTimeoutError",
     "Trace",
     "UnsupportedOperatorError",
     "WeightError",
+    "WorkerError",
     "__version__",
     "export",
 ]

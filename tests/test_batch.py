@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +23,15 @@ from graphexec import Engine, batch
 from graphexec.batch.progress import progress_bar
 from graphexec.batch.worker import cpu_allotment, worker_options
 from graphexec.cli import main
-from graphexec.errors import InputError, MissingExtraError, RowError
+from graphexec.errors import InputError, MissingExtraError, RowError, WorkerError
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
 INCEPTION = MODELS / "inception_mini.pnnx.param"  # takes any batch
 TWO_HEADS = MODELS / "two_heads.pnnx.param"  # two inputs, two outputs
 FIXED = MODELS / "wide.pnnx.param"  # a reshape to (1, ...): batch 1 only
 ROWS, BATCH = 44, 8  # six chunks, the last one short
+#: What a Dask nanny sets in the process that starts it, before spawning a worker.
+DASK_ENVIRON = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_")
 
 
 def loop_over_forward(model: Path, inputs: list[np.ndarray], batch_size: int) -> tuple[np.ndarray, ...]:
@@ -61,17 +64,19 @@ def folder(tmp_path_factory, xs) -> Path:
     return path
 
 
-class KillOnce:
-    """A reader that kills its own worker process (SIGKILL, no goodbye) the first time it
-    reads ``victim``, leaving ``marker`` behind so that the retry reads normally."""
+class Killer:
+    """A reader that kills its own worker process (SIGKILL, no goodbye) the first ``times``
+    times it reads ``victim``, counting them in the file ``marker``; then it reads normally."""
 
-    def __init__(self, victim: str, marker: str):
-        self.victim, self.marker = victim, marker
+    def __init__(self, victim: str, marker: str, times: int = 1):
+        self.victim, self.marker, self.times = victim, marker, times
 
     def __call__(self, path: str) -> np.ndarray:
-        if path == self.victim and not os.path.exists(self.marker):
-            Path(self.marker).write_text(str(os.getpid()))
-            os.kill(os.getpid(), signal.SIGKILL)
+        if path == self.victim:
+            deaths = Path(self.marker).read_text() if os.path.exists(self.marker) else ""
+            if len(deaths) < self.times:
+                Path(self.marker).write_text(deaths + "x")
+                os.kill(os.getpid(), signal.SIGKILL)
         return batch.read_sample(path)[0]
 
 
@@ -239,8 +244,12 @@ def dask_cluster():
     distributed = pytest.importorskip("distributed")
     import logging
 
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                  silence_logs=logging.ERROR) as cluster:
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):  # a task survives one death
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=":0", silence_logs=logging.ERROR)
+    with cluster:
         yield cluster
 
 
@@ -253,9 +262,17 @@ def test_dask_survives_a_worker_killed_mid_run(dask_cluster, folder, expected, t
     marker = tmp_path / "killed"
     victim = str(folder / f"{ROWS // 2:03d}.npy")
     ys = batch.run(INCEPTION, folder, engine="dask", address=dask_cluster.scheduler_address, batch_size=BATCH,
-                   reader=KillOnce(victim, str(marker)))
-    assert marker.exists()  # a worker did die
+                   reader=Killer(victim, str(marker)))
+    assert marker.read_text() == "x"  # a worker did die, once
     np.testing.assert_allclose(ys, expected, rtol=1e-5, atol=1e-6)  # every row, once, in order
+
+
+def test_dask_gives_up_on_a_row_that_kills_every_worker_it_meets(dask_cluster, folder, tmp_path):
+    victim = str(folder / "003.npy")
+    with pytest.raises(WorkerError, match="died too often"):
+        batch.run(INCEPTION, folder, engine="dask", address=dask_cluster.scheduler_address, batch_size=BATCH,
+                  reader=Killer(victim, str(tmp_path / "deaths"), times=100))
+    assert (tmp_path / "deaths").read_text() == "xx"  # allowed-failures=1: the second death stops it
 
 
 def test_dask_names_a_bad_file_or_skips_it(dask_cluster, tmp_path, xs, expected):
@@ -267,11 +284,14 @@ def test_dask_names_a_bad_file_or_skips_it(dask_cluster, tmp_path, xs, expected)
     check_skipped(result, expected, 5, folder)
 
 
-def test_dask_starts_and_stops_its_own_cluster(tmp_path, xs, expected):
+def test_dask_starts_and_stops_its_own_cluster(tmp_path, xs, expected, monkeypatch):
     pytest.importorskip("distributed")
+    for key in DASK_ENVIRON:
+        monkeypatch.delenv(key, raising=False)
     ys = batch.run(INCEPTION, xs, engine="dask", workers=1, batch_size=BATCH, out=tmp_path / "ys.npy")
     np.testing.assert_array_equal(np.load(tmp_path / "ys.npy"), expected)  # a one-CPU worker: 1 x 1 threads
     np.testing.assert_array_equal(ys, expected)
+    assert not any(key in os.environ for key in DASK_ENVIRON)  # this process's environment as it was
 
 
 def test_predictor_in_dask_map_partitions_and_map_blocks(dask_cluster, xs, expected):
@@ -289,6 +309,19 @@ def test_predictor_in_dask_map_partitions_and_map_blocks(dask_cluster, xs, expec
         np.testing.assert_array_equal(ys, expected)
 
 
+def engine_threads(model: str) -> tuple[int, int]:
+    """The threads of the engine a Predictor loads where this runs (a task on a worker)."""
+    engine = batch.Predictor(model).runner().engine
+    return engine.threads, engine.intra_op_threads
+
+
+def test_a_dask_worker_runs_its_engine_on_one_thread(dask_cluster):
+    from distributed import Client
+
+    with Client(dask_cluster) as client:
+        assert client.submit(engine_threads, str(INCEPTION), pure=False).result() == (1, 1)
+
+
 # ----------------------------------------------------------------------------------------
 # Ray: one local instance (two CPUs) for the module
 # ----------------------------------------------------------------------------------------
@@ -297,7 +330,11 @@ def ray_instance():
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         ray.shutdown()
+    # A Dask cluster started in this process (by the Dask tests) left OMP_NUM_THREADS=1 and
+    # the like in its environment; Ray's workers would inherit them.
+    left = {key: os.environ.pop(key) for key in DASK_ENVIRON if key in os.environ}
     ray.init(num_cpus=2, include_dashboard=False, logging_level="error", log_to_driver=False)
+    os.environ.update(left)
     yield ray
     ray.shutdown()
 
@@ -308,11 +345,21 @@ def test_ray_gives_what_a_loop_over_forward_gives(ray_instance, xs, expected):
     assert ray_instance.is_initialized()  # an instance the caller started stays up
 
 
+def test_ray_runs_on_the_actors_the_cluster_has_room_for(ray_instance, xs, expected):
+    done: list[np.ndarray] = []
+    job = threading.Thread(daemon=True, target=lambda: done.append(  # two CPUs: the third actor never starts
+        batch.run(INCEPTION, xs, engine="ray", workers=3, batch_size=BATCH)))
+    job.start()
+    job.join(timeout=90)
+    assert done, "the job waited for an actor that the cluster had no CPU for"
+    np.testing.assert_array_equal(done[0], expected)
+
+
 def test_ray_survives_a_worker_killed_mid_run(ray_instance, folder, expected, tmp_path):
     marker = tmp_path / "killed"
     victim = str(folder / f"{ROWS // 2:03d}.npy")
-    ys = batch.run(INCEPTION, folder, engine="ray", batch_size=BATCH, reader=KillOnce(victim, str(marker)))
-    assert marker.exists()
+    ys = batch.run(INCEPTION, folder, engine="ray", batch_size=BATCH, reader=Killer(victim, str(marker)))
+    assert marker.read_text() == "x"
     np.testing.assert_allclose(ys, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -321,6 +368,12 @@ def test_ray_names_a_bad_file_or_skips_it(ray_instance, tmp_path, xs, expected):
     with pytest.raises(RowError, match=r"row 17 \(.*017\.npy\)"):
         batch.run(INCEPTION, folder, engine="ray", batch_size=BATCH)
     check_skipped(batch.run(INCEPTION, folder, engine="ray", batch_size=BATCH, on_error="skip"), expected, 17, folder)
+
+
+def test_a_ray_task_runs_its_engine_on_the_cpus_it_was_given(ray_instance):
+    probe = ray_instance.remote(engine_threads)
+    assert ray_instance.get(probe.options(num_cpus=1).remote(str(INCEPTION))) == (1, 1)
+    assert ray_instance.get(probe.options(num_cpus=2).remote(str(INCEPTION))) == (2, 1)
 
 
 def test_predictor_in_ray_data_map_batches(ray_instance, xs, expected):
@@ -332,3 +385,4 @@ def test_predictor_in_ray_data_map_batches(ray_instance, xs, expected):
     rows = sorted(out.take_all(), key=lambda r: r["id"])  # Ray Data does not keep the order
     assert [r["id"] for r in rows] == list(range(ROWS)) and "image" not in rows[0]
     np.testing.assert_allclose(np.stack([r["logits"] for r in rows]), expected, rtol=1e-5, atol=1e-6)
+

@@ -16,14 +16,18 @@ engine runs on one thread with one BLAS thread (unless ``options`` set the threa
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Iterator, Mapping
 from itertools import islice
 from typing import Any
 
+from loguru import logger
+
 from graphexec.batch.extras import require
 
 distributed = require("distributed", "dask", 'batch.run(engine="dask")')
+import dask.config  # noqa: E402  (distributed's own dependency)
 
 from graphexec.batch.rows import Chunk, Reader  # noqa: E402
 from graphexec.batch.worker import ChunkResult, WorkerEngine  # noqa: E402
@@ -59,6 +63,9 @@ class DaskBackend:
                  workers: int | None, address: str | None):
         self.cluster = None
         self.pending: Any = None
+        #: The variables a nanny sets in this process before spawning a worker (and leaves set).
+        self.environ = {key: os.environ.get(key) for key in
+                        dask.config.get("distributed.nanny.pre-spawn-environ", {})}
         try:
             if address is None:
                 self.cluster = distributed.LocalCluster(
@@ -66,6 +73,9 @@ class DaskBackend:
                     dashboard_address=":0", silence_logs=logging.ERROR)
                 self.client = distributed.Client(self.cluster)
             else:
+                if workers is not None:
+                    logger.warning("workers={} is not used: the Dask cluster at {} has workers of its own",
+                                   workers, address)
                 self.client = distributed.Client(address)
         except (OSError, TimeoutError) as exc:
             self.close()
@@ -104,3 +114,8 @@ class DaskBackend:
                 client.close()
         if self.cluster is not None:
             self.cluster.close()
+            for key, value in self.environ.items():  # this process's environment as it was
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO, Union
+from typing import Any, TextIO
 
 #: What ``batch.run(progress=...)`` takes: None (on a terminal), True, False, or a callable
 #: given ``(rows done, rows in all)`` after each chunk.
-ProgressOption = Union[bool, None, Callable[[int, int], Any]]
+ProgressOption = bool | None | Callable[[int, int], Any]
 
 
 class TextLine:

@@ -38,7 +38,7 @@ def output_paths(out: str | os.PathLike[str], names: tuple[str, ...]) -> list[Pa
     path = Path(out)
     if len(names) == 1:
         return [path]
-    stem = path.name[:-len(".npy")] if path.name.endswith(".npy") else path.name
+    stem = path.name.removesuffix(".npy")
     return [path.with_name(f"{stem}.{name}.npy") for name in names]
 
 

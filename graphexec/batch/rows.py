@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from graphexec.errors import InputError
 #: One sample: one array per model input.
 Sample = tuple[np.ndarray, ...]
 #: Reads one file into a sample: an array for a one-input model, a tuple of arrays for several.
-Reader = Callable[[str], Union[np.ndarray, Sequence[np.ndarray]]]
+Reader = Callable[[str], np.ndarray | Sequence[np.ndarray]]
 #: File names a folder of samples is read from.
 SAMPLE_SUFFIXES = (".npy", ".npz")
 
@@ -104,7 +104,7 @@ class SampleChunk:
             yield None, row
 
 
-Chunk = Union[ArrayChunk, FileChunk, SampleChunk]
+Chunk = ArrayChunk | FileChunk | SampleChunk
 
 
 class Rows:

@@ -1,0 +1,154 @@
+"""Rows per second of batch.run over a folder of .npy samples: in this process, and on
+local Dask and Ray clusters of one and two workers, with the clusters' startup apart.
+
+    python benchmarks/batch.py                                  # inception_mini, shuffle_mini
+    python benchmarks/batch.py --rows 2000 --rounds 5 inception_mini
+
+Each cluster is started once (timed: "start"), then given a first job of a few chunks
+(timed: "first call": its workers import graphexec and load the model). The clusters stay
+up while every setting runs ``--rounds`` times, interleaved (the order reversed every other
+round), each call a whole ``batch.run`` over the folder on the running cluster (through
+``address=``; Ray through the instance started here, with ``workers`` actors). Reported:
+the median rows/s of a call (for Ray it includes starting its actors, as every call does),
+and the median steady rate (rows after the first chunk came back, over the time since).
+Every result is checked against a plain loop over Engine.forward. Needs the dask and ray
+extras (a missing one is left out). A script, never run as a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from graphexec import Engine, batch  # noqa: E402
+
+MODELS = ROOT / "examples" / "models"
+
+
+def make_samples(model: Path, rows: int, folder: Path) -> np.ndarray:
+    """``rows`` random samples of the model's exported input shape, one .npy each; returns them."""
+    shape = Engine.load(model).input_shapes["in0"]
+    xs = np.random.default_rng(0).standard_normal((rows, *shape[1:])).astype(np.float32)
+    for i, x in enumerate(xs):
+        np.save(folder / f"{i:06d}.npy", x)
+    return xs
+
+
+def reference(model: Path, xs: np.ndarray, batch_size: int) -> tuple[np.ndarray, float]:
+    """A plain loop over Engine.forward (the engine's own threads), batch by batch; rows/s."""
+    engine = Engine.load(model)
+    engine.forward(xs[:batch_size])
+    start = time.perf_counter()
+    ys = np.concatenate([engine.forward(xs[i:i + batch_size]) for i in range(0, len(xs), batch_size)])
+    return ys, len(xs) / (time.perf_counter() - start)
+
+
+class Timed:
+    """One batch.run call: its rows/s, and its steady rate after the first chunk."""
+
+    def __init__(self) -> None:
+        self.first: tuple[int, float] | None = None
+        self.last = (0, 0.0)
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = (done, now)
+        self.last = (done, now)
+
+    def steady(self) -> float:
+        (d0, t0), (d1, t1) = self.first, self.last  # type: ignore[misc]
+        return (d1 - d0) / (t1 - t0) if t1 > t0 else float("nan")
+
+
+def start_clusters(wanted: list[str]) -> tuple[dict[str, dict], list[Callable[[], None]]]:
+    """The settings to time, each with the keyword arguments of its calls and its start
+    time; and how to stop what was started."""
+    settings: dict[str, dict] = {"local, 1 engine": {"kwargs": {"engine": "local"}, "start": 0.0},
+                                 "local, 2 threads": {"kwargs": {"engine": "local", "workers": 2}, "start": 0.0}}
+    stops: list[Callable[[], None]] = []
+    if "dask" in wanted and importlib.util.find_spec("distributed"):
+        import distributed
+
+        for n in (1, 2):
+            began = time.perf_counter()
+            cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=":0",
+                                               silence_logs=logging.ERROR)
+            distributed.Client(cluster).close()  # the scheduler answers: workers registered
+            settings[f"dask, {n} worker{'s' * (n > 1)}"] = {
+                "kwargs": {"engine": "dask", "address": cluster.scheduler_address},
+                "start": time.perf_counter() - began}
+            stops.append(cluster.close)
+    if "ray" in wanted and importlib.util.find_spec("ray"):
+        import ray
+
+        began = time.perf_counter()
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="error", log_to_driver=False)
+        started = time.perf_counter() - began
+        for n in (1, 2):
+            settings[f"ray, {n} actor{'s' * (n > 1)}"] = {"kwargs": {"engine": "ray", "workers": n}, "start": started}
+        stops.append(ray.shutdown)
+    return settings, stops
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=["inception_mini", "shuffle_mini"])
+    parser.add_argument("--rows", type=int, default=1000, help="samples per model (default 1000)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed calls per setting (default 3)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--engines", nargs="+", default=["dask", "ray"], help="clusters to time beside local")
+    args = parser.parse_args()
+    settings, stops = start_clusters(args.engines)
+    print(f"{args.rows} .npy samples per model, batch size {args.batch_size}, {args.rounds} interleaved rounds")
+    try:
+        for name in args.models:
+            model = MODELS / f"{name}.pnnx.param"
+            with tempfile.TemporaryDirectory() as tmp:
+                xs = make_samples(model, args.rows, Path(tmp))
+                want, loop_rate = reference(model, xs, args.batch_size)
+                first: dict[str, float] = {}
+                for label, setting in settings.items():  # the first call: imports, engines loaded
+                    began = time.perf_counter()
+                    batch.run(model, sorted(Path(tmp).iterdir())[:4 * args.batch_size],
+                              batch_size=args.batch_size, **setting["kwargs"])
+                    first[label] = time.perf_counter() - began
+                rates: dict[str, list[float]] = {label: [] for label in settings}
+                steady: dict[str, list[float]] = {label: [] for label in settings}
+                for r in range(args.rounds):
+                    for label in (list(settings) if r % 2 == 0 else list(settings)[::-1]):
+                        timed = Timed()
+                        began = time.perf_counter()
+                        ys = batch.run(model, tmp, batch_size=args.batch_size, progress=timed,
+                                       **settings[label]["kwargs"])
+                        rates[label].append(len(xs) / (time.perf_counter() - began))
+                        steady[label].append(timed.steady())
+                        error = float(np.abs(ys - want).max() / np.abs(want).max())
+                        if error > 1e-4:
+                            raise SystemExit(f"{name}, {label}: differs from a loop over forward by {error:.2g}")
+            print(f"\n{name}: a plain loop over Engine.forward in memory, batch {args.batch_size}: "
+                  f"{loop_rate:.0f} rows/s")
+            print(f"| {'setting':<17} | start s | first call s | rows/s a call | rows/s steady |")
+            print(f"|{'-' * 19}|--------:|-------------:|--------------:|--------------:|")
+            for label, setting in settings.items():
+                print(f"| {label:<17} | {setting['start']:7.1f} | {first[label]:12.2f} | "
+                      f"{statistics.median(rates[label]):13.0f} | {statistics.median(steady[label]):13.0f} |")
+    finally:
+        for stop in stops:
+            stop()
+
+
+if __name__ == "__main__":  # Dask's workers are spawned: they import this file and must not run it
+    main()

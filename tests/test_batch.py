@@ -133,6 +133,15 @@ def test_several_inputs_and_outputs(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_list_of_samples_of_two_sizes(xs, expected):
+    """A list holds samples (not one array per input, as a tuple does); rows of another size
+    run in a batch of their own, and the model's outputs keep one shape."""
+    small = [x[:, :32, :32] for x in xs[:3]]
+    ys = batch.run(INCEPTION, [xs[0], small[0], xs[1], small[1], small[2]], batch_size=BATCH)
+    np.testing.assert_allclose(ys[[0, 2]], expected[:2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ys[[1, 3, 4]], batch.run(INCEPTION, np.stack(small)), rtol=1e-5, atol=1e-6)
+
+
 def test_a_model_with_a_fixed_batch_runs_rows_one_at_a_time_and_says_so(xs):
     small = np.random.default_rng(2).standard_normal((5, 3, 32, 32)).astype(np.float32)
     lines: list[str] = []

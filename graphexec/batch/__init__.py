@@ -52,8 +52,9 @@ def run(
     ``inputs``: an array whose axis 0 is the samples (a tuple of them for several model
     inputs); the path of an ``.npy`` holding such an array (memory-mapped); a list of
     ``.npy``/``.npz`` paths, one sample each, with or without a leading batch dimension of 1
-    (an ``.npz`` holds ``in0``, ``in1``, ...), read on the workers; or a folder of such
-    files, in sorted order. ``reader(path)`` reads a file instead (it must pickle).
+    (an ``.npz`` holds ``in0``, ``in1``, ...), read on the workers; a folder of such
+    files, in sorted order; or a list of samples (arrays, or tuples of arrays).
+    ``reader(path)`` reads a file instead (it must pickle).
 
     Returns the outputs in input order: an array (a row per sample) for a one-output model,
     a tuple of arrays for several. ``out="ys.npy"`` writes them there as they arrive

@@ -112,13 +112,15 @@ class Rows:
 
     - an array whose axis 0 is the samples, or a tuple of such arrays (one per model input);
     - the path of one ``.npy`` file holding such an array (memory-mapped, read a chunk at a time);
-    - a sequence of ``.npy``/``.npz`` paths, one sample each;
-    - a folder of such files, in sorted order of their names.
+    - a list of ``.npy``/``.npz`` paths, one sample each;
+    - a folder of such files, in sorted order of their names;
+    - a list of samples: arrays, or tuples of arrays (one per model input).
     """
 
     def __init__(self, inputs: Any):
         self.arrays: tuple[np.ndarray, ...] | None = None
         self.paths: list[str] | None = None
+        self.samples: list[Sample] | None = None
         if isinstance(inputs, (str, os.PathLike)):
             path = Path(inputs)
             if path.is_dir():
@@ -131,13 +133,16 @@ class Rows:
                 raise InputError(f"{path}: expected a folder of samples or an .npy file of them")
         elif isinstance(inputs, np.ndarray):
             self.arrays = (inputs,)
-        elif isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, np.ndarray) for x in inputs):
-            self.arrays = tuple(inputs)
+        elif isinstance(inputs, tuple) and inputs and all(isinstance(x, np.ndarray) for x in inputs):
+            self.arrays = inputs
         elif isinstance(inputs, Sequence) and all(isinstance(x, (str, os.PathLike)) for x in inputs):
             self.paths = [os.fspath(x) for x in inputs]
+        elif isinstance(inputs, Sequence) and all(_is_sample(x) for x in inputs):
+            self.samples = [as_sample(x, f"sample {i}") for i, x in enumerate(inputs)]
         else:
             raise InputError("inputs must be an array of samples (or a tuple of them, one per model input), "
-                             f"an .npy file, a folder, or a list of file paths; got {type(inputs).__name__}")
+                             "an .npy file, a folder, a list of file paths or a list of samples; "
+                             f"got {type(inputs).__name__}")
         if self.arrays is not None:
             if any(a.ndim == 0 for a in self.arrays):
                 raise InputError("an input array has no axis of samples (it is a scalar)")
@@ -148,15 +153,24 @@ class Rows:
             raise InputError("inputs hold no samples")
 
     def __len__(self) -> int:
-        return len(self.paths) if self.paths is not None else len(self.arrays[0])  # type: ignore[index]
+        if self.arrays is not None:
+            return len(self.arrays[0])
+        return len(self.paths if self.paths is not None else self.samples)  # type: ignore[arg-type]
 
     def chunks(self, size: int) -> Iterator[Chunk]:
         """The rows in order, ``size`` at a time (made as they are asked for)."""
         for start in range(0, len(self), size):
             if self.paths is not None:
                 yield FileChunk(start, tuple(self.paths[start:start + size]))
+            elif self.samples is not None:
+                yield SampleChunk(start, tuple(self.samples[start:start + size]))
             else:  # a copy: a slice of a memory map would drag the whole map into the pickle
                 yield ArrayChunk(start, tuple(np.ascontiguousarray(a[start:start + size]) for a in self.arrays))
+
+
+def _is_sample(value: Any) -> bool:
+    return isinstance(value, np.ndarray) or (
+        isinstance(value, (tuple, list)) and bool(value) and all(isinstance(x, np.ndarray) for x in value))
 
 
 def _memory_mapped(path: Path) -> np.ndarray:

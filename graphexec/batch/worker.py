@@ -118,8 +118,12 @@ class ChunkResult:
     error: GraphexecError | None = None
 
 
-def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+def _reason(exc: BaseException, source: str | None = None) -> str:
+    """``exc`` as text, without the file's name in front (the RowError shows it)."""
+    text = str(exc)
+    if source is not None:
+        text = text.removeprefix(f"{source}: ")
+    return f"{type(exc).__name__}: {text}"
 
 
 def as_graphexec_error(exc: BaseException) -> GraphexecError:
@@ -150,7 +154,7 @@ class ChunkRunner:
                     raise sample
                 row = self._row(sample, source)
             except GraphexecError as exc:
-                failed.append(RowFailure(offset, source, _reason(exc)))
+                failed.append(RowFailure(offset, source, _reason(exc, source)))
                 continue
             groups.setdefault(tuple(x.shape for x in row), []).append((offset, row))
         results: dict[int, tuple[np.ndarray, ...]] = {}
@@ -218,7 +222,7 @@ class ChunkRunner:
             try:
                 outs = self._forward([x[None] for x in row])
             except GraphexecError as exc:
-                failed.append(RowFailure(offset, sources[offset], _reason(exc)))
+                failed.append(RowFailure(offset, sources[offset], _reason(exc, sources[offset])))
                 continue
             ran[offset] = tuple(o[0] if o.shape[:1] == (1,) else o for o in outs)
         return ran, len(rows) > 1 and not self.takes_batch(len(rows), shapes)

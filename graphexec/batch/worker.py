@@ -152,7 +152,7 @@ class ChunkRunner:
             try:
                 if isinstance(sample, Exception):
                     raise sample
-                row = self._row(sample, source)
+                row = self._row(sample)
             except GraphexecError as exc:
                 failed.append(RowFailure(offset, source, _reason(exc, source)))
                 continue
@@ -164,26 +164,25 @@ class ChunkRunner:
             results.update(ran)
             singly |= one_by_one
         done = sorted(results)
-        first = done[:1]
-        keep = [o for o in done if all(a.shape == b.shape for a, b in zip(results[o], results[done[0]]))]
+        shapes_of = {o: [r.shape for r in results[o]] for o in done}
+        keep = [o for o in done if shapes_of[o] == shapes_of[done[0]]]
         for o in sorted(set(done) - set(keep)):  # rows of other shapes gave outputs of other shapes
-            failed.append(RowFailure(o, sources[o], f"its outputs' shapes {[r.shape for r in results[o]]} differ "
-                                     f"from row {chunk.start + first[0]}'s {[r.shape for r in results[first[0]]]}"))
+            failed.append(RowFailure(o, sources[o], f"its outputs' shapes {shapes_of[o]} differ from "
+                                     f"row {chunk.start + done[0]}'s {shapes_of[done[0]]}"))
         outputs = tuple(np.stack([results[o][k] for o in keep]) for k in range(len(self.names))) if keep else ()
         return ChunkResult(chunk.start, len(chunk), tuple(keep), outputs, self.names,
                            tuple(sorted(failed, key=lambda f: f.offset)), singly)
 
-    def _row(self, sample: Sample, source: str | None) -> Sample:
+    def _row(self, sample: Sample) -> Sample:
         """``sample`` as one row per input, without a leading batch dimension of 1."""
-        where = f"{source}: " if source is not None else ""
         if len(sample) != len(self._ranks):
-            raise InputError(f"{where}the model takes {len(self._ranks)} input(s), the sample holds {len(sample)}")
+            raise InputError(f"the model takes {len(self._ranks)} input(s), the sample holds {len(sample)}")
         row = []
         for name, rank, x in zip(self.engine.input_names, self._ranks, sample):
             if rank is not None and x.ndim == rank and x.shape[:1] == (1,):
                 x = x[0]
             elif rank is not None and x.ndim != rank - 1:
-                raise InputShapeError(f"{where}input {name}: expected a sample of rank {rank - 1} "
+                raise InputShapeError(f"input {name}: expected a sample of rank {rank - 1} "
                                       f"(or {rank} with a leading 1), given shape {tuple(x.shape)}")
             row.append(x)
         return tuple(row)

@@ -76,8 +76,8 @@ class Timed:
 def start_clusters(wanted: list[str]) -> tuple[dict[str, dict], list[Callable[[], None]]]:
     """The settings to time, each with the keyword arguments of its calls and its start
     time; and how to stop what was started."""
-    settings: dict[str, dict] = {"local, 1 engine": {"kwargs": {"engine": "local"}, "start": 0.0},
-                                 "local, 2 threads": {"kwargs": {"engine": "local", "workers": 2}, "start": 0.0}}
+    settings: dict[str, dict] = {f"local, workers={n}": {"kwargs": {"engine": "local", "workers": n}, "start": 0.0}
+                                 for n in (1, 2)}
     stops: list[Callable[[], None]] = []
     if "dask" in wanted and importlib.util.find_spec("distributed"):
         import distributed
@@ -87,7 +87,7 @@ def start_clusters(wanted: list[str]) -> tuple[dict[str, dict], list[Callable[[]
             cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=":0",
                                                silence_logs=logging.ERROR)
             distributed.Client(cluster).close()  # the scheduler answers: workers registered
-            settings[f"dask, {n} worker{'s' * (n > 1)}"] = {
+            settings[f"dask, workers={n}"] = {
                 "kwargs": {"engine": "dask", "address": cluster.scheduler_address},
                 "start": time.perf_counter() - began}
             stops.append(cluster.close)
@@ -98,7 +98,7 @@ def start_clusters(wanted: list[str]) -> tuple[dict[str, dict], list[Callable[[]
         ray.init(num_cpus=2, include_dashboard=False, logging_level="error", log_to_driver=False)
         started = time.perf_counter() - began
         for n in (1, 2):
-            settings[f"ray, {n} actor{'s' * (n > 1)}"] = {"kwargs": {"engine": "ray", "workers": n}, "start": started}
+            settings[f"ray, workers={n}"] = {"kwargs": {"engine": "ray", "workers": n}, "start": started}
         stops.append(ray.shutdown)
     return settings, stops
 

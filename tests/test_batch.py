@@ -178,7 +178,7 @@ def test_out_writes_the_outputs_as_they_arrive(tmp_path, xs, expected):
         seen.append((done, total, np.load(tmp_path / "ys.npy", mmap_mode="r")[:done].copy()))
 
     ys = batch.run(INCEPTION, xs, batch_size=BATCH, out=tmp_path / "ys.npy", progress=progress,
-                   options={"threads": 1, "intra_op_threads": 1})
+                   workers=1, options={"threads": 1, "intra_op_threads": 1})  # one chunk at a time: in order
     assert isinstance(ys, np.memmap)
     np.testing.assert_array_equal(np.load(tmp_path / "ys.npy"), expected)
     assert [s[:2] for s in seen] == [(min(n, ROWS), ROWS) for n in range(BATCH, ROWS + BATCH, BATCH)]

@@ -61,14 +61,15 @@ def run(
     (``ys.out0.npy``, ``ys.out1.npy``, ... for several outputs) and returns them
     memory-mapped.
 
-    ``engine``: ``"local"`` (this process; ``workers`` chunks at once on threads),
-    ``"dask"`` or ``"ray"``. ``address``: an existing cluster (``tcp://host:8786`` for
+    ``engine``: ``"local"`` (this process; ``workers`` chunks at once on threads, by
+    default one per core), ``"dask"`` or ``"ray"``. ``address``: an existing cluster (``tcp://host:8786`` for
     Dask; ``"auto"`` or ``ray://host:10001`` for Ray; a Ray instance already started in
     this process is used as it is); without it a local cluster of ``workers`` (default: the
     cores) is started and stopped around the call. ``batch_size``: rows per chunk sent to a
     worker and run as one batch where the model takes one; models exported with a fixed
     batch run the rows one at a time (a log line says so). ``options``: ``Engine.load``'s;
-    without thread options, each worker's engine runs on one thread per CPU it was given.
+    without thread options, each worker's engine runs on one thread per CPU it was given
+    (``engine="local", workers=1``: on the threads the engine chooses).
 
     ``on_error="raise"`` stops at the first row that fails with a RowError naming it (and
     its file); ``"skip"`` runs every other row and returns a :class:`BatchResult`: the

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                   "(axis 0), or several sample files")
     parser.add_argument("--engine", choices=batch.ENGINES, default="local", help="where the rows run (default local)")
     parser.add_argument("--workers", type=_positive, default=None,
-                        help="workers of a local cluster (default: the cores); chunks at once for local")
+                        help="workers of a local cluster, chunks at once for local (default: the cores)")
     parser.add_argument("--address", default=None,
                         help="an existing cluster: tcp://host:8786 (Dask), auto or ray://host:10001 (Ray)")
     parser.add_argument("--batch-size", type=_positive, default=32, help="rows per chunk and batch (default 32)")

@@ -8,11 +8,13 @@ Each cluster is started once (timed: "start"), then given a first job of a few c
 (timed: "first call": its workers import graphexec and load the model). The clusters stay
 up while every setting runs ``--rounds`` times, interleaved (the order reversed every other
 round), each call a whole ``batch.run`` over the folder on the running cluster (through
-``address=``; Ray through the instance started here, with ``workers`` actors). Reported:
-the median rows/s of a call (for Ray it includes starting its actors, as every call does),
-and the median steady rate (rows after the first chunk came back, over the time since).
-Every result is checked against a plain loop over Engine.forward. Needs the dask and ray
-extras (a missing one is left out). A script, never run as a test.
+``address=``; Ray through the instance started here, with ``workers`` actors), beside two
+plain loops over Engine.forward on the samples in memory (an engine choosing its own
+threads, and one of one thread and one BLAS thread). Reported: the median rows/s of a call
+(for Ray it includes starting its actors, as every call does), and the median steady rate
+(rows after the first chunk came back, over the time since). Every result is checked
+against the one-thread loop. Needs the dask and ray extras (a missing one is left out). A
+script, never run as a test.
 """
 
 from __future__ import annotations
@@ -46,13 +48,9 @@ def make_samples(model: Path, rows: int, folder: Path) -> np.ndarray:
     return xs
 
 
-def reference(model: Path, xs: np.ndarray, batch_size: int) -> tuple[np.ndarray, float]:
-    """A plain loop over Engine.forward (the engine's own threads), batch by batch; rows/s."""
-    engine = Engine.load(model)
-    engine.forward(xs[:batch_size])
-    start = time.perf_counter()
-    ys = np.concatenate([engine.forward(xs[i:i + batch_size]) for i in range(0, len(xs), batch_size)])
-    return ys, len(xs) / (time.perf_counter() - start)
+def loop(engine: Engine, xs: np.ndarray, batch_size: int) -> np.ndarray:
+    """The reference: Engine.forward over the rows in memory, batch by batch."""
+    return np.concatenate([engine.forward(xs[i:i + batch_size]) for i in range(0, len(xs), batch_size)])
 
 
 class Timed:
@@ -116,34 +114,41 @@ def main() -> None:
     try:
         for name in args.models:
             model = MODELS / f"{name}.pnnx.param"
+            loops = {"loop, own threads": Engine.load(model),  # as Engine.load(path) chooses
+                     "loop, 1 x 1 threads": Engine.load(model, threads=1, intra_op_threads=1)}
             with tempfile.TemporaryDirectory() as tmp:
                 xs = make_samples(model, args.rows, Path(tmp))
-                want, loop_rate = reference(model, xs, args.batch_size)
+                want = loop(loops["loop, 1 x 1 threads"], xs, args.batch_size)
                 first: dict[str, float] = {}
                 for label, setting in settings.items():  # the first call: imports, engines loaded
                     began = time.perf_counter()
                     batch.run(model, sorted(Path(tmp).iterdir())[:4 * args.batch_size],
                               batch_size=args.batch_size, **setting["kwargs"])
                     first[label] = time.perf_counter() - began
-                rates: dict[str, list[float]] = {label: [] for label in settings}
-                steady: dict[str, list[float]] = {label: [] for label in settings}
+                labels = [*loops, *settings]
+                rates: dict[str, list[float]] = {label: [] for label in labels}
+                steady: dict[str, list[float]] = {label: [] for label in labels}
                 for r in range(args.rounds):
-                    for label in (list(settings) if r % 2 == 0 else list(settings)[::-1]):
+                    for label in (labels if r % 2 == 0 else labels[::-1]):
                         timed = Timed()
                         began = time.perf_counter()
-                        ys = batch.run(model, tmp, batch_size=args.batch_size, progress=timed,
-                                       **settings[label]["kwargs"])
+                        if label in loops:
+                            ys = loop(loops[label], xs, args.batch_size)
+                        else:
+                            ys = batch.run(model, tmp, batch_size=args.batch_size, progress=timed,
+                                           **settings[label]["kwargs"])
                         rates[label].append(len(xs) / (time.perf_counter() - began))
-                        steady[label].append(timed.steady())
+                        steady[label].append(timed.steady() if label not in loops else rates[label][-1])
                         error = float(np.abs(ys - want).max() / np.abs(want).max())
                         if error > 1e-4:
                             raise SystemExit(f"{name}, {label}: differs from a loop over forward by {error:.2g}")
-            print(f"\n{name}: a plain loop over Engine.forward in memory, batch {args.batch_size}: "
-                  f"{loop_rate:.0f} rows/s")
-            print(f"| {'setting':<17} | start s | first call s | rows/s a call | rows/s steady |")
-            print(f"|{'-' * 19}|--------:|-------------:|--------------:|--------------:|")
-            for label, setting in settings.items():
-                print(f"| {label:<17} | {setting['start']:7.1f} | {first[label]:12.2f} | "
+            print(f"\n{name} (loops: over the samples in memory; the others: over the .npy files)")
+            print(f"| {'setting':<19} | start s | first call s | rows/s a call | rows/s steady |")
+            print(f"|{'-' * 21}|--------:|-------------:|--------------:|--------------:|")
+            for label in labels:
+                start = f"{settings[label]['start']:.1f}" if label in settings else "-"
+                began = f"{first[label]:.2f}" if label in settings else "-"
+                print(f"| {label:<19} | {start:>7} | {began:>12} | "
                       f"{statistics.median(rates[label]):13.0f} | {statistics.median(steady[label]):13.0f} |")
     finally:
         for stop in stops:

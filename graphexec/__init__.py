@@ -22,18 +22,21 @@ from graphexec.errors import (
     InputError,
     InputShapeError,
     LayerConfigError,
+    MissingExtraError,
     ModelFormatError,
     NonFiniteError,
     OptionError,
+    RowError,
     RunTimeoutError,
     UnsupportedOperatorError,
     WeightError,
+    WorkerError,
 )
 
 if TYPE_CHECKING:
     from graphexec.engine import Engine
-    from graphexec.options import EngineOptions
     from graphexec.exporting import export
+    from graphexec.options import EngineOptions
     from graphexec.trace import Trace
 
 # A library never decides where its logs go: silent until the application enables them.
@@ -66,13 +69,16 @@ __all__ = [
     "InputError",
     "InputShapeError",
     "LayerConfigError",
+    "MissingExtraError",
     "ModelFormatError",
     "NonFiniteError",
     "OptionError",
+    "RowError",
     "RunTimeoutError",
     "Trace",
     "UnsupportedOperatorError",
     "WeightError",
+    "WorkerError",
     "__version__",
     "export",
 ]

@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 from loguru import logger  # noqa: E402
 
 from graphexec import pnnx  # noqa: E402
+from graphexec.batch import command as batch_command  # noqa: E402
 from graphexec.draw import to_dot, to_svg
 from graphexec.engine import Engine, cpu_count
 from graphexec.errors import GraphexecError, InputError, UnsupportedOperatorError
@@ -483,6 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph = model_command("graph", "draw the pipeline (.svg laid out here, or .dot for Graphviz)", cmd_graph)
     graph.add_argument("-o", "--output", required=True, help="graph.svg or graph.dot")
     graph.add_argument("--title", help="the drawing's title (default: the model's name)")
+    batch_command.add_arguments(sub.add_parser("batch", help=batch_command.HELP))
     return parser
 
 

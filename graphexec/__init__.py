@@ -30,6 +30,7 @@ from graphexec.errors import (
 )
 
 if TYPE_CHECKING:
+    from graphexec.converting import convert
     from graphexec.engine import Engine
     from graphexec.exporting import export
     from graphexec.trace import Trace
@@ -39,7 +40,8 @@ logger.disable("graphexec")
 
 __version__ = "0.1.0"
 
-_LAZY = {"Engine": "graphexec.engine", "Trace": "graphexec.trace", "export": "graphexec.exporting"}
+_LAZY = {"Engine": "graphexec.engine", "Trace": "graphexec.trace", "export": "graphexec.exporting",
+         "convert": "graphexec.converting"}
 
 
 def __getattr__(name: str) -> Any:
@@ -69,5 +71,6 @@ __all__ = [
     "UnsupportedOperatorError",
     "WeightError",
     "__version__",
+    "convert",
     "export",
 ]

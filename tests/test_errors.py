@@ -70,6 +70,7 @@ def test_the_public_surface_is_pinned():
             "UnsupportedOperatorError",
             "WeightError",
             "__version__",
+            "convert",
             "export",
         ]
     )

@@ -50,7 +50,9 @@ from graphexec import dtypes, pnnx
 from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
 from graphexec.blas import blas_run, blas_workers_off, idle_threads_sleep
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
+from graphexec.converting import loadable
 from graphexec.excitation import fuse_excitations
+from graphexec.extracting import resolve_extract
 from graphexec.executor import RunOptions, run_sequential
 from graphexec.fusion import fuse_activations, head_and_tail
 from graphexec.ir import Dim, Graph
@@ -278,6 +280,9 @@ class Engine:
     ) -> Engine:
         """Load ``param_path`` (and its weights, by default the sibling ``.bin``).
 
+        An ONNX model (``model.onnx``) is converted with pnnx first, into a cache folder and
+        reused (see :func:`graphexec.convert`, which also fixes sizes left dynamic).
+
         ``threads``: inter-op workers (1 = sequential); ``intra_op_threads``: BLAS threads
         per node (by default 1 when ``threads`` or ``executor`` is given; with neither, the
         engine chooses both, see the module docstring); ``executor``: run nodes on this
@@ -317,13 +322,13 @@ class Engine:
         It is off by default, so that a device that cannot run what it claims to is
         reported (a DeviceError naming the node) rather than silently made slower.
         """
-        graph = pnnx.load(param_path, bin_path)
+        graph = pnnx.load(loadable(param_path) if bin_path is None else param_path, bin_path)
         engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor,
                      memory_limit=memory_limit, reuse_memory=reuse_memory, device=device, cpu_types=cpu_types,
                      fallback=fallback, pin_workers=pin_workers, share_nodes=share_nodes,
                      merge_convs=merge_convs, fold_preactivations=fold_preactivations,
                      fuse_excitations=fuse_excitations)
-        logger.debug(
+        logger.info(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
             engine.threads, engine.intra_op_threads,
@@ -458,15 +463,17 @@ class Engine:
 
         ``forward(x)`` / ``forward(x1, x2)`` return an array, or a tuple when the model has
         several outputs; ``forward({"in0": x})`` returns ``{"out0": y, ...}``. With
-        ``extract=[operand names]`` the result is ``(outputs, {name: array})``. A
-        :class:`~graphexec.trace.Trace` passed as ``trace`` records when each node ran.
+        ``extract=[names]`` (operand ids as in the param file, or operator names for their
+        outputs: an array, a tuple for several) the result is ``(outputs, {name: value})``.
+        A :class:`~graphexec.trace.Trace` passed as ``trace`` records when each node ran.
         ``timeout`` (seconds): no node starts after it and RunTimeoutError is raised;
         ``check_finite``: raise NonFiniteError at the first operator whose output holds
         NaN or Inf.
         """
         by_name = len(args) == 1 and isinstance(args[0], Mapping)
         feeds = self._feeds(args[0] if by_name else None, None if by_name else args)
-        wanted = self._extractable(extract)
+        asked = self._extractable(extract)
+        wanted = list(dict.fromkeys(o for operands in asked.values() for o in operands))
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
         plan = self._plan_for(given, given_by_user=True)
         if plan.fused_away.intersection(wanted):  # an operand fusion removed: run unfused
@@ -500,7 +507,8 @@ class Engine:
         else:
             result = outputs[0] if len(outputs) == 1 else tuple(outputs)
         if extract is not None:
-            return result, {n: values[n] for n in wanted}
+            return result, {name: values[ops[0]] if len(ops) == 1 else tuple(values[o] for o in ops)
+                            for name, ops in asked.items()}
         return result
 
     __call__ = forward
@@ -650,23 +658,12 @@ class Engine:
         return RunOptions(deadline=deadline, timeout=timeout, check_finite=check_finite)
 
     # -- inputs ------------------------------------------------------------------------------
-    def _extractable(self, extract: Sequence[str] | None) -> list[str]:
+    def _extractable(self, extract: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+        """Each name ``extract`` asks for with its operands (see :mod:`graphexec.extracting`)."""
         if extract is None:
-            return []
-        if isinstance(extract, str):
-            raise InputError(f"extract takes a list of operand names, got the string {extract!r}")
-        wanted = list(extract)
+            return {}
         computed = set(self.program.inputs) | {o for step in self.program.steps for o in step.outputs}
-        unknown = [n for n in wanted if n not in self.graph.operands]
-        if unknown:
-            raise InputError(f"cannot extract unknown operand(s) {unknown}; operands are named as in the param file")
-        packed = [n for n in wanted if n not in computed]
-        if packed:
-            raise InputError(
-                f"cannot extract {packed}: they only bundle the model's outputs into a tuple; "
-                f"the outputs themselves are {list(self.program.outputs)}"
-            )
-        return wanted
+        return resolve_extract(self.graph, computed, self.program.outputs, extract)
 
     def _feeds(self, named: Mapping[str, Any] | None, positional: Sequence[Any] | None) -> dict[str, np.ndarray]:
         expected = len(self.program.inputs)

@@ -140,7 +140,7 @@ def export(
             shutil.copyfile(Path(tmp) / "model.pnnx.bin", base.with_name(base.name + ".pnnx.bin"))
     arrays = {f"in{i}": _as_numpy(t) for i, t in enumerate(inputs)}
     arrays.update({f"out{i}": _as_numpy(t) for i, t in enumerate(outputs)})
-    np.savez_compressed(base.with_name(base.name + ".io.npz"), **arrays)
+    np.savez_compressed(base.with_name(base.name + ".io.npz"), **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     if check:
         check_export(param, tolerance=tolerance)
     return param

@@ -125,9 +125,10 @@ def resolve_model(args: argparse.Namespace) -> Path:
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     done = conversion(path, shapes or None, cache_dir=cache)
     if not shapes and batch is not None:  # its own shapes, with the batch asked for
-        exported = [tuple(o.shape or ()) for o in pnnx.load(done.param).input_operands]
-        if all(isinstance(d, int) for s in exported for d in s) and _with_batch(exported, batch) != exported:
-            done = conversion(path, _with_batch(exported, batch), cache_dir=cache)  # type: ignore[arg-type]
+        dims = [tuple(o.shape or ()) for o in pnnx.load(done.param).input_operands]
+        exported = [tuple(d for d in s if isinstance(d, int)) for s in dims]
+        if exported == dims and _with_batch(exported, batch) != exported:
+            done = conversion(path, _with_batch(exported, batch), cache_dir=cache)
     print(f"graphexec: {done.describe()}", file=sys.stderr)
     return done.param
 
@@ -163,7 +164,7 @@ def load_engine(args: argparse.Namespace, profiling: bool = False, param: Path |
 # ----------------------------------------------------------------------------------------
 def read_input_files(paths: Sequence[str]) -> list[np.ndarray]:
     """The arrays in ``.npy`` files, and the ``in0, in1, ...`` of ``.npz`` ones."""
-    arrays = []
+    arrays: list[np.ndarray] = []
     for path in paths:
         try:
             loaded = np.load(path, allow_pickle=False)
@@ -190,8 +191,8 @@ def run_shapes(engine: Engine, args: argparse.Namespace) -> list[Shape] | None:
     names = engine.input_names
     if given:
         if len(given) != len(names):
-            exported = ", ".join(f"{n} {s}" for n, s in engine.input_shapes.items())
-            raise InputError(f"the model takes {len(names)} input(s) ({exported}); --input-shape was given "
+            shown = ", ".join(f"{n} {s}" for n, s in engine.input_shapes.items())
+            raise InputError(f"the model takes {len(names)} input(s) ({shown}); --input-shape was given "
                              f"{len(given)} time(s), once per input")
         return _with_batch(given, batch)
     if batch is None:
@@ -200,7 +201,7 @@ def run_shapes(engine: Engine, args: argparse.Namespace) -> list[Shape] | None:
     for name, exported in engine.input_shapes.items():
         if exported is None or not all(isinstance(d, int) for d in exported):
             raise InputError(f"input {name} has no fixed exported shape {exported}; give it with --input-shape")
-        exported_shapes.append(tuple(int(d) for d in exported))  # type: ignore[arg-type]
+        exported_shapes.append(tuple(d for d in exported if isinstance(d, int)))
     return _with_batch(exported_shapes, batch)
 
 
@@ -224,8 +225,9 @@ def make_inputs(engine: Engine, args: argparse.Namespace) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     arrays = []
     for k, (name, exported) in enumerate(engine.input_shapes.items()):
-        wanted = shapes[k] if shapes is not None else exported
-        if wanted is None or not all(isinstance(d, int) for d in wanted):
+        dims = shapes[k] if shapes is not None else exported
+        wanted = tuple(d for d in dims or () if isinstance(d, int))
+        if dims is None or len(wanted) != len(dims):
             raise InputError(f"input {name} has no fixed exported shape {exported}; give it with --input-shape "
                              f"or pass --input")
         dtype = engine.input_dtypes[name]

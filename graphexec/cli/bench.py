@@ -95,7 +95,7 @@ def bench(
                 times[k].append(time.perf_counter() - start)
         if on_round is not None:
             on_round()
-    return [BenchRow(e.threads, e.intra_op_threads, tuple(t)) for e, t in zip(engines, times)]
+    return [BenchRow(e.threads or 1, e.intra_op_threads, tuple(t)) for e, t in zip(engines, times)]
 
 
 def default_thread_counts(cores: int) -> list[int]:

@@ -77,8 +77,9 @@ def command(args: argparse.Namespace) -> None:
     print(f"threads: {engine.threads} worker(s) x {engine.intra_op_threads} BLAS thread(s)"
           + (" (the defaults for this plan on this machine)" if chosen else "")
           + (f", workers pinned to cores {', '.join(map(str, pinned))}" if pinned else ""))
-    if engine.device is not None and engine.plan().placement is not None:
-        print_placement(engine.plan().placement, args.placement)
+    placement = engine.plan().placement if engine.device is not None else None
+    if placement is not None:
+        print_placement(placement, args.placement)
 
 
 def describe_plan(engine: Engine, plan: Plan) -> None:
@@ -89,7 +90,7 @@ def describe_plan(engine: Engine, plan: Plan) -> None:
           f"width {plan.width}")
     print(f"critical path: {len(plan.critical_path)} nodes, {plan.critical_seconds / plan.total_seconds:.0%} "
           f"of the estimated work: {_describe_path(plan, plan.critical_path)}")
-    print(f"ideal speedup: {plan.ideal_speedup(engine.threads):.2f}x on {engine.threads} worker(s), "
+    print(f"ideal speedup: {plan.ideal_speedup(engine.threads or 1):.2f}x on {engine.threads} worker(s), "
           f"{plan.ideal_speedup(cpu_count()):.2f}x on {cpu_count()} cores")
     shared = engine.shared_nodes(plan)
     found = regions(plan, cpu_count(), cpu_count(), shared)

@@ -107,8 +107,7 @@ def default_threads(plan: Plan, cores: int, mixing: bool | None = None,
 
     One worker when nodes run on a device: there a node's host work is an enqueue (tens of
     microseconds of Python, under the GIL) and the device's command queues already run
-    branches side by side; more workers only contend for the GIL (GoogLeNet on an H100
-    through OpenCL: 12 ms a run on one worker, 20 ms on two)."""
+    branches side by side; more workers only contend for the GIL (docs/design/opencl.md)."""
     if cores < 2 or any(node.device != "cpu" for node in plan.nodes):
         return 1
     if mixing is None:
@@ -214,8 +213,8 @@ class Engine:
         if share_nodes is None:
             share_nodes = threads is None and intra_op_threads is None and executor is None
         # A node's pieces run on single-threaded BLAS beside BLAS threads that may still spin
-        # on the other cores: unless asked, only where those sleep soon (numpy loaded first,
-        # ResNet-50, GoogLeNet and Inception v3 ran 1.13-1.26x slower with nodes shared out).
+        # on the other cores: unless asked, only where those sleep soon (see
+        # docs/design/threads.md, "Short spins of BLAS threads").
         self._share = share_nodes and executor is None and cores > 1 and (mixing or asked_to_share)
         chosen = threads is None
         if chosen:
@@ -582,8 +581,7 @@ class Engine:
     def _mergeable(self, program: Program, specs: dict[str, Spec]) -> Callable[[Step], bool] | None:
         """The steps whose siblings may merge (None: every one). A merged product gains where
         it runs alone with every core for BLAS; siblings that run side by side on the workers
-        are faster apart (the wide net, 8 branches: 0.87-0.94x the time apart on two workers,
-        against merged on one worker with two BLAS threads). So where the engine chooses its
+        are faster apart (docs/design/plan.md, "Sibling convolutions"). So where the engine chooses its
         threads, siblings merge only in the units it runs one at a time (with one worker,
         all); given threads, BLAS threads or an executor, all merge, so that every such
         engine runs the sequential one's plan and gives its bits."""

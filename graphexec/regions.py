@@ -32,28 +32,26 @@ from itertools import pairwise
 from graphexec.cost import Cost
 from graphexec.plan import Plan
 
+# The constants of the cost model below are calibrated by measurements on the project's
+# 2-core machines, kept in docs/design/threads.md ("The cost model's constants").
+
 #: Throughput each BLAS thread beyond the first adds to a large matrix product, relative to
-#: the first. Measured on 2 cores (OpenBLAS 0.3.31, AMD EPYC): Inception v3, ~65% of its
-#: time in sgemm, ran 1.43x as fast with 2 BLAS threads, which puts sgemm at ~1.85x.
+#: the first.
 BLAS_SCALING = 0.85
 #: Products below this many FLOPs gain nothing from more threads (OpenBLAS keeps them on
 #: one thread, and waking another costs about what it saves).
 MIN_SCALING_FLOPS = 2e6
-#: The speed of branches run side by side relative to the same branches alone. Measured:
-#: the wide net (8 equal 3x3 convolution branches) ran 1.47x as fast on 2 workers.
+#: The speed of branches run side by side relative to the same branches alone.
 SIDE_BY_SIDE_EFFICIENCY = 0.75
 #: What handing a unit to a worker costs on top of its work (a thread wake-up each way,
-#: the GIL passing): the chains of inception_mini at 64 x 64 (63 us each) ran 0.77x as
-#: fast on two workers as on one.
+#: the GIL passing).
 HANDOFF_SECONDS = 40e-6
 #: Workers are started only for an estimated gain of at least this fraction of the run: a
 #: run through the scheduler costs a little more per unit than a plain loop, and the
-#: estimates are rough (ShuffleNet v2, estimated 3% faster with workers, ran 7% slower).
+#: estimates are rough.
 MIN_WORKERS_GAIN = 0.05
 #: Throughput each thread beyond the first adds to a node shared out, relative to the
-#: first. Measured on 2 cores (one BLAS thread a piece, interleaved, noisy): GoogLeNet's
-#: 3x3 convolutions on 28 x 28 and 56 x 56 (Winograd) ran 1.4-1.7x as fast as on one
-#: thread, its 7x7 stem convolution 1.7x.
+#: first.
 SPLIT_SCALING = 0.6
 #: What sharing a node out costs on top of its work: waking a thread for each other piece
 #: and waiting for it.
@@ -87,13 +85,8 @@ def _boosted(cost: Cost, cores: int) -> float:
 
 
 #: An engine that chooses one worker gives it every core for BLAS only when that is
-#: estimated to save at least this fraction of a run. Measured on a 2-core Xeon (a thread
-#: wake-up ~35 us), one worker with 2 BLAS threads against 1, 21-31 interleaved rounds,
-#: BLAS threads spinning 2^20 cycles after a call (see graphexec/__init__.py): MobileNet v3
-#: small (estimated saving 0.07) 0.96x as fast with 2, its products too small to pay for
-#: the second thread; EfficientNet-B0, MobileNet v2 and v3 large, MnasNet (0.11-0.13)
-#: 1.02-1.05x, ShuffleNet v2 (0.18) 1.07x, RegNet-Y 400MF (0.24) 1.08x. (With spins of
-#: 2^4, every product woke the thread, and all but the last lost 2-14%.)
+#: estimated to save at least this fraction of a run: below it, the products are too small
+#: to pay for waking the second thread (docs/design/threads.md).
 MIN_BLAS_GAIN = 0.1
 
 

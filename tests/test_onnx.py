@@ -7,6 +7,7 @@ checks the error a user without it gets."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -103,6 +104,16 @@ def test_the_command_line_runs_an_onnx_model_with_its_shape(tmp_path, capsys):
     assert f"graphexec: converted {FIXTURES / 'mobilenet_v3_small.onnx'} with pnnx" in err
     with np.load(tmp_path / "y.npz") as got:
         assert relative_error(got["out0"], want) <= TOLERANCE
+
+
+@needs_pnnx
+def test_bench_converts_an_onnx_model_at_the_batch_asked_for(tmp_path, capsys):
+    """The batch mobilenet_v3_small leaves dynamic is fixed by conversion at --batch."""
+    target = tmp_path / "r.json"
+    assert main(["bench", str(FIXTURES / "mobilenet_v3_small.onnx"), "--batch", "3", "--threads", "1",
+                 "--rounds", "1", "--warmup", "0", "--json", str(target), "--cache-dir", str(tmp_path)]) == 0
+    assert json.loads(target.read_text())["inputs"] == [[3, 3, 64, 64]]
+    assert len(list(tmp_path.glob("mobilenet_v3_small-*/model.pnnx.param"))) == 2  # at pnnx's batch 1, then at 3
 
 
 def test_without_pnnx_the_error_says_what_to_install(monkeypatch):

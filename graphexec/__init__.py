@@ -34,6 +34,7 @@ from graphexec.errors import (
 )
 
 if TYPE_CHECKING:
+    from graphexec.converting import convert
     from graphexec.engine import Engine
     from graphexec.exporting import export
     from graphexec.options import EngineOptions
@@ -45,7 +46,7 @@ logger.disable("graphexec")
 __version__ = "0.1.0"
 
 _LAZY = {"Engine": "graphexec.engine", "EngineOptions": "graphexec.options", "Trace": "graphexec.trace",
-         "export": "graphexec.exporting"}
+         "export": "graphexec.exporting", "convert": "graphexec.converting"}
 
 
 def __getattr__(name: str) -> Any:
@@ -80,5 +81,6 @@ __all__ = [
     "WeightError",
     "WorkerError",
     "__version__",
+    "convert",
     "export",
 ]

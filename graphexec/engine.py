@@ -29,6 +29,7 @@ from loguru import logger
 
 from graphexec import pnnx
 from graphexec.blas import blas_run
+from graphexec.converting import loadable
 from graphexec.devices import resolve as resolve_device
 from graphexec.devices.cpu import CpuDevice
 from graphexec.errors import GraphexecError, InputError, InputShapeError, OptionError
@@ -128,12 +129,15 @@ class Engine:
         The keywords are the fields of :class:`~graphexec.options.EngineOptions` (threads,
         intra_op_threads, executor, memory_limit, reuse_memory, device, cpu_types, fallback,
         pin_workers, share_nodes, passes_off, cpu_kernels), or ``options`` gives them whole.
+
+        An ONNX model (``model.onnx``) is converted with pnnx first, into a cache folder and
+        reused (see :func:`graphexec.convert`, which also fixes sizes left dynamic).
         """
         built = EngineOptions.from_keywords(options, **keywords)  # a bad option fails before the file is read
-        graph = pnnx.load(param_path, bin_path)
+        graph = pnnx.load(loadable(param_path) if bin_path is None else param_path, bin_path)
         source = (os.fspath(param_path), None if bin_path is None else os.fspath(bin_path))
         engine = cls(graph, built, source=source)
-        logger.debug(
+        logger.info(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
             engine.threads, engine.intra_op_threads,
@@ -200,7 +204,7 @@ class Engine:
     def output_shapes(self) -> dict[str, tuple[Dim, ...] | None]:
         """Output shapes as exported."""
         if self._output_specs is not None:
-            return {n: spec.shape for n, spec in zip(self.output_names, self._output_specs)}  # type: ignore[union-attr]
+            return {n: spec.shape for n, spec in zip(self.output_names, self._output_specs)}
         operands = self.graph.operands
         return {n: operands[o].shape for n, o in zip(self.output_names, self.program.outputs)}
 
@@ -273,15 +277,17 @@ class Engine:
 
         ``forward(x)`` / ``forward(x1, x2)`` return an array, or a tuple when the model has
         several outputs; ``forward({"in0": x})`` returns ``{"out0": y, ...}``. With
-        ``extract=[operand names]`` the result is ``(outputs, {name: array})``. A
-        :class:`~graphexec.trace.Trace` passed as ``trace`` records when each node ran.
+        ``extract=[names]`` (operand ids as in the param file, or operator names for their
+        outputs: an array, a tuple for several) the result is ``(outputs, {name: value})``.
+        A :class:`~graphexec.trace.Trace` passed as ``trace`` records when each node ran.
         ``timeout`` (seconds): no node starts after it and RunTimeoutError is raised;
         ``check_finite``: raise NonFiniteError at the first operator whose output holds
         NaN or Inf.
         """
         by_name = len(args) == 1 and isinstance(args[0], Mapping)
         feeds = self._inputs.feeds(args[0] if by_name else None, None if by_name else args)
-        wanted = self._inputs.extractable(extract)
+        asked = self._inputs.extractable(extract)
+        wanted = list(dict.fromkeys(o for operands in asked.values() for o in operands))
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
         plan = self.planner.plan(given)
         if plan.fused_away.intersection(wanted):  # operands rewrites removed: without those rewrites
@@ -314,7 +320,8 @@ class Engine:
         else:
             result = outputs[0] if len(outputs) == 1 else tuple(outputs)
         if extract is not None:
-            return result, {n: values[n] for n in wanted}
+            return result, {name: values[ops[0]] if len(ops) == 1 else tuple(values[o] for o in ops)
+                            for name, ops in asked.items()}
         return result
 
     __call__ = forward

@@ -186,7 +186,7 @@ class Planner:
                 step = node.step
                 ins = [analysis.specs[n] for n in step.inputs]
                 if isinstance(step.layer, _Transfer):
-                    kernels.append(TransferKernel(step.layer, ins, device, queue))  # type: ignore[arg-type]
+                    kernels.append(TransferKernel(step.layer, ins, device, queue))
                 elif node.device == CPU:
                     kernels.append(self._cpu_kernel(step, analysis.specs, Hints(pieces=pieces)))
                 else:

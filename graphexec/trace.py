@@ -227,9 +227,9 @@ class Trace:
             pred = max(preds, key=lambda p: longest[p], default=None)
             best_pred[i] = pred
             longest[i] = by_node[i].seconds + (longest[pred] if pred is not None else 0.0)
-        node: int | None = max(longest, key=longest.get)  # type: ignore[arg-type]
+        step: int | None = max(longest, key=lambda k: longest[k])
         path = []
-        while node is not None:
-            path.append(by_node[node])
-            node = best_pred[node]
+        while step is not None:
+            path.append(by_node[step])
+            step = best_pred[step]
         return path[::-1]

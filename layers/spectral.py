@@ -427,7 +427,7 @@ class ISTFT(Layer):
     def forward(self, inputs: list[Any]) -> list[Any]:
         spectrum = np.asarray(inputs[self.spectrum_at])
         frames = spectrum.shape[-1]
-        onesided = self._onesided(spectrum.shape[-2])
+        self._onesided(spectrum.shape[-2])  # refuses a spectrum of the wrong height
         window = (np.ones(self.win_length, real_of(spectrum.dtype)) if self.window_at is None
                   else np.asarray(inputs[self.window_at]))
         dtype = np.result_type(spectrum.dtype, complex_of(window.dtype))

@@ -139,20 +139,26 @@ def assert_rewritten_runs_agree(param: Path, threads: int, option: str, *, atol:
 
 
 def run_layers(param: Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """The graph at ``param`` run layer by layer through each layer's own ``forward``, in
-    order, with no plan: for graphs whose sizes are known only at run time, which no plan
-    holds yet. Each output is checked against the spec its layer inferred from the specs of
-    the values it was given (a :class:`DynamicSpec` must admit it)."""
+    """The graph at ``param`` run layer by layer, in order, with no plan, each layer through
+    the kernel the CPU device gives it for the specs of the values it is given (as an
+    engine's plan would run it, without rewrites): for graphs whose sizes are known only at
+    run time. Each output is checked against the spec its layer inferred from those specs
+    (a :class:`DynamicSpec` must admit it)."""
+    from graphexec.devices.cpu import CpuDevice
     from graphexec.layers.specs import DynamicSpec, TensorSpec, spec_of
     from graphexec.pnnx import load
     from graphexec.program import Program
 
+    device = CpuDevice()
     program = Program.from_graph(load(param))
     values = dict(zip(program.inputs, inputs, strict=True))
     for step in program.steps:
         given = [values[name] for name in step.inputs]
-        inferred = step.layer.infer([spec_of(v) for v in given])
-        produced = step.layer.forward(given)
+        specs = [spec_of(v) for v in given]
+        inferred = step.layer.infer(specs)
+        kernel = device.kernel(step.layer, specs, inferred)
+        kernel.prepare()
+        produced = kernel.run(given)
         assert len(produced) == len(step.outputs), f"{step.name}: {len(produced)} outputs"
         for name, spec, value in zip(step.outputs, inferred, produced):
             if isinstance(spec, DynamicSpec):

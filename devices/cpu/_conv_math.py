@@ -435,9 +435,9 @@ class Conv2dKernel:
         """This kernel with the same weights, taking im2col where it would take Winograd.
 
         Winograd's 16 per-frequency products are small, and more BLAS threads barely speed
-        them up (0.9-1.3x on two), where the one im2col product scales nearly with the
-        threads: a 3x3 convolution that runs whole on several BLAS threads is faster by
-        im2col (GoogLeNet and ResNet-50 ran 8-9% faster on 2 cores: README, Threads)."""
+        them up, where the one im2col product scales nearly with the threads: a 3x3
+        convolution that runs whole on several BLAS threads is faster by im2col (measured in
+        docs/design/threads.md, "Nodes shared out")."""
         kernel = copy.copy(self)
         kernel.winograd = False
         kernel._derived = {}

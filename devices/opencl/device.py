@@ -337,8 +337,8 @@ class OpenCLDevice(Device):
         ``args``, the arguments about to be set, declare the kernel's scalar arguments the
         first time they are given (ints as int32, floats as float32, by position): pyopencl
         then packs plain Python scalars itself, where an undeclared numpy scalar goes
-        through its generic path at ~15-20 us an argument (measured on NVIDIA's OpenCL and
-        PoCL), a convolution's ~20 arguments costing more than its kernel."""
+        through its generic path, a convolution's ~20 arguments costing more than its
+        kernel (docs/design/opencl.md)."""
         kernels = getattr(self._local, "kernels", None)
         if kernels is None:
             kernels = self._local.kernels = {}

@@ -76,6 +76,7 @@ def test_the_public_surface_is_pinned():
             "WeightError",
             "WorkerError",
             "__version__",
+            "convert",
             "export",
         ]
     )

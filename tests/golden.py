@@ -15,13 +15,12 @@ def op_cases() -> list[Path]:
     return sorted(p.parent for p in OPS.glob("*/*/model.pnnx.param"))
 
 
-#: Fixtures holding an operator whose output size the data decides (named here), which no
-#: plan made before the run can hold: the engine refuses them at load, saying the size is
-#: known only at run time, until plans can be completed at run time. Their layers are
-#: checked one by one against PyTorch (tests/test_dynamic_ops.py); the engine-level golden
-#: tests are expected to fail on them, strictly, so that they are moved out of this list
-#: the day they run.
+#: Fixtures holding an operator whose output size the data decides (named here): an engine
+#: plans them up to that value and the rest once the run has computed it. Each has further
+#: input sets in more.npz whose outputs have other sizes; tests/graphexec/test_dynamic_ops.py
+#: runs them all through engines, and layer by layer.
 RUNTIME_SIZED = {
+    "dynamic/after_a_threshold": "Tensor.index",
     "dynamic/arange_between_computed_floats": "torch.arange",
     "dynamic/arange_to_a_computed_end": "torch.arange",
     "dynamic/argwhere": "aten::argwhere",
@@ -48,27 +47,11 @@ def case_id(folder: Path) -> str:
     return str(folder.relative_to(OPS))
 
 
-def needs_runtime_sizes(name: str) -> tuple:
-    """The pytest marks of an engine-level test of fixture ``name`` (``family/case``): for
-    one in :data:`RUNTIME_SIZED`, an expected failure at load with the reason; else none."""
-    import pytest
-
-    from graphexec.errors import LayerConfigError
-
-    op_type = RUNTIME_SIZED.get(name)
-    if op_type is None:
-        return ()
-    return (pytest.mark.xfail(
-        strict=True, raises=LayerConfigError,
-        reason=f"needs plans completed at run time: the size of {op_type}'s output is known only when it runs"),)
-
-
 def engine_cases() -> list:
-    """:func:`op_cases` as pytest params, marked by :func:`needs_runtime_sizes`."""
+    """:func:`op_cases` as pytest params."""
     import pytest
 
-    return [pytest.param(folder, marks=needs_runtime_sizes(case_id(folder)), id=case_id(folder))
-            for folder in op_cases()]
+    return [pytest.param(folder, id=case_id(folder)) for folder in op_cases()]
 
 
 def more_io(folder: Path) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
@@ -140,9 +123,10 @@ def assert_rewritten_runs_agree(param: Path, threads: int, option: str, *, atol:
 
 def run_layers(param: Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The graph at ``param`` run layer by layer through each layer's own ``forward``, in
-    order, with no plan: for graphs whose sizes are known only at run time, which no plan
-    holds yet. Each output is checked against the spec its layer inferred from the specs of
-    the values it was given (a :class:`DynamicSpec` must admit it)."""
+    order, with no plan: the reference for graphs whose sizes are known only at run time,
+    which an engine plans in parts. Each output is checked against the spec its layer
+    inferred from the specs of the values it was given (a :class:`DynamicSpec` must admit
+    it)."""
     from graphexec.layers.specs import DynamicSpec, TensorSpec, spec_of
     from graphexec.pnnx import load
     from graphexec.program import Program

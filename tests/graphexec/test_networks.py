@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from graphexec import Engine
-from graphexec.errors import LayerConfigError
 from tests.golden import assert_matches, run_layers
 from tests.paths import REPO
 
@@ -103,23 +102,53 @@ def test_detector_regions_match_pytorch_and_concurrent_equals_sequential():
         assert all(np.array_equal(a, b) for a, b in zip(concurrent.forward(x), got)), "2 workers differ"
 
 
+def assert_same_detections(got: list[np.ndarray], want: list[np.ndarray], what: str) -> None:
+    """Detections (boxes, scores, labels, best first) are PyTorch's: as many; the scores,
+    in order, within 1e-4 relative; each detection one of PyTorch's with the same label, box
+    and score (floats within 1e-4 x their largest). Only detections whose scores are that
+    close may have traded places: PyTorch's order of two proposals that tie to an ulp
+    depends on how their convolutions summed (see docs/design/runtime-sizes.md)."""
+    boxes, scores, labels = got
+    want_boxes, want_scores, want_labels = want
+    assert [g.shape for g in got] == [w.shape for w in want], f"{what}: shapes differ"
+    assert labels.dtype.kind == want_labels.dtype.kind == "i"
+    assert_matches(scores, want_scores, what=f"{what} scores")
+    box_tolerance = 1e-4 * max(1.0, float(np.abs(want_boxes).max()))
+    score_tolerance = 1e-4 * max(1.0, float(np.abs(want_scores).max()))
+    unpaired = set(range(len(want_scores)))
+    for i in range(len(scores)):
+        pair = next((j for j in sorted(unpaired, key=lambda j: abs(j - i))
+                     if labels[i] == want_labels[j] and abs(scores[i] - want_scores[j]) <= score_tolerance
+                     and np.abs(boxes[i] - want_boxes[j]).max() <= box_tolerance), None)
+        assert pair is not None, (f"{what}: detection {i} (label {labels[i]}, score {scores[i]}, box {boxes[i]}) "
+                                  f"is none of PyTorch's")
+        unpaired.remove(pair)
+
+
 def test_whole_detector_layers_match_pytorch():
     """The whole detector (score thresholds, nms, the 100 best), run layer by layer: its
-    boxes, scores and labels are PyTorch's (labels exactly)."""
+    boxes, scores and labels are PyTorch's."""
     folder = exported_detector("fasterrcnn_mobilenet_v3_320")
     x, want = _io(folder)
     got = run_layers(folder / "model.pnnx.param", [x])
-    assert [g.shape for g in got] == [w.shape for w in want]
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_matches(g, w, what=f"fasterrcnn_mobilenet_v3_320 out{i}")
+    assert_same_detections(got, want, "fasterrcnn_mobilenet_v3_320 layer by layer")
 
 
-@pytest.mark.xfail(strict=True, raises=LayerConfigError,
-                   reason="needs plans completed at run time: how many boxes pass aten::where and nms "
-                          "is known only when they run")
-def test_whole_detector_runs_through_an_engine():
+def test_whole_detector_runs_through_an_engine_and_concurrent_equals_sequential():
+    """The whole detector through engines, planned up to each value whose size the run
+    decides (how many boxes pass the score thresholds and nms) and on from there: PyTorch's
+    detections; a second run plans nothing new; two and four workers give the
+    sequential engine's bits."""
     folder = exported_detector("fasterrcnn_mobilenet_v3_320")
     x, want = _io(folder)
-    got = Engine.load(folder / "model.pnnx.param").forward(x)
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_matches(g, w, what=f"fasterrcnn_mobilenet_v3_320 out{i}")
+    with Engine.load(folder / "model.pnnx.param", threads=1) as sequential:
+        got = sequential.forward(x)
+        assert_same_detections(list(got), want, "fasterrcnn_mobilenet_v3_320")
+        assert sequential.plan().rest is not None  # the sizes are the run's to find
+        built = sequential.planner.built
+        assert all(np.array_equal(a, b) for a, b in zip(sequential.forward(x), got))
+        assert sequential.planner.built == built, "the second run planned again"
+    for threads in (2, 4):
+        with Engine.load(folder / "model.pnnx.param", threads=threads) as concurrent:
+            again = concurrent.forward(x)
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(again, got)), f"{threads} workers differ"

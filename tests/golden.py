@@ -102,6 +102,29 @@ def assert_matches(got: np.ndarray, want: np.ndarray, *, rel: float = 1e-4, what
         assert diff <= rel * scale, f"{what}: max|diff| {diff:.3g} > {rel} x {scale:.3g}"
 
 
+def assert_same_detections(got: list[np.ndarray], want: list[np.ndarray], what: str) -> None:
+    """Detections (boxes, scores, labels, best first) are PyTorch's: as many; the scores,
+    in order, within 1e-4 relative; each detection one of PyTorch's with the same label, box
+    and score (floats within 1e-4 x their largest). Only detections whose scores are that
+    close may have traded places: PyTorch's order of two proposals that tie to an ulp
+    depends on how their convolutions summed (see docs/design/runtime-sizes.md)."""
+    boxes, scores, labels = got
+    want_boxes, want_scores, want_labels = want
+    assert [g.shape for g in got] == [w.shape for w in want], f"{what}: shapes differ"
+    assert labels.dtype.kind == want_labels.dtype.kind == "i"
+    assert_matches(scores, want_scores, what=f"{what} scores")
+    box_tolerance = 1e-4 * max(1.0, float(np.abs(want_boxes).max()))
+    score_tolerance = 1e-4 * max(1.0, float(np.abs(want_scores).max()))
+    unpaired = set(range(len(want_scores)))
+    for i in range(len(scores)):
+        pair = next((j for j in sorted(unpaired, key=lambda j: abs(j - i))
+                     if labels[i] == want_labels[j] and abs(scores[i] - want_scores[j]) <= score_tolerance
+                     and np.abs(boxes[i] - want_boxes[j]).max() <= box_tolerance), None)
+        assert pair is not None, (f"{what}: detection {i} (label {labels[i]}, score {scores[i]}, box {boxes[i]}) "
+                                  f"is none of PyTorch's")
+        unpaired.remove(pair)
+
+
 def assert_rewritten_runs_agree(param: Path, threads: int, option: str, *, atol: float) -> None:
     """An engine that rewrites part of the plan (``option`` on, as by default), on ``threads``
     workers, gives the sequential engine's bits, and PyTorch's outputs and those of an engine

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from graphexec import Engine
-from tests.golden import assert_matches, run_layers
+from tests.golden import assert_matches, assert_same_detections, run_layers
 from tests.paths import REPO
 
 NETWORKS = REPO / "artifacts" / "networks"
@@ -100,29 +100,6 @@ def test_detector_regions_match_pytorch_and_concurrent_equals_sequential():
         assert_matches(g, w, what=f"fasterrcnn_regions out{i}")
     with Engine.load(folder / "model.pnnx.param", threads=2) as concurrent:
         assert all(np.array_equal(a, b) for a, b in zip(concurrent.forward(x), got)), "2 workers differ"
-
-
-def assert_same_detections(got: list[np.ndarray], want: list[np.ndarray], what: str) -> None:
-    """Detections (boxes, scores, labels, best first) are PyTorch's: as many; the scores,
-    in order, within 1e-4 relative; each detection one of PyTorch's with the same label, box
-    and score (floats within 1e-4 x their largest). Only detections whose scores are that
-    close may have traded places: PyTorch's order of two proposals that tie to an ulp
-    depends on how their convolutions summed (see docs/design/runtime-sizes.md)."""
-    boxes, scores, labels = got
-    want_boxes, want_scores, want_labels = want
-    assert [g.shape for g in got] == [w.shape for w in want], f"{what}: shapes differ"
-    assert labels.dtype.kind == want_labels.dtype.kind == "i"
-    assert_matches(scores, want_scores, what=f"{what} scores")
-    box_tolerance = 1e-4 * max(1.0, float(np.abs(want_boxes).max()))
-    score_tolerance = 1e-4 * max(1.0, float(np.abs(want_scores).max()))
-    unpaired = set(range(len(want_scores)))
-    for i in range(len(scores)):
-        pair = next((j for j in sorted(unpaired, key=lambda j: abs(j - i))
-                     if labels[i] == want_labels[j] and abs(scores[i] - want_scores[j]) <= score_tolerance
-                     and np.abs(boxes[i] - want_boxes[j]).max() <= box_tolerance), None)
-        assert pair is not None, (f"{what}: detection {i} (label {labels[i]}, score {scores[i]}, box {boxes[i]}) "
-                                  f"is none of PyTorch's")
-        unpaired.remove(pair)
 
 
 def test_whole_detector_layers_match_pytorch():

@@ -19,7 +19,7 @@ from graphexec.devices.opencl.device import OpenCLKernel
 from graphexec import DeviceError, Engine, OptionError, Trace
 from graphexec.placement import CONSTANT_FOR_HOST, FORCED, SIZED_BY_RUN
 from graphexec.transfers import Download, Upload
-from tests.golden import OPS, assert_matches, engine_cases, load_io, more_io
+from tests.golden import OPS, assert_matches, assert_same_detections, engine_cases, load_io, more_io
 from tests.paths import REPO
 
 ROOT = REPO
@@ -408,6 +408,23 @@ def test_network_matches_pytorch_on_the_device(device, name):
         on_device = len(engine.placement.on("opencl"))
     assert_close(got, want, f"{name} on {device.name}")
     assert on_device > 0
+
+
+def test_whole_detector_on_the_device(device):
+    """Faster R-CNN (tools/export_detectors.py) with its rests planned at run time on the
+    device: PyTorch's detections, and nodes of the rests on the device."""
+    folder = NETWORKS / "fasterrcnn_mobilenet_v3_320"
+    if not (folder / "model.pnnx.param").exists():
+        pytest.skip("fasterrcnn_mobilenet_v3_320 is not exported: run `python tools/export_detectors.py` "
+                    "(needs .[export])")
+    with np.load(folder / "io.npz") as io:
+        x, want = io["in0"], [io[f"out{i}"] for i in range(3)]
+    with Engine.load(folder / "model.pnnx.param", device=device, threads=2) as engine:
+        trace = Trace()
+        got = as_tuple(engine.forward(x, trace=trace))
+    assert_same_detections(list(got), want, f"fasterrcnn_mobilenet_v3_320 on {device.name}")
+    assert len(trace.stages) > 2 and all(p.rest is not None for p in trace.stages[:-1])
+    assert sum(len(p.placement.on("opencl")) for p in trace.stages[1:]) > 0
 
 
 # -- the memory plan on the device -----------------------------------------------------------

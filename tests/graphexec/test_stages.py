@@ -60,6 +60,14 @@ def engines() -> tuple[Engine, Engine]:
     return Engine.load(PARAM, threads=1), Engine.load(PARAM, threads=2)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def close_the_engines():
+    yield
+    if engines.cache_info().currsize:
+        for engine in engines():
+            engine.close()
+
+
 # -- where the plan is cut ------------------------------------------------------------------
 def test_the_plan_holds_what_is_known_and_leaves_the_rest_for_the_run():
     program = Program.from_graph(load(PARAM))

@@ -88,6 +88,10 @@ def describe_plan(engine: Engine, plan: Plan) -> None:
     print(f"FLOPs: {flops / 1e9:.3f} G")
     print(f"plan: {len(plan.nodes)} nodes in {len(plan.units)} chains, {max(plan.levels, default=-1) + 1} levels, "
           f"width {plan.width}")
+    if plan.rest is not None:
+        producers = {name: step.layer.type for step in plan.program.steps for name in step.outputs}
+        print(f"then {len(plan.rest.program.steps)} more nodes, planned at run time for the sizes of "
+              + ", ".join(f"{n} ({producers[n]})" for n in plan.rest.dynamic) + ", once per size found")
     print(f"critical path: {len(plan.critical_path)} nodes, {plan.critical_seconds / plan.total_seconds:.0%} "
           f"of the estimated work: {_describe_path(plan, plan.critical_path)}")
     print(f"ideal speedup: {plan.ideal_speedup(engine.threads or 1):.2f}x on {engine.threads} worker(s), "

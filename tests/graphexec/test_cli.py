@@ -25,6 +25,15 @@ def test_info_lists_inputs_operators_and_the_plan(capsys):
     assert re.search(r"regions: 4, \d estimated faster with their branches side by side", out)  # 0 on 2 cores
 
 
+def test_info_says_what_is_planned_at_run_time(capsys):
+    from tests.golden import OPS
+
+    assert main(["info", str(OPS / "dynamic" / "after_a_threshold" / "model.pnnx.param")]) == 0
+    out = capsys.readouterr().out
+    assert "plan: 11 nodes" in out
+    assert "then 7 more nodes, planned at run time for the sizes of 9 (torch.masked_select)" in out
+
+
 def test_keep_siblings_shows_the_plan_with_every_branch_apart(capsys):
     assert main(["info", str(MODEL), "--keep-siblings"]) == 0
     assert "plan: 33 nodes" in capsys.readouterr().out  # 55 operators, 22 activations fused

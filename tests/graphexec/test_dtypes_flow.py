@@ -22,7 +22,7 @@ from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 from graphexec import Engine, dtypes
 from graphexec.errors import UnsupportedOperatorError
-from tests.golden import OPS, load_io, needs_runtime_sizes, op_cases
+from tests.golden import OPS, load_io, op_cases
 from tests.paths import REPO
 
 EXAMPLES = REPO / "examples" / "models"
@@ -65,8 +65,7 @@ def _pytorch_dtype(annotation: str | None) -> np.dtype | None:
 
 
 def _params() -> list:
-    return [pytest.param(param, marks=needs_runtime_sizes(name.removeprefix("ops/")), id=name)
-            for name, param in CASES]
+    return [pytest.param(param, id=name) for name, param in CASES]
 
 
 @pytest.mark.parametrize("param", _params())

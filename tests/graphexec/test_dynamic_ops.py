@@ -1,6 +1,8 @@
 """Operators whose output size the data decides: their layers match PyTorch on every saved
-input set, they say what they can of the size before running, and the engine, which plans
-every size before a run, refuses them with that reason."""
+input set, they say what they can of the size before running, and an engine, which plans
+them up to that value and the rest once a run has computed it, gives PyTorch's outputs on
+every set, one engine running them all (sizes changing from run to run, empty ones among
+them), the concurrent scheduler the sequential executor's bits."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import numpy as np
 import pytest
 
 from graphexec import Engine
-from graphexec.errors import LayerConfigError
 from graphexec.layers.specs import DynamicSpec, SequenceSpec, TensorSpec
 from graphexec.pnnx import load
 from graphexec.program import Program
@@ -37,11 +38,53 @@ def test_the_saved_sets_give_outputs_of_several_sizes():
     assert len(empty) >= 8, empty
 
 
+def _sets(folder):
+    return [load_io(folder), *more_io(folder)]
+
+
+def _listed(got) -> list[np.ndarray]:
+    return list(got) if isinstance(got, tuple) else [got]
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
-def test_the_engine_refuses_them_saying_the_size_is_known_only_at_run_time(folder):
-    with pytest.raises(LayerConfigError, match="known only at run time") as caught:
-        Engine.load(folder / "model.pnnx.param")
-    assert f"({RUNTIME_SIZED[str(folder.relative_to(OPS))]})" in str(caught.value)
+def test_engines_match_pytorch_on_every_input_set(folder):
+    """One sequential engine and one on two workers run every set in turn: PyTorch's
+    outputs, shapes and dtypes (exactly for integers and booleans), the same bits from
+    both, and a second round over the sets plans nothing new."""
+    param = folder / "model.pnnx.param"
+    with Engine.load(param, threads=1) as sequential, Engine.load(param, threads=2) as concurrent:
+        for round_ in range(2):
+            for k, (inputs, want) in enumerate(_sets(folder)):
+                got = _listed(sequential.forward(*inputs))
+                assert len(got) == len(want)
+                for i, (g, w) in enumerate(zip(got, want)):
+                    assert_matches(g, w, what=f"{folder.relative_to(OPS)} set {k} out{i}")
+                    assert g.shape == w.shape  # rank 0 included
+                again = _listed(concurrent.forward(*inputs))
+                assert len(again) == len(got) and all(_same_bits(a, b) for a, b in zip(again, got))
+            if round_ == 0:
+                built = sequential.planner.built, concurrent.planner.built
+        assert (sequential.planner.built, concurrent.planner.built) == built, "a repeated size was planned again"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
+def test_the_plan_stops_at_the_value_whose_size_the_run_decides(folder):
+    """The plan made at load holds the steps before the value, marks it, and leaves the
+    steps that read it for the run."""
+    engine = Engine.load(folder / "model.pnnx.param")
+    plan = engine.plan()
+    op_type = RUNTIME_SIZED[str(folder.relative_to(OPS))]
+    assert plan.dynamic, "no value of the plan has its size decided by the run"
+    producers = {name: step for step in plan.program.steps for name in step.outputs}
+    assert op_type in {producers[name].layer.type for name in plan.dynamic}
+    if plan.rest is not None:
+        later = {step.name for step in plan.rest.program.steps}
+        assert later and not later & {step.name for step in plan.program.steps}
+        assert set(plan.rest.dynamic) <= set(plan.dynamic)
 
 
 def test_every_other_fixture_is_planned_before_the_run():

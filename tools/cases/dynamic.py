@@ -1,14 +1,16 @@
 """Golden cases for operators whose output size the data decides (layers/selection.py,
 torchvision's nms, arange to a computed end, ``x[mask]``).
 
-A plan needs every size before the run, so these graphs cannot run through an engine yet;
-their layers are checked one by one (tests/test_dynamic_ops.py). Each case also has
-``more_inputs``: other inputs of the same shapes whose outputs have other sizes (none
-kept, all kept), which PyTorch's answers in ``more.npz`` pin down."""
+An engine plans such a graph up to the value whose size the run decides and the rest once
+it is computed (docs/design/runtime-sizes.md); tests/graphexec/test_dynamic_ops.py runs
+them through engines and layer by layer. Each case also has ``more_inputs``: other inputs
+of the same shapes whose outputs have other sizes (none kept, all kept), which PyTorch's
+answers in ``more.npz`` pin down."""
 
 from __future__ import annotations
 
 import torch
+from torch import nn
 from torchvision import ops
 
 from tools.cases import Case, Fn
@@ -40,6 +42,29 @@ def batched_nms_as_traced(boxes, scores, classes):
     test becomes a prim::If whose branches pnnx does not write.)"""
     offsets = classes.to(boxes) * (boxes.max() + torch.tensor(1).to(boxes))
     return ops.nms(boxes + offsets[:, None], scores, 0.5)
+
+
+class AfterAThreshold(nn.Module):
+    """Sizes the data decide, read by several branches: the rows of x whose largest value
+    passes t (a linear layer reads them), the values of x above t (their log, NaN below
+    zero, and running sum), nms of the boxes scoring above t (a second size decided after
+    the first); and the linear layer on all of x, whose size is known before the run."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 4)
+
+    def forward(self, x, boxes, scores, t):
+        rows = x[x.amax(1) > t]
+        picked = torch.masked_select(x, x > t)
+        keep = scores > t
+        kept = ops.nms(boxes[keep], scores[keep], 0.5)
+        return (torch.relu(self.linear(rows)), torch.sigmoid(rows).sum(0), torch.log(picked), picked.cumsum(0),
+                kept, self.linear(x))
+
+
+def _threshold_inputs(seed: int, t: float) -> tuple[torch.Tensor, ...]:
+    return _x(seed, 6, 8), _boxes(seed + 1, 10), _scores(seed + 2, 10), torch.tensor([t])
 
 
 _B, _S, _C = _boxes(1, 12), _scores(2, 12), _ints(3, 12, high=3)
@@ -87,6 +112,9 @@ CASES = [
                        (_boxes(53, 12), _scores(54, 12), torch.zeros(12, dtype=torch.int64)))),
     Case("arange_to_a_computed_end", Fn(lambda x: torch.arange(x.max().long())), (torch.tensor([3.0, 5.0]),),
          more_inputs=((torch.tensor([0.0, -1.0]),), (torch.tensor([7.9, 1.0]),))),
+    Case("after_a_threshold", AfterAThreshold(), _threshold_inputs(60, 0.5),
+         more_inputs=(_threshold_inputs(61, 100.0), _threshold_inputs(62, -100.0), _threshold_inputs(63, 0.9),
+                      _threshold_inputs(64, 0.05), _threshold_inputs(60, 0.5))),
     Case("arange_between_computed_floats", Fn(lambda x: torch.arange(x.min(), x.max(), 0.5)),
          (torch.tensor([1.0, 3.2]),), more_inputs=((torch.tensor([2.0, 2.0]),), (torch.tensor([-1.0, 4.1]),))),
 ]

@@ -149,6 +149,31 @@ class Kernel:
         return None
 
 
+class DeviceKernel(Kernel):
+    """A kernel that runs on a device other than the host: its outputs are new tensors of
+    the device (a view's share its input's memory), never written over an input."""
+
+    def __init__(self, device: Device, layer: Layer, inputs: Sequence[Spec], outputs: Sequence[Spec]):
+        super().__init__(layer, inputs, outputs)
+        self.device = device
+
+    @property
+    def writes_into(self) -> bool:
+        return not self.layer.is_view
+
+    @property
+    def fresh_outputs(self) -> bool:
+        return not self.layer.is_view
+
+    @property
+    def in_place(self) -> bool:
+        return False
+
+    @property
+    def home(self) -> str:  # type: ignore[override]
+        return self.device.kind
+
+
 class Device:
     """One place nodes run. Subclasses implement what they can do and say why not."""
 

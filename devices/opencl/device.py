@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graphexec.devices.base import Device, Hints, Kernel
+from graphexec.devices.base import Device, DeviceKernel, Hints, Kernel
 from graphexec.devices.opencl._runtime import load_pyopencl, translated
 from graphexec.devices.opencl.programs import Built, ProgramCache, default_cache_dir, kernel_source
 from graphexec.errors import DeviceError
@@ -159,32 +159,16 @@ class KernelInfo:
     multiple: int
 
 
-class OpenCLKernel(Kernel):
+class OpenCLKernel(DeviceKernel):
     """A node on the device: its layer's commands enqueued on one queue (no host wait)."""
 
     name = "opencl"
+    device: OpenCLDevice
 
     def __init__(self, device: OpenCLDevice, layer: Layer, inputs: Sequence[TensorSpec],
                  outputs: Sequence[TensorSpec], queue: int):
-        super().__init__(layer, inputs, outputs)
-        self.device = device
+        super().__init__(device, layer, inputs, outputs)
         self.queue = queue
-
-    @property
-    def writes_into(self) -> bool:  # a kernel writes new tensors, into given ones as well
-        return not self.layer.is_view
-
-    @property
-    def fresh_outputs(self) -> bool:  # a view shares its input's buffer
-        return not self.layer.is_view
-
-    @property
-    def in_place(self) -> bool:
-        return False
-
-    @property
-    def home(self) -> str:  # type: ignore[override]
-        return self.device.kind
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         try:

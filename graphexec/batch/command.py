@@ -18,18 +18,9 @@ import numpy as np
 
 from graphexec import batch
 from graphexec.batch.results import BatchResult
+from graphexec.cli._common import positive
 
 HELP = "run a model over a dataset (in this process, or on a Dask or Ray cluster)"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,17 +30,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", help="a folder of .npy/.npz samples, an .npy of samples "
                                                   "(axis 0), or several sample files")
     parser.add_argument("--engine", choices=batch.ENGINES, default="local", help="where the rows run (default local)")
-    parser.add_argument("--workers", type=_positive, default=None,
+    parser.add_argument("--workers", type=positive, default=None,
                         help="workers of a local cluster, chunks at once for local (default: the cores)")
     parser.add_argument("--address", default=None,
                         help="an existing cluster: tcp://host:8786 (Dask), auto or ray://host:10001 (Ray)")
-    parser.add_argument("--batch-size", type=_positive, default=32, help="rows per chunk and batch (default 32)")
+    parser.add_argument("--batch-size", type=positive, default=32, help="rows per chunk and batch (default 32)")
     parser.add_argument("--out", default=None, help="write the outputs to this .npy as they arrive "
                                                     "(NAME.out0.npy, ... for several outputs)")
     parser.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                         help="a row that fails: stop (default), or skip it and list it at the end")
-    parser.add_argument("--threads", type=_positive, default=None, help="inter-op threads of each engine")
-    parser.add_argument("--intra-op-threads", type=_positive, default=None, help="BLAS threads of each engine")
+    parser.add_argument("--threads", type=positive, default=None, help="inter-op threads of each engine")
+    parser.add_argument("--intra-op-threads", type=positive, default=None, help="BLAS threads of each engine")
     parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                         help="progress bar on stderr (auto: on a terminal)")
     parser.add_argument("--verbose", "-v", action="store_true", default=argparse.SUPPRESS,

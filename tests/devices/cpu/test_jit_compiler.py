@@ -15,7 +15,10 @@ from tests.paths import REPO
 
 
 def run_python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environment = {**os.environ, **(env or {})}
+    """``code`` in a fresh interpreter, its kernels chosen by ``cpu_kernels`` alone (not by
+    the GRAPHEXEC_CPU_KERNELS this suite may run under)."""
+    environment = {name: value for name, value in os.environ.items() if name != "GRAPHEXEC_CPU_KERNELS"}
+    environment.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=REPO,
                           env=environment, timeout=900)
 
@@ -122,7 +125,8 @@ def test_an_engine_prepares_only_the_loops_its_model_uses():
         from graphexec import Engine
         from graphexec.devices.cpu.jit import compiler
         Engine.load("examples/models/wide.pnnx.param", cpu_kernels="jit")  # convolutions and ReLUs only
-        print(sorted({r.name for r in compiler.READIED}))
+        print(" ".join(sorted({r.name for r in compiler.READIED})))
     """)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['activate_rows']"
+    readied = set(done.stdout.split())
+    assert readied and readied <= {"im2col", "activate_rows"}  # no depthwise, pooling or exp loops

@@ -121,13 +121,17 @@ def test_depthwise_with_a_fused_activation_applies_it_in_its_loops(name, params)
     assert_near(run_whole_and_in_pieces(k, [x], 2), fused.forward([x])[0])
 
 
-def test_a_blas_convolution_with_fused_activations_applies_them_in_one_pass():
+@pytest.mark.parametrize("kernel, padding, head", [((1, 1), (0, 0), None), ((3, 3), (1, 1), JitIm2colConv)])
+def test_a_blas_convolution_with_fused_activations_applies_them_in_one_pass(kernel, padding, head):
+    """A 1x1 convolution is the numpy kernel's product, a 3x3 one by im2col fills its
+    columns compiled; either way the activations follow in one compiled pass."""
     rng = np.random.default_rng(4)
-    head, _, _ = conv_layer(rng, 16, 24, (3, 3), padding=(1, 1))
-    fused = Fused(head, (make("nn.Hardswish", {}), make("nn.ReLU6", {})))
+    conv, _, _ = conv_layer(rng, 16, 24, kernel, padding=padding)
+    fused = Fused(conv, (make("nn.Hardswish", {}), make("nn.ReLU6", {})))
     x = (2 * rng.standard_normal((2, 16, 15, 15))).astype(np.float32)
     k = kernel_for(fused, [x], device=JIT)
-    assert isinstance(k, JitFused) and not k.inside and not isinstance(k.head, JitKernel)
+    assert isinstance(k, JitFused) and not k.inside
+    assert isinstance(k.head, head) if head is not None else not isinstance(k.head, JitKernel)
     assert_near(run_whole_and_in_pieces(k, [x]), fused.forward([x])[0])
 
 

@@ -54,7 +54,7 @@ from graphexec.excitation import fuse_excitations
 from graphexec.executor import RunOptions, run_sequential
 from graphexec.fusion import fuse_activations, head_and_tail
 from graphexec.ir import Dim, Graph
-from graphexec.memory import ArenaPool, MemoryPlan
+from graphexec.memory import ArenaPool, Lease, MemoryPlan
 from graphexec.placement import Placement, cpu_placement, fuses_on, placed_plan
 from graphexec.plan import Plan
 from graphexec.preactivation import fold_preactivations
@@ -359,7 +359,7 @@ class Engine:
                 weakref.finalize(self, pool.shutdown, wait=False)
             return self._owned_executor
 
-    def _spreader(self) -> Spreader:
+    def _spreader(self, lease: Lease | None = None) -> Spreader:
         """Runs a shared node's pieces in a one-worker run: the run's thread takes one, and
         a thread of a small pool of the engine's own each other: one thread per core, pinned
         to it, a piece going to a core the run's thread is not on (see
@@ -372,7 +372,7 @@ class Engine:
                     else ThreadPoolExecutor(max_workers=cpu_count() - 1, thread_name_prefix="graphexec-piece"))
                 self._piece_pool = pool
                 weakref.finalize(self, pool.shutdown, wait=False)
-            return Spreader(self._piece_pool, cpu_count())
+            return Spreader(self._piece_pool, cpu_count(), lease=lease)
 
     @contextmanager
     def _helpers_apart(self, wanted: bool) -> Iterator[None]:
@@ -483,15 +483,16 @@ class Engine:
         options = self._options(timeout, check_finite, feeds)
         # extracted intermediates must outlive their arena regions: such a run allocates afresh
         arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
-        with blas_run(self.intra_op_threads, self._boost is not None, options.deadline), arena as buffers:
+        with blas_run(self.intra_op_threads, self._boost is not None, options.deadline), arena as lease:
+            buffers = lease.views if lease is not None else None
             if self.threads == 1 and self._executor is None and trace is None:
                 choice = self._run_choice(plan)
                 shared = choice.shared if choice is not None else frozenset()
-                spreader = self._spreader() if shared else None
+                spreader = self._spreader(lease) if shared else None
                 with self._helpers_apart(self.intra_op_threads > 1 or bool(shared)):
                     values = run_sequential(plan.program, feeds, keep, options, buffers, shared, spreader)
             else:
-                values = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
+                values = self._run_concurrent(plan, feeds, keep, trace, options, lease)
         if plan.placement is not None:
             values = plan.placement.to_host(values)
         outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
@@ -506,20 +507,22 @@ class Engine:
     __call__ = forward
 
     def _run_concurrent(self, plan: Plan, feeds: dict[str, np.ndarray], keep: list[str],
-                        trace: Trace | None, options: RunOptions, buffers: dict[str, np.ndarray] | None,
-                        ) -> dict[str, Any]:
+                        trace: Trace | None, options: RunOptions, lease: Lease | None) -> dict[str, Any]:
+        buffers = lease.views if lease is not None else None
         if self._executor is not None:  # an injected executor: it does all the work
-            return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options, buffers=buffers)
+            return run_concurrent(plan, feeds, keep, self._executor, self.threads, trace, options, buffers=buffers,
+                                  lease=lease)
         choice = self._run_choice(plan)
         if self.threads == 1:  # sequential, through the scheduler only to record a trace
-            spreader = self._spreader() if choice and choice.shared else None
+            spreader = self._spreader(lease) if choice and choice.shared else None
             with self._helpers_apart(self.intra_op_threads > 1 or spreader is not None):
                 return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers,
-                                      regions=choice, spreader=spreader)
-        spreader = (Spreader(self._pool(), self.threads, pinned=self.worker_cores is not None)
+                                      regions=choice, spreader=spreader, lease=lease)
+        spreader = (Spreader(self._pool(), self.threads, pinned=self.worker_cores is not None, lease=lease)
                     if choice is not None and choice.shared else None)
         return run_concurrent(plan, feeds, keep, self._pool(), self.threads, trace, options, buffers=buffers,
-                              boost=self._boost, regions=choice, spreader=spreader, cores=self.worker_cores or ())
+                              boost=self._boost, regions=choice, spreader=spreader, cores=self.worker_cores or (),
+                              lease=lease)
 
     def _run_choice(self, plan: Plan) -> RegionChoice | None:
         """The regions a run of ``plan`` follows; None: every node runs alike. With one

@@ -17,6 +17,7 @@ from graphexec.errors import ExecutionError, GraphexecError, NonFiniteError, Run
 from graphexec.floats import quiet_floats
 from graphexec.program import Program, Step
 from graphexec.spread import Spreader
+from graphexec.layers._scratch import SCRATCH
 from graphexec.layers.specs import spec_of
 
 
@@ -77,9 +78,11 @@ def run_step(
     try:
         with nullcontext() if quiet else quiet_floats():
             outputs, shared = _call(step, inputs, buffers, spreader)
-    except GraphexecError:
-        raise
-    except Exception as exc:  # a layer's own failure, wrapped with where it happened
+    except BaseException as exc:
+        SCRATCH.forget_kept()  # the layer stopped midway, perhaps before writing what a slot keeps
+        if isinstance(exc, GraphexecError) or not isinstance(exc, Exception):
+            raise
+        # a layer's own failure, wrapped with where it happened
         raise ExecutionError(step.name, step.layer.type, [str(spec_of(v)) for v in inputs], exc) from exc
     if len(outputs) != len(step.outputs):
         raise ExecutionError(

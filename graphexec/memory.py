@@ -27,7 +27,8 @@ memory when nodes run there: one OpenCL buffer, tensors at offsets in it). On a 
 "happens before" above holds too: a kernel waits for the events of its inputs, so it
 starts only after every node on a path to it has finished. :class:`ArenaPool` keeps a few
 arenas so that concurrent ``forward`` calls each lease their own, and a later call with
-the same shapes reuses one.
+the same shapes reuses one; an arena goes back only once nothing can still write into it
+(:class:`Lease`).
 """
 
 from __future__ import annotations
@@ -379,6 +380,38 @@ class MemoryPlan:
         return arena, self.views(arena, device_arena)
 
 
+class Lease:
+    """One run's hold on an arena, shared with the work that may still write into it.
+
+    The run holds it from the start, and so does each piece of work it hands to another
+    thread (a unit on a worker, a piece of a shared node) until that work is over. The
+    arena goes back to its pool when the last of them lets go: a run that ends early (a
+    timeout, Ctrl-C, a failing node, ``close()``) returns to its caller at once, and the
+    units it leaves behind finish writing into an arena no later run has been given. Only
+    a holder calls :meth:`hold`, so the count never climbs back from zero."""
+
+    def __init__(self, pool: ArenaPool, arena: tuple[np.ndarray, dict[str, Any]]):
+        self._pool = pool
+        self._arena = arena
+        #: The arena's tensor views (see :meth:`MemoryPlan.views`).
+        self.views: dict[str, Any] = arena[1]
+        self._holders = 1
+        self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        """One more holder: call it before handing work that writes into the arena over."""
+        with self._lock:
+            self._holders += 1
+
+    def let_go(self) -> None:
+        """One holder fewer; the last one gives the arena back to its pool."""
+        with self._lock:
+            self._holders -= 1
+            last = self._holders == 0
+        if last:
+            self._pool._give_back(self._arena)
+
+
 class ArenaPool:
     """The arenas of one memory plan: each running ``forward`` leases one, so concurrent
     calls never share; up to ``keep`` are kept for later calls with the same shapes."""
@@ -392,24 +425,29 @@ class ArenaPool:
         self.created = 0
 
     @contextmanager
-    def lease(self) -> Iterator[dict[str, np.ndarray]]:
-        """An arena's tensor views for the duration of one run."""
+    def lease(self) -> Iterator[Lease]:
+        """A lease on an arena for one run; the run lets go of it on leaving (see
+        :class:`Lease` for when the arena is free again)."""
         with self._lock:
             arena = self._free.pop() if self._free else None
             if arena is None:
                 self.created += 1
         if arena is None:
             arena = self.memory.new_arena()
+        lease = Lease(self, arena)
         try:
-            yield arena[1]
+            yield lease
         except BaseException:
             if self.memory.device is not None:  # kernels of the failed run may still use it
                 self.memory.device.finish()
             raise
         finally:
-            with self._lock:
-                if len(self._free) < self.keep:
-                    self._free.append(arena)
+            lease.let_go()
+
+    def _give_back(self, arena: tuple[np.ndarray, dict[str, Any]]) -> None:
+        with self._lock:
+            if len(self._free) < self.keep:
+                self._free.append(arena)
 
 
 def _outermost(hosts: dict[Any, tuple[Any, int]], key: Any) -> tuple[Any, int]:

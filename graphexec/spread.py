@@ -13,24 +13,37 @@ node out never waits on a piece that has not started: once its own piece is done
 back every piece still queued (a pool busy with another run's units may not have reached
 them) and runs it itself. Only the caller, which is not one of the pool's workers, waits
 for queued pieces; the workers always get to them, since none of them waits on the queue.
+
+A piece writes into its node's outputs, which may lie in the run's arena: each piece
+handed to a thread holds the run's arena lease (:class:`graphexec.memory.Lease`) until it
+is over, so a caller that leaves on Ctrl-C never gives the arena back under a piece still
+writing into it.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Executor, Future
+from typing import TYPE_CHECKING
 
 from graphexec.affinity import CorePool, current_core, on_pinned_worker
 from graphexec.blas import blas_threads
 from graphexec.floats import quiet_floats
+from graphexec.layers._scratch import SCRATCH
 from graphexec.layers.base import Piece
+
+if TYPE_CHECKING:
+    from graphexec.memory import Lease
 
 
 class Spreader:
     """Runs a node's pieces on ``executor`` beside the calling thread; on a
-    :class:`~graphexec.affinity.CorePool`, each on a thread of a core the caller is not on."""
+    :class:`~graphexec.affinity.CorePool`, each on a thread of a core the caller is not on.
+    ``lease``: the arena lease of the run whose nodes it shares out, held by each handed piece."""
 
-    def __init__(self, executor: Executor | CorePool, workers: int, pinned: bool = False):
+    def __init__(self, executor: Executor | CorePool, workers: int, pinned: bool = False,
+                 lease: Lease | None = None):
         self.executor = executor
+        self.lease = lease
         #: How many pieces a node is cut into: one per worker.
         self.count = workers
         #: Whether the workers are pinned to a core each: then a caller hands every piece over.
@@ -55,6 +68,8 @@ class Spreader:
             failure = _run(piece)
         for piece, future in zip(handed, futures):
             if future is None or (not hand_all and future.cancel()):  # not started: run it here
+                if future is not None and self.lease is not None:
+                    self.lease.let_go()  # cancelled: it never runs over there
                 if failure is None:
                     failure = _run(piece)
                 continue
@@ -63,17 +78,34 @@ class Spreader:
         if failure is not None:
             raise failure
 
-    @staticmethod
-    def _submit(executor: Executor, piece: Piece) -> Future | None:
+    def _submit(self, executor: Executor, piece: Piece) -> Future | None:
+        if self.lease is None:
+            try:
+                return executor.submit(_quiet, piece)
+            except RuntimeError:  # a pool shut down meanwhile: the piece runs on this thread
+                return None
+        self.lease.hold()
         try:
-            return executor.submit(_quiet, piece)
-        except RuntimeError:  # a pool shut down meanwhile: the piece runs on this thread
+            return executor.submit(_holding, piece, self.lease)
+        except RuntimeError:
+            self.lease.let_go()
             return None
 
 
 def _quiet(piece: Piece) -> None:
-    with quiet_floats():
-        piece.run()
+    try:
+        with quiet_floats():
+            piece.run()
+    except BaseException:
+        SCRATCH.forget_kept()  # stopped midway, perhaps before writing what a slot keeps
+        raise
+
+
+def _holding(piece: Piece, lease: Lease) -> None:
+    try:
+        _quiet(piece)
+    finally:
+        lease.let_go()
 
 
 def _run(piece: Piece) -> BaseException | None:

@@ -52,6 +52,7 @@ from graphexec.blas import blas_run, blas_workers_off, idle_threads_sleep
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
 from graphexec.excitation import fuse_excitations
 from graphexec.executor import RunOptions, run_sequential
+from graphexec.floats import quiet_floats
 from graphexec.fusion import fuse_activations, head_and_tail
 from graphexec.ir import Dim, Graph
 from graphexec.memory import ArenaPool, Lease, MemoryPlan
@@ -467,7 +468,7 @@ class Engine:
         by_name = len(args) == 1 and isinstance(args[0], Mapping)
         feeds = self._feeds(args[0] if by_name else None, None if by_name else args)
         wanted = self._extractable(extract)
-        given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
+        given = {name: TensorSpec(v.shape, _dtype_of(self.graph.operands[name].dtype)) for name, v in feeds.items()}
         plan = self._plan_for(given, given_by_user=True)
         if plan.fused_away.intersection(wanted):  # an operand fusion removed: run unfused
             plan = self._plan_for(given, given_by_user=True, fuse=False)
@@ -477,6 +478,8 @@ class Engine:
                 f"inputs {shapes} need about {_mib(plan.peak_bytes)} MiB of tensors and working memory at once, "
                 f"more than the engine's memory_limit of {_mib(self.memory_limit)} MiB"
             )
+        with quiet_floats():  # cast only now (a float64 view of no memory becomes a float32 copy); 1e300 is inf
+            feeds = {n: v if v.dtype == given[n].dtype else v.astype(given[n].dtype) for n, v in feeds.items()}
         keep = list(dict.fromkeys(list(self.program.outputs) + wanted))
         if plan.placement is not None:  # values left on the device are kept under their device name
             keep = plan.placement.stored_names(keep)
@@ -646,8 +649,7 @@ class Engine:
             raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if check_finite:
             for alias, name in zip(self.input_names, self.program.inputs):
-                x = feeds[name]
-                if x.dtype.kind in "fc" and not np.isfinite(x).all():
+                if not _all_finite(feeds[name]):
                     raise InputError(f"input {alias} already holds NaN or Inf")
         deadline = None if timeout is None else time.monotonic() + timeout
         return RunOptions(deadline=deadline, timeout=timeout, check_finite=check_finite)
@@ -694,6 +696,8 @@ class Engine:
         return {name: self._check_input(name, value) for name, value in feeds.items()}
 
     def _check_input(self, operand_name: str, value: Any) -> np.ndarray:
+        """``value`` as an array of a dtype that casts to the input's without loss of kind
+        (not cast yet: :meth:`forward` casts once the memory limit has been checked)."""
         alias = self.input_names[self.program.inputs.index(operand_name)]
         operand = self.graph.operands[operand_name]
         try:
@@ -701,10 +705,17 @@ class Engine:
         except Exception as exc:  # an object numpy cannot turn into an array
             raise InputError(f"input {alias}: cannot be read as an array ({exc})") from exc
         want = _dtype_of(operand.dtype)
-        if array.dtype != want:
-            if array.dtype.kind != want.kind and not (want.kind in "fc" and array.dtype.kind in "fc"):
-                raise InputError(f"input {alias}: expected dtype {want}, given {array.dtype}")
-            array = array.astype(want)
+        given = array.dtype
+        if given != want and given.kind != want.kind and not (want.kind == "c" and given.kind == "f"):
+            if want.kind == "f" and given.kind == "c":
+                raise InputError(f"input {alias}: expected dtype {want}, given {given}: a real model would "
+                                 f"drop the imaginary part (pass x.real if that is what you mean)")
+            raise InputError(f"input {alias}: expected dtype {want}, given {given}")
+        if want.kind in "iu" and given.kind == want.kind and given.itemsize > want.itemsize and array.size:
+            low, high = array.min(), array.max()  # a narrower integer would wrap around silently
+            if low < np.iinfo(want).min or high > np.iinfo(want).max:
+                raise InputError(f"input {alias}: expected dtype {want}, given {given} holding {low}..{high}, "
+                                 f"outside {want}'s range")
         if operand.shape is not None and array.ndim != len(operand.shape):
             raise InputShapeError(
                 f"input {alias}: expected a tensor of rank {len(operand.shape)} "
@@ -804,6 +815,15 @@ def _leaves(value: Any) -> list[Any]:
     if isinstance(value, SequenceSpec):
         return [leaf for item in value.items for leaf in _leaves(item)]
     return [value]
+
+
+def _all_finite(x: np.ndarray) -> bool:
+    """Whether ``x`` holds no NaN or Inf, with no temporary as large as ``x`` (NaN
+    propagates through min and max)."""
+    if x.dtype.kind not in "fc" or x.size == 0:
+        return True
+    parts = (x.real, x.imag) if x.dtype.kind == "c" else (x,)
+    return all(np.isfinite(p.min()) and np.isfinite(p.max()) for p in parts)
 
 
 def _dtype_of(pnnx_type: str | None) -> np.dtype:

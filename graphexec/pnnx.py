@@ -106,6 +106,9 @@ def parse_value(text: str) -> ParamValue:
         body = text[1:-1]
         if body == "":
             return []
+        numbers = _long_number_list(body)
+        if numbers is not None:
+            return numbers
         items = body.split(",")
         if all(_ATOM.fullmatch(item) and item for item in items):
             values = [_parse_scalar(item) for item in items]
@@ -120,6 +123,29 @@ def parse_value(text: str) -> ParamValue:
             return values
         return text
     return _parse_scalar(text)
+
+
+#: A list body at least this long that holds only plain numbers is read by numpy, not item
+#: by item (a literal index list of 10^7 items: about a second, not minutes).
+_LONG_LIST = 4096
+_NUMBER_CHARS = re.compile(r"[0-9eE.,+-]*")
+#: Integers this long may not fit an int64: such a list is read item by item.
+_LONG_INTEGER = re.compile(r"[0-9]{19}")
+
+
+def _long_number_list(body: str) -> list[int] | list[float] | None:
+    """The list of ints (or of floats, if any item is one) a long ``a,b,c`` body holds, as
+    :func:`parse_value` reads it item by item; None where it may hold anything else."""
+    if len(body) < _LONG_LIST or not _NUMBER_CHARS.fullmatch(body) or _LONG_INTEGER.search(body):
+        return None
+    floats = "." in body or "e" in body or "E" in body
+    try:
+        values = np.fromstring(body, dtype=np.float64 if floats else np.int64, sep=",")
+    except ValueError:  # an item numpy cannot read ("1e", "--1", ""): read item by item
+        return None
+    if len(values) != body.count(",") + 1:  # numpy stops early at a trailing comma
+        return None
+    return values.tolist()
 
 
 def _format_float(value: float) -> str:
@@ -254,7 +280,7 @@ class WeightArchive:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, missing: str | os.PathLike[str] | None = None):
-        self.path = None if path is None else str(path)
+        self.path = None if path is None else path_text(path, "weight file")
         self.missing = None if missing is None else str(missing)
         self._entries: dict[str, _Entry] = {}
         self._map: mmap.mmap | bytes = b""
@@ -407,10 +433,42 @@ class _MapReader(io.RawIOBase):
 # --------------------------------------------------------------------------------------
 def default_bin_path(param_path: str | os.PathLike[str]) -> Path:
     """``x.pnnx.param`` -> ``x.pnnx.bin`` (any ``.param`` -> ``.bin``)."""
-    path = Path(param_path)
+    path = Path(path_text(param_path, "param file"))
     if path.name.endswith(".param"):
         return path.with_name(path.name[: -len(".param")] + ".bin")
+    if path.name in ("", ".", ".."):
+        raise ModelFormatError("the param file's path names a directory", path=str(path))
     return path.with_suffix(".bin")
+
+
+def path_text(path: object, what: str) -> str:
+    """``path`` (a str, bytes or os.PathLike) as text; a ModelFormatError for one that no
+    file system can open (empty, holding a NUL byte, not a path at all)."""
+    try:
+        text = os.fsdecode(os.fspath(path))  # type: ignore[arg-type]
+    except TypeError:
+        raise ModelFormatError(f"the {what}'s path must be a str or os.PathLike, not {type(path).__name__}") from None
+    if not text:
+        raise ModelFormatError(f"the {what}'s path is empty")
+    if "\0" in text:
+        raise ModelFormatError(f"the {what}'s path holds a NUL byte", path=text.replace("\0", "\\0"))
+    return text
+
+
+def _bin_beside(param_path: str) -> WeightArchive:
+    """The weights in the param file's sibling ``.bin``; none where it does not exist (a
+    model that needs weights then says which file it looked for)."""
+    candidate = default_bin_path(param_path)
+    try:
+        os.stat(candidate)
+    except (FileNotFoundError, NotADirectoryError):
+        if os.path.islink(candidate):
+            raise ModelFormatError("cannot open the weight file: it is a symbolic link to nothing",
+                                   path=str(candidate)) from None
+        return WeightArchive(None, missing=candidate)
+    except OSError as exc:  # a loop of symbolic links, a name too long, no permission
+        raise ModelFormatError(f"cannot open the weight file: {exc.strerror or exc}", path=str(candidate)) from exc
+    return WeightArchive(candidate)
 
 
 #: A param file is text, a few kB per hundred operators; anything this big is not one.
@@ -433,13 +491,9 @@ def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | 
     Without ``bin_path`` the weights come from the param file's sibling ``.bin``; if there
     is none, a model that needs weights fails naming the file it looked for.
     """
-    param_path = str(param_path)
-    if bin_path is None:
-        candidate = default_bin_path(param_path)
-        archive = WeightArchive(candidate) if candidate.exists() else WeightArchive(None, missing=candidate)
-    else:
-        archive = WeightArchive(bin_path)
+    param_path = path_text(param_path, "param file")
     _require_regular_file(param_path, "param file")
+    archive = _bin_beside(param_path) if bin_path is None else WeightArchive(bin_path)
     try:
         with open(param_path, "rb") as f:
             raw = f.read(MAX_PARAM_BYTES + 1)

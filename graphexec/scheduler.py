@@ -353,6 +353,17 @@ class _Run:
             handed.append(u)
         return mine, handed
 
+    def _refused(self, u: int, exc: Exception) -> ExecutionError:
+        """The error for unit ``u``, which the executor would not take (``Engine.close()``
+        while this run went on, or an executor given to the engine shut down)."""
+        node = self.plan.nodes[self.plan.units[u].nodes[0]]
+        refused = ExecutionError(
+            node.name, node.type, [str(self.plan.specs.get(n, "?")) for n in node.step.inputs],
+            "not started: the engine's workers were shut down while this forward ran (Engine.close(), "
+            f"or the executor given to the engine shut down: {type(exc).__name__}: {exc})")
+        refused.__cause__ = exc
+        return refused
+
     def _hand_over(self, units: list[int]) -> None:
         """Give ``units`` to idle workers, then let go of the GIL for a moment: a woken
         worker needs it to start, and this thread would otherwise hold it until its own
@@ -367,9 +378,10 @@ class _Run:
                 self.executor.submit(self._worker, u)
             except Exception as exc:  # a shut-down executor: this unit and the rest never run
                 self._let_go()  # (Ctrl-C in the caller goes on up; a unit it stopped holds on)
+                refused = self._refused(u, exc)
                 with self.lock:
                     for never_run in units[k:]:
-                        self._record(never_run, None, [], exc)
+                        self._record(never_run, None, [], refused)
                     if self.state.running == 0:
                         self.over.set()
                 return

@@ -46,7 +46,7 @@ import numpy as np
 from loguru import logger
 
 from graphexec.devices import resolve as resolve_device
-from graphexec import dtypes, pnnx
+from graphexec import dtypes, footprint, pnnx
 from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
 from graphexec.blas import blas_run, blas_workers_off, idle_threads_sleep
 from graphexec.errors import InputError, InputShapeError, LayerConfigError
@@ -158,9 +158,12 @@ class Engine:
                 raise ValueError(f"{label} must be a positive integer, got {value!r}")
         self.graph = graph
         #: Refuse to run input shapes whose tensors (and the working memory of the layer running
-        #: then) would need more bytes than this at once.
+        #: then) would need more bytes than this at once, and models that would take more to load.
         self.memory_limit = memory_limit if memory_limit is not None else physical_memory()
+        footprint.check_load(len(graph.operators), 0, self.memory_limit)
         self.program = Program.from_graph(graph)
+        #: Plans kept, one per input shape (fewer for a model whose plans are large).
+        self._plans_kept = footprint.plans_kept(len(self.program.steps), self.memory_limit, PLAN_CACHE_SIZE)
         operands = graph.operands
         self._input_operands = [operands[n] for n in self.program.inputs]
         self._output_operands = [operands[n] for n in self.program.outputs]
@@ -284,7 +287,8 @@ class Engine:
         engine chooses both, see the module docstring); ``executor``: run nodes on this
         ``concurrent.futures.Executor`` instead of the engine's own thread pool;
         ``memory_limit``: bytes of tensors and layers' working memory a run may need at once
-        (default: the machine's RAM), so a hostile shape fails before allocating;
+        (default: the machine's RAM), so a hostile shape fails before allocating; a model
+        whose own structures would take more to load is refused too (see :mod:`graphexec.footprint`);
         ``reuse_memory``: give intermediate tensors regions of a preallocated arena, shared
         between tensors whose lives never overlap (see :mod:`graphexec.memory`);
         ``pin_workers``: pin the engine's own worker threads to a core each when there is one
@@ -318,7 +322,8 @@ class Engine:
         It is off by default, so that a device that cannot run what it claims to is
         reported (a DeviceError naming the node) rather than silently made slower.
         """
-        graph = pnnx.load(param_path, bin_path)
+        limit = memory_limit if isinstance(memory_limit, int) and memory_limit > 0 else physical_memory()
+        graph = pnnx.load(param_path, bin_path, memory_limit=limit)  # a bad limit: the engine says so
         engine = cls(graph, threads=threads, intra_op_threads=intra_op_threads, executor=executor,
                      memory_limit=memory_limit, reuse_memory=reuse_memory, device=device, cpu_types=cpu_types,
                      fallback=fallback, pin_workers=pin_workers, share_nodes=share_nodes,
@@ -796,7 +801,7 @@ class Engine:
         plan.fused_away = fused_away
         with self._cache_lock:
             self._plans[key] = plan
-            while len(self._plans) > PLAN_CACHE_SIZE:
+            while len(self._plans) > self._plans_kept:
                 self._plans.popitem(last=False)
         logger.opt(lazy=True).debug("planned inputs {}: {} nodes in {} units, width {}", lambda: _shown(given),
                                     lambda: len(plan.nodes), lambda: len(plan.units), lambda: plan.width)
@@ -809,12 +814,18 @@ def _shown(given: dict[str, Spec]) -> str:
 
 
 def _leaves(value: Any) -> list[Any]:
-    """A value's tensors in order: itself, or the flattened items of a sequence (or spec of one)."""
-    if isinstance(value, (list, tuple)):
-        return [leaf for item in value for leaf in _leaves(item)]
-    if isinstance(value, SequenceSpec):
-        return [leaf for item in value.items for leaf in _leaves(item)]
-    return [value]
+    """A value's tensors in order: itself, or the flattened items of a sequence (or spec of
+    one), however deep (no recursion)."""
+    leaves, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        elif isinstance(item, SequenceSpec):
+            stack.extend(reversed(item.items))
+        else:
+            leaves.append(item)
+    return leaves
 
 
 def _all_finite(x: np.ndarray) -> bool:

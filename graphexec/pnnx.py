@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graphexec import dtypes
+from graphexec import dtypes, footprint
 from graphexec.errors import GraphStructureError, ModelFormatError, WeightError
 from graphexec.ir import Attribute, Dim, Graph, Operand, Operator, ParamValue
 
@@ -279,15 +279,16 @@ class WeightArchive:
     for and not found, so that a weight asked of it says which file is missing.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None, *, missing: str | os.PathLike[str] | None = None):
+    def __init__(self, path: str | os.PathLike[str] | None, *, missing: str | os.PathLike[str] | None = None,
+                 memory_limit: int | None = None):
         self.path = None if path is None else path_text(path, "weight file")
         self.missing = None if missing is None else str(missing)
         self._entries: dict[str, _Entry] = {}
         self._map: mmap.mmap | bytes = b""
         if self.path is not None:
-            self._open(self.path)
+            self._open(self.path, memory_limit)
 
-    def _open(self, path: str) -> None:
+    def _open(self, path: str, memory_limit: int | None = None) -> None:
         _require_regular_file(path, "weight file")
         try:
             with open(path, "rb") as f:
@@ -298,6 +299,7 @@ class WeightArchive:
             raise ModelFormatError(f"cannot open the weight file: {reason}", path=path) from exc
         if not self._map:
             return  # pnnx writes an empty bin for a model without weights
+        footprint.check_directory(_directory_bytes(self._map), memory_limit, path)
         try:
             with zipfile.ZipFile(_MapReader(self._map)) as archive:  # type: ignore[arg-type]
                 infos = archive.infolist()
@@ -396,6 +398,21 @@ class WeightArchive:
         return data
 
 
+def _directory_bytes(data: mmap.mmap | bytes) -> int:
+    """The size the archive's end record gives its central directory (zip64's where the
+    classic field is full); 0 where there is no end record (zipfile then says what is wrong)."""
+    end = data.rfind(b"PK\x05\x06", max(0, len(data) - (1 << 16) - 22))
+    if end < 0 or end + 22 > len(data):
+        return 0
+    size = int.from_bytes(data[end + 12:end + 16], "little")
+    locator = end - 20
+    if size == 0xFFFFFFFF and locator >= 0 and data[locator:locator + 4] == b"PK\x06\x07":
+        record = int.from_bytes(data[locator + 8:locator + 16], "little")
+        if 0 <= record <= len(data) - 56 and data[record:record + 4] == b"PK\x06\x06":
+            size = int.from_bytes(data[record + 40:record + 48], "little")
+    return min(size, len(data))
+
+
 class _MapReader(io.RawIOBase):
     """A seekable file over an mmap, so zipfile can read the directory without a copy."""
 
@@ -455,7 +472,7 @@ def path_text(path: object, what: str) -> str:
     return text
 
 
-def _bin_beside(param_path: str) -> WeightArchive:
+def _bin_beside(param_path: str, memory_limit: int | None = None) -> WeightArchive:
     """The weights in the param file's sibling ``.bin``; none where it does not exist (a
     model that needs weights then says which file it looked for)."""
     candidate = default_bin_path(param_path)
@@ -468,7 +485,7 @@ def _bin_beside(param_path: str) -> WeightArchive:
         return WeightArchive(None, missing=candidate)
     except OSError as exc:  # a loop of symbolic links, a name too long, no permission
         raise ModelFormatError(f"cannot open the weight file: {exc.strerror or exc}", path=str(candidate)) from exc
-    return WeightArchive(candidate)
+    return WeightArchive(candidate, memory_limit=memory_limit)
 
 
 #: A param file is text, a few kB per hundred operators; anything this big is not one.
@@ -485,18 +502,35 @@ def _require_regular_file(path: str, what: str) -> None:
         raise ModelFormatError(f"the {what} is not a regular file", path=path)
 
 
-def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None) -> Graph:
+def _read_at_most(f: io.BufferedReader, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``f``, in pieces (``f.read(limit)`` sets aside all of
+    ``limit`` at once, 256 MiB for every param file)."""
+    pieces, count = [], 0
+    while count < limit:
+        piece = f.read(min(1 << 20, limit - count))
+        if not piece:
+            break
+        pieces.append(piece)
+        count += len(piece)
+    return b"".join(pieces)
+
+
+def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None, *,
+         memory_limit: int | None = None) -> Graph:
     """Read a pnnx model into a validated :class:`~graphexec.ir.Graph`.
 
     Without ``bin_path`` the weights come from the param file's sibling ``.bin``; if there
-    is none, a model that needs weights fails naming the file it looked for.
+    is none, a model that needs weights fails naming the file it looked for. With
+    ``memory_limit``, a file whose model would take more bytes to load is refused before
+    its operators are read (see :mod:`graphexec.footprint`).
     """
     param_path = path_text(param_path, "param file")
     _require_regular_file(param_path, "param file")
-    archive = _bin_beside(param_path) if bin_path is None else WeightArchive(bin_path)
+    archive = (_bin_beside(param_path, memory_limit) if bin_path is None
+               else WeightArchive(bin_path, memory_limit=memory_limit))
     try:
         with open(param_path, "rb") as f:
-            raw = f.read(MAX_PARAM_BYTES + 1)
+            raw = _read_at_most(f, MAX_PARAM_BYTES + 1)
     except OSError as exc:
         raise ModelFormatError(f"cannot open the param file: {exc.strerror or exc}", path=param_path) from exc
     if len(raw) > MAX_PARAM_BYTES:
@@ -505,11 +539,13 @@ def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | 
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ModelFormatError(f"not a text file (byte {exc.start} is not UTF-8)", path=param_path) from exc
-    return parse(text, archive, path=param_path)
+    return parse(text, archive, path=param_path, memory_limit=memory_limit)
 
 
-def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<param>") -> Graph:
-    """Parse param-file ``text``, taking attribute data from ``archive``."""
+def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<param>",
+          memory_limit: int | None = None) -> Graph:
+    """Parse param-file ``text``, taking attribute data from ``archive`` (``memory_limit``:
+    see :func:`load`)."""
     archive = archive or WeightArchive(None)
     lines = text.removeprefix("\ufeff").split("\n")
     reader = _LineReader(lines, path)
@@ -519,6 +555,7 @@ def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<para
     operator_count, operand_count = reader.header_ints(2, 2, "'<operator count> <operand count>'")
     graph = Graph(weights=archive)
     body = [(number, line) for number, line in enumerate(lines[2:], start=3) if line.strip()]
+    footprint.check_load(len(body), len(text), memory_limit, path)
     if len(body) != operator_count:
         raise ModelFormatError(
             f"the header declares {operator_count} operators but {len(body)} lines follow",

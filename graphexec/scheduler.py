@@ -129,8 +129,8 @@ def run_unit(
                 span = device_span(index, [values[n] for n in node.step.outputs], start, end)
                 if span is not None:
                     events.append(span)  # resolved by Trace.end, when the device is done
-    wanted = set(unit.outputs) | keep
-    return {n: values[n] for n in values.keys() & wanted if n not in inputs}, events
+    needed = frozenset(unit.outputs)
+    return {n: v for n, v in values.items() if n not in inputs and (n in needed or n in keep)}, events
 
 
 def run_concurrent(

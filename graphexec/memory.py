@@ -22,6 +22,13 @@ DenseNet's growing concatenations of the same features copy nothing. A host and 
 it holds form one *group*: its bytes live from the first of their writers to the last of
 their users, and no block is written in place over any of them.
 
+Whether one group of tensors happens before another is read off chain labels of the plan's
+nodes (:mod:`graphexec.reach`), in about linear time and memory. Groups are placed greedily,
+largest first, each at the lowest offset clear of the placed groups it may not share with,
+up to :data:`GREEDY_GROUPS` groups per place (every real network we know has a few hundred);
+past that, a sweep in topological order hands each group bytes freed by a group that
+happens before it, which shares less but takes linear time (docs/benchmarks.md).
+
 The arena is one aligned byte buffer per place tensors live (the host, and a device's
 memory when nodes run there: one OpenCL buffer, tensors at offsets in it). On a device the
 "happens before" above holds too: a kernel waits for the events of its inputs, so it
@@ -561,14 +568,19 @@ class _GroupOrder:
                 np.maximum(self.after[g], label, out=self.after[g])
         #: Per group, the writers' chains and positions; a writer on no chain is never reached.
         self.writers: list[tuple[tuple[int, int], ...] | None] = []
-        #: Per group, per chain, the lowest position of a writer on it (NEVER: none).
-        self.lowest = np.full((len(groups), k), NEVER, np.int32)
         for group in groups:
             places = tuple((chains.chain[w], chains.position[w]) for w in group.writers)
             self.writers.append(None if any(c < 0 for c, _ in places) else places)
-            for c, at in places:
-                if c >= 0:
-                    self.lowest[group.index, c] = min(self.lowest[group.index, c], at)
+
+    @cached_property
+    def lowest(self) -> np.ndarray:
+        """Per group, per chain, the lowest position of a writer on it (NEVER: none); for
+        :meth:`ordered_with`, made when the greedy placement first asks."""
+        lowest = np.full(self.after.shape, NEVER, np.int32)
+        for g, places in enumerate(self.writers):
+            for c, at in places or ():
+                lowest[g, c] = min(lowest[g, c], at)
+        return lowest
 
     def before(self, a: int, b: int) -> bool:
         """Whether group ``a`` happens before group ``b``."""

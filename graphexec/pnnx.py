@@ -216,11 +216,16 @@ def _same_value(read: ParamValue, written: object) -> bool:
 
 #: The largest size one dimension may declare (what an int64 holds, as in PyTorch).
 MAX_DIM = 2**63 - 1
+#: The most dimensions a shape may declare (numpy's own limit); the byte count of a larger
+#: one could be too long a number to print.
+MAX_RANK = 64
 
 
 def _parse_dims(text: str, *, allow_symbols: bool) -> tuple[Dim, ...]:
     if text == "":
         return ()
+    if text.count(",") >= MAX_RANK:
+        raise ValueError(f"a shape of {text.count(',') + 1:,} dimensions (at most {MAX_RANK})")
     dims: list[Dim] = []
     for item in text.split(","):
         if allow_symbols and item == "?":

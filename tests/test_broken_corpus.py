@@ -83,6 +83,9 @@ CASES = [
     Broken("negative_weight_dim", MF, ("@weight", "bad dimension '-3'"), line=4),
     Broken("unknown_weight_dtype", MF, ("@weight", "unknown type 'f33'"), line=4),
     Broken("unknown_operand_dtype", MF, ("#1", "unknown type 'q8'"), line=4),
+    # regression: a weight of 100,000 dims made a byte count too long for str() (a raw ValueError)
+    Broken("weight_rank_past_64", MF, ("@bias", "65 dimensions (at most 64)"), line=12),
+    Broken("weight_dims_all_past_int32", WE, ("'l.bias'", "bytes for", "but holds 16")),
     Broken("weight_size_disagrees", WE, ("'c.bias'", "36 bytes", "holds 32")),
     Broken("weight_dtype_changed", WE, ("'c.bias'", "(8)f64", "64 bytes")),
     Broken("absurd_weight", WE, ("'l.weight'", "4000000000000 bytes")),

@@ -251,6 +251,8 @@ CASES: dict[str, Callable[[], Files]] = {
     "negative_weight_dim": lambda: m(replace(M_PARAM, "@weight=(8,3,3,3)f32", "@weight=(8,-3,3,3)f32")),
     "unknown_weight_dtype": lambda: m(replace(M_PARAM, "@weight=(8,3,3,3)f32", "@weight=(8,3,3,3)f33")),
     "unknown_operand_dtype": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace(")f32", ")q8") if x.startswith("#1=") else x for x in t])),
+    "weight_rank_past_64": lambda: m(replace(M_PARAM, "@bias=(4)f32", "@bias=(" + ",".join(["1"] * 64 + ["4"]) + ")f32")),
+    "weight_dims_all_past_int32": lambda: m(replace(M_PARAM, "@bias=(4)f32", "@bias=(" + ",".join(["4294967296"] * 64) + ")f32")),
     "weight_size_disagrees": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace("@bias=(8)f32", "@bias=(9)f32") for x in t])),
     "weight_dtype_changed": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace("@bias=(8)f32", "@bias=(8)f64") for x in t])),
     "absurd_weight": lambda: (ABSURD_WEIGHT.format(name="l").encode(), M_BIN),

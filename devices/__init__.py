@@ -1,8 +1,11 @@
-"""Where tensors live and how a node runs there: ``cpu`` (numpy, the reference) and, loaded
-only when asked for, ``opencl``.
+"""Where nodes run: the Device interface (:mod:`~graphexec.devices.base`) and its
+implementations, ``cpu`` (numpy kernels, compiled ones with the jit extra; the backup
+device that runs everything), ``opencl`` (loaded only when asked for) and ``null``
+(computes nothing; for tests).
 
-:func:`resolve` turns what a user passes as ``Engine.load(..., device=...)`` into a device
-object (None for the CPU); pyopencl is imported only when an OpenCL device is asked for.
+:func:`resolve` turns what a user passes as ``Engine.load(..., device=...)`` into the
+device nodes are placed on beside the CPU (None: the CPU alone); pyopencl is imported only
+when an OpenCL device is asked for.
 """
 
 from __future__ import annotations
@@ -12,14 +15,15 @@ if __name__ != "graphexec.devices":
 
 from typing import Any
 
+from graphexec.devices.base import Device, Hints, Kernel, Piece
 from graphexec.errors import DeviceError
 
 SPEC_HELP = "'cpu', 'opencl', 'opencl:<index>', 'opencl:gpu' or 'opencl:<name filter>'"
 
 
-def resolve(device: Any) -> Any:
-    """None for the CPU; an opened device for an ``opencl[:...]`` spec; an already opened
-    device (anything with ``run``, ``upload``, ``download`` and ``queues``) as it is."""
+def resolve(device: Any) -> Device | None:
+    """None for the CPU alone; an opened device for an ``opencl[:...]`` spec; a Device (an
+    opened OpenCLDevice, a NullDevice) as it is."""
     if device is None:
         return None
     if isinstance(device, str):
@@ -30,9 +34,9 @@ def resolve(device: Any) -> Any:
             from graphexec.devices.opencl import open_device
 
             return open_device(text)
-        raise DeviceError(f"unknown device {device!r}: expected {SPEC_HELP}, or an opened OpenCLDevice")
-    if all(hasattr(device, a) for a in ("run", "upload", "download", "queues", "supports")):
-        return device
+        raise DeviceError(f"unknown device {device!r}: expected {SPEC_HELP}, or an opened device")
+    if isinstance(device, Device):
+        return None if device.kind == "cpu" else device
     raise DeviceError(f"device={device!r} is neither a device spec ({SPEC_HELP}) nor an opened device")
 
 
@@ -40,4 +44,9 @@ def is_device(device: Any) -> bool:
     """Whether ``device`` names or is something other than the CPU (no device is opened)."""
     if device is None:
         return False
+    if isinstance(device, Device):
+        return device.kind != "cpu"
     return not (isinstance(device, str) and device.strip().lower() == "cpu")
+
+
+__all__ = ["SPEC_HELP", "Device", "DeviceError", "Hints", "Kernel", "Piece", "is_device", "resolve"]

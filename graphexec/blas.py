@@ -230,8 +230,8 @@ def ask_for_short_spins() -> bool:
     ask OpenBLAS, through OPENBLAS_THREAD_TIMEOUT, which it reads once when numpy loads it,
     to let its idle threads spin 2^SHORT_SPIN cycles (under a millisecond) instead of its
     default 2^28 (~0.1 s), so that a node given every core for BLAS takes no core from the
-    branches that run side by side after it (two such branches ran 1.6x slower with the
-    default). Not shorter: a thread that sleeps at once must be woken for every product.
+    branches that run side by side after it. Not shorter: a thread that sleeps at once
+    must be woken for every product (docs/design/threads.md, "Short spins of BLAS threads").
     The library itself never sets it: importing graphexec changes nothing in the process.
     A value the user set is kept; returns whether the variable holds a short spin now."""
     if "numpy" not in sys.modules:
@@ -356,3 +356,18 @@ def blas_boost(threads: int):
     """Context manager, inside a ``blas_threads`` block: up to ``threads`` BLAS threads for
     a node that runs alone, when no other run is active (yields whether it applied)."""
     return _LIMITER.boost(threads)
+
+
+def _after_fork_in_child() -> None:
+    """A fork's child starts with no run: forget the parent's turns and limits (a thread of
+    the parent may have held their locks, and its runs will never end here)."""
+    global _TURNS, _PINS_LOCK
+    _TURNS = _Turns()
+    _PINS_LOCK = threading.Lock()
+    _LIMITER._lock = threading.Lock()
+    _LIMITER._active = []
+    _LIMITER._applied = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,12 +1,12 @@
-"""Running one step, and the sequential executor: one thread, topological order, the
-reference every other executor must equal bit for bit."""
+"""Running one node, and the sequential executor: one thread, the program's topological
+order, the reference every other executor must equal bit for bit."""
 
 from __future__ import annotations
 
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,17 +15,17 @@ import numpy as np
 
 from graphexec.errors import ExecutionError, GraphexecError, NonFiniteError, RunTimeoutError
 from graphexec.floats import quiet_floats
-from graphexec.program import Program, Step
-from graphexec.spread import Spreader
-from graphexec.layers._scratch import SCRATCH
 from graphexec.layers.specs import spec_of
+from graphexec.plan import Node, Plan
+from graphexec.program import Step
+from graphexec.spread import Spreader
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """Per-call choices shared by every node of one run."""
 
-    #: ``time.monotonic()`` after which no node may start (``None``: no limit).
+    #: The time (on ``clock``) after which no node may start (``None``: no limit).
     deadline: float | None = None
     #: The timeout the deadline came from, for the message.
     timeout: float | None = None
@@ -33,12 +33,14 @@ class RunOptions:
     check_finite: bool = False
     #: Set when the run is abandoned (timeout, Ctrl-C): workers stop between nodes.
     cancelled: threading.Event = field(default_factory=threading.Event)
+    #: Seconds, monotonic: what the deadline is measured on (``EngineOptions.clock``).
+    clock: Callable[[], float] = time.monotonic
 
     def before_node(self, step: Step) -> None:
         """Raise instead of starting ``step`` when the run is out of time or abandoned."""
         if self.cancelled.is_set():
             raise RunTimeoutError(f"the run was abandoned before {step.name} ({step.layer.type})")
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.deadline is not None and self.clock() > self.deadline:
             self.cancelled.set()
             raise RunTimeoutError(
                 f"forward ran past its timeout of {self.timeout:g} s; {step.name} ({step.layer.type}) was not started"
@@ -48,38 +50,40 @@ class RunOptions:
 NO_OPTIONS = RunOptions()
 
 
-def _call(step: Step, inputs: list[Any], buffers: dict[str, np.ndarray] | None,
+def _call(node: Node, inputs: list[Any], buffers: dict[str, np.ndarray] | None,
           spreader: Spreader | None) -> tuple[list[Any], int]:
-    """The step's layer on ``inputs``: its outputs, and how many pieces it ran in."""
+    """The node's kernel on ``inputs``: its outputs, and how many pieces it ran in."""
+    step, kernel = node.step, node.kernel
     if buffers is not None and step.outputs and step.outputs[0] in buffers:
         outputs = [buffers[name] for name in step.outputs]
-        pieces = step.layer.pieces(inputs, outputs, spreader.count) if spreader is not None else None
+        pieces = kernel.pieces(inputs, outputs, spreader.count) if spreader is not None else None
         if pieces:
-            spreader.run(pieces)
+            spreader.run(pieces, kernel.stopped)
             return outputs, len(pieces)
-        step.layer.forward_into(inputs, outputs)
-        return outputs, 0
-    return step.layer.forward(inputs), 0
+        return kernel.run(inputs, outputs), 0
+    return kernel.run(inputs), 0
 
 
 def run_step(
-    step: Step, values: dict[str, Any], check_finite: bool = False, buffers: dict[str, np.ndarray] | None = None,
+    node: Node, values: dict[str, Any], check_finite: bool = False, buffers: dict[str, np.ndarray] | None = None,
     spreader: Spreader | None = None, quiet: bool = False,
 ) -> int:
-    """Run one step, reading its inputs from and writing its outputs into ``values``.
+    """Run one node, reading its inputs from and writing its outputs into ``values``.
 
-    With ``buffers`` (an arena's tensors, see :mod:`graphexec.memory`), a step whose
+    With ``buffers`` (an arena's tensors, see :mod:`graphexec.memory`), a node whose
     outputs have arena regions writes straight into them; there a ``spreader`` shares the
-    step's work out among idle workers when its layer cuts it into pieces. ``quiet``: the
+    node's work out among idle workers when its kernel cuts it into pieces. ``quiet``: the
     caller already runs in :func:`~graphexec.floats.quiet_floats` on this thread. Returns
-    how many pieces ran (0: the step ran whole).
+    how many pieces ran (0: the node ran whole).
     """
+    step = node.step
     inputs = [values[name] for name in step.inputs]
     try:
         with nullcontext() if quiet else quiet_floats():
-            outputs, shared = _call(step, inputs, buffers, spreader)
+            outputs, shared = _call(node, inputs, buffers, spreader)
     except BaseException as exc:
-        SCRATCH.forget_kept()  # the layer stopped midway, perhaps before writing what a slot keeps
+        if node.kernel is not None:
+            node.kernel.stopped()  # midway, perhaps before writing what a scratch slot keeps
         if isinstance(exc, GraphexecError) or not isinstance(exc, Exception):
             raise
         # a layer's own failure, wrapped with where it happened
@@ -101,7 +105,7 @@ def run_step(
 
 
 def run_sequential(
-    program: Program,
+    plan: Plan,
     feeds: dict[str, np.ndarray],
     keep: Iterable[str],
     options: RunOptions = NO_OPTIONS,
@@ -109,20 +113,21 @@ def run_sequential(
     shared: frozenset[int] = frozenset(),
     spreader: Spreader | None = None,
 ) -> dict[str, Any]:
-    """Run every step in order; return the values named in ``keep``.
+    """Run every node of ``plan`` in the program's order; return the values named in ``keep``.
 
     A value is dropped after its last reader, so peak memory follows the live set; with
-    ``buffers`` the steps that have arena regions write into them, and the steps whose
+    ``buffers`` the nodes that have arena regions write into them, and the nodes whose
     indices are in ``shared`` are cut into pieces that ``spreader`` runs at once.
     """
     keep = frozenset(keep)
-    drops = _drops(program, keep)
+    drops = _drops(plan.program, keep)
     values: dict[str, Any] = dict(feeds)
     with quiet_floats():  # once for the run: entering it costs about a microsecond a node
-        for index, step in enumerate(program.steps):
-            options.before_node(step)
-            run_step(step, values, options.check_finite, buffers, spreader if index in shared else None, quiet=True)
-            for name in drops[index]:
+        for node in plan.nodes:
+            options.before_node(node.step)
+            run_step(node, values, options.check_finite, buffers, spreader if node.index in shared else None,
+                     quiet=True)
+            for name in drops[node.index]:
                 values.pop(name, None)
     return {name: values[name] for name in keep}
 
@@ -131,7 +136,7 @@ def run_sequential(
 _DROPS: dict[int, dict[frozenset[str], tuple[tuple[str, ...], ...]]] = {}
 
 
-def _drops(program: Program, keep: frozenset[str]) -> tuple[tuple[str, ...], ...]:
+def _drops(program: Any, keep: frozenset[str]) -> tuple[tuple[str, ...], ...]:
     """For each step, the values no later step reads and the caller does not keep: its
     outputs nobody reads, and the inputs it is the last reader of. Worked out once per
     program and ``keep``, not at every run."""

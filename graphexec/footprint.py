@@ -31,7 +31,7 @@ def check_load(operators: int, characters: int, memory_limit: int | None, path: 
     if memory_limit is not None and need > memory_limit:
         raise ModelFormatError(
             f"loading its {operators:,} operators ({characters:,} characters of params) would take about "
-            f"{need >> 20:,} MiB, more than the memory_limit of {memory_limit >> 20:,} MiB", path=path)
+            f"{_size(need)}, more than the memory_limit of {_size(memory_limit)}", path=path)
 
 
 def plans_kept(nodes: int, memory_limit: int, most: int) -> int:
@@ -47,4 +47,9 @@ def check_directory(directory_bytes: int, memory_limit: int | None, path: str | 
     if memory_limit is not None and need > memory_limit:
         raise ModelFormatError(
             f"the weight archive's directory ({directory_bytes:,} bytes, many entries) would take about "
-            f"{need >> 20:,} MiB to read, more than the memory_limit of {memory_limit >> 20:,} MiB", path=path)
+            f"{_size(need)} to read, more than the memory_limit of {_size(memory_limit)}", path=path)
+
+
+def _size(count: int) -> str:
+    """``count`` bytes for a message: in MiB, or in bytes below one."""
+    return f"{count >> 20:,} MiB" if count >= 1 << 20 else f"{count:,} bytes"

@@ -8,9 +8,9 @@ every reader, readers of views of it included) *happens before* the writer of th
 a path in the DAG leads from each of them to it. The scheduler never starts a node before
 its producers finish, so that order holds in every run, concurrent or not.
 
-Which tensors get a region: the outputs of layers that write into given memory
-(``Layer.writes_into``) and never return views (``Layer.fresh_outputs``), unless a view
-of them is handed to the caller; everything else is allocated by numpy as before. A layer
+Which tensors get a region: the outputs of nodes whose kernels write into given memory
+(``Kernel.writes_into``) and never return views (``Kernel.fresh_outputs``), unless a view
+of them is handed to the caller; everything else is allocated by numpy as before. A kernel
 marked ``in_place`` writes over its first input when it is that input's only reader, so
 the two tensors form one *block*. Outputs handed to the user never live in the arena.
 
@@ -144,16 +144,16 @@ class MemoryPlan:
         owner: dict[str, int] = {}
         for i in plan.order:
             node = plan.nodes[i]
-            layer = node.step.layer
+            kernel = node.kernel
             if not self._in_arena(node):
                 continue  # forward_into writes every output or none
             for k, name in enumerate(node.step.outputs):
                 spec = plan.specs[name]
                 self.specs[name] = spec
                 source = node.step.inputs[0] if node.step.inputs else None
-                home = getattr(layer, "output_home", "cpu")
+                home = kernel.home
                 if (
-                    k == 0 and layer.in_place and source in owner and source not in grouped
+                    k == 0 and kernel.in_place and source in owner and source not in grouped
                     and blocks[owner[source]]["home"] == home
                     and node.step.inputs.count(source) == 1
                     and plan.specs[source] == spec
@@ -176,7 +176,7 @@ class MemoryPlan:
         )
 
     def _in_arena(self, node) -> bool:
-        """Whether ``node``'s outputs get arena regions: a layer that writes into given
+        """Whether ``node``'s outputs get arena regions: a kernel that writes into given
         memory and returns fresh arrays, none of them handed to the caller (or viewed by
         something that is)."""
         found = self._arena_nodes.get(node.index)
@@ -185,8 +185,8 @@ class MemoryPlan:
         return found
 
     def _arena_outputs(self, node) -> bool:
-        layer = node.step.layer
-        if not (layer.writes_into and layer.fresh_outputs):
+        kernel = node.kernel
+        if not (kernel.writes_into and kernel.fresh_outputs):
             return False
         for name in node.step.outputs:
             spec = self.plan.specs.get(name)
@@ -203,7 +203,7 @@ class MemoryPlan:
         producer's outputs get arena regions, it is not hosted yet (a tensor read by
         several joins lies in the latest one) and the join reads it once."""
         plan = self.plan
-        home = {name: getattr(node.step.layer, "output_home", "cpu")
+        home = {name: node.kernel.home
                 for node in plan.nodes if self._in_arena(node) for name in node.step.outputs}
         hosted: dict[str, tuple[str, int]] = {}
         outermost: dict[str, tuple[str, int]] = {}  # where each hosted operand lies in the end (final when set)
@@ -428,8 +428,7 @@ class MemoryPlan:
             if self.homes[name] == "cpu":
                 views[name] = arena[offset:offset + spec.nbytes].view(spec.dtype).reshape(spec.shape)
             else:
-                views[name] = type(device_arena)(device_arena.buffer, spec.shape, spec.dtype, None,
-                                                 offset // spec.dtype.itemsize, self.device)
+                views[name] = self.device.region(device_arena, offset, spec.shape, spec.dtype)
         return views
 
     def new_arena(self) -> tuple[np.ndarray, dict[str, Any]]:
@@ -616,7 +615,7 @@ class _Aliases:
         for node in plan.nodes:
             for name in node.step.inputs:
                 self.readers.setdefault(name, []).append(node.index)
-            if not node.step.layer.fresh_outputs:
+            if not node.kernel.fresh_outputs:
                 for name in node.step.inputs:
                     self.direct.setdefault(name, []).extend(node.step.outputs)
         self.outputs = frozenset(plan.program.outputs)

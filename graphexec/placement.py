@@ -4,23 +4,25 @@ For one set of input specs, :func:`place` puts each node on the device when the 
 runs its operator for those specs (``device.supports``), else on the CPU, the backup
 device that runs everything. Then it writes a new :class:`~graphexec.program.Program`:
 
-- a node on the device becomes an :class:`~graphexec.devices.layers.OnDevice` step that reads and
-  writes device tensors, named ``<operand>@<kind>`` (``12@opencl``), so the host and the
-  device copies of a value are different operands of the plan;
-- where a value crosses sides an explicit :class:`~graphexec.devices.layers.Upload` or
-  :class:`~graphexec.devices.layers.Download` step is inserted, once per value (a CPU value read by
-  two device nodes is uploaded once), so transfers are nodes of the plan and of traces;
+- a node on the device reads and writes device tensors, named ``<operand>@<kind>``
+  (``12@opencl``), so the host and the device copies of a value are different operands
+  of the plan; the planner gives it the device's kernel;
+- where a value crosses sides an explicit :class:`~graphexec.transfers.Upload` or
+  :class:`~graphexec.transfers.Download` step is inserted, once per value (a CPU value read
+  by two device nodes is uploaded once), so transfers are nodes of the plan and of traces;
 - the model's outputs are downloaded: the caller always gets numpy arrays.
 
 Rules, in order: a type in ``cpu_types`` stays on the CPU; so does a node whose device run
-failed (``fallback``); a node the device cannot run (the reason is its
+failed (``fallback``); a node whose output's size only running it tells (the nodes reading
+that output are placed when the run has computed it, see :mod:`graphexec.stages`); a node
+the device cannot run (the reason is its
 ``unsupported_reason``); a view (reshape, flatten, chunk: no arithmetic) goes where its
 input already is, so that no value is moved only to be viewed; a constant that only CPU
 nodes read stays on the CPU; everything else runs on the device. :func:`assign_queues` then
-gives each chain of the plan a command queue, and :func:`placed_plan` warms every device
-node up, moving the ones that fail to the CPU when the engine allows it. Before placing,
-the engine fuses the producer -> activation pairs that :func:`fuses_on` accepts (see
-:mod:`graphexec.fusion`).
+gives each chain of the plan a command queue, and the planner warms every device node's
+kernel up (:func:`warm_up`), moving the ones that fail to the CPU when the engine allows
+it. Before placing, the planner fuses the producer -> activation pairs that
+:func:`fuses_on` accepts (see :mod:`graphexec.passes.activations`).
 """
 
 from __future__ import annotations
@@ -31,17 +33,19 @@ from typing import Any
 
 from loguru import logger
 
-from graphexec.devices.layers import DeviceStep, Download, OnDevice, Upload
+from graphexec.devices.base import Device, Kernel
 from graphexec.errors import DeviceError
-from graphexec.fusion import Fused
-from graphexec.plan import Plan
+from graphexec.layers.base import Layer
+from graphexec.layers.specs import Spec, TensorSpec, is_dynamic
+from graphexec.plan import Analysis
 from graphexec.program import Program, Step
-from graphexec.layers.specs import Spec, TensorSpec
+from graphexec.transfers import Download, Upload
 
 CPU = "cpu"
 FORCED = "forced to CPU by cpu_types"
 RUNS_THERE = "the device runs it"
 CONSTANT_FOR_HOST = "a constant only CPU nodes read stays on the CPU"
+SIZED_BY_RUN = "the size of its output is known only once it has run: the run plans what reads it then"
 
 
 @dataclass(frozen=True)
@@ -57,10 +61,12 @@ class Where:
 class Placement:
     """The placed program for one set of input specs, and the table of where each node runs."""
 
-    def __init__(self, program: Program, specs: dict[str, Spec], rows: tuple[Where, ...], device: Any,
-                 resident: dict[str, str]):
+    def __init__(self, program: Program, specs: dict[str, Spec], rows: tuple[Where, ...], device: Device | None,
+                 resident: dict[str, str], sides: tuple[str, ...] | None = None):
         self.program = program
         self.specs = specs
+        #: The device kind of each step of the placed program, transfers included.
+        self.sides = sides if sides is not None else tuple(CPU for _ in program.steps)
         #: One row per node of the model (transfers are not rows: they follow from these).
         self.rows = rows
         self.device = device
@@ -119,10 +125,11 @@ class Placement:
         return "\n".join(lines)
 
 
-def cpu_placement(program: Program, reason: str = "the engine runs on the cpu") -> Placement:
-    """The table of an engine without a device: every node on the CPU."""
+def cpu_placement(program: Program, specs: Mapping[str, Spec] | None = None,
+                  reason: str = "the engine runs on the cpu") -> Placement:
+    """The placement of an engine without a device: every node on the CPU."""
     rows = tuple(Where(s.name, s.layer.type, CPU, reason) for s in program.steps)
-    return Placement(program, {}, rows, None, {})
+    return Placement(program, dict(specs or {}), rows, None, {})
 
 
 def _choose(step: Step, specs: Mapping[str, Spec], device: Any, home: Mapping[str, str],
@@ -133,6 +140,8 @@ def _choose(step: Step, specs: Mapping[str, Spec], device: Any, home: Mapping[st
     if step.name in failed:
         return CPU, f"moved to the CPU after its device run failed: {failed[step.name]}"
     produced = [specs[n] for n in step.outputs]
+    if any(is_dynamic(s) for s in produced):
+        return CPU, SIZED_BY_RUN
     if not all(isinstance(s, TensorSpec) for s in produced):
         return CPU, "an output is not a tensor"
     reason = device.unsupported_reason(layer, [specs[n] for n in step.inputs])
@@ -160,22 +169,23 @@ def _keep_host_constants(program: Program, sides: list[str], rows: list[Where], 
             rows[index] = Where(step.name, step.layer.type, CPU, CONSTANT_FOR_HOST)
 
 
-def fuses_on(device: Any, cpu_types: Collection[str] = ()) -> Callable[[Fused, list[Spec]], bool]:
-    """The test of a fused node for ``device`` (``allow`` of
-    :func:`~graphexec.fusion.fuse_activations`): it keeps every part where it would run
-    unfused. The device must run the fused node for those input specs (else fusing would
-    pull a device node onto the CPU, between two more transfers), and no part's type may
-    be one ``cpu_types`` keeps on the CPU (the fused node has a type of its own)."""
+def fuses_on(device: Device, cpu_types: Collection[str] = ()) -> Callable[[Layer, list[Spec]], bool]:
+    """The test of a fused node for ``device`` (``PassContext.allow`` of
+    :mod:`graphexec.passes.activations`): it keeps every part where it would run unfused.
+    The device must run the fused node for those input specs (else fusing would pull a
+    device node onto the CPU, between two more transfers), and no part's type may be one
+    ``cpu_types`` keeps on the CPU (the fused node has a type of its own)."""
 
-    def allow(fused: Fused, inputs: list[Spec]) -> bool:
-        if any(layer.type in cpu_types for layer in (fused.head, *fused.tail)):
+    def allow(fused: Layer, inputs: list[Spec]) -> bool:
+        parts = (getattr(fused, "head", fused), *getattr(fused, "tail", ()))
+        if any(layer.type in cpu_types for layer in parts):
             return False
         return device.supports(fused, inputs)
 
     return allow
 
 
-def place(program: Program, specs: Mapping[str, Spec], device: Any, *, cpu_types: Collection[str] = (),
+def place(program: Program, specs: Mapping[str, Spec], device: Device, *, cpu_types: Collection[str] = (),
           failed: Mapping[str, str] | None = None) -> Placement:
     """Place ``program``'s nodes for these operand specs on ``device`` or the CPU (see the
     module doc); ``failed`` maps node names whose device run failed to why."""
@@ -192,6 +202,7 @@ def place(program: Program, specs: Mapping[str, Spec], device: Any, *, cpu_types
     _keep_host_constants(program, sides, rows, home)
 
     steps: list[Step] = []
+    placed_sides: list[str] = []
     placed_specs: dict[str, Spec] = dict(specs)
     on_device: dict[str, str] = {}  # value -> its device operand (made there or uploaded)
     on_host: set[str] = {name for name, side in home.items() if side == CPU}
@@ -207,102 +218,85 @@ def place(program: Program, specs: Mapping[str, Spec], device: Any, *, cpu_types
         if value not in on_device:  # a host value read on the device: uploaded once
             on_device[value] = device_name(value)
             placed_specs[on_device[value]] = specs[value]
-            steps.append(Step(Upload(value, device), (value,), (on_device[value],)))
+            steps.append(Step(Upload(value), (value,), (on_device[value],)))
+            placed_sides.append(kind)
         return on_device[value]
 
     def for_host(value: str) -> str:
         if value not in on_host:  # a device value read on the host: downloaded once
             on_host.add(value)
-            steps.append(Step(Download(value, producer[value], device), (on_device[value],), (value,)))
+            steps.append(Step(Download(value, producer[value]), (on_device[value],), (value,)))
+            placed_sides.append(kind)
         return value
 
     for step, side in zip(program.steps, sides):
         if side == CPU:
             steps.append(Step(step.layer, tuple(for_host(n) for n in step.inputs), step.outputs))
+            placed_sides.append(CPU)
             continue
         inputs = tuple(for_device(n) for n in step.inputs)
         for name in step.outputs:
             on_device[name] = device_name(name)
             placed_specs[on_device[name]] = specs[name]
-        steps.append(Step(OnDevice(step.layer, device), inputs, tuple(on_device[n] for n in step.outputs)))
+        steps.append(Step(step.layer, inputs, tuple(on_device[n] for n in step.outputs)))
+        placed_sides.append(kind)
     for name in program.outputs:
         for_host(name)
     resident = {name: on_device[name] for name in on_device if name not in on_host}
     placed = Program(program.graph, tuple(steps), program.inputs, program.outputs)
-    return Placement(placed, placed_specs, tuple(rows), device, resident)
+    return Placement(placed, placed_specs, tuple(rows), device, resident, tuple(placed_sides))
 
 
-def assign_queues(plan: Plan, queues: int) -> dict[int, int]:
-    """Give the device steps of each unit (chain) of ``plan`` a command queue; return
-    unit -> queue.
+def assign_queues(analysis: Analysis, queues: int) -> list[int]:
+    """A command queue for each node of ``analysis`` (0 for host nodes): the device nodes of
+    each unit (chain) share one.
 
     Units are taken in topological order. A unit continues the queue of a device unit that
     feeds it, if no other unit has continued that one yet (a chain stays on its queue; of
     the branches leaving a fork, the first keeps the queue); any other unit starts on the
     queue with the least estimated work so far, so independent branches spread over the
     queues. Across queues the order is kept by the tensors' events, never by the host."""
-    feeds: list[list[int]] = [[] for _ in plan.units]
-    for u, successors in enumerate(plan.unit_successors):
+    feeds: list[list[int]] = [[] for _ in analysis.units]
+    for u, successors in enumerate(analysis.unit_successors):
         for s in successors:
             feeds[s].append(u)
     queue_of: dict[int, int] = {}
     continued: set[int] = set()
-    load = [0.0] * queues
-    for unit in plan.units:
-        steps = [plan.nodes[i].step.layer for i in unit.nodes]
-        on_device = [layer for layer in steps if isinstance(layer, DeviceStep)]
+    load = [0.0] * max(1, queues)
+    found = [0] * len(analysis.nodes)
+    for unit in analysis.units:
+        on_device = [i for i in unit.nodes if analysis.nodes[i].device != CPU]
         if not on_device:
             continue
         free = [u for u in feeds[unit.index] if u in queue_of and u not in continued]
         if free:
-            chosen = max(free, key=lambda u: plan.unit_seconds[u])
+            chosen = max(free, key=lambda u: analysis.unit_seconds[u])
             continued.add(chosen)
             queue = queue_of[chosen]
         else:
-            queue = min(range(queues), key=lambda q: (load[q], q))
+            queue = min(range(len(load)), key=lambda q: (load[q], q))
         queue_of[unit.index] = queue
-        load[queue] += plan.unit_seconds[unit.index]
-        for layer in on_device:
-            layer.queue_index = queue
-    return queue_of
+        load[queue] += analysis.unit_seconds[unit.index]
+        for i in on_device:
+            found[i] = queue
+    return found
 
 
-def warm_up(placement: Placement, fallback: bool) -> dict[str, str]:
-    """Warm every device node up (build its programs, upload its weights, run it once).
+def warm_up(kernels: list[Kernel], device: Device, fallback: bool) -> dict[str, str]:
+    """Warm every device node's kernel up (build its programs, upload its weights, run it
+    once).
 
     A failure raises DeviceError naming the node, or with ``fallback`` is logged as a
     warning and returned: node name -> why, for placing it on the CPU instead."""
     failures: dict[str, str] = {}
-    for step in placement.program.steps:
-        layer = step.layer
-        if not isinstance(layer, OnDevice):
-            continue
+    for kernel in kernels:
+        layer = kernel.layer
         try:
-            layer.warm_up([placement.specs[n] for n in step.inputs])  # type: ignore[misc]
+            device.warm_up(kernel)
         except DeviceError as exc:
             if not fallback:
                 raise DeviceError(f"{exc} (Engine.load(..., fallback=True) runs such a node on the CPU "
                                   f"instead; cpu_types={{{layer.type!r}}} keeps its type there)") from exc
-            logger.warning("{} ({}) moves to the CPU: its device run failed: {}", step.name, layer.type, exc)
-            failures[step.name] = str(exc)
+            logger.warning("{} ({}) moves to the CPU: its device run failed: {}", layer.name, layer.type, exc)
+            failures[layer.name] = str(exc)
     return failures
-
-
-def placed_plan(program: Program, specs: dict[str, Spec], device: Any, *, cpu_types: Collection[str] = (),
-                fallback: bool = False, failed: dict[str, str] | None = None) -> Plan:
-    """The plan of ``program`` placed on ``device`` for these specs, queues assigned and
-    device nodes warmed up; ``plan.placement`` is its :class:`Placement`.
-
-    ``failed`` (node -> why) is read and, with ``fallback``, extended with the nodes whose
-    warm-up failed, so other input shapes place them on the CPU at once."""
-    failed = failed if failed is not None else {}
-    while True:
-        placement = place(program, specs, device, cpu_types=cpu_types, failed=failed)
-        plan = Plan(placement.program, placement.specs)
-        assign_queues(plan, len(device.queues))
-        newly = warm_up(placement, fallback)
-        if not newly:
-            plan.placement = placement
-            logger.debug("placed: {}", placement.summary())
-            return plan
-        failed.update(newly)

@@ -1,38 +1,59 @@
-"""The execution plan for one set of input shapes: a DAG of pipeline nodes and its analysis.
+"""The execution plan for one set of input shapes: a DAG of pipeline nodes, its analysis,
+and where and how each node runs.
 
-From a :class:`~graphexec.program.Program` and the specs inferred for given input shapes:
+:class:`Analysis`, from a :class:`~graphexec.program.Program` and the specs inferred for
+given input shapes:
 
 - a networkx DiGraph with one node per layer and an edge from each operand's producer to
-  each of its consumers (frozen: the plan is immutable and shared by concurrent runs);
+  each of its consumers;
 - a topological order by Kahn's algorithm, levels, the critical path;
 - a priority per node: the estimated cost of the longest path from it to an output, so
   the scheduler starts the longest chain first;
 - *units*: maximal chains (a node whose only successor has no other input) that one
   worker runs back to back without going through the scheduler.
+
+:class:`Plan` is an analysis with every decision fixed when it is built: each node's
+device, kernel and command queue, the placement, the operands rewrites removed and the
+regions a run follows. It never changes afterwards, so concurrent runs share it. Where a
+size is known only at run time, the plan stops at that value and marks the steps after it
+(``rest``, see :mod:`graphexec.stages`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
 from graphexec.cost import Cost, estimate, nbytes
+from graphexec.devices.base import Kernel
 from graphexec.errors import GraphStructureError
+from graphexec.layers.specs import Spec, is_dynamic
 from graphexec.program import Program, Step
-from graphexec.layers.specs import Spec
+
+if TYPE_CHECKING:
+    from graphexec.placement import Placement
+    from graphexec.regions import RegionChoice
+    from graphexec.stages import Rest
 
 
 @dataclass(frozen=True)
 class Node:
-    """One pipeline node: a step, its index in the program and its estimated cost."""
+    """One pipeline node: its index in the program, its step, its estimated cost, and in a
+    :class:`Plan` the device kind it runs on, its kernel and its command queue."""
 
     index: int
     step: Step
     cost: Cost
+    device: str = "cpu"
+    kernel: Kernel | None = None
+    queue: int = 0
 
     @property
     def name(self) -> str:
@@ -41,11 +62,6 @@ class Node:
     @property
     def type(self) -> str:
         return self.step.layer.type
-
-    @property
-    def device(self) -> str:
-        """Where the node runs: its layer's ``placed_on`` (a device's kind), else the CPU."""
-        return getattr(self.step.layer, "placed_on", "cpu")
 
 
 @dataclass(frozen=True)
@@ -60,21 +76,18 @@ class Unit:
     outputs: tuple[str, ...]
 
 
-class Plan:
-    """Immutable DAG analysis for one program and one set of input specs."""
+class Analysis:
+    """The DAG of one program for one set of input specs, and what follows from its shape
+    and estimated costs (see the module docstring). ``devices``: each node's device kind
+    (default: all on the CPU)."""
 
-    #: Where each node runs (a :class:`graphexec.placement.Placement`) when the program
-    #: was placed on a device; None when everything runs on the CPU.
-    placement = None
-    #: Operands that fusion removed (see :mod:`graphexec.fusion`): a run extracting one
-    #: needs the unfused plan.
-    fused_away: frozenset[str] = frozenset()
-
-    def __init__(self, program: Program, specs: dict[str, Spec]):
+    def __init__(self, program: Program, specs: Mapping[str, Spec], devices: Sequence[str] | None = None):
         self.program = program
-        self.specs = specs
+        self.specs = dict(specs)
+        kinds = devices if devices is not None else ["cpu"] * len(program.steps)
         self.nodes: tuple[Node, ...] = tuple(
-            Node(i, step, estimate(step.layer, [specs[n] for n in step.inputs], [specs[n] for n in step.outputs]))
+            Node(i, step, estimate(step.layer, [specs[n] for n in step.inputs], [specs[n] for n in step.outputs]),
+                 kinds[i])
             for i, step in enumerate(program.steps)
         )
         producer = {name: i for i, step in enumerate(program.steps) for name in step.outputs}
@@ -264,3 +277,52 @@ class Plan:
         if self.critical_seconds == 0:
             return 1.0
         return min(float(cores), self.total_seconds / self.critical_seconds)
+
+
+class Plan:
+    """An :class:`Analysis` with every decision fixed at construction: each node's kernel
+    and queue, the placement, the operands rewrites removed, the regions a run follows
+    (see :mod:`graphexec.regions`; None: every node runs alike) and the steps left until a
+    run has computed sizes known only then (``rest``). Immutable: setting an attribute
+    after construction raises."""
+
+    def __init__(self, analysis: Analysis, kernels: Sequence[Kernel], *, queues: Sequence[int] | None = None,
+                 placement: Placement | None = None, removed: Mapping[str, frozenset[str]] | None = None,
+                 regions: RegionChoice | None = None, blas_threads: Mapping[int, int] | None = None,
+                 rest: Rest | None = None):
+        if len(kernels) != len(analysis.nodes):
+            raise ValueError(f"{len(kernels)} kernels for {len(analysis.nodes)} nodes")
+        queues = queues if queues is not None else [0] * len(kernels)
+        set_ = object.__setattr__
+        set_(self, "analysis", analysis)
+        set_(self, "nodes", tuple(dataclasses.replace(node, kernel=kernel, queue=queue)
+                                  for node, kernel, queue in zip(analysis.nodes, kernels, queues)))
+        #: Where each node runs and why (a :class:`graphexec.placement.Placement`; every
+        #: plan the planner makes has one, all on the CPU where there is no other device).
+        set_(self, "placement", placement)
+        #: The operands each rewrite removed, by the pass's name (see :mod:`graphexec.passes`):
+        #: a run extracting one needs the plan made without that pass.
+        set_(self, "removed", dict(removed or {}))
+        #: Every operand rewrites removed.
+        set_(self, "fused_away", frozenset().union(*self.removed.values()))
+        #: The serial units, boosted and shared nodes of a run (see :mod:`graphexec.regions`).
+        set_(self, "regions", regions)
+        #: BLAS threads of the nodes that always run whole on more than one (their kernels
+        #: were chosen for it).
+        set_(self, "blas_threads", dict(blas_threads or {}))
+        #: The steps that read a value whose size only the run tells, directly or not (a
+        #: :class:`graphexec.stages.Rest`; None: the plan holds every step). They are
+        #: planned once a run has computed those values (``Planner.continuation``).
+        set_(self, "rest", rest)
+        #: The operands whose size the run decides (each spec a DynamicSpec, or a sequence
+        #: holding one): the plan's outputs its rest reads or the caller gets.
+        set_(self, "dynamic", tuple(name for name in analysis.program.outputs
+                                    if name in analysis.specs and is_dynamic(analysis.specs[name])))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Plan is frozen once built (tried to set {name})")
+
+    def __getattr__(self, name: str) -> Any:  # the analysis's fields and figures
+        if name == "analysis":
+            raise AttributeError(name)
+        return getattr(self.analysis, name)

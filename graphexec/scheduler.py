@@ -10,9 +10,8 @@ waits on work queued to the same pool, so no deadlock is possible.
 
 Why not one thread that owns the state and hands out every unit: it must wake for each
 finished unit and wake a worker for each new one, and on a machine whose cores the
-workers keep busy those wake-ups and its turns with the GIL slow the branches down. On
-the wide net (2 cores) such a thread was awake 1.3 ms of a 13 ms run; with the workers
-driving, the run went from 1.48-1.51x to 1.59-1.65x as fast as the sequential one.
+workers keep busy those wake-ups and its turns with the GIL slow the branches down
+(measured in docs/design/threads.md, "How the workers drive a run").
 
 On the first failure nothing new starts, what is running finishes, and the failure is
 raised to the caller; every tensor of the run is dropped with the state. A timeout or
@@ -115,20 +114,18 @@ def run_unit(
             # before them (a head whose activation alone is shared out) gets the boost.
             spreader = assist.spreader if index in assist.shared else None
             with blas_boost(assist.boost) as raised, blas_workers_off(assist.helper_cores() if raised else None):
-                pieces = run_step(node.step, values, options.check_finite, buffers, spreader)
+                pieces = run_step(node, values, options.check_finite, buffers, spreader)
             blas = assist.boost if raised else 0
         elif assist is not None and index in assist.shared:
-            pieces = run_step(node.step, values, options.check_finite, buffers, assist.spreader)
+            pieces = run_step(node, values, options.check_finite, buffers, assist.spreader)
         else:
-            pieces = run_step(node.step, values, options.check_finite, buffers)
+            pieces = run_step(node, values, options.check_finite, buffers)
         if record:
             end = time.perf_counter_ns()
             events.append(NodeEvent(index, node.name, node.type, thread, start, end, blas, pieces))
-            device_span = getattr(node.step.layer, "device_span", None)  # the node's commands on a device queue
-            if device_span is not None:
-                span = device_span(index, [values[n] for n in node.step.outputs], start, end)
-                if span is not None:
-                    events.append(span)  # resolved by Trace.end, when the device is done
+            span = node.kernel.trace_span(index, [values[n] for n in node.step.outputs], start, end)
+            if span is not None:  # the node's commands on a device queue
+                events.append(span)  # resolved by Trace.end, when the device is done
     needed = frozenset(unit.outputs)
     return {n: v for n, v in values.items() if n not in inputs and (n in needed or n in keep)}, events
 
@@ -246,10 +243,10 @@ class _Run:
         while True:
             wait = 0.1
             if options.deadline is not None:
-                wait = min(wait, max(0.0, options.deadline - time.monotonic()))
+                wait = min(wait, max(0.0, options.deadline - options.clock()))
             if self.over.wait(wait):
                 return
-            if options.deadline is not None and time.monotonic() > options.deadline:
+            if options.deadline is not None and options.clock() > options.deadline:
                 raise RunTimeoutError(
                     f"forward ran past its timeout of {options.timeout:g} s with work still running")
 

@@ -1,6 +1,6 @@
-"""Geometry and array helpers the convolution kernels share (:mod:`graphexec.layers._conv_math`,
-:mod:`graphexec.layers._depthwise_math`): output sizes, padding, aligned copies of weights, strided
-views, zero-framed scratch copies of inputs and their stride phases."""
+"""Geometry and array helpers of the convolution layers (and of the CPU device's convolution
+kernels, :mod:`graphexec.devices.cpu.conv`): output sizes, padding, aligned copies of weights,
+strided views, frames around a padded copy."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
-
-from graphexec.layers._scratch import SCRATCH
 
 Pair = tuple[int, int]
 
@@ -76,18 +74,6 @@ def strided(a: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) -> 
     return view
 
 
-def framed(slot: str, x: np.ndarray, shape: tuple[int, ...], top: int, left: int) -> np.ndarray:
-    """``x`` (..., h, w) at (top, left) in this thread's scratch ``slot`` of ``shape``, zero
-    elsewhere. The zero frame is kept between calls of the same layout, so a call usually
-    copies ``x`` in and nothing else."""
-    buffer, fresh = SCRATCH.kept(slot, shape, x.dtype, ("frame", x.shape, top, left))
-    h, w = x.shape[-2:]
-    if fresh:
-        fill_frame(buffer, (top, top + h), (left, left + w))
-    buffer[..., top:top + h, left:left + w] = x
-    return buffer
-
-
 #: A buffer of at most this many elements is filled whole by :func:`fill_frame`: one numpy
 #: call (a few microseconds) costs less than the four of a frame.
 FILL_WHOLE_MAX = 1 << 14
@@ -117,32 +103,10 @@ def pad_input(x: np.ndarray, pads: tuple[Pair, Pair], mode: str) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), pads[0], pads[1]), mode=PAD_MODES[mode])  # type: ignore[call-overload]
 
 
-def stride_phases(slot: str, x: np.ndarray, offset: Pair, stride: Pair, size: Pair, dtype: np.dtype,
-                  channels_last: bool = False) -> np.ndarray:
-    """``x`` (N, C, H, W), zero-padded by ``offset`` (top, left) and beyond, split into its
-    ``sh x sw`` stride phases of ``size`` (hq, wq) each, in this thread's scratch ``slot``:
-    (sh, sw, N, C, hq, wq), or (sh, sw, N, hq, wq, C) when ``channels_last``. Phase
-    ``(a, b)`` holds padded rows ``a, a + sh, ...`` and columns ``b, b + sw, ...``, so a strided
-    convolution reads each phase with unit steps (the strided gather happens once here)."""
-    n, c, h, w = x.shape
-    (top, left), (sh, sw), (hq, wq) = offset, stride, size
-    shape = (sh, sw, n, hq, wq, c) if channels_last else (sh, sw, n, c, hq, wq)
-    # Only the input is copied in: the zero padding around it is kept between calls.
-    phases, fresh = SCRATCH.kept(slot, shape, dtype, ("phases", x.shape, offset, stride, channels_last))
-    if fresh and phases.size <= FILL_WHOLE_MAX:  # one call, not a frame per phase
-        phases.fill(0)
-        fresh = False
-    for a in range(sh):
-        y0 = max(0, -(-(top - a) // sh))                 # first phase row holding an input row
-        y1 = max(y0, min(hq, -(-(top + h - a) // sh)))
-        for b in range(sw):
-            x0 = max(0, -(-(left - b) // sw))
-            x1 = max(x0, min(wq, -(-(left + w - b) // sw)))
-            if fresh:
-                fill_frame(phases[a, b], (y0, y1), (x0, x1), axis=-3 if channels_last else -2)
-            src = x[:, :, y0 * sh + a - top::sh, x0 * sw + b - left::sw][:, :, :y1 - y0, :x1 - x0]
-            if channels_last:
-                phases[a, b, :, y0:y1, x0:x1, :] = src.transpose(0, 2, 3, 1)
-            else:
-                phases[a, b, :, :, y0:y1, x0:x1] = src
-    return phases
+def view_of(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` reshaped to ``shape``, a view (numpy's reshape copies silently where the
+    strides allow none; merging the leading dims and splitting the last one always do)."""
+    view = a.reshape(shape)
+    if not np.may_share_memory(view, a):
+        raise AssertionError(f"no view of {a.shape} with strides {a.strides} has shape {shape}")
+    return view

@@ -1,4 +1,4 @@
-"""The numpy kernels behind the window pools (private to :mod:`graphexec.layers.pooling`).
+"""The numpy computations behind the window pools (private to :mod:`graphexec.layers.pooling`).
 
 Window pooling is separable: the max (or sum) over a kh x kw window is the max over kh
 row taps of the max over kw column taps, so a 3x3 pool costs 2+2 vectorised numpy calls,
@@ -19,7 +19,21 @@ from typing import Any
 import numpy as np
 
 from graphexec.layers._conv_base import fill_frame
-from graphexec.layers._scratch import SCRATCH
+
+
+class FreshMemory:
+    """Working memory allocated afresh at each call: what the layers' reference forwards
+    use. A CPU kernel lends a :class:`~graphexec.devices.cpu.scratch.Scratch` instead, whose
+    buffers (and their padded frames) are kept between calls; both have these two methods."""
+
+    def take(self, slot: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+        return np.empty(shape, dtype=dtype)
+
+    def kept(self, slot: str, shape: tuple[int, ...], dtype: Any, content: Any) -> tuple[np.ndarray, bool]:
+        return np.empty(shape, dtype=dtype), True
+
+
+FRESH = FreshMemory()
 
 
 def lowest(dtype: np.dtype) -> float | int:
@@ -67,7 +81,8 @@ POOL_BLOCK = 1 << 17
 
 
 def pool_windows(x: np.ndarray, window: Any, outs: tuple[int, ...], ufunc: Callable, fill,
-                  divisor: float | np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
+                  divisor: float | np.ndarray | None = None, out: np.ndarray | None = None,
+                  memory: Any = FRESH) -> np.ndarray:
     """``ufunc``-reduce every window of a floating ``x`` into ``out`` (by default a new
     array; then divided by ``divisor``, a number or an array broadcasting to the output's
     trailing dims).
@@ -78,7 +93,7 @@ def pool_windows(x: np.ndarray, window: Any, outs: tuple[int, ...], ufunc: Calla
     is 1: numpy's fast contiguous loops run over many channels at once instead of short
     rows. Channels go in blocks small enough for their temporaries to stay in cache, so
     the tensor itself is read once and the output written once. 1-D pooling runs as 2-D
-    with a single row.
+    with a single row. ``memory`` gives the working buffers (see :class:`FreshMemory`).
     """
     nd = len(outs)
     lead, sizes = x.shape[: x.ndim - nd], x.shape[x.ndim - nd:]
@@ -92,7 +107,7 @@ def pool_windows(x: np.ndarray, window: Any, outs: tuple[int, ...], ufunc: Calla
     out = np.empty((batch, ho, wo), dtype=x.dtype) if out is None else out.reshape(batch, ho, wo)
     if _centred(kernel, stride, dilation, before, after, (h, w)):
         block = max(1, POOL_BLOCK // (h * w))
-        rows = SCRATCH.take("pool1", (min(block, batch), h, w), x.dtype)
+        rows = memory.take("pool1", (min(block, batch), h, w), x.dtype)
         for start in range(0, batch, block):
             stop = min(batch, start + block)
             _centred_block(np.ascontiguousarray(planes[start:stop]), out[start:stop], kernel, ufunc,
@@ -104,10 +119,10 @@ def pool_windows(x: np.ndarray, window: Any, outs: tuple[int, ...], ufunc: Calla
     block = max(1, POOL_BLOCK // (hp * wp))
     shape = (min(block, batch), hp, wp)
     # The padded input's frame of ``fill`` is kept between calls: a call copies the input in.
-    padded, fresh = SCRATCH.kept("pool0", shape, x.dtype, ("frame", h, w, before, after, fill))
+    padded, fresh = memory.kept("pool0", shape, x.dtype, ("frame", h, w, before, after, fill))
     if fresh:
         fill_frame(padded, (before[0], before[0] + h), (before[1], before[1] + w), fill)
-    work = [padded] + [SCRATCH.take(f"pool{k}", shape, x.dtype) for k in (1, 2)]
+    work = [padded] + [memory.take(f"pool{k}", shape, x.dtype) for k in (1, 2)]
     for start in range(0, batch, block):
         stop = min(batch, start + block)
         _pool_block(planes[start:stop], out[start:stop], [a[: stop - start] for a in work],

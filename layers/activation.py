@@ -15,21 +15,15 @@ merge with an identical ``F.*`` call. pnnx folds a constant single-weight PReLU 
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any
 
 import numpy as np
 
 from graphexec.layers import _special
-from graphexec.layers.base import Layer, Params, Piece, ShapeMismatch, element_bands, normalize_axis
+from graphexec.layers.base import Layer, Params, ShapeMismatch, normalize_axis
 from graphexec.layers.registry import register
-from graphexec.layers.specs import Shape, Spec, TensorSpec
+from graphexec.layers.specs import Shape
 
-#: A transcendental activation (exp, tanh, erf per element: ~1.5-3 ns each here, as numpy
-#: has no SIMD exp on this build) is shared out among idle threads from this many
-#: elements. SiLU in two bands on two cores against one thread: 200 K elements ran 1.33x
-#: as fast, 450 K 1.50x, 1.2 M 1.76x; 100 K 0.96x (waking the other thread costs ~50 us).
-SHARE_MIN_ELEMENTS = 200_000
 #: An activation of several numpy passes over at least this many elements runs them block
 #: by block, ``ACTIVATION_BLOCK`` elements (256 KB of float32) at a time, so that every pass
 #: after the first reads from cache rather than memory. SiLU on 1.2 M elements (96 x 112 x
@@ -205,7 +199,8 @@ class _Unary(Layer):
     real_only = True
     fresh_outputs = True
     #: Whether each element costs a transcendental function (exp, tanh, erf): enough work
-    #: per element that a large tensor is worth sharing out (see :data:`SHARE_MIN_ELEMENTS`).
+    #: per element that a large tensor is worth sharing out among threads (see
+    #: :mod:`graphexec.devices.cpu.activation`).
     transcendental = False
     #: Whether :meth:`apply_into` is one numpy pass (a clamp), which gains nothing from
     #: running in blocks (see :data:`ACTIVATION_BLOCK`).
@@ -249,34 +244,6 @@ class _Unary(Layer):
     def apply_into(self, x: np.ndarray, out: np.ndarray) -> None:
         """Write the result for a floating ``x`` of rank >= 1 into ``out`` (same shape and dtype)."""
         raise NotImplementedError
-
-    def _shared_out(self, elements: int) -> bool:
-        """Whether a transcendental activation of this many elements gains from bands on
-        several threads: from :data:`SHARE_MIN_ELEMENTS`, and below
-        :data:`BLOCKED_MIN_ELEMENTS` unless it is one pass. Run in blocks, one thread was as
-        fast as two bands (SiLU, 450 K and 1.2 M elements), whose many small numpy calls
-        contend for the GIL, and GELU much faster (ConvNeXt-T: 0.67x the time unshared
-        against 0.78x shared, both blocked)."""
-        return (self.transcendental and elements >= SHARE_MIN_ELEMENTS
-                and (self.one_pass or elements < BLOCKED_MIN_ELEMENTS))
-
-    def splits(self, inputs: list[Spec], outputs: list[Spec]) -> bool:
-        """Large transcendental ones that write into given memory: the engine hands only
-        those an arena region to share out (others return a new array)."""
-        out = outputs[0] if outputs else None
-        return (self.writes_into and isinstance(out, TensorSpec) and out.dtype.kind == "f"
-                and self._shared_out(math.prod(out.shape)))
-
-    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
-        """Bands of the elements (each element is computed alone, so the bits are those of
-        a whole run)."""
-        x, out = inputs[0], outputs[0]
-        if (count < 2 or not isinstance(x, np.ndarray) or x.shape != out.shape
-                or out.dtype.kind != "f" or not self._shared_out(out.size)):
-            return None
-        return [Piece(partial(self.forward_into, [x[band]], [out[band]]), band)
-                for band in element_bands(out.shape, count)]
-
 
 # --------------------------------------------------------------------------------------
 # rectifiers and clamps (keep integer dtypes, as PyTorch does)

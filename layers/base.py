@@ -8,21 +8,24 @@
     │   ├── infer_shapes(shapes)    pure: input shapes -> output shapes   (override)
     │   └── infer_dtypes(dtypes)    defaults to "same as the first input"
     ├── forward(inputs)         pure numpy: input values -> output values  (override)
-    ├── flops(in, out)          estimated work, for the scheduler's priorities
-    ├── blas_flops(in, out)     the part of it that BLAS threads speed up
-    ├── work_bytes(in, out)     scratch memory it streams through
-    ├── scratch_bytes(in, out)  scratch memory it holds at once (for the memory limit)
-    └── splits / pieces         its work shared out among idle workers (optional)
+    ├── forward_into(in, out)   the same into given arrays (the memory plan's arenas)
+    ├── what it costs, for the planner:
+    │   ├── flops(in, out)          arithmetic, for the scheduler's priorities
+    │   ├── blas_flops(in, out)     the part of it that matrix products do
+    │   ├── work_bytes(in, out)     memory it streams through beyond inputs and outputs
+    │   └── scratch_bytes(in, out)  working memory it holds at once (for the memory limit)
+    └── what its outputs are, for the memory plan:
+        flags is_view, fresh_outputs, writes_into, in_place; input_offsets(in, out)
 
-A new operator is one subclass and one ``@register("pnnx.Type")`` line.
+A new operator is one subclass and one ``@register("pnnx.Type")`` line. The forward is
+the reference: faster ways to run a layer are kernels of a device
+(:mod:`graphexec.devices.cpu`), each tested against it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from itertools import pairwise
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -32,28 +35,6 @@ from graphexec.ir import Operator
 from graphexec.layers.specs import SequenceSpec, Shape, Spec, TensorSpec
 
 _MISSING: Any = object()
-
-
-@dataclass(frozen=True)
-class Piece:
-    """A part of one node's work that may run on another thread beside the node's other
-    pieces: ``run()`` writes ``region`` of output 0 and nothing another piece touches."""
-
-    run: Callable[[], None]
-    #: The part of output 0 it writes (an index into the array), for what is fused after it.
-    region: tuple[slice, ...]
-
-
-def element_bands(shape: tuple[int, ...], count: int) -> list[tuple[slice, ...]]:
-    """Up to ``count`` nearly equal bands of an array of ``shape`` along its first axis
-    that has ``count`` entries (contiguous when the axes before it have one): regions for
-    pieces of elementwise work. One band (everything) when no axis is that long."""
-    axis = next((k for k, size in enumerate(shape) if size >= count), None)
-    if axis is None or count < 2:
-        return [tuple(slice(None) for _ in shape)]
-    size = shape[axis]
-    cuts = [size * k // count for k in range(count + 1)]
-    return [(slice(None),) * axis + (slice(a, b),) for a, b in pairwise(cuts)]
 
 
 class ShapeMismatch(ValueError):
@@ -257,25 +238,6 @@ class Layer:
         (a damaged padding of 100000 pads a 64 x 64 input to 447 GiB for a 32 x 32 output)."""
         return 0
 
-    def splits(self, inputs: list[Spec], outputs: list[Spec]) -> bool:
-        """Whether :meth:`pieces` shares out this node's work for these specs, faster than
-        BLAS threads would speed it up (the plan's cost model asks, see graphexec.regions)."""
-        return False
-
-    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
-        """``forward_into(inputs, outputs)`` as up to ``count`` pieces that can run at once,
-        for a node that runs alone while workers idle; None: run it whole. Work every piece
-        needs may be done here, before they start. The pieces may round differently from a
-        whole run (BLAS rounds by the shape of each product)."""
-        return None
-
-    def for_blas_threads(self, threads: int, inputs: list[Spec]) -> Layer | None:
-        """A variant of this layer that runs faster when its node runs whole on ``threads``
-        BLAS threads, or None when this one is already the best choice there. The engine
-        asks at plan time, for nodes that always run that way; a variant computes the same
-        function (its rounding may differ, as with the thread count itself)."""
-        return None
-
     def input_offsets(self, inputs: list[Spec], outputs: list[Spec]) -> list[int | None] | None:
         """For a layer whose output 0 holds its inputs side by side (a join): each input's
         element offset in output 0 where it is a contiguous run of the same layout and
@@ -283,11 +245,6 @@ class Layer:
         write it there, so :meth:`forward_into` must leave an input it finds inside
         ``outputs[0]`` as it is. None (the default): no input can lie in the output."""
         return None
-
-    def forget_prepared(self) -> None:
-        """Free what :meth:`build` prepared for a way of running that the engine's plan does
-        not take (a variant or a merged layer runs instead); a later run that needs it
-        makes it again. The default prepares nothing of the kind."""
 
     # -- helpers for subclasses ----------------------------------------------------------
     def bind_inputs(self, params: Params, names: Sequence[str]) -> list[int]:

@@ -11,7 +11,9 @@
 
 pnnx writes ``padding`` as a list or as ``same`` / ``valid``; a non-``zeros``
 ``padding_mode`` usually stays on the nn.Conv* (``circular`` it turns into an ``F.pad``
-first, which this layer also accepts). The kernels live in :mod:`graphexec.layers._conv_math`.
+first, which this layer also accepts). The reference computations are in
+:mod:`graphexec.layers._conv_reference`; the CPU device's faster kernels for the same layers
+(Winograd, banded depthwise products, im2col variants) are in :mod:`graphexec.devices.cpu.conv`.
 
 Every convolution computes straight into the output array it is given
 (:meth:`~graphexec.layers.base.Layer.forward_into`, for the engine's memory plan); ``forward``
@@ -25,12 +27,18 @@ import math
 from typing import Any
 
 import numpy as np
-
-from graphexec.layers._conv_base import Geometry, aligned, out_size, same_padding, transposed_out_size
-from graphexec.layers._conv_math import Conv2dKernel, conv_transpose2d, transposed_kernel
-from graphexec.layers.base import Layer, Params, Piece, Shape, ShapeMismatch
+from graphexec.layers._conv_base import (
+    Geometry,
+    aligned,
+    out_size,
+    same_padding,
+    transposed_out_size,
+    view_of,
+)
+from graphexec.layers._conv_reference import conv2d, conv_transpose2d, transposed_kernel
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch
 from graphexec.layers.registry import register
-from graphexec.layers.specs import Spec, TensorSpec
+from graphexec.layers.specs import TensorSpec
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -237,17 +245,21 @@ class _Conv(Layer):
         return self.infer_shapes([np.shape(v) for v in inputs])[0]
 
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
-        """Compute into ``outputs[0]``; through a temporary only when the kernel's dtype (that
-        of input and weight together) is not the output's, e.g. float16 input."""
-        out = outputs[0]
         x = self._as_4d(np.asarray(inputs[0]))
-        compute = self._compute_dtype(inputs, x)
+        self.compute_into(outputs, self._compute_dtype(inputs, x), lambda out: self._run(inputs, x, out))
+
+    def compute_into(self, outputs: list[np.ndarray], compute: np.dtype, run: Any) -> None:
+        """``run(out)`` computes into ``out`` (``outputs[0]`` as 4-D, or 5-D for 3-D
+        convolutions) of dtype ``compute``: straight into ``outputs[0]``, or through a
+        temporary when ``compute`` (that of input and weight together) is not its dtype,
+        e.g. a float16 input. The CPU device's kernels run this way too."""
+        out = self._as_4d(outputs[0])
         if compute == out.dtype and out.flags.c_contiguous:
-            self._run(inputs, x, self._as_4d(out))
+            run(out)
         else:
-            result = np.empty(self._as_4d(out).shape, dtype=compute)
-            self._run(inputs, x, result)
-            np.copyto(self._as_4d(out), result, casting="unsafe")
+            result = np.empty(out.shape, dtype=compute)
+            run(result)
+            np.copyto(out, result, casting="unsafe")
 
     def _compute_dtype(self, inputs: list[Any], x: np.ndarray) -> np.dtype:
         """The dtype the kernel computes in for these inputs (``x``: input 0 as 4-D)."""
@@ -269,60 +281,52 @@ class _Conv(Layer):
 # ----------------------------------------------------------------------------------------
 class _ConvModule(_Conv):
     def build(self, params: Params) -> None:
-        n = self.spatial
-        weight, self.bias = self._read_module(params, transposed=False)
-        self.weight = self._lift_weight(weight)
+        weight, bias = self._read_module(params, transposed=False)
         self.geometry = self._geometry()
-        # The weight copied once into aligned memory in the layout its path wants.
-        self.kernel = Conv2dKernel(self.weight, self.bias, self.geometry)
-        self.weight, self.bias = self.kernel.weight, self.kernel.bias
+        self._store(self._lift_weight(weight), bias)
         exported = params.op.inputs[0].shape if params.op.inputs else None
-        if n == 2 and exported is not None and len(exported) in (3, 4) and all(isinstance(d, int) for d in exported):
-            self.kernel.expect((1,) * (4 - len(exported)) + tuple(exported))  # Winograd's weights, at load
+        #: The input shape pnnx exported with, as (N, C, H, W), where known: the CPU device
+        #: prepares its kernel for it when the engine loads.
+        self.exported_input = None
+        if self.spatial == 2 and exported is not None and len(exported) in (3, 4) \
+                and all(isinstance(d, int) for d in exported):
+            self.exported_input = (1,) * (4 - len(exported)) + tuple(exported)
+
+    def _store(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
+        """Keep the weight once, aligned. With a bias, as the first columns of a
+        (G, Cout/G, K + 1) matrix whose last column is the bias (``weight_and_bias``), the
+        layout in which the CPU's kernels fold the bias into their matrix product, so that
+        neither they nor this layer hold the weight twice (ResNet-50's 3x3 weights: 45 MB)."""
+        self.bias = None if bias is None else aligned(bias)
+        self.weight_and_bias = None
+        if bias is None:
+            self.weight = aligned(weight)
+            return
+        cout, per_group = weight.shape[:2]
+        groups = self.geometry.groups
+        depth = per_group * math.prod(weight.shape[2:])
+        matrix = np.concatenate([weight.reshape(groups, cout // groups, depth),
+                                 bias.reshape(groups, cout // groups, 1)], axis=2)
+        self.weight_and_bias = aligned(matrix, np.float32)
+        self.weight = view_of(self.weight_and_bias[:, :, :-1], weight.shape)
+
+    def with_weights(self, weight: np.ndarray, bias: np.ndarray | None) -> _ConvModule:
+        """This convolution with another weight (O', I/groups, kh, kw as stored) and bias:
+        what a graph rewrite makes when it merges or folds convolutions."""
+        changed = copy.copy(self)
+        changed.out_channels = weight.shape[0]
+        changed._store(np.asarray(weight, dtype=np.float32), None if bias is None else np.asarray(bias, np.float32))
+        return changed
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)
         return [self._output_shape(shapes[0], self.in_channels, self.out_channels, self.kernel_size)]
 
-    def _output_shape_of(self, inputs: list[Any]) -> Shape:
-        x = inputs[0]
-        shape = self.kernel.plan(self._as_4d(x).shape, x.dtype)[0]
-        if self.spatial == 1:
-            shape = shape[:2] + shape[3:]
-        return shape[1:] if x.ndim == self.spatial + 1 else shape
-
     def _compute_dtype(self, inputs: list[Any], x: np.ndarray) -> np.dtype:
-        return self.kernel.plan(x.shape, x.dtype)[1]
+        return np.result_type(x.dtype, self.weight.dtype)
 
     def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
-        self.kernel(x, out=out)
-
-    def splits(self, inputs: list[Spec], outputs: list[Spec]) -> bool:
-        x = inputs[0]
-        return (self.spatial == 2 and isinstance(x, TensorSpec) and len(x.shape) == 4
-                and self.kernel.splits(x.shape, x.dtype))
-
-    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
-        x, out = inputs[0], outputs[0]
-        if self.spatial != 2 or not isinstance(x, np.ndarray) or x.ndim != 4:
-            return None
-        found = self.kernel.pieces(x, out, count)
-        return None if found is None else [Piece(run, region) for run, region in found]
-
-    def for_blas_threads(self, threads: int, inputs: list[Spec]) -> Layer | None:
-        """Several BLAS threads: im2col where Winograd would run (see
-        :meth:`~graphexec.layers._conv_math.Conv2dKernel.without_winograd`)."""
-        x = inputs[0]
-        if (threads < 2 or self.spatial != 2 or not isinstance(x, TensorSpec) or len(x.shape) != 4
-                or self.kernel.path(x.shape, x.dtype) != "winograd"):
-            return None
-        variant = copy.copy(self)
-        variant.kernel = self.kernel.without_winograd()
-        return variant
-
-    def forget_prepared(self) -> None:
-        """Drop the Winograd weights made at load (4x the 3x3 weight each)."""
-        self.kernel.forget_winograd()
+        conv2d(x, self.weight, self.bias, self.geometry, out)
 
 
 @register("nn.Conv1d")
@@ -393,7 +397,7 @@ class _ConvFunctional(_Conv):
         _, w, b = self._operands(inputs)
         weight = self._lift_weight(np.asarray(w))
         bias = None if b is None else np.asarray(b)
-        Conv2dKernel(weight, bias, self.geometry, prepare=False)(x, out=out)
+        conv2d(x, weight, bias, self.geometry, out)
 
 
 @register("F.conv1d")

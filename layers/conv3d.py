@@ -7,19 +7,21 @@
 
 Tap k of the kernel's depth reads input planes ``k * dilation + i * stride`` for output
 plane i. With the output depth folded into the batch, each tap is one 2-D convolution, so
-the 2-D kernels of :mod:`graphexec.layers._conv_math` (im2col, Winograd, depthwise) do the work;
+a 2-D convolution does the work (the reference one here; the CPU device's 2-D kernels,
+:mod:`graphexec.devices.cpu.conv`, in the engine);
 the transposed form runs each tap over every input plane at once and adds the planes at
 depth ``i * stride + k * dilation - padding``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from graphexec.layers._conv_base import Geometry
-from graphexec.layers._conv_math import Conv2dKernel, conv_transpose2d, tap_span, transposed_kernel
+from graphexec.layers._conv_base import Geometry, out_size
+from graphexec.layers._conv_reference import conv2d, conv_transpose2d, tap_span, transposed_kernel
 from graphexec.layers.base import Params, Shape
 from graphexec.layers.conv import _Conv, _ConvFunctional
 from graphexec.layers.registry import register
@@ -28,9 +30,29 @@ from graphexec.layers.registry import register
 _PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
+#: A 2-D convolution of one depth tap: (N, C, H, W) in, a new (N, Cout, Ho, Wo) array out.
+Plane = Callable[[np.ndarray], np.ndarray]
+
+
+class ReferencePlane:
+    """One depth tap's 2-D convolution, computed by the reference :func:`conv2d`."""
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geometry: Geometry):
+        self.weight, self.bias, self.geometry = weight, bias, geometry
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        n, _, h, w = x.shape
+        kh, kw = self.weight.shape[2:]
+        (top_bottom, left_right), geo = self.geometry.pads((kh, kw)), self.geometry
+        shape = (n, self.weight.shape[0], out_size(h, kh, geo.stride[0], geo.dilation[0], top_bottom),
+                 out_size(w, kw, geo.stride[1], geo.dilation[1], left_right))
+        out = np.empty(shape, dtype=np.result_type(x.dtype, self.weight.dtype))
+        return conv2d(x, self.weight, self.bias, self.geometry, out)
+
+
 def conv3d_by_planes(
     x: np.ndarray,
-    planes: list[Conv2dKernel],
+    planes: Sequence[Plane],
     depth: tuple[int, int, tuple[int, int]],
     padding_mode: str,
     out: np.ndarray,
@@ -60,7 +82,7 @@ def conv_transpose3d_by_planes(
     out: np.ndarray,
 ) -> None:
     """``out`` (N, Cout, Do, Ho, Wo) from ``x`` (N, Cin, D, H, W) and one
-    :func:`~graphexec.layers._conv_math.transposed_kernel` per depth tap; ``geometry`` is (stride,
+    :func:`~graphexec.layers._conv_reference.transposed_kernel` per depth tap; ``geometry`` is (stride,
     dilation, padding), three each."""
     stride, dilation, padding = geometry
     n, cin, d, h, w = x.shape
@@ -108,11 +130,11 @@ class Conv3d(_Conv3dBase):
 
     def build(self, params: Params) -> None:
         weight, self.bias = self._read_module(params, transposed=False)
-        geometry = self._plane_geometry(self.kernel_size)
-        self.planes = [
-            Conv2dKernel(np.ascontiguousarray(weight[:, :, k]), self.bias if k == 0 else None, geometry)
-            for k in range(self.kernel_size[0])
-        ]
+        #: The 2-D weight of each depth tap, (O, I/groups, kh, kw).
+        self.plane_weights = [np.ascontiguousarray(weight[:, :, k]) for k in range(self.kernel_size[0])]
+        self.plane_geometry = self._plane_geometry(self.kernel_size)
+        self.planes = [ReferencePlane(w, self.bias if k == 0 else None, self.plane_geometry)
+                       for k, w in enumerate(self.plane_weights)]
 
     def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
         conv3d_by_planes(
@@ -133,15 +155,8 @@ class FConv3d(_ConvFunctional, _Conv3dBase):
         w = np.asarray(w)
         kernel = tuple(w.shape[2:])
         geometry = self._plane_geometry(kernel)
-        planes = [
-            Conv2dKernel(
-                np.ascontiguousarray(w[:, :, k]),
-                None if b is None or k else np.asarray(b),
-                geometry,
-                prepare=False,
-            )
-            for k in range(kernel[0])
-        ]
+        planes = [ReferencePlane(np.ascontiguousarray(w[:, :, k]), None if b is None or k else np.asarray(b), geometry)
+                  for k in range(kernel[0])]
         conv3d_by_planes(x, planes, self._depth(kernel), self.padding_mode, out)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from graphexec.layers._pool_math import (
+    FRESH,
     copied_if_view,
     lowest,
     outer_product,
@@ -257,10 +258,12 @@ class MaxPool3d(_MaxPool):
     spatial = 3
 
 
-def _avg_pool(
+def avg_pool(
     x: np.ndarray, window: _Window, spatial: int, include_pad: bool, divisor: int | None,
-    out: np.ndarray | None = None,
+    out: np.ndarray | None = None, memory: Any = FRESH,
 ) -> np.ndarray:
+    """The average pool of ``x`` (into ``out`` when given); ``memory`` lends the working
+    buffers (see :class:`~graphexec.layers._pool_math.FreshMemory`)."""
     sizes = x.shape[-spatial:]
     outs = window.out_sizes(sizes)
     if divisor is None:
@@ -275,7 +278,7 @@ def _avg_pool(
             by = x.dtype.type(counts.flat[0])
         else:
             by = counts.astype(x.dtype)
-        return pool_windows(x, window, outs, np.add, 0, by, out)
+        return pool_windows(x, window, outs, np.add, 0, by, out, memory)
     xp = pad_planes(x, spatial, window.padding, window.pads_after(sizes, outs), 0)
     sums = copied_if_view(reduce_windows(xp, window, outs, np.add), x)
     result = np.divide(sums, divisor if divisor is not None else counts.astype(sums.dtype), out=sums)
@@ -300,13 +303,13 @@ class _AvgPool(_WindowPool):
             raise params.error("divisor_override must not be 0")
 
     def forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        return [_avg_pool(inputs[0], self.window, self.spatial, self.count_include_pad, self.divisor)]
+        return [avg_pool(inputs[0], self.window, self.spatial, self.count_include_pad, self.divisor)]
 
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
         if inputs[0].dtype != outputs[0].dtype:
             super().forward_into(inputs, outputs)
             return
-        _avg_pool(inputs[0], self.window, self.spatial, self.count_include_pad, self.divisor, outputs[0])
+        avg_pool(inputs[0], self.window, self.spatial, self.count_include_pad, self.divisor, outputs[0])
 
 
 @register("nn.AvgPool1d", "F.avg_pool1d")
@@ -345,7 +348,7 @@ class _LPPool(_WindowPool):
             xp = pad_planes(sign * np.abs(x), nd, (0,) * nd, w.pads_after(x.shape[-nd:], outs), lowest(x.dtype))
             return [sign * reduce_windows(xp, w, outs, np.maximum)]
         with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN as PyTorch gives them
-            mean = _avg_pool(np.power(x, self.norm), w, nd, True, None)
+            mean = avg_pool(np.power(x, self.norm), w, nd, True, None)
             mean *= math.prod(w.kernel)
             return [np.power(mean, 1.0 / self.norm, out=mean)]
 

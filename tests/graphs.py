@@ -10,10 +10,10 @@ import threading
 import time
 
 import numpy as np
-
-from graphexec.ir import Graph
 from graphexec.layers.base import Layer, Params
 from graphexec.layers.registry import lookup, register
+
+from graphexec.ir import Graph
 
 SHAPE = (3, 5)
 

@@ -1,5 +1,5 @@
 """Write tests/fixtures/broken/: small damaged copies of real pnnx exports, one per way a
-model file can be broken (``tests/test_broken_corpus.py`` says what each must raise).
+model file can be broken (``tests/graphexec/test_broken_corpus.py`` says what each must raise).
 
 Every case starts from a real export: ``tests/fixtures/format/m.pnnx.*`` (a convolution,
 batch norm, linear layer and friends, whose bin is the zip64 archive pnnx wrote) or one of

@@ -2,15 +2,16 @@
 
 ::
 
-    OpenCLDevice
+    OpenCLDevice(Device)
     ├── queues                  in-order command queues (a configurable count)
     ├── upload(array, queue)    -> DeviceTensor (non-blocking; its .event is the copy)
     ├── download(tensor)        -> np.ndarray (waits for tensor.event)
     ├── supports(layer, specs)  by the layer's class and params (and input specs if given)
+    ├── kernel(layer, ...)      -> OpenCLKernel: the plan's node, on one queue
     ├── run(layer, inputs, queue, wait_for, out=None) -> [DeviceTensor]
     │                           enqueues the kernels; each output's .event is the last one;
     │                           never waits on the host
-    ├── warm_up(layer, specs)   builds its programs and uploads its weights ahead of time
+    ├── warm_up(kernel)         builds its programs and uploads its weights ahead of time
     ├── programs                ProgramCache: built once per context, binaries on disk
     └── constant(layer, key)    weights uploaded once per layer, freed with the layer
 
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graphexec.devices.base import Device, DeviceKernel, Hints, Kernel
 from graphexec.devices.opencl._runtime import load_pyopencl, translated
 from graphexec.devices.opencl.programs import Built, ProgramCache, default_cache_dir, kernel_source
 from graphexec.errors import DeviceError
@@ -157,7 +159,41 @@ class KernelInfo:
     multiple: int
 
 
-class OpenCLDevice:
+class OpenCLKernel(DeviceKernel):
+    """A node on the device: its layer's commands enqueued on one queue (no host wait)."""
+
+    name = "opencl"
+    device: OpenCLDevice
+
+    def __init__(self, device: OpenCLDevice, layer: Layer, inputs: Sequence[TensorSpec],
+                 outputs: Sequence[TensorSpec], queue: int):
+        super().__init__(device, layer, inputs, outputs)
+        self.queue = queue
+
+    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
+        try:
+            made = self.device.run(self.layer, inputs, self.queue, out=outputs)
+        except Exception as exc:  # a DeviceError names the kernel; this adds the node
+            raise self.device.node_failure(self.layer, exc) from exc
+        if outputs is None:
+            return made
+        for given, result in zip(outputs, made):  # the consumers wait on these events
+            if result.buffer is not given.buffer or result.offset != given.offset:
+                raise DeviceError(f"node {self.layer.name} ({self.layer.type}) on {self.device.describe()} did not "
+                                  "write into the memory it was given")
+            given.event, given.started = result.event, result.started
+        return outputs
+
+    def trace_span(self, node: int, outputs: list[Any], start_ns: int, end_ns: int) -> Any:
+        """The node's span on its queue, or None when it enqueued nothing (a view)."""
+        made = [t for t in outputs if getattr(t, "started", None) is not None]
+        if not made:
+            return None
+        return self.device.pending_span(node, self.layer.name, self.layer.type, self.queue, made[0].started,
+                                        made[0].event, start_ns, end_ns)
+
+
+class OpenCLDevice(Device):
     """One OpenCL device with its own context; see the module doc for the interface."""
 
     kind = "opencl"
@@ -220,6 +256,12 @@ class OpenCLDevice:
             buffer = self._cl.Buffer(self.context, self._cl.mem_flags.READ_WRITE, max(size * dtype.itemsize, 4))
         return DeviceTensor(buffer, shape, dtype, None, 0, self)
 
+    def region(self, arena: DeviceTensor, byte_offset: int, shape: tuple[int, ...], dtype: Any) -> DeviceTensor:
+        """A tensor inside ``arena``'s buffer, ``byte_offset`` bytes in (no sub-buffer: the
+        offset goes to the kernels as an argument)."""
+        dtype = np.dtype(dtype)
+        return DeviceTensor(arena.buffer, shape, dtype, None, byte_offset // dtype.itemsize, self)
+
     def upload(self, array: Any, queue: int | Any | None = None, out: DeviceTensor | None = None) -> DeviceTensor:
         """Copy ``array`` to the device without waiting; the tensor's event is the copy.
         The values are taken now (a private host copy is kept until the transfer ends).
@@ -273,14 +315,14 @@ class OpenCLDevice:
         """A program from generated source."""
         return self.programs.get(source, (), what=what)
 
-    def kernel(self, built: Built, name: str, args: Sequence[Any] | None = None) -> Any:
+    def cl_kernel(self, built: Built, name: str, args: Sequence[Any] | None = None) -> Any:
         """This thread's kernel object ``name`` of ``built`` (created on first use).
 
         ``args``, the arguments about to be set, declare the kernel's scalar arguments the
         first time they are given (ints as int32, floats as float32, by position): pyopencl
         then packs plain Python scalars itself, where an undeclared numpy scalar goes
-        through its generic path at ~15-20 us an argument (measured on NVIDIA's OpenCL and
-        PoCL), a convolution's ~20 arguments costing more than its kernel."""
+        through its generic path, a convolution's ~20 arguments costing more than its
+        kernel (docs/design/opencl.md)."""
         kernels = getattr(self._local, "kernels", None)
         if kernels is None:
             kernels = self._local.kernels = {}
@@ -301,7 +343,7 @@ class OpenCLDevice:
         info = self._kernel_info.get(key)
         if info is None:
             cl = self._cl
-            kernel = self.kernel(built, name)
+            kernel = self.cl_kernel(built, name)
             with translated(f"querying kernel {name} on {self.name}"):
                 wg = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
                 multiple = kernel.get_work_group_info(
@@ -365,15 +407,26 @@ class OpenCLDevice:
         """Whether ``layer`` can run here (see :meth:`unsupported_reason`)."""
         return self.unsupported_reason(layer, inputs) is None
 
-    def warm_up(self, layer: Layer, inputs: Sequence[TensorSpec], queue: int | Any | None = None) -> None:
-        """Build the programs ``layer`` needs for inputs of these specs and upload its
+    def kernel(self, layer: Layer, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
+               hints: Hints = Hints()) -> OpenCLKernel:
+        return OpenCLKernel(self, layer, inputs, outputs, hints.queue)
+
+    def warm_up(self, kernel: Kernel) -> None:
+        """Build the programs ``kernel``'s layer needs for its input specs and upload its
         weights, by running it once on uninitialised inputs and waiting: afterwards
         :meth:`run` only enqueues (a first run otherwise compiles on the host)."""
-        tensors = [self.alloc(spec.shape, spec.dtype) for spec in inputs]
-        for tensor in self.run(layer, tensors, queue, wait_for=[]):
-            if tensor.event is not None:
-                with translated(f"warming up {layer.name} on {self.name}"):
-                    tensor.event.wait()
+        layer, queue = kernel.layer, getattr(kernel, "queue", 0)
+        tensors = [self.alloc(spec.shape, spec.dtype) for spec in kernel.input_specs]  # type: ignore[union-attr]
+        try:
+            made = self.run(layer, tensors, queue, wait_for=[])
+            for tensor in made:
+                if tensor.event is not None:
+                    with translated(f"warming up {layer.name} on {self.name}"):
+                        tensor.event.wait()
+        except Exception as exc:
+            raise self.node_failure(layer, exc, " while warming up") from exc
+
+
 
     def run(
         self,

@@ -1,4 +1,4 @@
-"""A node's span on an OpenCL command queue, for :class:`graphexec.trace.Trace`.
+"""A node's span on an OpenCL command queue, for a trace of the run.
 
 The span is recorded while the run enqueues (the node's first and last commands) and
 resolved after the run, when the commands are done. With profiling queues
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from graphexec.devices.opencl._runtime import translated
-from graphexec.trace import NodeEvent
+from graphexec.devices.base import Span
 
 if TYPE_CHECKING:
     from graphexec.devices.opencl.device import OpenCLDevice
@@ -32,7 +32,7 @@ def queue_lane(queue: int) -> str:
 
 @dataclass(frozen=True)
 class QueueSpan:
-    """One node's commands on one queue, until :meth:`resolve` turns it into a NodeEvent."""
+    """One node's commands on one queue, until :meth:`resolve` turns it into a Span."""
 
     device: OpenCLDevice
     node: int
@@ -52,13 +52,13 @@ class QueueSpan:
     def timing(self) -> str:
         return PROFILED if self.profiled else ENQUEUED
 
-    def resolve(self) -> NodeEvent:
+    def resolve(self) -> Span:
         """The span on the host clock (waits for the node's last command)."""
         lane = queue_lane(self.queue)
         if not self.device.profiling:
-            return NodeEvent(self.node, self.name, self.type, lane, self.host_start_ns, self.host_end_ns)
+            return Span(self.node, self.name, self.type, lane, self.host_start_ns, self.host_end_ns)
         with translated(f"reading the profile of {self.name} ({self.type}) on {self.device.name}"):
             self.last.wait()
             start, end = int(self.first.profile.start), int(self.last.profile.end)
         offset = self.device.clock_offset_ns()
-        return NodeEvent(self.node, self.name, self.type, lane, start + offset, max(start, end) + offset)
+        return Span(self.node, self.name, self.type, lane, start + offset, max(start, end) + offset)

@@ -6,6 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from graphexec.layers.activation import erf
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
@@ -13,9 +16,6 @@ from hypothesis.extra.numpy import array_shapes, arrays
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute, Operand, Operator
-from graphexec.layers.activation import erf
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.registry import lookup
 
 
 def make(op_type, params=None, attrs=None, n_in=1, in_dtype=None, out_dtype=None):

@@ -7,14 +7,14 @@ import warnings
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 
 def aten(op_type, *constants, outputs=1):

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphexec.layers.attention import additive_mask, attend
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.linear import EinsumEquation
+from graphexec.layers.registry import lookup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,10 +16,6 @@ import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec import Engine
 from graphexec.errors import GraphexecError, LayerConfigError
 from graphexec.ir import Attribute, Operand, Operator
-from graphexec.layers.attention import additive_mask, attend
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.linear import EinsumEquation
-from graphexec.layers.registry import lookup
 from tests.golden import OPS, load_io
 
 ATTENTION = OPS / "attention"

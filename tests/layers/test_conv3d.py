@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from graphexec.layers.registry import lookup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.ir import Attribute, Operand, Operator
-from graphexec.layers.registry import lookup
 
 
 def make(op_type, params, weight, bias):

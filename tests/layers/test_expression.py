@@ -6,16 +6,16 @@ import math
 
 import numpy as np
 import pytest
+from graphexec.layers import _expr
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.expression import Expression
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Graph
 from graphexec.pnnx import parse_value
-from graphexec.layers import _expr
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.expression import Expression
-from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 F32, F64, I64, I32, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32, np.bool_))
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.linear import matmul_shape
+from graphexec.layers.registry import lookup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute, Operand, Operator
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.linear import matmul_shape
-from graphexec.layers.registry import lookup
 
 
 def make(op_type, params=None, attrs=None, inputs=1, names=None):

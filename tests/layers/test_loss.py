@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from graphexec import Engine
-from graphexec.errors import ExecutionError, LayerConfigError
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.loss import MEAN, NONE, SUM
 from graphexec.layers.specs import TensorSpec
+
+from graphexec import Engine
+from graphexec.errors import ExecutionError, LayerConfigError
 from tests.golden import OPS, load_io
 from tests.layers.test_aten import aten
 

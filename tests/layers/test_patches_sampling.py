@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.registry import lookup
 
 
 def make(op_type, params, n_in=1, names=None):

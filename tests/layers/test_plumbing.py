@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-from graphexec import Engine
-from graphexec.errors import LayerConfigError
-from graphexec.ir import Attribute as IrAttribute
-from graphexec.ir import Graph
-from graphexec.pnnx import parse_value
 from graphexec.layers._expr import ScalarSpec
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.plumbing import Attribute, SequenceUnpack, SliceIndexes, TupleConstruct
 from graphexec.layers.registry import lookup
 from graphexec.layers.specs import SequenceSpec, TensorSpec
 
+from graphexec import Engine
+from graphexec.errors import LayerConfigError
+from graphexec.ir import Attribute as IrAttribute
+from graphexec.ir import Graph
+from graphexec.pnnx import parse_value
+from tests.paths import REPO
+
 F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ops" / "plumbing"
+FIXTURES = REPO / "tests" / "fixtures" / "ops" / "plumbing"
 
 
 def build(cls, op_type, num_inputs=0, num_outputs=1, params=None, attrs=None):

@@ -9,15 +9,15 @@ import warnings
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.pooling import adaptive_bins, pooled_size
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.pooling import adaptive_bins, pooled_size
-from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 
 def make(op_type, params, outputs=1):

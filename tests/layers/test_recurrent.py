@@ -7,14 +7,14 @@ import shutil
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec import Engine
 from graphexec.errors import GraphexecError, LayerConfigError
 from graphexec.ir import Operand, Operator
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, TensorSpec
 from tests.golden import OPS, load_io
 
 RECURRENT = OPS / "recurrent"

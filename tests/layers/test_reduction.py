@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import TensorSpec
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Graph
 from graphexec.pnnx import parse_value
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.registry import lookup
-from graphexec.layers.specs import TensorSpec
 
 F32, F64, I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import SequenceSpec, TensorSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute, Graph, Operand, Operator
-from graphexec.layers.base import ShapeMismatch
-from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, TensorSpec
 
 
 def make(op_type, params=None, n_in=1, input_names=None):

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from graphexec.layers import _special
 
 

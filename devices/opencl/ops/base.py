@@ -159,7 +159,7 @@ class Launch:
         """Enqueue kernel ``name`` with ``args`` (ints as int32, floats as float32: see
         :meth:`OpenCLDevice.kernel`)."""
         self.kernel_name = name
-        kernel = self.device.kernel(built, name, args)
+        kernel = self.device.cl_kernel(built, name, args)
         try:
             kernel.set_args(*args)
         except (RuntimeError, TypeError, ValueError, OverflowError):  # numpy bools; ints past 32 bits (DeviceError)

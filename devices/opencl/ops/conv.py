@@ -1,5 +1,5 @@
 """Convolutions on the device: ``nn.Conv1d/2d`` and ``F.conv1d/2d``, alone or with the
-activation that follows them fused in (a :class:`~graphexec.fusion.Fused` node).
+activation that follows them fused in (a :class:`~graphexec.layers.fused.Fused` node).
 
 Every convolution with more than one input channel per group is an implicit GEMM
 (``kernels/gemm.cl``: 1x1, 3x3, general, grouped, strided, dilated, any padding mode); one
@@ -18,7 +18,7 @@ import numpy as np
 
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
 from graphexec.devices.opencl.ops.linear import gemm_program, naive_local
-from graphexec.fusion import Fused
+from graphexec.layers.fused import Fused
 from graphexec.layers import activation as act
 from graphexec.layers.base import Layer
 from graphexec.layers.conv import Conv1d, Conv2d, FConv1d, FConv2d

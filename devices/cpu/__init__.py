@@ -1,0 +1,20 @@
+"""The CPU device and its kernels (numpy; compiled ones where the ``jit`` extra is installed).
+
+::
+
+    CpuDevice                      device.py      picks each node's kernel, owns scratch memory
+    ├── cpu_kernel, CpuKernel      kernel.py      the registry, per layer class
+    ├── conv.py                    convolutions: Winograd, depthwise, im2col variants, bands
+    ├── activation.py              transcendental activations in bands
+    ├── pooling.py                 max and average pooling in scratch memory
+    ├── fused.py                   a producer and its fused activations
+    └── scratch.py                 per-thread working memory
+
+The kernel modules are imported here explicitly, which registers them.
+"""
+
+from graphexec.devices.cpu import activation, conv, fused, pooling  # noqa: F401  (registrations)
+from graphexec.devices.cpu.device import CpuDevice
+from graphexec.devices.cpu.kernel import TIERS, CpuKernel, cpu_kernel, registered
+
+__all__ = ["TIERS", "CpuDevice", "CpuKernel", "cpu_kernel", "registered"]

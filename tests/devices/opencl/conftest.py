@@ -1,0 +1,67 @@
+"""Fixtures for the OpenCL tests: one session-wide device per OpenCL device present.
+
+Without pyopencl, or with no OpenCL platform, every test that asks for ``device`` is
+skipped with the reason (never failed). Programs are cached in a temporary folder, so a
+run never reuses binaries from an earlier one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graphexec.layers.registry import lookup
+
+import graphexec  # noqa: F401  (import order: graphexec before layers)
+from graphexec.errors import DeviceError
+from graphexec.ir import Attribute, Operand, Operator
+
+
+def _available():
+    try:
+        from graphexec.devices.opencl import list_devices
+
+        found = list_devices()
+    except DeviceError as exc:
+        return [], str(exc)
+    if not found:
+        return [], "no OpenCL platform or device is installed"
+    return found, ""
+
+
+DEVICES, WHY_NONE = _available()
+
+
+@pytest.fixture(scope="session", params=[d.index for d in DEVICES] or [None],
+                ids=[f"opencl{d.index}-{d.name.replace(' ', '_')}" for d in DEVICES] or ["no-opencl"])
+def device(request, tmp_path_factory):
+    """An OpenCLDevice (two queues), once per device present."""
+    if request.param is None:
+        pytest.skip(f"no OpenCL device to test: {WHY_NONE}")
+    from graphexec.devices.opencl import open_device
+
+    return open_device(f"opencl:{request.param}", queues=2, cache_dir=tmp_path_factory.mktemp("opencl-cache"))
+
+
+def make_layer(op_type, params=None, attrs=None, inputs=1, names=None, outputs=1, in_dtype=None, out_dtype=None):
+    """A layer built from an Operator as pnnx writes it (params, @attrs, $names)."""
+    op = Operator(
+        op_type, "op",
+        inputs=[Operand(f"in{i}", dtype=in_dtype) for i in range(inputs)],
+        outputs=[Operand(f"out{i}", dtype=out_dtype) for i in range(outputs)],
+        params=dict(params or {}),
+        attrs={k: Attribute.from_array(np.asarray(v)) for k, v in (attrs or {}).items()},
+        input_names=list(names) if names is not None else [""] * inputs,
+    )
+    return lookup(op_type)(op)
+
+
+def run_both(device, layer, arrays, queue=0):
+    """(device outputs, CPU outputs) of ``layer`` on ``arrays``; checks support first."""
+    specs = [np.asarray(a) for a in arrays]
+    from graphexec.layers.specs import TensorSpec
+
+    reason = device.unsupported_reason(layer, [TensorSpec(a.shape, a.dtype) for a in specs])
+    assert reason is None, f"{layer.type} unexpectedly unsupported: {reason}"
+    tensors = [device.upload(a, queue) for a in arrays]
+    outs = device.run(layer, tensors, queue)
+    return [device.download(t) for t in outs], layer.forward([np.asarray(a) for a in arrays])

@@ -1,0 +1,159 @@
+"""graphexec.export: pnnx plus PyTorch's answer in one call, checked; TorchScript on the fly.
+
+The tests that export need torch and pnnx (the export extra) and are skipped without them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import graphexec
+from graphexec import Engine, GraphexecError, UnsupportedOperatorError
+from graphexec.cli import main
+from graphexec.exporting import ExportToolsMissing, _base, check_export, relative_error
+from tests.paths import REPO
+
+MODELS = REPO / "examples" / "models"
+HAVE_EXPORT_TOOLS = all(importlib.util.find_spec(m) is not None for m in ("torch", "pnnx"))
+needs_export_tools = pytest.mark.skipif(
+    not HAVE_EXPORT_TOOLS, reason="torch and pnnx are not installed (pip install -e '.[export]')"
+)
+
+
+def tiny_module():
+    import torch
+    from torch import nn
+
+    class Tiny(nn.Module):
+        """Two branches joined, and a second output: a tuple comes back flattened."""
+
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Conv2d(3, 4, 3, padding=1)
+            self.b = nn.Conv2d(3, 4, 1)
+
+        def forward(self, x):
+            return torch.relu(self.a(x)) + self.b(x), torch.sigmoid(self.b(x).mean((2, 3)))
+
+    torch.manual_seed(0)
+    return Tiny().eval(), torch.rand(1, 3, 8, 8)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export")
+    module, x = tiny_module()
+    param = graphexec.export(module, x, folder / "tiny.pt")  # the .pt suffix is dropped
+    return folder, param, module, x
+
+
+@needs_export_tools
+def test_export_writes_the_model_and_pytorchs_answer(exported):
+    folder, param, _, x = exported
+    assert param == folder / "tiny.pnnx.param"
+    assert sorted(p.name for p in folder.iterdir()) == ["tiny.io.npz", "tiny.pnnx.bin", "tiny.pnnx.param"]
+    with np.load(folder / "tiny.io.npz") as io:
+        assert sorted(io.files) == ["in0", "out0", "out1"]
+        np.testing.assert_array_equal(io["in0"], x.numpy())
+        assert io["out0"].shape == (1, 4, 8, 8) and io["out1"].shape == (1, 4)
+
+
+@needs_export_tools
+def test_engine_reproduces_the_export(exported):
+    folder, param, _, _ = exported
+    with np.load(folder / "tiny.io.npz") as io, Engine.load(param) as engine:
+        got = engine.forward(io["in0"])
+        assert relative_error(got, [io["out0"], io["out1"]]) < 1e-5
+    assert check_export(param) < 1e-5
+
+
+@needs_export_tools
+def test_a_pt_model_is_converted_once_into_the_cache(exported, tmp_path, capsys):
+    import torch
+
+    folder, _, module, x = exported
+    pt = tmp_path / "tiny.pt"
+    torch.jit.trace(module, x).save(str(pt))
+    cache = tmp_path / "cache"
+    args = ["info", str(pt), "--input-shape", "1,3,8,8", "--cache-dir", str(cache)]
+    assert main(args) == 0
+    assert "input  in0: (1, 3, 8, 8)" in capsys.readouterr().out
+    converted = list(cache.glob("tiny-*/model.pnnx.param"))
+    assert len(converted) == 1 and sorted(p.name for p in converted[0].parent.iterdir()) == [
+        "model.pnnx.bin", "model.pnnx.param"]
+    stamp = converted[0].stat().st_mtime_ns
+    assert main(["run", str(pt), "--input", str(folder / "tiny.io.npz"), "--cache-dir", str(cache)]) == 0
+    assert converted[0].stat().st_mtime_ns == stamp and len(list(cache.iterdir())) == 1  # reused
+
+
+def test_check_raises_when_a_layer_is_missing():
+    # A real pnnx export whose aten::i0 has no layer (examples/custom_layer.py registers one).
+    with pytest.raises(UnsupportedOperatorError, match="aten::i0"):
+        check_export(MODELS / "bessel_gate.pnnx.param")
+
+
+def test_check_raises_on_a_difference(tmp_path):
+    for suffix in (".pnnx.param", ".pnnx.bin"):
+        (tmp_path / f"m{suffix}").write_bytes((MODELS / f"two_heads{suffix}").read_bytes())
+    with np.load(MODELS / "two_heads.io.npz") as io:
+        arrays = dict(io)
+    arrays["out1"] = arrays["out1"] + 0.01
+    np.savez(tmp_path / "m.io.npz", **arrays)
+    with pytest.raises(GraphexecError, match="differ from PyTorch's by"):
+        check_export(tmp_path / "m.pnnx.param")
+    assert check_export(tmp_path / "m.pnnx.param", tolerance=0.1) < 0.1
+
+
+def test_without_torch_or_pnnx_one_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setitem(sys.modules, "pnnx", None)
+    with pytest.raises(ExportToolsMissing, match=r"pip install 'graphexec\[export\]'"):
+        graphexec.export(object(), (), tmp_path / "m")
+    assert issubclass(ExportToolsMissing, ImportError)
+
+
+def test_path_names_the_model_with_or_without_suffix():
+    for given in ("out/net", "out/net.pt", "out/net.pnnx.param", "out/net.io.npz"):
+        assert _base(given) == Path("out/net")
+    assert _base("out/.pt") == Path("out/.pt")
+
+
+def test_export_is_the_function_even_after_importing_its_module():
+    import graphexec.exporting as module
+
+    assert graphexec.export is module.export
+    assert "export" in graphexec.__all__
+
+
+@needs_export_tools
+def test_a_transformer_exports_with_the_trace_check_off_and_matches(tmp_path):
+    """nn.TransformerEncoderLayer's eval fast path fails TorchScript's trace check: the error
+    says what to pass, and with it the export runs and matches PyTorch (checked inside)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
+    x = torch.rand(2, 5, 16)
+    with pytest.raises(GraphexecError, match="^pass check_trace=False") as refused:
+        graphexec.export(layer, x, tmp_path / "strict")
+    assert len(str(refused.value)) < 1000  # TorchScript's own message, tens of kB, is the cause
+    param = graphexec.export(layer, x, tmp_path / "layer", check_trace=False)
+    assert "nn.MultiheadAttention" in param.read_text()
+
+
+def test_an_export_failure_puts_the_hint_first_and_quotes_the_cause_short():
+    from graphexec.exporting import QUOTED_CHARS, _export_failure
+
+    check = RuntimeError("Tracing failed sanity checks!\nERROR: Graphs differed across invocations!\n" + "x" * 30000)
+    text = _export_failure(check)
+    assert text.startswith("pass check_trace=False")
+    assert "pnnx could not export the model: RuntimeError: Tracing failed sanity checks!" in text
+    assert len(text) < QUOTED_CHARS + 400 and text.endswith("(the rest in the cause)")
+    other = _export_failure(ValueError("an operator pnnx cannot convert"))
+    assert other == "pnnx could not export the model: ValueError: an operator pnnx cannot convert"

@@ -12,10 +12,14 @@ node's layer timed on its own, called again and again (hot caches, trained branc
 predictors); ``in order``, the layers called once each in the plan's order by a plain loop,
 with no scheduler and no arena (what running different layers one after another adds:
 weights and code fetched again); and the engine's run (what the executor and ``forward``
-add). Usage::
+add). On a busy machine wall times mostly measure the neighbours; ``cpu us/node`` is the small
+run's CPU time on the calling thread (the fastest of the rounds) per node, which they
+disturb far less. ``--kernels`` chooses the CPU kernels (numpy, or the compiled ones).
+Usage::
 
     python benchmarks/fixed_cost.py                      # the networks of benchmarks/peers.py
     python benchmarks/fixed_cost.py mobilenet_v3_small --size 48 --rounds 50
+    python benchmarks/fixed_cost.py --kernels jit
 
 The networks come from ``python tools/export_networks.py`` (``artifacts/networks/``).
 """
@@ -104,23 +108,34 @@ def _alone_and_in_order_ms(calls: list[Callable[[], object]], rounds: int, warmu
     return alone * 1e3, statistics.median(passes) * 1e3
 
 
+def cpu_us(engine: Engine, x: np.ndarray, rounds: int) -> float:
+    """The fastest ``engine.forward(x)`` in CPU time of this thread, in microseconds."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.thread_time_ns()
+        engine.forward(x)
+        best = min(best, time.thread_time_ns() - start)
+    return best / 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="each network's time per node with almost nothing to compute")
     parser.add_argument("names", nargs="*", help=f"models (default: {' '.join(NETWORKS)})")
     parser.add_argument("--size", type=int, default=32, help="the small input's height and width (default 32)")
     parser.add_argument("--rounds", type=int, default=30, help="timed runs per size (default 30)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
+    parser.add_argument("--kernels", default="auto", choices=("auto", "numpy", "jit"), help="the CPU kernels")
     args = parser.parse_args()
     print("one worker, one BLAS thread; median ms over "
           f"{args.rounds} runs after {args.warmup}; small: {args.size} x {args.size} unless the network needs more")
     print(f"{'network':<20}{'nodes':>6}{'full ms':>10}{'small':>9}{'small ms':>10}{'us/node':>9}{'small/full':>12}"
-          f"{'alone ms':>10}{'in order ms':>13}")
+          f"{'alone ms':>10}{'in order ms':>13}{'cpu us/node':>13}")
     for name in args.names or NETWORKS:
         path = model_path(name)
         if not path.exists():
             print(f"{name:<20} not exported (python tools/export_networks.py {name})")
             continue
-        with Engine.load(path, threads=1, intra_op_threads=1) as engine:
+        with Engine.load(path, threads=1, intra_op_threads=1, cpu_kernels=args.kernels) as engine:
             (shape,) = engine.input_shapes.values()
             full = np.random.default_rng(0).random(shape, dtype=np.float32)
             size = max(args.size, MIN_SIZE.get(name, 0))
@@ -128,15 +143,18 @@ def main() -> None:
             if size >= min(shape[-2:]):  # exported that small already: its full run is the small one
                 nodes = len(engine.plan(full.shape).nodes)
                 alone_ms, in_order_ms = alone_and_in_order_ms(node_calls(engine, full), args.rounds, args.warmup)
+                cpu = cpu_us(engine, full, args.rounds) / nodes
                 print(f"{name:<20}{nodes:>6}{full_ms:>10.2f}{'(full)':>9}{full_ms:>10.2f}"
-                      f"{full_ms / nodes * 1e3:>9.1f}{1:>12.0%}{alone_ms:>10.2f}{in_order_ms:>13.2f}")
+                      f"{full_ms / nodes * 1e3:>9.1f}{1:>12.0%}{alone_ms:>10.2f}{in_order_ms:>13.2f}{cpu:>13.1f}")
                 continue
             small = np.random.default_rng(0).random((*shape[:-2], size, size), dtype=np.float32)
             nodes = len(engine.plan(small.shape).nodes)
             small_ms = median_seconds(engine, small, args.rounds, args.warmup) * 1e3
             alone_ms, in_order_ms = alone_and_in_order_ms(node_calls(engine, small), args.rounds, args.warmup)
+            cpu = cpu_us(engine, small, args.rounds) / nodes
         print(f"{name:<20}{nodes:>6}{full_ms:>10.2f}{f'{size}x{size}':>9}{small_ms:>10.2f}"
-              f"{small_ms / nodes * 1e3:>9.1f}{small_ms / full_ms:>12.0%}{alone_ms:>10.2f}{in_order_ms:>13.2f}")
+              f"{small_ms / nodes * 1e3:>9.1f}{small_ms / full_ms:>12.0%}{alone_ms:>10.2f}{in_order_ms:>13.2f}"
+              f"{cpu:>13.1f}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ executors (:mod:`graphexec.executor`, :mod:`graphexec.scheduler`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import weakref
@@ -41,6 +42,7 @@ from graphexec.ir import Dim, Graph
 from graphexec.layers.registry import lookup
 from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec, spec_of
 from graphexec.memory import ArenaPool, Lease, MemoryPlan
+from graphexec.occupancy import occupancy
 from graphexec.options import EngineOptions
 from graphexec.placement import Placement
 from graphexec.plan import Plan
@@ -110,7 +112,10 @@ class Engine:
         #: How many threads runs use, decided once (see :mod:`graphexec.threads`).
         self.policy = ThreadPolicy.decide(options, draft, on_device=self.device is not None)
         self.planner = drafting.with_policy(self.policy)
+        self._alone: tuple[ThreadPolicy, Planner] | None = None
         first_plan = self.planner.plan(exported, given_by_user=False) if exported is not None else None
+        for shapes in options.plan_for:  # kernels prepared (compiled loops ready) now, not in a run
+            self.plan(*shapes)
         # An output that is a sequence (a model returning a list) is flattened into its
         # tensors, in order; how many there are is known from the exported shapes (an output
         # computed after a size only the run tells is one tensor, of its annotated shape).
@@ -134,7 +139,8 @@ class Engine:
 
         The keywords are the fields of :class:`~graphexec.options.EngineOptions` (threads,
         intra_op_threads, executor, memory_limit, reuse_memory, device, cpu_types, fallback,
-        pin_workers, share_nodes, passes_off, cpu_kernels), or ``options`` gives them whole.
+        pin_workers, share_nodes, passes_off, cpu_kernels, plan_for, clock), or ``options``
+        gives them whole.
 
         An ONNX model (``model.onnx``) is converted with pnnx first, into a cache folder and
         reused (see :func:`graphexec.convert`, which also fixes sizes left dynamic).
@@ -301,7 +307,8 @@ class Engine:
         asked = self._inputs.extractable(extract)
         wanted = list(dict.fromkeys(o for operands in asked.values() for o in operands))
         given = {name: TensorSpec(v.shape, dtype_of(self.graph.operands[name].dtype)) for name, v in feeds.items()}
-        plan = self._keeping(wanted, self.planner.plan(given), lambda off: self.planner.plan(given, off=off))
+        policy, planner = (self.policy, self.planner) if self.policy.room() else self._one_thread()
+        plan = self._keeping(wanted, planner.plan(given), lambda off: planner.plan(given, off=off))
         if plan.peak_bytes > self.memory_limit:
             shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
             raise InputShapeError(
@@ -313,16 +320,15 @@ class Engine:
         options = self._inputs.run_options(timeout, check_finite, feeds, self.options.clock)
         parts: list[Trace] = []
         values: dict[str, Any] = dict(feeds)
-        policy = self.policy
-        with blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline):
+        with occupancy().run(), blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline):
             while True:  # a plan, then the plans of what it left until the run told its sizes
                 part = Trace() if trace is not None else None
-                values.update(self._run_plan(plan, values, wanted, part, options))
+                values.update(self._run_plan(policy, plan, values, wanted, part, options))
                 if part is not None:
                     parts.append(part)
                 if plan.rest is None:
                     break
-                plan = self._continuation(plan, values, wanted)
+                plan = self._continuation(planner, plan, values, wanted)
                 needed = {*self.program.outputs, *wanted, *plan.program.inputs}
                 values = {name: value for name, value in values.items() if name in needed}
         if trace is not None:
@@ -345,11 +351,10 @@ class Engine:
             plan = replan(off)
         return plan
 
-    def _continuation(self, plan: Plan, values: dict[str, Any], wanted: list[str]) -> Plan:
-        """The plan of what ``plan`` left for the run, for the sizes of ``values`` (cached
-        by them), refused when it needs more than ``memory_limit`` beside what the run
-        holds for later."""
-        planner = self.planner
+    def _continuation(self, planner: Planner, plan: Plan, values: dict[str, Any], wanted: list[str]) -> Plan:
+        """The plan of what ``plan`` (made by ``planner``) left for the run, for the sizes of
+        ``values`` (cached by them), refused when it needs more than ``memory_limit`` beside
+        what the run holds for later."""
         after = self._keeping(wanted, planner.continuation(plan, values),
                               lambda off: planner.continuation(plan, values, off=off))
         reads = set(after.program.inputs)
@@ -364,16 +369,15 @@ class Engine:
             )
         return after
 
-    def _run_plan(self, plan: Plan, values: dict[str, Any], wanted: list[str], trace: Trace | None,
-                  options: RunOptions) -> dict[str, Any]:
-        """Run ``plan`` on the values it reads: the host values of its outputs and of the
-        operands among ``wanted`` it computes."""
+    def _run_plan(self, policy: ThreadPolicy, plan: Plan, values: dict[str, Any], wanted: list[str],
+                  trace: Trace | None, options: RunOptions) -> dict[str, Any]:
+        """Run ``plan`` on the values it reads, with ``policy``'s threads: the host values of
+        its outputs and of the operands among ``wanted`` it computes."""
         feeds = {name: values[name] for name in plan.program.inputs}
         keep = plan.placement.stored_names(
             dict.fromkeys([*plan.program.outputs, *(n for n in wanted if n in plan.specs)]))
         # extracted intermediates must outlive their arena regions: such a run allocates afresh
         arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
-        policy = self.policy
         with arena as lease:
             buffers = lease.views if lease is not None else None
             if policy.threads == 1 and self.options.executor is None and trace is None:
@@ -382,7 +386,7 @@ class Engine:
                 with self._helpers_apart(policy.intra_op_threads > 1 or bool(shared)):
                     found = run_sequential(plan, feeds, keep, options, buffers, shared, spreader)
             else:
-                found = self._run_concurrent(plan, feeds, keep, trace, options, lease)
+                found = self._run_concurrent(policy, plan, feeds, keep, trace, options, lease)
         if plan.placement.resident:  # values left on the device: downloaded, under their own names
             found = plan.placement.to_host(found)
         return found
@@ -394,9 +398,20 @@ class Engine:
             return nullcontext()
         return self.pools.helpers_apart(wanted)
 
-    def _run_concurrent(self, plan: Plan, feeds: dict[str, np.ndarray], keep: list[str],
+    def _one_thread(self) -> tuple[ThreadPolicy, Planner]:
+        """The policy and planner of this engine as ``threads=1, intra_op_threads=1``: what
+        a run of an engine that adapts its threads uses when the cores are not free (see
+        :mod:`graphexec.occupancy`); made on first use."""
+        with self._lock:
+            if self._alone is None:
+                one = dataclasses.replace(self.options, threads=1, intra_op_threads=1)
+                policy = ThreadPolicy.decide(one, None, on_device=self.device is not None)
+                self._alone = (policy, self.planner.with_policy(policy))
+                logger.debug("the cores are busy: runs go on one thread while they are")
+            return self._alone
+
+    def _run_concurrent(self, policy: ThreadPolicy, plan: Plan, feeds: dict[str, np.ndarray], keep: list[str],
                         trace: Trace | None, options: RunOptions, lease: Lease | None) -> dict[str, Any]:
-        policy = self.policy
         executor = self.options.executor
         buffers = lease.views if lease is not None else None
         if executor is not None:  # an injected executor: it does all the work

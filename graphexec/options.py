@@ -30,7 +30,8 @@ class EngineOptions:
 
     threads: inter-op workers, independent nodes run at once (1: the sequential reference
         executor). None: chosen from the model's plan and the machine (see
-        :mod:`graphexec.threads`).
+        :mod:`graphexec.threads`), and used in a run only where the cores are free then
+        (see :mod:`graphexec.occupancy`).
     intra_op_threads: BLAS threads inside one node during a run. None: 1 when ``threads``
         or ``executor`` is given, else chosen with ``threads``.
     executor: a ``concurrent.futures.Executor`` to run nodes on instead of the engine's own
@@ -52,6 +53,10 @@ class EngineOptions:
     cpu_kernels: ``"auto"`` (compiled kernels where the jit extra is installed, else
         numpy; the ``GRAPHEXEC_CPU_KERNELS`` environment variable may choose), ``"numpy"``,
         ``"jit"`` or ``"reference"`` (every layer's own forward).
+    plan_for: input shapes to plan for when the engine loads, beside the exported ones
+        (``[(1, 3, 320, 320)]``; a tuple of shapes per entry for a model of several inputs):
+        their kernels are prepared then, compiled ones compiled or loaded from their cache,
+        rather than in the first run of those shapes.
     clock: the monotonic clock, in seconds, that ``forward(..., timeout=)`` is measured on
         (tests give one they control).
     """
@@ -68,6 +73,7 @@ class EngineOptions:
     share_nodes: bool | None = None
     passes_off: frozenset[str] = field(default_factory=frozenset)
     cpu_kernels: str = "auto"
+    plan_for: tuple[tuple[tuple[int, ...], ...], ...] = ()
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -88,6 +94,7 @@ class EngineOptions:
         from graphexec.passes import check_names
 
         object.__setattr__(self, "passes_off", check_names(_names("passes_off", self.passes_off, "pass names")))
+        object.__setattr__(self, "plan_for", _shape_sets(self.plan_for))
         if self.cpu_kernels not in CPU_KERNELS:
             raise OptionError(f"cpu_kernels must be one of {', '.join(CPU_KERNELS)}, got {self.cpu_kernels!r}")
 
@@ -158,3 +165,25 @@ def _names(option: str, value: Any, what: str) -> frozenset[str]:
     if isinstance(value, str) or not isinstance(value, Collection) or not all(isinstance(v, str) for v in value):
         raise OptionError(f"{option} takes a collection of {what}, got {value!r}")
     return frozenset(value)
+
+
+def _shape_sets(value: Any) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """``plan_for`` as a tuple of shape sets: an entry that is one shape (ints) is the
+    shape of a model's one input."""
+    def is_shape(item: Any) -> bool:
+        return (isinstance(item, (tuple, list)) and len(item) > 0
+                and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in item))
+
+    bad = OptionError(f"plan_for takes input shapes, such as [(1, 3, 224, 224)] (or a tuple of shapes per "
+                      f"entry for a model of several inputs), got {value!r}")
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+        raise bad
+    sets: list[tuple[tuple[int, ...], ...]] = []
+    for entry in value:
+        if is_shape(entry):
+            sets.append((tuple(entry),))
+        elif isinstance(entry, (tuple, list)) and entry and all(is_shape(item) for item in entry):
+            sets.append(tuple(tuple(item) for item in entry))
+        else:
+            raise bad
+    return tuple(sets)

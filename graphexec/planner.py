@@ -144,15 +144,16 @@ class Planner:
             raise ExecutionError(step.name, step.layer.type, [str(plan.specs[n]) for n in step.inputs],
                                  f"its output {exc}") from exc
         shared = self._shared
+        key = (rest.key, self.policy)  # a rest is planned for the threads its run has
         with shared.lock:
-            planner = shared.rests.get(rest.key)
+            planner = shared.rests.get(key)
             if planner is None:
                 planner = Planner(rest.program, self.cpu, self.device, self.options, self.policy,
                                   memory_limit=self.memory_limit, shared=shared, after_run=True)
-                shared.rests[rest.key] = planner
+                shared.rests[key] = planner
                 while len(shared.rests) > PLAN_CACHE_SIZE:
                     shared.rests.popitem(last=False)
-            shared.rests.move_to_end(rest.key)
+            shared.rests.move_to_end(key)
         logger.opt(lazy=True).debug("sizes found at run time: {}",
                                     lambda: _shown({n: given[n] for n in rest.dynamic}))
         return planner.plan(given, off=off)

@@ -15,7 +15,10 @@ with the sequential one to rounding, not bit for bit (OpenBLAS's results change 
 thread count).
 
 The policy holds for the engine's life; what a run of one plan follows (its serial units,
-boosted and shared nodes) comes from :meth:`ThreadPolicy.regions`, once per plan.
+boosted and shared nodes) comes from :meth:`ThreadPolicy.regions`, once per plan. An
+engine that chose several threads uses them only where the cores are free when a run
+starts (:meth:`ThreadPolicy.room`, :mod:`graphexec.occupancy`); otherwise that run is the
+one ``threads=1, intra_op_threads=1`` would make, with that engine's plan.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from loguru import logger
 
 from graphexec.blas import idle_threads_sleep
+from graphexec.occupancy import occupancy
 from graphexec.options import EngineOptions
 from graphexec.plan import Analysis, Plan
 from graphexec.program import Step
@@ -34,11 +38,89 @@ from graphexec.regions import MIN_BLAS_GAIN, RegionChoice, blas_threads_gain, ch
 
 
 def cpu_count() -> int:
-    """Cores this process may use."""
+    """Cores this process may use: the CPUs it may run on (affinity), no more than its CPU
+    quota (cgroup ``cpu.max``, or ``cpu.cfs_quota_us`` in cgroup v1, rounded up) and than
+    ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS`` when the host sets them (Dask and Ray
+    set ``OMP_NUM_THREADS=1`` in their workers, one core each)."""
+    counts = [affinity_count(), *quota_count(), *env_count()]
+    return max(1, min(counts))
+
+
+def affinity_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+#: The environment variables a host sets to give a process a number of threads.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def env_count() -> list[int]:
+    """The thread counts the host sets in :data:`THREAD_VARIABLES` (a list of an OpenMP
+    nesting, ``4,2``, gives its first)."""
+    found = []
+    for name in THREAD_VARIABLES:
+        text = os.environ.get(name, "").split(",")[0].strip()
+        if text.isdigit() and int(text) > 0:
+            found.append(int(text))
+    return found
+
+
+def quota_count(root: str = "/sys/fs/cgroup", proc: str = "/proc/self/cgroup") -> list[int]:
+    """The CPU quotas of this process's cgroups, in cores rounded up (cgroup v2's
+    ``cpu.max``, v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``); none where no
+    quota is set or the files cannot be read."""
+    try:
+        with open(proc) as lines:
+            groups = [line.rstrip("\n").split(":", 2) for line in lines]
+    except OSError:
+        return []
+    found = []
+    for entry in groups:
+        if len(entry) != 3:
+            continue
+        _, controllers, path = entry
+        files: tuple[str, ...]
+        if controllers == "":
+            folders, files = [root], ("cpu.max",)
+        elif "cpu" in controllers.split(","):
+            folders = [os.path.join(root, name) for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu")]
+            files = ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+        else:
+            continue
+        for folder in folders:
+            quota = _quota_in(folder, path, files)
+            if quota is not None:
+                found.append(quota)
+                break
+    return found
+
+
+def _quota_in(folder: str, path: str, files: tuple[str, ...]) -> int | None:
+    """The smallest quota on the way from ``folder``/``path`` up to ``folder`` (a container
+    sees its own cgroup as the root), in cores rounded up; None if none is set."""
+    best = None
+    parts = [p for p in path.strip("/").split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        here = os.path.join(folder, *parts[:depth])
+        try:
+            if len(files) == 1:
+                with open(os.path.join(here, files[0])) as f:
+                    quota, _, period = f.read().strip().partition(" ")
+            else:
+                with open(os.path.join(here, files[0])) as f:
+                    quota = f.read().strip()
+                with open(os.path.join(here, files[1])) as f:
+                    period = f.read().strip()
+        except OSError:
+            continue
+        if quota in ("max", "-1", "") or not period.isdigit() or not quota.lstrip("-").isdigit():
+            continue
+        cores = -(-int(quota) // max(1, int(period)))
+        best = cores if best is None else min(best, cores)
+    return best
 
 
 def default_threads(analysis: Analysis | Plan, cores: int, mixing: bool, shared: frozenset[int] = frozenset()) -> int:
@@ -76,6 +158,14 @@ class ThreadPolicy:
     tune: bool = False
     #: Whether nodes run on an executor the caller gave (its workers are not ours).
     injected: bool = False
+    #: Whether each run first checks that the cores are free, and runs as ``threads=1,
+    #: intra_op_threads=1`` would where they are not (see :mod:`graphexec.occupancy`):
+    #: engines that chose several threads themselves.
+    adapts: bool = False
+
+    def room(self) -> bool:
+        """Whether a run may use this policy's threads now (always, unless it adapts)."""
+        return not self.adapts or occupancy().room_for(max(self.threads, self.intra_op_threads), self.cores)
 
     @staticmethod
     def decide(options: EngineOptions, draft: Callable[[int], Analysis | Plan] | None, on_device: bool,
@@ -107,7 +197,8 @@ class ThreadPolicy:
                  and mixing else None)
         policy = ThreadPolicy(threads, intra, cores, share, boost, merge_where_alone=chooses,
                               tune=not on_device and (intra > 1 or boost is not None),
-                              injected=options.executor is not None)
+                              injected=options.executor is not None,
+                              adapts=chooses and not on_device and (threads > 1 or intra > 1))
         logger.debug("threads: {} workers x {} BLAS threads{}{}", threads, intra,
                      ", nodes shared out when alone" if share else "", f", boost to {boost}" if boost else "")
         return policy

@@ -8,12 +8,18 @@
     ├── activation.py              transcendental activations in bands
     ├── pooling.py                 max and average pooling in scratch memory
     ├── fused.py                   a producer and its fused activations
-    └── scratch.py                 per-thread working memory
+    ├── scratch.py                 per-thread working memory
+    └── jit/                       compiled kernels (tier "jit"; numba loaded when one is prepared)
 
-The kernel modules are imported here explicitly, which registers them.
+The kernel modules are imported here explicitly, which registers them (a device that uses
+both tiers tries the compiled kernels first).
 """
 
 from graphexec.devices.cpu import activation, conv, fused, pooling  # noqa: F401  (registrations)
+from graphexec.devices.cpu.jit import activation as jit_activation  # noqa: F401
+from graphexec.devices.cpu.jit import conv as jit_conv  # noqa: F401
+from graphexec.devices.cpu.jit import fused as jit_fused  # noqa: F401
+from graphexec.devices.cpu.jit import pooling as jit_pooling  # noqa: F401
 from graphexec.devices.cpu.device import CpuDevice
 from graphexec.devices.cpu.kernel import TIERS, CpuKernel, cpu_kernel, registered
 

@@ -317,6 +317,56 @@ class Conv2dKernel:
             im2col_conv(self.scratch, x, self.matrix, self.bias, self.kernel_size, self.pads, geo, out, self.biased)
         return out
 
+    def runner(self, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> Callable[[np.ndarray, np.ndarray], None]:
+        """``self(x, out)`` for inputs of ``shape`` and ``dtype`` only, with the path chosen,
+        the geometry unpacked and what the path derives from the weight looked up once
+        (call after :meth:`prepare`): a node's run then costs its arithmetic and a few
+        calls. ``out`` is as :meth:`__call__` wants it."""
+        out_shape, _, path, m = self.plan(tuple(shape), np.dtype(dtype))
+        if min(out_shape) < 1:
+            return _nothing
+        n, c, h, w = shape
+        scratch, bias, pads, geo, kernel = self.scratch, self.bias, self.pads, self.geo, self.kernel_size
+        if path == "depthwise":
+            layout = self._depthwise_layout(tuple(shape))
+            return lambda x, out: self._depthwise(x, out, self, layout)
+        if path == "winograd":
+            u = self._winograd(m)
+            return lambda x, out: winograd_conv(scratch, x, u, bias, pads, m, out)  # type: ignore[arg-type]
+        if path == "positions":
+            matrix = self.by_positions
+            return lambda x, out: positions_conv(scratch, x, matrix, bias, kernel, pads, geo, out)
+        fold = self.biased is not None and self.biased.dtype == np.result_type(np.dtype(dtype), self.biased.dtype)
+        if path == "1x1" and n == 1 and geo.groups == 1:
+            return self._one_by_one(c, out_shape[1], h * w, fold)
+        matrix, biased = self.matrix, self.biased
+        return lambda x, out: im2col_conv(scratch, x, matrix, bias, kernel, pads, geo, out, biased)  # type: ignore[arg-type]
+
+    def _one_by_one(self, c: int, cout: int, positions: int, fold: bool) -> Callable[[np.ndarray, np.ndarray], None]:
+        """A 1x1 convolution of one image as :func:`im2col_conv` computes it (the same
+        calls on the same operands), less its unpacking: one product, with the bias folded
+        in below a row of ones or added after."""
+        scratch = self.scratch
+        if fold:
+            product = self.biased[0]  # type: ignore[index]
+
+            def folded(x: np.ndarray, out: np.ndarray) -> None:
+                cols, fresh = scratch.kept("cols", (1, 1, c + 1, positions), x.dtype, "ones")
+                if fresh:
+                    cols[:, :, c] = 1
+                np.copyto(cols[0, 0, :c], x.reshape(c, positions))
+                np.matmul(product, cols[0, 0], out=out.reshape(cout, positions))
+            return folded
+        product = self.matrix[0]
+        column = None if self.bias is None else self.bias.reshape(cout, 1)
+
+        def added(x: np.ndarray, out: np.ndarray) -> None:
+            flat = out.reshape(cout, positions)
+            np.matmul(product, x.reshape(c, positions), out=flat)
+            if column is not None:
+                np.add(flat, column, out=flat)
+        return added
+
     def splits(self, shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> bool:
         """Whether :meth:`pieces` shares out an input of ``shape`` (see :data:`SPLIT_MIN_TILES`)."""
         out_shape, _, path, m = self.plan(tuple(shape), np.dtype(dtype))
@@ -442,6 +492,10 @@ class Conv2dKernel:
         kernel._derived = {}
         kernel._prepare_lock = threading.Lock()
         return kernel
+
+
+def _nothing(x: np.ndarray, out: np.ndarray) -> None:
+    """The run of a convolution whose output is empty."""
 
 
 def _is_aligned(a: np.ndarray, align: int = 64) -> bool:

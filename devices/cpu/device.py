@@ -16,6 +16,9 @@ from graphexec.errors import DeviceError
 from graphexec.layers.base import Layer
 from graphexec.layers.specs import Spec
 
+#: The order in which the tiers' kernels are tried.
+PREFERRED = ("jit", "numpy")
+
 
 class CpuDevice(Device):
     """The host. ``tiers``: which kinds of CPU kernel it uses (``"numpy"``, ``"jit"``);
@@ -38,9 +41,14 @@ class CpuDevice(Device):
         return None  # the backup device: every layer has its numpy forward
 
     def kernel(self, layer: Layer, inputs: Sequence[Spec], outputs: Sequence[Spec], hints: Hints = Hints()) -> Kernel:
-        for kernel_class in registered(type(layer)):
-            if kernel_class.tier in self.tiers and kernel_class.accepts(layer, inputs, outputs, hints):
-                return kernel_class(layer, inputs, outputs, hints, self)
+        """The first registered kernel that accepts the node, compiled ones before numpy
+        ones, else the layer's own forward."""
+        found = registered(type(layer))
+        for tier in PREFERRED:
+            if tier in self.tiers:
+                for kernel_class in found:
+                    if kernel_class.tier == tier and kernel_class.accepts(layer, inputs, outputs, hints):
+                        return kernel_class(layer, inputs, outputs, hints, self)
         return Kernel(layer, inputs, outputs)
 
     def upload(self, array: np.ndarray, queue: int = 0, out: Any = None) -> np.ndarray:

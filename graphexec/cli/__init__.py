@@ -8,6 +8,7 @@
     graphexec trace MODEL -o trace.json [--threads N]   a Chrome trace of one run
     graphexec graph MODEL -o graph.svg|.dot|.png [--plan]   the exported graph, or the plan, drawn
     graphexec batch MODEL INPUTS [--engine local|dask|ray] [--out ys.npy]   a model over a dataset
+    graphexec compile MODEL [--shape 1,3,320,320]    the compiled CPU loops (jit extra) made ahead
 
 ``MODEL`` is a ``.pnnx.param`` file (its ``.bin`` beside it), a folder holding one, an
 ``.onnx`` model, or a TorchScript ``.pt`` file with ``--input-shape`` (both converted with
@@ -32,7 +33,7 @@ from types import ModuleType  # noqa: E402
 
 from graphexec import __version__  # noqa: E402
 from graphexec.batch import command as batch_command  # noqa: E402
-from graphexec.cli import bench, graph, info, run, trace  # noqa: E402
+from graphexec.cli import bench, compiling, graph, info, run, trace  # noqa: E402
 from graphexec.cli._common import (  # noqa: E402  (the helpers scripts use, under their old names)
     add_model_arguments,
     load_engine,
@@ -47,7 +48,7 @@ from graphexec.converting import ExportToolsMissing  # noqa: E402
 from graphexec.errors import GraphexecError  # noqa: E402
 
 #: The commands, in the order ``graphexec --help`` lists them.
-COMMANDS: tuple[ModuleType, ...] = (info, run, bench, trace, graph)
+COMMANDS: tuple[ModuleType, ...] = (info, run, bench, trace, graph, compiling)
 
 __all__ = ["COMMANDS", "ProgressBar", "build_parser", "load_engine", "main", "make_inputs", "one_line",
            "read_input_files", "resolve_model"]

@@ -143,7 +143,8 @@ def test_a_one_worker_run_holds_its_caller_and_puts_blas_threads_and_pieces_on_o
     with np.load(MODELS / "inception_mini.io.npz") as io:
         x = io["in0"]
     blas_before = openblas_worker_cpus()
-    several = {"threads": 1, "intra_op_threads": cpu_count(), "share_nodes": True}  # every core for one worker
+    several = {"threads": 1, "intra_op_threads": cpu_count(), "share_nodes": True,  # every core for one worker
+               "cpu_kernels": "numpy"}  # the pieces watched are the numpy convolutions' bands
     with Engine.load(MODELS / "inception_mini.pnnx.param", **several) as engine, \
             Engine.load(MODELS / "inception_mini.pnnx.param", **several, pin_workers=False) as loose:
         assert engine.intra_op_threads >= 2 and engine.shared_nodes(engine.plan())

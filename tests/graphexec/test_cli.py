@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -281,3 +282,23 @@ def test_a_file_pnnx_writes_beside_the_model_is_one_line_naming_the_param(tmp_pa
     (tmp_path / "net.ncnn.param").write_text("7767517\n")
     assert main(["info", str(tmp_path / "net.ncnn.param")]) == 1
     assert f"pass {tmp_path / 'net.pnnx.param'} instead" in one_error_line(capsys)
+
+
+def test_compile_readies_the_loops_a_model_uses_and_lists_them():
+    """In a process of its own, as a user runs it (this one may have readied the loops)."""
+    pytest.importorskip("numba")
+    done = subprocess.run([sys.executable, "-m", "graphexec", "compile", str(MODELS / "wide.pnnx.param")],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    listed = re.findall(r"^  (\w+)\s+(compiled|cached)\s+[\d.]+ s", out, re.MULTILINE)
+    assert listed and {name for name, _ in listed} <= {"im2col", "activate_rows"}, out
+    assert re.search(r"\d+ CPU loops ready for .*wide\.pnnx\.param .*\d+ nodes$", out.strip()), out
+
+
+def test_compile_without_numba_is_one_line_naming_the_extra(capsys, monkeypatch):
+    from graphexec.devices.cpu import jit
+
+    monkeypatch.setattr(jit, "available", lambda: False)
+    assert main(["compile", str(MODEL)]) == 1
+    assert "graphexec[jit]" in one_error_line(capsys)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from graphexec import Engine, EngineOptions, GraphexecError, OptionError
@@ -19,7 +20,7 @@ MODEL = REPO / "examples" / "models" / "inception_mini.pnnx.param"
     ("intra_op_threads", 0), ("memory_limit", 0), ("memory_limit", -1),
     ("reuse_memory", "yes"), ("fallback", 1), ("pin_workers", None), ("share_nodes", "auto"),
     ("cpu_types", "nn.ReLU"), ("cpu_types", [1, 2]), ("passes_off", "merge_siblings"),
-    ("cpu_kernels", "fast"), ("executor", 4), ("clock", 3.0),
+    ("cpu_kernels", "fast"), ("executor", 4), ("clock", 3.0), ("plan_for", (1, 3, 64, 64)),
 ])
 def test_a_bad_value_names_its_option_before_the_file_is_read(name, value):
     with pytest.raises(OptionError, match=name):
@@ -72,3 +73,25 @@ def test_cpu_kernels_choose_the_tiers(monkeypatch):
     assert EngineOptions().kernel_tiers() == ("numpy",)
     with pytest.raises(OptionError, match=r"graphexec\[jit\]"):
         EngineOptions(cpu_kernels="jit").kernel_tiers()
+
+
+def test_plan_for_takes_shapes_or_sets_of_shapes():
+    assert EngineOptions(plan_for=[(1, 3, 64, 64)]).plan_for == (((1, 3, 64, 64),),)
+    assert EngineOptions(plan_for=[[(1, 3, 8, 8), (1, 10)]]).plan_for == (((1, 3, 8, 8), (1, 10)),)
+    for bad in ((1, 3, 64, 64), [(1, 0, 4)], ["1,3,4,4"], [(1.5, 2)], [()]):
+        with pytest.raises(OptionError, match="plan_for"):
+            EngineOptions(plan_for=bad)
+
+
+def test_an_engine_plans_for_those_shapes_when_it_loads():
+    plain = Engine.load(MODEL, threads=1)
+    engine = Engine.load(MODEL, threads=1, plan_for=[(1, 3, 48, 48)])
+    assert len(plain.planner._plans) == 1 and len(engine.planner._plans) == 2  # the exported shapes', and this one
+    planned = engine.plan((1, 3, 48, 48))
+    engine.forward(np.random.default_rng(0).standard_normal((1, 3, 48, 48)).astype(np.float32))
+    assert engine.plan((1, 3, 48, 48)) is planned and len(engine.planner._plans) == 2
+
+
+def test_a_shape_the_model_cannot_take_fails_the_load():
+    with pytest.raises(Exception, match="cannot take"):
+        Engine.load(MODEL, plan_for=[(1, 3, 2, 2)])

@@ -119,7 +119,7 @@ def test_nodes_on_several_blas_threads_take_im2col_and_one_thread_keeps_winograd
     assert _conv_paths(sequential.plan()).count("winograd") == 48
     blas = Engine.load(param, threads=1, intra_op_threads=2, merge_convs=False)
     paths = _conv_paths(blas.plan())
-    assert "winograd" not in paths and paths.count("im2col") == 49
+    assert "winograd" not in paths and sum(p.endswith("im2col") for p in paths) == 49  # numpy's or the jit's
     workers = Engine.load(param, threads=2, merge_convs=False)
     assert _conv_paths(workers.plan()).count("winograd") == 48
     got = sequential.forward(x)

@@ -164,21 +164,28 @@ def test_an_engine_sharing_nodes_shares_its_large_convolutions_and_matches_pytor
     assert any(e.get("args", {}).get("pieces") for e in trace.to_chrome()["traceEvents"])
 
 
-def test_shared_depthwise_convolutions_give_the_bits_of_an_engine_that_shares_nothing(monkeypatch):
+@pytest.mark.parametrize("kernels", ["numpy", "jit"])
+def test_shared_depthwise_convolutions_give_the_bits_of_an_engine_that_shares_nothing(monkeypatch, kernels):
     from graphexec.engine import cpu_count
 
     if cpu_count() < 2:
         pytest.skip("needs two cores")
+    if kernels == "jit":
+        pytest.importorskip("numba")
+        from graphexec.devices.cpu.jit import conv as jit_conv
+
+        monkeypatch.setattr(jit_conv, "SHARE_MIN_MACS", 0)
     monkeypatch.setattr(_conv_math, "SPLIT_MIN_DEPTHWISE_MACS", 0)
     monkeypatch.setattr(regions, "SPLIT_SECONDS", -1.0)
     x, want = reference("shuffle_mini")
     path = MODELS / "shuffle_mini.pnnx.param"
-    with Engine.load(path) as engine, Engine.load(path, share_nodes=False) as whole:
+    with (Engine.load(path, cpu_kernels=kernels) as engine,
+          Engine.load(path, share_nodes=False, cpu_kernels=kernels) as whole):
         plan = engine.plan()
         shared = engine.shared_nodes(plan)
-        kernels = {node.index: getattr(node.kernel, "head", node.kernel)
-                   for node in plan.nodes if node.index in shared}  # a fused node's head is the convolution
-        depthwise = {i for i, kernel in kernels.items() if kernel.name == "depthwise"}
+        kernels_of = {node.index: getattr(node.kernel, "head", node.kernel)
+                      for node in plan.nodes if node.index in shared}  # a fused node's head is the convolution
+        depthwise = {i for i, kernel in kernels_of.items() if kernel.name.removeprefix("jit ").startswith("depthwise")}
         assert len(depthwise) == 4, "shuffle_mini's four depthwise convolutions"
         trace = Trace()
         got = engine.forward(x, trace=trace)
@@ -200,7 +207,8 @@ def test_a_shared_gelu_gives_the_bits_of_an_engine_that_shares_nothing(monkeypat
     with np.load(folder / "io.npz") as io:
         x, want = io["in0"], io["out0"]
     path = folder / "model.pnnx.param"
-    with Engine.load(path, threads=1, share_nodes=True) as engine, Engine.load(path, threads=1) as whole:
+    with (Engine.load(path, threads=1, share_nodes=True, cpu_kernels="numpy") as engine,
+          Engine.load(path, threads=1, cpu_kernels="numpy") as whole):
         trace = Trace()
         got = engine.forward(x, trace=trace)
         assert [e.type for e in shared_events(trace)] == ["nn.Linear+nn.GELU"] * 2
@@ -226,7 +234,7 @@ def test_a_failure_inside_a_shared_node_names_the_node(small_convs_split, monkey
     monkeypatch.setattr(_conv_math.Conv2dKernel, "_rows", broken)
     x, _ = reference("inception_mini")
     with pytest.raises(ExecutionError, match="band failed") as info:  # the load prepares the pieces, or a run
-        Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, share_nodes=True).forward(x)
+        Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, share_nodes=True, cpu_kernels="numpy").forward(x)
     assert "nn.Conv2d" in str(info.value)
     assert isinstance(info.value.__cause__, FloatingPointError)
 

@@ -1,0 +1,149 @@
+"""The compiled CPU kernels against the numpy ones, layer by layer (the A/B that decides
+where the compiled ones run): depthwise convolutions of MobileNet v3 and EfficientNet-B0
+(with their activation fused), dense convolutions by im2col, the max pools of GoogLeNet and
+SqueezeNet, and activations alone and after a BLAS convolution.
+
+Each kernel is timed on one thread in CPU time of that thread, the fastest of the rounds,
+the two kernels interleaved: on a busy machine that is the steadiest measure of the
+kernel itself. Usage::
+
+    python benchmarks/jit_kernels.py [--rounds 30]
+
+Needs the jit extra (numba). Results are in docs/benchmarks.md. A script, never run as a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from graphexec.blas import ask_for_short_spins  # isort: skip
+
+ask_for_short_spins()
+import numpy as np  # isort: skip
+
+from graphexec.blas import blas_threads  # isort: skip
+from graphexec.devices.cpu import CpuDevice  # isort: skip
+from graphexec.ir import Attribute, Operand, Operator  # isort: skip
+from graphexec.layers.fused import Fused  # isort: skip
+from graphexec.layers.registry import lookup  # isort: skip
+from graphexec.layers.specs import spec_of  # isort: skip
+
+JIT, NUMPY = CpuDevice(("jit", "numpy")), CpuDevice(("numpy",))
+
+
+def layer(op_type: str, params: dict, attrs: dict | None = None):
+    op = Operator(op_type, "op", inputs=[Operand("in0")], outputs=[Operand("out")], params=params,
+                  attrs={k: Attribute.from_array(np.asarray(v)) for k, v in (attrs or {}).items()}, input_names=[""])
+    return lookup(op_type)(op)
+
+
+def depthwise(channels: int, size: int, k: int, stride: int, activation: str):
+    rng = np.random.default_rng(channels * k + size)
+    params = dict(in_channels=channels, out_channels=channels, kernel_size=[k, k], stride=[stride, stride],
+                  padding=[k // 2, k // 2], dilation=[1, 1], groups=channels, padding_mode="zeros", bias=True)
+    conv = layer("nn.Conv2d", params, {"weight": rng.standard_normal((channels, 1, k, k)).astype(np.float32),
+                                       "bias": rng.standard_normal(channels).astype(np.float32)})
+    return Fused(conv, (layer(activation, {}),)), rng.standard_normal((1, channels, size, size)).astype(np.float32)
+
+
+def pointwise(cin: int, cout: int, size: int, activation: str):
+    rng = np.random.default_rng(cin + cout)
+    params = dict(in_channels=cin, out_channels=cout, kernel_size=[1, 1], stride=[1, 1], padding=[0, 0],
+                  dilation=[1, 1], groups=1, padding_mode="zeros", bias=True)
+    conv = layer("nn.Conv2d", params, {"weight": rng.standard_normal((cout, cin, 1, 1)).astype(np.float32) * 0.1,
+                                       "bias": rng.standard_normal(cout).astype(np.float32)})
+    return Fused(conv, (layer(activation, {}),)), rng.standard_normal((1, cin, size, size)).astype(np.float32)
+
+
+def dense(cin: int, cout: int, size: int, k: int, stride: int, padding: int):
+    rng = np.random.default_rng(cin * cout + k)
+    params = dict(in_channels=cin, out_channels=cout, kernel_size=[k, k], stride=[stride, stride],
+                  padding=[padding, padding], dilation=[1, 1], groups=1, padding_mode="zeros", bias=True)
+    conv = layer("nn.Conv2d", params, {"weight": rng.standard_normal((cout, cin, k, k)).astype(np.float32) * 0.1,
+                                       "bias": rng.standard_normal(cout).astype(np.float32)})
+    return conv, rng.standard_normal((1, cin, size, size)).astype(np.float32)
+
+
+def max_pool(channels: int, size: int, k: int, stride: int, padding: int, ceil: bool):
+    pool = layer("nn.MaxPool2d", dict(kernel_size=[k, k], stride=[stride, stride], padding=[padding, padding],
+                                      dilation=[1, 1], ceil_mode=ceil, return_indices=False))
+    return pool, np.random.default_rng(channels).standard_normal((1, channels, size, size)).astype(np.float32)
+
+
+def activation(name: str, elements: int):
+    return layer(name, {}), (3 * np.random.default_rng(elements).standard_normal(elements)).astype(np.float32)
+
+
+CASES = [
+    ("MobileNet v3 small", "depthwise 16, 112->56 3x3 s2 +ReLU", depthwise(16, 112, 3, 2, "nn.ReLU")),
+    ("MobileNet v3 small", "depthwise 72, 56->28 3x3 s2 +ReLU", depthwise(72, 56, 3, 2, "nn.ReLU")),
+    ("MobileNet v3 small", "depthwise 88, 28 3x3 +ReLU", depthwise(88, 28, 3, 1, "nn.ReLU")),
+    ("MobileNet v3 small", "depthwise 96, 28->14 5x5 s2 +Hardswish", depthwise(96, 28, 5, 2, "nn.Hardswish")),
+    ("MobileNet v3 small", "depthwise 240, 14 5x5 +Hardswish", depthwise(240, 14, 5, 1, "nn.Hardswish")),
+    ("MobileNet v3 small", "depthwise 576, 7 5x5 +Hardswish", depthwise(576, 7, 5, 1, "nn.Hardswish")),
+    ("EfficientNet-B0", "depthwise 32, 112 3x3 +SiLU", depthwise(32, 112, 3, 1, "nn.SiLU")),
+    ("EfficientNet-B0", "depthwise 144, 56 3x3 +SiLU", depthwise(144, 56, 3, 1, "nn.SiLU")),
+    ("EfficientNet-B0", "depthwise 240, 28 5x5 +SiLU", depthwise(240, 28, 5, 1, "nn.SiLU")),
+    ("EfficientNet-B0", "depthwise 480, 14 3x3 +SiLU", depthwise(480, 14, 3, 1, "nn.SiLU")),
+    ("EfficientNet-B0", "depthwise 672, 14 5x5 +SiLU", depthwise(672, 14, 5, 1, "nn.SiLU")),
+    ("EfficientNet-B0", "depthwise 1152, 7 5x5 +SiLU", depthwise(1152, 7, 5, 1, "nn.SiLU")),
+    ("EfficientNet-B0", "1x1 16->96, 112 +SiLU", pointwise(16, 96, 112, "nn.SiLU")),
+    ("EfficientNet-B0", "1x1 80->480, 14 +SiLU", pointwise(80, 480, 14, "nn.SiLU")),
+    ("MobileNet v3 small", "1x1 96->576, 7 +Hardswish", pointwise(96, 576, 7, "nn.Hardswish")),
+    ("wide", "im2col 32 -> 32, 32, 3x3", dense(32, 32, 32, 3, 1, 1)),
+    ("GoogLeNet", "im2col 3 -> 64, 224 -> 112, 7x7 s2", dense(3, 64, 224, 7, 2, 3)),
+    ("GoogLeNet", "im2col 16 -> 32, 28, 3x3 (Winograd's stays)", dense(16, 32, 28, 3, 1, 1)),
+    ("SqueezeNet 1.1", "im2col 3 -> 64, 224 -> 111, 3x3 s2", dense(3, 64, 224, 3, 2, 0)),
+    ("SqueezeNet 1.1", "im2col 16 -> 64, 55, 3x3", dense(16, 64, 55, 3, 1, 1)),
+    ("DenseNet-121", "im2col 128 -> 32, 56, 3x3 (by positions)", dense(128, 32, 56, 3, 1, 1)),
+    ("GoogLeNet", "max pool 64, 112 3x3 s2 ceil", max_pool(64, 112, 3, 2, 0, True)),
+    ("GoogLeNet", "max pool 192, 28 3x3 s1 p1", max_pool(192, 28, 3, 1, 1, True)),
+    ("GoogLeNet", "max pool 832, 7 3x3 s1 p1", max_pool(832, 7, 3, 1, 1, True)),
+    ("SqueezeNet 1.1", "max pool 64, 111 3x3 s2 ceil", max_pool(64, 111, 3, 2, 0, True)),
+    ("-", "SiLU, 200 K", activation("nn.SiLU", 200_000)),
+    ("-", "Hardswish, 200 K", activation("nn.Hardswish", 200_000)),
+    ("-", "GELU, 200 K", activation("nn.GELU", 200_000)),
+]
+
+
+def fastest(kernel, inputs, outputs, rounds: int) -> list[float]:
+    times = []
+    for _ in range(rounds):
+        start = time.thread_time_ns()
+        kernel.run(inputs, outputs)
+        times.append(time.thread_time_ns() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="compiled against numpy CPU kernels, layer by layer")
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    print(f"one thread; the fastest of {args.rounds} interleaved rounds, CPU time of the thread, us")
+    print(f"{'network':<20}{'layer':<42}{'numpy':>9}{'jit':>9}{'jit/numpy':>11}  kernels")
+    with blas_threads(1):
+        for network, label, (node, x) in CASES:
+            specs = [spec_of(x)]
+            outs = node.infer(specs)
+            kernels = [device.kernel(node, specs, outs) for device in (NUMPY, JIT)]
+            out = np.empty(outs[0].shape, outs[0].dtype)
+            best = [float("inf"), float("inf")]
+            for kernel in kernels:
+                kernel.prepare()
+                kernel.run([x], [out])
+            for _ in range(args.rounds):
+                for k, kernel in enumerate(kernels):
+                    best[k] = min(best[k], min(fastest(kernel, [x], [out], 1)))
+            numpy_us, jit_us = best[0] / 1e3, best[1] / 1e3
+            print(f"{network:<20}{label:<42}{numpy_us:>9.1f}{jit_us:>9.1f}{jit_us / numpy_us:>10.2f}x  "
+                  f"{kernels[0].name} / {kernels[1].name}")
+
+
+if __name__ == "__main__":
+    main()

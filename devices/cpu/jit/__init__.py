@@ -1,0 +1,26 @@
+"""Compiled CPU kernels (numba, the ``jit`` extra): the kernels numpy cannot express in a
+few calls, as loops that release the GIL.
+
+::
+
+    available()                  whether numba is installed (it is not imported here)
+    compiler.py                  numba, its cache and the log line of each compile
+    _loops_activation.py         activations, one pass per row in cache; exp and erf that vectorise
+    _loops_conv.py               depthwise convolutions with their activations
+    _loops_pool.py               max and average pooling with their activations
+    activation.py, conv.py,      the kernels (tier "jit"), registered with the CPU device
+    pooling.py, fused.py
+
+The kernel modules import neither numba nor the loop modules: a kernel compiles its loops
+in :meth:`~graphexec.devices.base.Kernel.prepare`, when the plan is built, so an engine
+compiles only the loops its model uses, and importing graphexec never loads numba.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+
+def available() -> bool:
+    """Whether numba is installed (it is imported only when a compiled kernel is prepared)."""
+    return importlib.util.find_spec("numba") is not None

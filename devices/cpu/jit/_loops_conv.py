@@ -1,0 +1,189 @@
+"""Depthwise convolutions, and im2col's columns for dense ones, as numba loops (imported
+only by :mod:`graphexec.devices.cpu.jit.compiler`).
+
+Two layouts, as the numpy kernels have (:mod:`graphexec.devices.cpu._depthwise_math`):
+
+* **channels first** (:func:`depthwise_first`), for planes large enough to fill long
+  loops: each channel's input is copied, zero-padded and split into its stride phases, to
+  a "wide grid", on which every kernel tap is one contiguous multiply-add over the whole
+  output plane (outputs that land in the pad columns are cut off at the end);
+* **channels last** (:func:`depthwise_last`), for small planes with many channels: the
+  input transposed to (H, W, C), and each tap a multiply-add over the channels of one
+  output position.
+
+Every output starts as its channel's bias and gets the taps in the order ``ky``, ``kx``,
+whatever the band of channels a call covers, so pieces give a whole call's bits. The
+activations are applied to each output plane as it is written, while it is in cache.
+
+Indices are unsigned and flat: numba checks a signed index for being negative (to count
+from the end), which stops the loops from vectorising, and a view made inside a loop
+costs reference counting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphexec.devices.cpu.jit._loops_activation import BLOCK, activate
+from graphexec.devices.cpu.jit.compiler import loop
+
+u64 = np.uint64
+_ZERO = np.float32(0)
+
+
+@loop
+def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0, c1, codes, params):
+    """Output channels ``c0:c1`` (of every image) of the depthwise convolution
+    of ``x`` (N, C, H, W) by ``weight`` (Cout, kh, kw; output channel o reads input channel
+    o // (Cout // C)), zero-padded by ``top`` and ``left`` (and as the output's size asks
+    after), into ``out`` (N, Cout, Ho, Wo), then the activations ``codes``. ``hq`` x
+    ``wq`` is the size of a stride phase's wide grid (see
+    :func:`graphexec.devices.cpu._depthwise_math._wide_grid`)."""
+    n, c, h, w = x.shape
+    cout, kh, kw = weight.shape
+    ho, wo = out.shape[2], out.shape[3]
+    mult = cout // c
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    wf = weight.reshape(-1)
+    phase = hq * wq
+    grid = np.empty(sh * sw * phase, np.float32)
+    span = ho * wq
+    acc = np.empty(span, np.float32)
+    work = np.empty(BLOCK, np.float32)
+    bits = np.empty(BLOCK, np.int32)
+    for plane in range(n * (c1 - c0)):
+        image = plane // (c1 - c0)
+        o = c0 + plane % (c1 - c0)
+        source = (image * c + o // mult) * h * w
+        for a in range(sh):  # the stride phases, zero-padded
+            for b in range(sw):
+                base = (a * sw + b) * phase
+                q0 = min(wq, max(0, (left - b + sw - 1) // sw))  # phase columns that hold input ones
+                q1 = max(q0, min(wq, (w - 1 + left - b) // sw + 1))
+                for y in range(hq):
+                    iy = y * sh + a - top
+                    row = u64(base + y * wq)
+                    if iy < 0 or iy >= h:
+                        for q in range(wq):
+                            grid[row + u64(q)] = _ZERO
+                        continue
+                    for q in range(q0):
+                        grid[row + u64(q)] = _ZERO
+                    line = u64(source + iy * w + q0 * sw + b - left)
+                    into = row + u64(q0)
+                    if sw == 1:
+                        for q in range(q1 - q0):
+                            grid[into + u64(q)] = xf[line + u64(q)]
+                    else:
+                        for q in range(q1 - q0):
+                            grid[into + u64(q)] = xf[line + u64(q * sw)]
+                    for q in range(q1, wq):
+                        grid[row + u64(q)] = _ZERO
+        start = bias[o]
+        for p in range(span):
+            acc[p] = start
+        for ky in range(kh):
+            for kx in range(kw):
+                tap = wf[u64((o * kh + ky) * kw + kx)]
+                read = u64(((ky * dh) % sh * sw + (kx * dw) % sw) * phase + (ky * dh) // sh * wq + (kx * dw) // sw)
+                for p in range(span):
+                    acc[p] += tap * grid[read + u64(p)]
+        target = u64((image * cout + o) * ho * wo)
+        for oy in range(ho):
+            row = target + u64(oy * wo)
+            at = u64(oy * wq)
+            for ox in range(wo):
+                of[row + u64(ox)] = acc[at + u64(ox)]
+        if codes.shape[0]:
+            activate(out[image, o].reshape(-1), codes, params, work, bits)
+
+
+@loop
+def depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, c0, c1, codes, params):
+    """Channels ``c0:c1`` of the depthwise convolution (one output channel per input one)
+    of ``x`` (N, C, H, W) by ``taps`` (kh, kw, C), zero-padded by ``top`` and ``left``,
+    into ``out`` (N, C, Ho, Wo), then the activations ``codes``."""
+    n, c, h, w = x.shape
+    kh, kw = taps.shape[0], taps.shape[1]
+    ho, wo = out.shape[2], out.shape[3]
+    count = c1 - c0
+    last = np.empty(h * w * count, np.float32)
+    acc = np.empty(ho * wo * count, np.float32)
+    work = np.empty(BLOCK, np.float32)
+    bits = np.empty(BLOCK, np.int32)
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    tf = taps.reshape(-1)
+    for image in range(n):
+        for k in range(count):  # the band's channels, last
+            source = u64((image * c + c0 + k) * h * w)
+            for p in range(h * w):
+                last[u64(p * count + k)] = xf[source + u64(p)]
+        for oy in range(ho):
+            for ox in range(wo):
+                into = u64((oy * wo + ox) * count)
+                for k in range(count):
+                    acc[into + u64(k)] = bias[c0 + k]
+                for ky in range(kh):
+                    iy = oy * sh - top + ky * dh
+                    if iy < 0 or iy >= h:
+                        continue
+                    for kx in range(kw):
+                        ix = ox * sw - left + kx * dw
+                        if ix < 0 or ix >= w:
+                            continue
+                        tap = u64((ky * kw + kx) * c + c0)
+                        read = u64((iy * w + ix) * count)
+                        for k in range(count):
+                            acc[into + u64(k)] += tf[tap + u64(k)] * last[read + u64(k)]
+        for k in range(count):
+            target = u64((image * c + c0 + k) * ho * wo)
+            for p in range(ho * wo):
+                of[target + u64(p)] = acc[u64(p * count + k)]
+            if codes.shape[0]:
+                activate(out[image, c0 + k].reshape(-1), codes, params, work, bits)
+
+
+@loop
+def im2col(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ones):
+    """im2col's columns of output rows ``r0:r1`` of a convolution of one image ``x`` (C, H,
+    W), zero-padded by ``top`` and ``left``: row ``(c * kh + i) * kw + j`` of ``cols`` holds
+    tap (i, j) of channel c at each output position, and with ``ones`` a last row of ones
+    (the bias's, in the weight matrix's last column). Each output row's stretch is one
+    contiguous copy of an input row at stride 1; the padding is written as zeros, never read."""
+    c, h, w = x.shape
+    xf = x.reshape(-1)
+    cf = cols.reshape(-1)
+    span = (r1 - r0) * wo
+    zero = np.float32(0)
+    for ch in range(c):
+        for i in range(kh):
+            for j in range(kw):
+                row = u64(((ch * kh + i) * kw + j) * span)
+                shift = j * dw - left
+                first = min(wo, 0 if shift >= 0 else (sw - 1 - shift) // sw)
+                last = max(first, min(wo, (w - 1 - shift) // sw + 1) if w - 1 - shift >= 0 else 0)
+                for y in range(r0, r1):
+                    into = row + u64((y - r0) * wo)
+                    iy = y * sh - top + i * dh
+                    if iy < 0 or iy >= h:
+                        for q in range(wo):
+                            cf[into + u64(q)] = zero
+                        continue
+                    for q in range(first):
+                        cf[into + u64(q)] = zero
+                    read = u64((ch * h + iy) * w + first * sw + shift)
+                    at = into + u64(first)
+                    if sw == 1:
+                        for q in range(last - first):
+                            cf[at + u64(q)] = xf[read + u64(q)]
+                    else:
+                        for q in range(last - first):
+                            cf[at + u64(q)] = xf[read + u64(q * sw)]
+                    for q in range(last, wo):
+                        cf[into + u64(q)] = zero
+    if ones:
+        base = u64(c * kh * kw * span)
+        for q in range(span):
+            cf[base + u64(q)] = np.float32(1)

@@ -1,0 +1,165 @@
+"""Max and average pooling of 2-D planes as numba loops (imported only by
+:mod:`graphexec.devices.cpu.jit.compiler`).
+
+Separable, as the numpy kernels are (:mod:`graphexec.layers._pool_math`): a block of
+planes is copied into frames of their padding (-inf for a max, 0 for a sum), reduced
+along W over each window's columns, then along H over its rows, and an average divided by
+its window's count. At stride 1 a pass runs over the block's frames flattened, one long
+vectorised loop per tap (outputs that land in the frames' padding are cut off at the
+end). A max lets NaN win, as numpy's maximum does. The activations are applied to each
+output plane. Indices are unsigned and flat, as in
+:mod:`graphexec.devices.cpu.jit._loops_conv`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphexec.devices.cpu.jit._loops_activation import BLOCK, activate
+from graphexec.devices.cpu.jit.compiler import loop
+
+u64 = np.uint64
+#: Numbers of a block's frames (they and the passes' results stay in L2).
+FRAMES = 1 << 15
+
+
+@loop
+def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0, b1, codes, params):
+    """Planes ``b0:b1`` of ``x`` (B, H, W), each in a frame of ``hp`` x ``wp`` (``top``
+    and ``left`` before it), pooled into ``out`` (B, Ho, Wo): each window's maximum, or
+    with ``average`` its sum divided by ``divisor`` (Ho, Wo); then the activations
+    ``codes``."""
+    _, h, w = x.shape
+    _, ho, wo = out.shape
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    dv = divisor.reshape(-1)
+    fill = np.float32(0) if average else np.float32(-np.inf)
+    block = max(1, min(b1 - b0, FRAMES // (hp * wp)))
+    frames = np.empty(block * hp * wp, np.float32)
+    hs = wp if sw == 1 else wo  # the row length of the pass along W
+    along_w = np.empty(block * hp * hs, np.float32)
+    wide = np.empty(block * hp * hs, np.float32)
+    work = np.empty(BLOCK, np.float32)
+    bits = np.empty(BLOCK, np.int32)
+    for p in range(block * hp * wp):
+        frames[p] = fill
+    for first in range(b0, b1, block):
+        planes = min(block, b1 - first)
+        rows = planes * hp
+        for b in range(planes):  # the frames' padding stays as filled
+            source = u64((first + b) * h * w)
+            for y in range(h):
+                into = u64((b * hp + y + top) * wp + left)
+                read = source + u64(y * w)
+                for q in range(w):
+                    frames[into + u64(q)] = xf[read + u64(q)]
+        if sw == 1:  # along W, the frames flattened
+            count = rows * wp - (kw - 1) * dw
+            if kw == 1:
+                for p in range(count):
+                    along_w[p] = frames[p]
+            elif average:
+                for p in range(count):
+                    along_w[p] = frames[p] + frames[u64(dw) + u64(p)]
+            else:
+                for p in range(count):
+                    v = frames[u64(dw) + u64(p)]
+                    a = frames[p]
+                    along_w[p] = v if (v > a) | (v != v) else a
+            for kx in range(2, kw):
+                shift = u64(kx * dw)
+                if average:
+                    for p in range(count):
+                        along_w[p] += frames[shift + u64(p)]
+                else:
+                    for p in range(count):
+                        v = frames[shift + u64(p)]
+                        a = along_w[p]
+                        along_w[p] = v if (v > a) | (v != v) else a
+        elif sw == 2:  # the stride a constant: LLVM vectorises the interleaved reads
+            for y in range(rows):
+                row = u64(y * wp)
+                into = u64(y * hs)
+                for ox in range(wo):
+                    along_w[into + u64(ox)] = frames[row + u64(2 * ox)]
+                for kx in range(1, kw):
+                    read = row + u64(kx * dw)
+                    if average:
+                        for ox in range(wo):
+                            along_w[into + u64(ox)] += frames[read + u64(2 * ox)]
+                    else:
+                        for ox in range(wo):
+                            v = frames[read + u64(2 * ox)]
+                            a = along_w[into + u64(ox)]
+                            along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
+        else:
+            for y in range(rows):
+                row = u64(y * wp)
+                into = u64(y * hs)
+                for ox in range(wo):
+                    along_w[into + u64(ox)] = frames[row + u64(ox * sw)]
+                for kx in range(1, kw):
+                    read = row + u64(kx * dw)
+                    if average:
+                        for ox in range(wo):
+                            along_w[into + u64(ox)] += frames[read + u64(ox * sw)]
+                    else:
+                        for ox in range(wo):
+                            v = frames[read + u64(ox * sw)]
+                            a = along_w[into + u64(ox)]
+                            along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
+        if sh == 1:  # along H, the rows flattened
+            count = (rows - (kh - 1) * dh) * hs
+            shift = u64(dh * hs)
+            if kh == 1:
+                for p in range(count):
+                    wide[p] = along_w[p]
+            elif average:
+                for p in range(count):
+                    wide[p] = along_w[p] + along_w[shift + u64(p)]
+            else:
+                for p in range(count):
+                    v = along_w[shift + u64(p)]
+                    a = along_w[p]
+                    wide[p] = v if (v > a) | (v != v) else a
+            for ky in range(2, kh):
+                shift = u64(ky * dh * hs)
+                if average:
+                    for p in range(count):
+                        wide[p] += along_w[shift + u64(p)]
+                else:
+                    for p in range(count):
+                        v = along_w[shift + u64(p)]
+                        a = wide[p]
+                        wide[p] = v if (v > a) | (v != v) else a
+            for b in range(planes):
+                for oy in range(ho):
+                    into = u64(((first + b) * ho + oy) * wo)
+                    read = u64((b * hp + oy) * hs)
+                    for ox in range(wo):
+                        of[into + u64(ox)] = wide[read + u64(ox)]
+        else:
+            for b in range(planes):
+                for oy in range(ho):
+                    into = u64(((first + b) * ho + oy) * wo)
+                    read = u64((b * hp + oy * sh) * hs)
+                    for ox in range(wo):
+                        of[into + u64(ox)] = along_w[read + u64(ox)]
+                    for ky in range(1, kh):
+                        read = u64((b * hp + oy * sh + ky * dh) * hs)
+                        if average:
+                            for ox in range(wo):
+                                of[into + u64(ox)] += along_w[read + u64(ox)]
+                        else:
+                            for ox in range(wo):
+                                v = along_w[read + u64(ox)]
+                                a = of[into + u64(ox)]
+                                of[into + u64(ox)] = v if (v > a) | (v != v) else a
+        for b in range(planes):
+            target = u64((first + b) * ho * wo)
+            if average:
+                for p in range(ho * wo):
+                    of[target + u64(p)] /= dv[u64(p)]
+            if codes.shape[0]:
+                activate(out[first + b].reshape(-1), codes, params, work, bits)

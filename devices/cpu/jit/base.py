@@ -1,0 +1,62 @@
+"""What the compiled kernels share: their tier, the loops they compile when prepared, and
+the check that a run's arrays are of the types the loops were compiled for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphexec.devices.cpu.kernel import CpuKernel
+
+FLOAT32 = np.dtype(np.float32)
+#: No activations: the chain of a kernel that has none.
+NO_CODES = np.zeros(0, np.int64)
+NO_PARAMS = np.zeros((0, 2), np.float32)
+
+
+def fits(a: Any) -> bool:
+    """Whether ``a`` is an array of the type the loops were compiled for: float32,
+    C-contiguous, aligned and writeable (numpy's ``carray``); the loops' entry points take
+    no other (see :meth:`graphexec.devices.cpu.jit.compiler.Loop.ready`)."""
+    return type(a) is np.ndarray and a.dtype == FLOAT32 and a.flags.carray
+
+
+def fitted(a: Any) -> np.ndarray:
+    """``a`` as :func:`fits` wants it: itself, or a copy (a read-only or strided input)."""
+    if fits(a):
+        return a
+    copy = np.empty(np.shape(a), FLOAT32)
+    copy[...] = a
+    return copy
+
+
+def bounds(total: int, count: int) -> list[tuple[int, int]]:
+    """``range(total)`` cut into ``count`` (at most ``total``) runs of nearly equal length."""
+    count = max(1, min(count, total))
+    cuts = [total * k // count for k in range(count + 1)]
+    return list(zip(cuts, cuts[1:]))
+
+
+class JitKernel(CpuKernel):
+    """A compiled kernel. Its loops are compiled by :meth:`prepare` (from
+    :mod:`graphexec.devices.cpu.jit.compiler`, imported then and not before)."""
+
+    tier = "jit"
+    #: Whether :meth:`activations` applies activations within the kernel's own loops.
+    fuses_activations = False
+    #: The activations applied to the output as it is written (set by a fused kernel).
+    codes: np.ndarray = NO_CODES
+    params: np.ndarray = NO_PARAMS
+
+    def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
+        """Apply the activation chain ``codes`` to the output as it is written; whether this
+        kernel can (by default it cannot)."""
+        return False
+
+    @staticmethod
+    def loop(module: str, name: str, *example: Any) -> Any:
+        """Loop ``name`` of ``_loops_<module>``, compiled for arguments like ``example``."""
+        from graphexec.devices.cpu.jit.compiler import ready
+
+        return ready(module, name, *example)

@@ -1,0 +1,152 @@
+"""Compiling the loops of the ``jit`` kernels with numba, once, and caching them on disk.
+
+numba is imported here, and this module only when a ``jit`` kernel is prepared: importing
+graphexec, and every engine on the numpy kernels, never loads it. A loop is a plain
+function in one of the ``_loops_*`` modules beside this one, compiled with ``nogil=True``
+(so the engine's threads run loops side by side), ``fastmath`` off (the same bits every
+run, within rounding of the layers' numpy forwards) and numpy's error model (so
+divisions vectorise). :meth:`Loop.ready` compiles it for the types of the arguments a
+kernel will pass, at plan time, and logs a line when that means compiling (seconds)
+rather than loading the cache (milliseconds).
+
+The cache lives where ``NUMBA_CACHE_DIR`` says; else in the package's ``__pycache__``
+when it is writable; else in the user's cache directory
+(``$XDG_CACHE_HOME/graphexec/numba``, by default ``~/.cache/graphexec/numba``). Only
+these loops are cached that way: nothing process-wide of numba's is changed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from loguru import logger
+
+from graphexec.errors import DeviceError
+
+try:
+    import numba
+    from numba.core import caching
+except ImportError as exc:  # numba's own check (numpy too new for it, a broken install)
+    raise DeviceError(f'the compiled CPU kernels need numba, which cannot be imported here ({exc}): '
+                      'pip install "graphexec[jit]" for a matching version, or use cpu_kernels="numpy"') from exc
+
+#: How every loop is compiled (see the module docstring).
+OPTIONS = dict(nogil=True, fastmath=False, error_model="numpy", boundscheck=False)
+
+
+def user_cache_dir() -> str:
+    """Where compiled loops are cached when neither NUMBA_CACHE_DIR nor the package's own
+    folder can take them."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "graphexec", "numba")
+
+
+class _UserCacheLocator(caching.UserWideCacheLocator):
+    """numba's user-wide locator, in graphexec's own cache folder."""
+
+    def __init__(self, py_func: Callable, py_file: str):
+        super().__init__(py_func, py_file)
+        self._cache_path = os.path.join(user_cache_dir(), self.get_suitable_cache_subpath(py_file))
+
+
+class _CacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes = [caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, _UserCacheLocator]
+
+
+class _Cache(caching.FunctionCache):
+    """A loop's cache, which says (at INFO) when a loop is not in it and is compiled."""
+
+    _impl_class = _CacheImpl
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        found = super().load_overload(sig, target_context)
+        _COMPILING.missed = found is None
+        _COMPILING.cache = self.cache_path
+        if found is None:
+            logger.info("compiling CPU loop {} for ({}): once, then cached in {}", self._py_func.__name__,
+                        ", ".join(map(str, sig)), self.cache_path)
+        return found
+
+
+#: What the cache said of the loop this thread is compiling now.
+_COMPILING = threading.local()
+
+
+@dataclass(frozen=True)
+class Readied:
+    """A loop made ready in this process: compiled, or loaded from the cache."""
+
+    name: str
+    signature: str
+    seconds: float
+    compiled: bool
+    cache: str
+
+
+#: Every loop made ready in this process, in order (what ``graphexec compile`` reports).
+READIED: list[Readied] = []
+
+
+def loop(function: Callable) -> Any:
+    """Decorator for the functions of the ``_loops_*`` modules: a numba dispatcher, cached
+    as the module docstring says (numba's own ``cache=True`` where that cannot be done)."""
+    dispatcher = numba.njit(**OPTIONS)(function)
+    try:
+        dispatcher._cache = _Cache(function)
+    except Exception:  # noqa: BLE001 - a numba without these internals: its own locators
+        dispatcher.enable_caching()
+    return dispatcher
+
+
+class Loop:
+    """One compiled loop, by module and name (the module is imported on first use)."""
+
+    def __init__(self, module: str, name: str):
+        self.module = module
+        self.name = name
+        self._lock = threading.Lock()
+        self._ready: dict[tuple, Callable] = {}
+
+    def dispatcher(self) -> Any:
+        return getattr(importlib.import_module(f"graphexec.devices.cpu.jit.{self.module}"), self.name)
+
+    def ready(self, *args: Any) -> Callable:
+        """The loop compiled (or loaded from the cache) for the types of ``args``: its entry
+        point for exactly those types, which skips numba's dispatch (0.4 us a call) but
+        checks no type, so kernels call it only with arrays that :func:`fits` (the types
+        prepared) and ints."""
+        dispatcher = self.dispatcher()
+        signature = tuple(numba.typeof(a) for a in args)
+        with self._lock:
+            entry = self._ready.get(signature)
+            if entry is None:
+                start = time.perf_counter()
+                _COMPILING.missed, _COMPILING.cache = False, ""
+                dispatcher.compile(signature)
+                seconds = time.perf_counter() - start
+                compiled = bool(getattr(_COMPILING, "missed", False))
+                READIED.append(Readied(self.name, ", ".join(map(str, signature)), seconds, compiled,
+                                       getattr(_COMPILING, "cache", "")))
+                logger.log("INFO" if compiled else "DEBUG", "CPU loop {} {} in {:.2f} s", self.name,
+                           "compiled" if compiled else "loaded from the cache", seconds)
+                entry = self._ready[signature] = dispatcher.overloads[signature].entry_point
+        return entry
+
+
+_LOOPS: dict[tuple[str, str], Loop] = {}
+_LOOPS_LOCK = threading.Lock()
+
+
+def ready(module: str, name: str, *example: Any) -> Callable:
+    """Loop ``name`` of ``_loops_<module>``, compiled for arguments like ``example``."""
+    with _LOOPS_LOCK:
+        found = _LOOPS.get((module, name))
+        if found is None:
+            found = _LOOPS[(module, name)] = Loop(f"_loops_{module}", name)
+    return found.ready(*example)

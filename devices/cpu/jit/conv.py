@@ -1,0 +1,232 @@
+"""Compiled depthwise convolutions (``nn.Conv1d``/``nn.Conv2d`` with one input channel per
+group), with the activations fused after them applied as each output plane is written.
+
+Which layout runs (see :mod:`graphexec.devices.cpu.jit._loops_conv`) is chosen per input
+shape when the kernel is made. Measured per layer on the depthwise convolutions of
+MobileNet v3 and EfficientNet-B0 (2-core Xeon, one thread, against the numpy kernels):
+channels first took 0.2-0.4x their time on planes of 28 x 28 and larger, channels last
+0.3-0.5x on 14 x 14 and smaller, where channels first ran 0.7-1.3x.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from graphexec.devices.base import Hints, Piece
+from graphexec.devices.cpu.conv import _lifted
+from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, bounds, fits, fitted
+from graphexec.devices.cpu.kernel import cpu_kernel
+from graphexec.layers.conv import Conv1d, Conv2d
+from graphexec.layers.specs import TensorSpec
+
+#: Channels last on output planes of at most this many positions (14 x 14 is 196).
+LAST_MAX_POSITIONS = 256
+#: A depthwise convolution is shared out by bands of channels from this many
+#: multiply-adds (outputs x taps): its loops release the GIL, so the bands run side by side.
+SHARE_MIN_MACS = 1_000_000
+
+
+class _Weights:
+    """A depthwise layer's weight as its loops read it: (Cout, kh, kw) and, with one output
+    channel per input one, (kh, kw, C); the bias (zeros where there is none)."""
+
+    def __init__(self, layer: Any):
+        weight = np.asarray(layer.weight, np.float32)
+        cout, _, kh, kw = weight.shape
+        self.first = np.ascontiguousarray(weight.reshape(cout, kh, kw))
+        self.last = np.ascontiguousarray(self.first.transpose(1, 2, 0)) if cout == layer.geometry.groups else None
+        bias = np.zeros(cout, np.float32) if layer.bias is None else layer.bias
+        self.bias = np.ascontiguousarray(bias, np.float32)
+
+
+def _depthwise_layer(layer: Any) -> bool:
+    weight = layer.weight
+    geo = layer.geometry
+    return (weight.dtype == FLOAT32 and weight.shape[1] == 1 and geo.groups > 1 and weight.shape[0] % geo.groups == 0
+            and geo.padding_mode == "zeros")
+
+
+@cpu_kernel(Conv2d, Conv1d)
+class JitDepthwiseConv(JitKernel):
+    """A float32 depthwise convolution by compiled loops."""
+
+    @classmethod
+    def accepts(cls, layer, inputs, outputs, hints) -> bool:
+        x = inputs[0] if inputs else None
+        return (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and len(x.shape) in (layer.spatial + 1, layer.spatial + 2)
+                and _depthwise_layer(layer) and _lifted(layer, x.shape)[1] == layer.geometry.groups
+                and min(outputs[0].shape, default=1) > 0)
+
+    def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
+        super().__init__(layer, inputs, outputs, hints, device)
+        self.weights: _Weights = device.shared.get(layer, "jit depthwise", lambda: _Weights(layer))
+        self.shape = _lifted(layer, inputs[0].shape)
+        n, c, h, w = self.shape
+        _, cout, ho, wo = self.out_shape = _lifted(layer, outputs[0].shape)
+        _, _, kh, kw = layer.weight.shape
+        (top, _), (left, _) = layer.geometry.pads((kh, kw))
+        geo = layer.geometry
+        self.geometry = (*geo.stride, *geo.dilation, top, left)
+        self.channels_last = self.weights.last is not None and ho * wo <= LAST_MAX_POSITIONS
+        self.name = "jit depthwise " + ("last" if self.channels_last else "first")
+        if not self.channels_last:
+            shift_h, shift_w = (kh - 1) * geo.dilation[0] // geo.stride[0], (kw - 1) * geo.dilation[1] // geo.stride[1]
+            wq = max(wo + shift_w, -(-(left + w) // geo.stride[1]))
+            hq = max(ho + shift_h + (1 if shift_w else 0), -(-(top + h) // geo.stride[0]))
+            self.grid = (hq, wq)
+        self.macs = n * cout * ho * wo * kh * kw
+        self.run_loop: Any = None
+
+    fuses_activations = True
+
+    def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
+        self.codes, self.params = codes, params
+        return True
+
+    def prepare(self) -> None:
+        x = np.zeros((1, 1, 1, 1), np.float32)
+        weights = self.weights
+        if self.channels_last:
+            self.run_loop = self.loop("conv", "depthwise_last", x, weights.last, weights.bias, x, *self.geometry, 0, 0,
+                                      self.codes, self.params)
+        else:
+            self.run_loop = self.loop("conv", "depthwise_first", x, weights.first, weights.bias, x, *self.geometry,
+                                      *self.grid, 0, 0, self.codes, self.params)
+
+    def _call(self, x: np.ndarray, out: np.ndarray, c0: int, c1: int) -> None:
+        weights = self.weights
+        if self.channels_last:
+            self.run_loop(x, weights.last, weights.bias, out, *self.geometry, c0, c1, self.codes, self.params)
+        else:
+            self.run_loop(x, weights.first, weights.bias, out, *self.geometry, *self.grid, c0, c1, self.codes,
+                          self.params)
+
+    def _views(self, inputs: list[Any], outputs: list[Any] | None) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        x = fitted(np.asarray(inputs[0]).reshape(self.shape))
+        if outputs is not None and fits(outputs[0]):
+            return x, outputs[0].reshape(self.out_shape), outputs
+        out = np.empty(self.output_specs[0].shape, FLOAT32)
+        return x, out.reshape(self.out_shape), [out]
+
+    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
+        x, out, result = self._views(inputs, outputs)
+        self._call(x, out, 0, self.out_shape[1])
+        if outputs is not None and result is not outputs:
+            np.copyto(outputs[0], result[0])
+            return outputs
+        return result
+
+    def splits(self) -> bool:
+        return self.macs >= SHARE_MIN_MACS and self.out_shape[1] >= 2
+
+    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
+        if count < 2 or not self.splits() or not fits(outputs[0]) or len(outputs[0].shape) != 4:
+            return None
+        x, out, _ = self._views(inputs, outputs)
+        every = slice(None)
+        return [Piece(partial(self._call, x, out, c0, c1), (every, slice(c0, c1)))
+                for c0, c1 in bounds(self.out_shape[1], count)]
+
+
+@cpu_kernel(Conv2d, Conv1d)
+class JitIm2colConv(JitKernel):
+    """A dense float32 convolution by im2col: the columns filled by a compiled loop, then
+    the numpy kernel's own product (with the bias folded into it where the numpy kernel
+    folds it), so the same bits; in bands of output rows when it runs alone while threads
+    idle. numpy's copy from a 7-D strided view of the padded input took 2-4x the loop's
+    time (see docs/benchmarks.md)."""
+
+    name = "jit im2col"
+
+    @classmethod
+    def accepts(cls, layer, inputs, outputs, hints) -> bool:
+        x = inputs[0] if inputs else None
+        if not (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and len(x.shape) in (layer.spatial + 1,
+                                                                                          layer.spatial + 2)):
+            return False
+        geo = layer.geometry
+        if geo.groups != 1 or geo.padding_mode != "zeros" or layer.weight.dtype != FLOAT32 or min(outputs[0].shape) < 1:
+            return False
+        shape = _lifted(layer, x.shape)
+        conv = _Conv2dKernel.shared(layer, hints)
+        return conv is not None and conv.path(shape, x.dtype) == "im2col"
+
+    def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
+        super().__init__(layer, inputs, outputs, hints, device)
+        self.conv = _Conv2dKernel.shared(layer, hints, device)
+        self.shape = _lifted(layer, inputs[0].shape)
+        self.out_shape = _lifted(layer, outputs[0].shape)
+        n, c, h, w = self.shape
+        _, cout, ho, wo = self.out_shape
+        kh, kw = self.conv.kernel_size
+        (top, _), (left, _) = self.conv.pads
+        geo = layer.geometry
+        self.geometry = (kh, kw, *geo.stride, *geo.dilation, top, left)
+        self.fold = self.conv.biased is not None and self.conv.biased.dtype == FLOAT32
+        self.matrix = self.conv.biased[0] if self.fold else self.conv.matrix[0]
+        self.column = None if self.fold or self.conv.bias is None else self.conv.bias.reshape(cout, 1)
+        self.depth = c * kh * kw + (1 if self.fold else 0)
+        self.run_loop: Any = None
+
+    def prepare(self) -> None:
+        x = np.zeros((1, 1, 1), np.float32)
+        self.run_loop = self.loop("conv", "im2col", x, x[0], *self.geometry, 0, 0, 0, False)
+
+    def _rows(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
+        """Output rows ``r0:r1`` of every image."""
+        _, cout, ho, wo = self.out_shape
+        cols = self.device.scratch.take("jit cols", (self.depth, (r1 - r0) * wo), FLOAT32)
+        for image in range(self.shape[0]):
+            self.run_loop(x[image], cols, *self.geometry, r0, r1, wo, self.fold)
+            band = out[image].reshape(cout, ho * wo)[:, r0 * wo:r1 * wo]
+            np.matmul(self.matrix, cols, out=band)
+            if self.column is not None:
+                np.add(band, self.column, out=band)
+
+    def _views(self, inputs: list[Any], outputs: list[Any] | None) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        x = fitted(np.asarray(inputs[0]).reshape(self.shape))
+        if outputs is not None and fits(outputs[0]):
+            return x, outputs[0].reshape(self.out_shape), outputs
+        out = np.empty(self.output_specs[0].shape, FLOAT32)
+        return x, out.reshape(self.out_shape), [out]
+
+    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
+        x, out, result = self._views(inputs, outputs)
+        self._rows(x, out, 0, self.out_shape[2])
+        if outputs is not None and result is not outputs:
+            np.copyto(outputs[0], result[0])
+            return outputs
+        return result
+
+    def splits(self) -> bool:
+        x = self.input_specs[0]
+        return len(x.shape) == 4 and self.conv.splits(self.shape, x.dtype)
+
+    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
+        if count < 2 or not self.splits() or not fits(outputs[0]):
+            return None
+        x, out, _ = self._views(inputs, outputs)
+        every = slice(None)
+        return [Piece(partial(self._rows, x, out, r0, r1), (every, every, slice(r0, r1)))
+                for r0, r1 in bounds(self.out_shape[2], count)]
+
+
+class _Conv2dKernel:
+    """The numpy kernel's laid-out weight a stored convolution's kernels share (the one
+    :class:`graphexec.devices.cpu.conv.StoredConv` uses), as it runs with ``hints``."""
+
+    @staticmethod
+    def shared(layer: Any, hints: Hints, device: Any = None) -> Any:
+        from graphexec.devices.cpu._conv_math import Conv2dKernel
+
+        if device is None:  # only asked which path it takes: a layout of its own (views of the layer's weight)
+            conv = Conv2dKernel(layer.weight, layer.bias, layer.geometry, biased=layer.weight_and_bias)
+            return conv.without_winograd() if hints.blas_threads > 1 else conv
+        conv = device.shared.get(layer, "conv2d", lambda: Conv2dKernel(
+            layer.weight, layer.bias, layer.geometry, scratch=device.scratch, biased=layer.weight_and_bias))
+        if hints.blas_threads > 1:
+            conv = device.shared.get(layer, "conv2d without winograd", conv.without_winograd)
+        return conv

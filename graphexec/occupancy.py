@@ -1,0 +1,136 @@
+"""How busy the cores are, as a run starts: the runs already in flight in this process, and
+the load other processes put on the cores this process may use.
+
+An engine that chose its own threads (:mod:`graphexec.threads`) runs on several only where
+they are really free. Threads the machine cannot give slow a run down rather than speed it
+up: a worker waits for a core, a BLAS thread spins while its partner is descheduled, and
+a run that should take 10 ms took 30-300 ms at a load average of 6-10 on 2 cores. So each
+run of such an engine asks :func:`room_for` first and, where the cores are taken, runs as
+``threads=1, intra_op_threads=1`` would.
+
+Other processes' load is read from ``/proc/stat`` (the busy time of the CPUs this
+process may use) less this process's own CPU time, over the time since the last reading,
+at most every :data:`SAMPLE_SECONDS`; until a first interval is over (and where there is no
+``/proc/stat``), from the load average. Runs in flight are counted here by every engine of
+the process, whether it adapts or not.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+#: The shortest interval over which other processes' load is measured (``/proc/stat``
+#: counts in ticks of 10 ms: over 0.1 s on 2 CPUs, to 5% of a core).
+SAMPLE_SECONDS = 0.1
+#: How much of a core other processes may take, beyond the cores the engine leaves free,
+#: before it runs on one thread.
+SPARE_CORE = 0.3
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class Occupancy:
+    """The process's view of its cores (one per process: :func:`occupancy`)."""
+
+    def __init__(self, stat_path: str = "/proc/stat"):
+        self.stat_path = stat_path
+        self._lock = threading.Lock()
+        #: Runs in flight in this process (every engine's).
+        self.running = 0
+        self._last: tuple[float, int, int, float] | None = None
+        #: Cores' worth of other processes' work over the last interval (None: not yet known).
+        self.foreign: float | None = None
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        """Counts a run in flight for the duration of the block."""
+        with self._lock:
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.running -= 1
+
+    def room_for(self, threads: int, cores: int) -> bool:
+        """Whether a run may use ``threads`` of the process's ``cores`` now: no other run in
+        flight here, and other processes leave that many cores (within :data:`SPARE_CORE`)."""
+        if self.running:
+            return False
+        foreign = self.foreign_cores()
+        return foreign <= cores - threads + SPARE_CORE
+
+    def foreign_cores(self) -> float:
+        """Cores' worth of work of other processes on this process's CPUs, lately."""
+        now = time.monotonic()
+        last = self._last
+        if last is None or now - last[0] >= SAMPLE_SECONDS:
+            sample = self._sample(now)
+            if sample is not None:
+                if last is not None:
+                    busy, total, ours = sample[1] - last[1], sample[2] - last[2], (sample[3] - last[3]) * _TICKS
+                    cpus = max(1, len(_cpus()))
+                    self.foreign = max(0.0, busy - ours) / max(1, total) * cpus
+                self._last = sample
+        if self.foreign is not None:
+            return self.foreign
+        return _load_average()
+
+    def _sample(self, now: float) -> tuple[float, int, int, float] | None:
+        """(time, busy ticks, all ticks) of this process's CPUs, and its own CPU seconds."""
+        wanted = _cpus()
+        busy = total = 0
+        try:
+            with open(self.stat_path, "rb") as f:
+                for line in f:  # the cpu lines come first; the long ones after them are never split
+                    if not line.startswith(b"cpu"):
+                        break
+                    name, *fields = line.split(maxsplit=9)
+                    if name == b"cpu" or int(name[3:]) not in wanted:
+                        continue
+                    ticks = [int(v) for v in fields[:8]]
+                    idle = ticks[3] + ticks[4]  # idle, iowait
+                    total += sum(ticks)
+                    busy += sum(ticks) - idle
+        except (OSError, ValueError):
+            return None
+        if total == 0:
+            return None
+        return now, busy, total, time.process_time()
+
+
+def _cpus() -> set[int]:
+    try:
+        return os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))
+
+
+def _load_average() -> float:
+    """The 1-minute load average (this process's own runs included), 0 where unknown."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+
+
+_OCCUPANCY = Occupancy()
+
+
+def occupancy() -> Occupancy:
+    """The process's :class:`Occupancy`."""
+    return _OCCUPANCY
+
+
+def _after_fork_in_child() -> None:
+    """A fork's child has no runs in flight, and its own CPU time starts again."""
+    global _OCCUPANCY
+    _OCCUPANCY = Occupancy()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,271 @@
+"""The compiled CPU kernels (the jit extra) against their layers' numpy forwards: within
+1e-6 of the output's range, the same bits run after run and whatever pieces they are cut
+into, NaN and infinities as numpy gives them; and the device takes them before the numpy
+kernels only where it uses the jit tier."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from graphexec.devices.base import Hints  # noqa: E402
+from graphexec.devices.cpu import CpuDevice  # noqa: E402
+from graphexec.devices.cpu.jit.activation import JitActivation  # noqa: E402
+from graphexec.devices.cpu.jit.base import JitKernel  # noqa: E402
+from graphexec.devices.cpu.jit.conv import JitDepthwiseConv, JitIm2colConv  # noqa: E402
+from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
+from graphexec.devices.cpu.jit.pooling import JitPool  # noqa: E402
+from graphexec.layers.fused import Fused  # noqa: E402
+from graphexec.layers.specs import spec_of  # noqa: E402
+
+from tests.devices.cpu.kernels import kernel_for  # noqa: E402
+from tests.devices.cpu.test_conv_math import conv_layer  # noqa: E402
+from tests.layers.test_conv import make  # noqa: E402
+
+JIT = CpuDevice(("jit", "numpy"))
+NUMPY = CpuDevice(("numpy",))
+ACTIVATIONS = [("nn.ReLU", {}), ("nn.ReLU6", {}), ("nn.Hardtanh", {"min_val": -0.5, "max_val": 2.0}),
+               ("nn.LeakyReLU", {"negative_slope": 0.1}), ("nn.Hardswish", {}), ("nn.Hardsigmoid", {}),
+               ("nn.Sigmoid", {}), ("nn.SiLU", {}), ("nn.GELU", {})]
+
+
+def assert_near(got: np.ndarray, want: np.ndarray, rel: float = 1e-6) -> None:
+    """Within ``rel`` of the reference's largest magnitude, NaN where it has NaN."""
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    scale = max(float(np.abs(want[finite]).max(initial=0.0)), 1e-30)
+    assert float(np.abs(got[finite].astype(np.float64) - want[finite]).max(initial=0.0)) <= rel * scale
+
+
+def run_whole_and_in_pieces(kernel, inputs, count=3):
+    """The kernel's output run whole twice (the same bits) and, when it cuts itself into
+    pieces, run as them (the same bits again)."""
+    (first,) = kernel.run(inputs)
+    out = np.full_like(first, np.nan)
+    kernel.run(inputs, [out])
+    np.testing.assert_array_equal(out, first)
+    if kernel.splits():
+        pieces = kernel.pieces(inputs, [np.full_like(first, np.nan)], count)
+        assert pieces is not None and len(pieces) >= 2
+        into = np.full_like(first, np.nan)
+        pieces = kernel.pieces(inputs, [into], count)
+        for piece in reversed(pieces):
+            piece.run()
+        np.testing.assert_array_equal(into, first)
+    return first
+
+
+# -- depthwise convolutions ------------------------------------------------------------------
+DEPTHWISE = [  # channels, multiplier, kernel, stride, padding, dilation, input shape
+    (16, 1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 16, 30, 30)),       # channels first
+    (16, 1, (3, 3), (2, 2), (1, 1), (1, 1), (1, 16, 31, 29)),
+    (24, 1, (5, 5), (2, 2), (2, 2), (1, 1), (2, 24, 28, 28)),
+    (96, 1, (5, 5), (1, 1), (2, 2), (1, 1), (1, 96, 7, 7)),         # channels last
+    (96, 1, (3, 3), (2, 2), (1, 1), (1, 1), (2, 96, 14, 13)),
+    (64, 1, (3, 3), (1, 1), (2, 2), (2, 2), (1, 64, 12, 12)),       # dilated
+    (8, 2, (3, 3), (1, 1), (1, 1), (1, 1), (1, 8, 20, 20)),         # two outputs per channel
+    (12, 1, (3, 5), (1, 2), (0, 2), (1, 1), (1, 12, 9, 40)),        # unequal, no padding on top
+    (128, 1, (3, 3), (1, 1), (0, 0), (1, 1), (1, 128, 5, 5)),
+    (32, 1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 32, 112, 112)),     # large: in pieces
+    (576, 1, (5, 5), (1, 1), (2, 2), (1, 1), (1, 576, 14, 14)),
+]
+
+
+@pytest.mark.parametrize("channels, mult, kernel, stride, padding, dilation, shape", DEPTHWISE)
+def test_depthwise_matches_the_layers_forward_whole_and_in_pieces(channels, mult, kernel, stride, padding, dilation,
+                                                                  shape):
+    rng = np.random.default_rng(channels + kernel[0])
+    layer, _, _ = conv_layer(rng, channels, channels * mult, kernel, stride=stride, padding=padding,
+                             dilation=dilation, groups=channels)
+    x = rng.standard_normal(shape).astype(np.float32)
+    k = kernel_for(layer, [x], Hints(pieces=3), device=JIT)
+    assert isinstance(k, JitDepthwiseConv)
+    assert k.channels_last == (mult == 1 and k.out_shape[2] * k.out_shape[3] <= 256)
+    got = run_whole_and_in_pieces(k, [x])
+    assert_near(got, layer.forward([x])[0])
+
+
+def test_depthwise_1d_and_unbatched_inputs():
+    rng = np.random.default_rng(1)
+    layer, _, _ = conv_layer(rng, 10, 10, (5,), stride=(2,), padding=(2,), groups=10, spatial=1)
+    for x in (rng.standard_normal((2, 10, 37)).astype(np.float32), rng.standard_normal((10, 37)).astype(np.float32)):
+        k = kernel_for(layer, [x], device=JIT)
+        assert isinstance(k, JitDepthwiseConv)
+        assert_near(k.run([x])[0], layer.forward([x])[0])
+
+
+def test_depthwise_takes_strided_and_read_only_inputs():
+    rng = np.random.default_rng(2)
+    layer, _, _ = conv_layer(rng, 8, 8, (3, 3), padding=(1, 1), groups=8)
+    x = rng.standard_normal((1, 8, 12, 24)).astype(np.float32)[:, :, :, ::2]
+    k = kernel_for(layer, [np.ascontiguousarray(x)], device=JIT)
+    want = layer.forward([x])[0]
+    assert_near(k.run([x])[0], want)
+    frozen = np.ascontiguousarray(x)
+    frozen.flags.writeable = False
+    assert_near(k.run([frozen])[0], want)
+
+
+@pytest.mark.parametrize("name, params", ACTIVATIONS)
+def test_depthwise_with_a_fused_activation_applies_it_in_its_loops(name, params):
+    rng = np.random.default_rng(3)
+    head, _, _ = conv_layer(rng, 32, 32, (3, 3), stride=(2, 2), padding=(1, 1), groups=32)
+    fused = Fused(head, (make(name, params),))
+    x = (3 * rng.standard_normal((1, 32, 20, 20))).astype(np.float32)
+    k = kernel_for(fused, [x], Hints(pieces=2), device=JIT)
+    assert isinstance(k, JitFused) and k.inside
+    assert_near(run_whole_and_in_pieces(k, [x], 2), fused.forward([x])[0])
+
+
+@pytest.mark.parametrize("kernel, padding, head", [((1, 1), (0, 0), None), ((3, 3), (1, 1), JitIm2colConv)])
+def test_a_blas_convolution_with_fused_activations_applies_them_in_one_pass(kernel, padding, head):
+    """A 1x1 convolution is the numpy kernel's product, a 3x3 one by im2col fills its
+    columns compiled; either way the activations follow in one compiled pass."""
+    rng = np.random.default_rng(4)
+    conv, _, _ = conv_layer(rng, 16, 24, kernel, padding=padding)
+    fused = Fused(conv, (make("nn.Hardswish", {}), make("nn.ReLU6", {})))
+    x = (2 * rng.standard_normal((2, 16, 15, 15))).astype(np.float32)
+    k = kernel_for(fused, [x], device=JIT)
+    assert isinstance(k, JitFused) and not k.inside
+    assert isinstance(k.head, head) if head is not None else not isinstance(k.head, JitKernel)
+    assert_near(run_whole_and_in_pieces(k, [x]), fused.forward([x])[0])
+
+
+# -- activations -----------------------------------------------------------------------------
+@pytest.mark.parametrize("name, params", ACTIVATIONS)
+def test_activation_matches_the_layers_forward_with_nan_and_infinities(name, params):
+    layer = make(name, params)
+    rng = np.random.default_rng(5)
+    x = (8 * rng.standard_normal((3, 100, 401))).astype(np.float32)
+    x.flat[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 100.0, -100.0, 89.0]
+    specs = [spec_of(x)]
+    k = JitActivation(layer, specs, layer.infer(specs), Hints(pieces=3), JIT)  # whether the device takes it or not
+    k.prepare()
+    got = run_whole_and_in_pieces(k, [x])
+    with np.errstate(all="ignore"):
+        want = layer.forward([x])[0]
+    assert_near(got, want)
+    into = x.copy()
+    k.run([into], [into])  # in place
+    np.testing.assert_array_equal(into, got)
+
+
+def test_activations_the_loops_do_not_compute_stay_on_numpy():
+    x = np.zeros((4, 4), np.float32)
+    assert not isinstance(kernel_for(make("nn.GELU", {"approximate": "tanh"}), [x], device=JIT), JitKernel)
+    assert not isinstance(kernel_for(make("nn.Hardswish", {}), [x.astype(np.float64)], device=JIT), JitKernel)
+    assert not isinstance(kernel_for(make("nn.Hardswish", {}), [x], device=NUMPY), JitKernel)
+
+
+def test_alone_only_the_activations_a_compiled_pass_does_faster_run_compiled():
+    """Hardswish and GELU alone, or after a BLAS convolution, run compiled; SiLU and ReLU
+    there stay with numpy (its loops are as fast or faster); inside a compiled
+    convolution's loops every activation runs compiled."""
+    x = np.zeros((1, 8, 6, 6), np.float32)
+    taken = {name: isinstance(kernel_for(make(name, params), [x], device=JIT), JitKernel)
+             for name, params in ACTIVATIONS}
+    assert taken == {"nn.ReLU": False, "nn.ReLU6": False, "nn.Hardtanh": False, "nn.LeakyReLU": True,
+                     "nn.Hardswish": True, "nn.Hardsigmoid": True, "nn.Sigmoid": False, "nn.SiLU": False,
+                     "nn.GELU": True}
+    rng = np.random.default_rng(8)
+    dense, _, _ = conv_layer(rng, 8, 8, (3, 3), padding=(1, 1))
+    depthwise, _, _ = conv_layer(rng, 8, 8, (3, 3), padding=(1, 1), groups=8)
+    assert not isinstance(kernel_for(Fused(dense, (make("nn.SiLU", {}),)), [x], device=JIT), JitKernel)
+    assert isinstance(kernel_for(Fused(dense, (make("nn.Hardswish", {}),)), [x], device=JIT), JitFused)
+    inside = kernel_for(Fused(depthwise, (make("nn.SiLU", {}),)), [x], device=JIT)
+    assert isinstance(inside, JitFused) and inside.inside
+
+
+# -- pooling ---------------------------------------------------------------------------------
+POOLS = [  # type, kernel, stride, padding, ceil_mode, extra params, input shape
+    ("nn.MaxPool2d", 3, 2, 0, True, {}, (1, 16, 27, 27)),
+    ("nn.MaxPool2d", 3, 1, 1, False, {}, (2, 8, 14, 14)),
+    ("nn.MaxPool2d", 3, 2, 1, False, {"dilation": [2, 2]}, (1, 4, 21, 17)),
+    ("nn.AvgPool2d", 3, 1, 1, False, {"count_include_pad": False}, (1, 12, 17, 17)),
+    ("nn.AvgPool2d", 2, 2, 0, False, {}, (2, 6, 28, 28)),
+    ("nn.AvgPool2d", 3, 2, 1, True, {"count_include_pad": True}, (1, 5, 16, 15)),
+    ("nn.AvgPool2d", 3, 2, 1, True, {"divisor_override": 4}, (1, 5, 16, 15)),
+    ("nn.MaxPool1d", 3, 2, 1, True, {}, (2, 6, 33)),
+    ("nn.AvgPool1d", 4, 3, 2, False, {}, (6, 33)),
+]
+
+
+@pytest.mark.parametrize("name, k, s, p, ceil, extra, shape", POOLS)
+def test_pool_matches_the_layers_forward(name, k, s, p, ceil, extra, shape):
+    spatial = 1 if name.endswith("1d") else 2
+    params = {"kernel_size": [k] * spatial, "stride": [s] * spatial, "padding": [p] * spatial, "ceil_mode": ceil}
+    params.update({key: value[:spatial] if isinstance(value, list) else value for key, value in extra.items()})
+    layer = make(name, params)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.flat[5] = np.nan
+    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    assert isinstance(k, JitPool)
+    want = layer.forward([x])[0]
+    got = run_whole_and_in_pieces(k, [x], 2)
+    if name.startswith("nn.Max"):
+        np.testing.assert_array_equal(got, want)  # a maximum is exact
+    else:
+        assert_near(got, want)
+
+
+def test_large_pools_are_cut_into_pieces_of_the_same_bits():
+    layer = make("nn.MaxPool2d", {"kernel_size": [3, 3], "stride": [2, 2], "padding": [0, 0], "ceil_mode": True})
+    x = np.random.default_rng(7).standard_normal((1, 64, 112, 112)).astype(np.float32)
+    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    assert k.splits()
+    np.testing.assert_array_equal(run_whole_and_in_pieces(k, [x], 2), layer.forward([x])[0])
+
+
+@pytest.mark.parametrize("name", ["nn.Sigmoid", "nn.SiLU"])
+def test_compiled_exp_is_within_a_few_ulp_elementwise(name):
+    """Sigmoid and SiLU through the compiled exp: each element within 1e-6 of float64's
+    answer, relative to itself (a tolerance over the output's range would miss a wrong
+    coefficient of the polynomial)."""
+    layer = make(name, {})
+    x = np.linspace(-80, 80, 400_001, dtype=np.float32)
+    specs = [spec_of(x)]
+    k = JitActivation(layer, specs, layer.infer(specs), Hints(), JIT)
+    k.prepare()
+    got = k.run([x])[0].astype(np.float64)
+    sigmoid = 1 / (1 + np.exp(-x.astype(np.float64)))
+    want = sigmoid if name == "nn.Sigmoid" else x * sigmoid
+    big = np.abs(want) > 1e-30
+    assert float(np.max(np.abs(got[big] - want[big]) / np.abs(want[big]))) <= 1e-6
+
+
+# -- dense convolutions by im2col -------------------------------------------------------------
+IM2COL = [  # cin, cout, kernel, stride, padding, dilation, input shape
+    (8, 12, (3, 3), (1, 1), (1, 1), (1, 1), (1, 8, 20, 18)),
+    (6, 10, (5, 3), (2, 1), (2, 1), (1, 1), (2, 6, 11, 9)),
+    (3, 16, (7, 7), (2, 2), (3, 3), (1, 1), (1, 3, 40, 38)),
+    (4, 24, (3, 3), (1, 1), (2, 2), (2, 2), (1, 4, 15, 15)),      # widening: the bias in the product
+    (8, 8, (1, 1), (2, 2), (0, 0), (1, 1), (1, 8, 9, 11)),
+    (16, 32, (3, 3), (1, 1), (1, 1), (1, 1), (1, 16, 112, 112)),  # large: in pieces
+]
+
+
+@pytest.mark.parametrize("cin, cout, kernel, stride, padding, dilation, shape", IM2COL)
+def test_im2col_gives_the_numpy_kernels_bits_whole_and_in_pieces(cin, cout, kernel, stride, padding, dilation, shape):
+    rng = np.random.default_rng(cin * cout)
+    layer, _, _ = conv_layer(rng, cin, cout, kernel, stride=stride, padding=padding, dilation=dilation)
+    x = rng.standard_normal(shape).astype(np.float32)
+    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    if not isinstance(k, JitIm2colConv):
+        pytest.skip(f"the numpy kernel takes another path here: {k.name}")
+    got = run_whole_and_in_pieces(k, [x], 2)
+    np.testing.assert_array_equal(got, kernel_for(layer, [x], device=NUMPY).run([x])[0])
+    assert_near(got, layer.forward([x])[0], 2e-6)
+
+
+def test_im2col_of_1d_and_unbatched_inputs():
+    rng = np.random.default_rng(9)
+    layer, _, _ = conv_layer(rng, 4, 6, (5,), stride=(2,), padding=(2,), spatial=1)
+    for x in (rng.standard_normal((2, 4, 37)).astype(np.float32), rng.standard_normal((4, 37)).astype(np.float32)):
+        k = kernel_for(layer, [x], device=JIT)
+        assert isinstance(k, JitIm2colConv)
+        np.testing.assert_array_equal(k.run([x])[0], kernel_for(layer, [x], device=NUMPY).run([x])[0])

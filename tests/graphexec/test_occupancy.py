@@ -1,0 +1,119 @@
+"""How busy the cores are as a run starts: runs in flight in the process, other processes'
+load from /proc/stat; an engine that chose several threads runs as threads=1,
+intra_op_threads=1 (with that engine's plan and bits) while the cores are taken."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from graphexec import Engine
+from graphexec import occupancy as occupancy_module
+from graphexec.occupancy import SAMPLE_SECONDS, Occupancy
+from tests.paths import REPO
+
+MODELS = REPO / "examples" / "models"
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def stat(tmp_path, busy: list[int], idle: list[int]):
+    lines = ["cpu  0 0 0 0 0 0 0 0 0 0"]
+    lines += [f"cpu{k} {b} 0 0 {i} 0 0 0 0 0 0" for k, (b, i) in enumerate(zip(busy, idle))]
+    (tmp_path / "stat").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def two_cpus(monkeypatch):
+    monkeypatch.setattr(occupancy_module, "_cpus", lambda: {0, 1})
+    monkeypatch.setattr(occupancy_module, "_TICKS", 100)
+    clock, cpu = Clock(), Clock()
+    cpu.now = 0.0
+    monkeypatch.setattr(occupancy_module.time, "monotonic", clock)
+    monkeypatch.setattr(occupancy_module.time, "process_time", cpu)
+    return clock, cpu
+
+
+@pytest.mark.other_processes
+def test_other_processes_load_is_the_cpus_busy_time_less_this_processs(tmp_path, two_cpus, monkeypatch):
+    clock, cpu = two_cpus
+    monkeypatch.setattr(occupancy_module, "_load_average", lambda: 5.0)
+    stat(tmp_path, [0, 0], [100, 100])
+    watch = Occupancy(str(tmp_path / "stat"))
+    assert watch.foreign_cores() == 5.0  # no interval yet: the load average
+    clock.now += 1.0
+    cpu.now += 0.8                       # this process: 80 ticks of the 150 busy ones of 200
+    stat(tmp_path, [100, 50], [100, 150])
+    assert watch.foreign_cores() == pytest.approx(0.7)
+    assert not watch.room_for(2, 2) and watch.room_for(1, 2)
+    clock.now += SAMPLE_SECONDS / 2      # too soon to read again: the last estimate
+    stat(tmp_path, [100, 50], [1000, 1000])
+    assert watch.foreign_cores() == pytest.approx(0.7)
+    clock.now += 1.0
+    stat(tmp_path, [110, 60], [190, 240])
+    assert watch.foreign_cores() == pytest.approx(0.2) and watch.room_for(2, 2)
+
+
+def test_a_run_in_flight_leaves_no_room(tmp_path, two_cpus):
+    stat(tmp_path, [0, 0], [0, 0])
+    watch = Occupancy(str(tmp_path / "stat"))
+    watch.foreign = 0.0
+    watch._last = (two_cpus[0].now, 0, 0, 0.0)
+    assert watch.room_for(2, 2)
+    with watch.run():
+        assert not watch.room_for(2, 2)
+    assert watch.room_for(2, 2)
+
+
+@pytest.mark.other_processes
+def test_without_proc_stat_the_load_average_says(tmp_path, two_cpus, monkeypatch):
+    monkeypatch.setattr(occupancy_module, "_load_average", lambda: 0.2)
+    watch = Occupancy(str(tmp_path / "missing"))
+    assert watch.foreign_cores() == 0.2 and watch.room_for(2, 2)
+
+
+@pytest.mark.parametrize("room", [False, True])
+def test_a_default_engine_on_busy_cores_runs_as_one_thread_would(monkeypatch, room):
+    engine = Engine.load(MODELS / "inception_mini.pnnx.param", share_nodes=True)
+    if not engine.policy.adapts:
+        pytest.skip("one core: the default engine is on one thread already")
+    one = Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, intra_op_threads=1)
+    monkeypatch.setattr(Occupancy, "room_for", lambda self, threads, cores: room)
+    x = np.random.default_rng(0).standard_normal(engine.input_shapes["in0"]).astype(np.float32)
+    got = engine.forward(x)
+    assert (engine._alone is not None) != room
+    if not room:
+        np.testing.assert_array_equal(got, one.forward(x))  # the same plan, so the same bits
+    np.testing.assert_allclose(got, one.forward(x), rtol=1e-4, atol=1e-5)
+
+
+def test_runs_in_flight_are_counted_across_engines():
+    engine = Engine.load(MODELS / "wide.pnnx.param", threads=1, intra_op_threads=1)
+    x = np.load(MODELS / "wide.io.npz")["in0"]
+    seen = []
+    kernel = engine.plan().nodes[0].kernel
+    original = kernel.run
+
+    def watched(inputs, outputs=None):
+        seen.append(occupancy_module.occupancy().running)
+        return original(inputs, outputs)
+
+    kernel.run = watched
+    try:
+        engine.forward(x)
+        threads = [threading.Thread(target=engine.forward, args=(x,)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        del kernel.run
+    assert seen[0] == 1 and max(seen) >= 1 and occupancy_module.occupancy().running == 0

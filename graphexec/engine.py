@@ -38,6 +38,7 @@ from graphexec.ir import Dim, Graph
 from graphexec.layers.registry import lookup
 from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec
 from graphexec.memory import ArenaPool, MemoryPlan
+from graphexec.replay import Replay
 from graphexec.options import EngineOptions
 from graphexec.placement import Placement, cpu_placement
 from graphexec.plan import Plan
@@ -119,6 +120,9 @@ class Engine:
         #: Arenas per cached plan; they go when the plan leaves the cache.
         self._arena_pools: weakref.WeakKeyDictionary[Plan, ArenaPool] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        if self.device is not None and first_plan is not None and self.reuse_memory \
+                and first_plan.peak_bytes <= self.memory_limit:
+            self._arenas(first_plan)  # the device's launches are prepared at load, not in the first run
 
     @classmethod
     def load(cls, param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None, *,
@@ -247,8 +251,9 @@ class Engine:
             memory = MemoryPlan(plan)  # outside the lock: concurrent callers may both make it, one wins
             logger.debug("memory plan: {} tensors in a {} MiB arena ({} MiB without reuse)",
                          len(memory.regions), _mib(memory.arena_bytes, 2), _mib(memory.unshared_bytes, 2))
+            replay = Replay.prepare(plan, memory)  # the device's launches, now that offsets are known
             with self._lock:
-                pool = self._arena_pools.setdefault(plan, ArenaPool(memory))
+                pool = self._arena_pools.setdefault(plan, ArenaPool(memory, replay=replay))
         return pool
 
     def _check_cpu_types(self) -> None:
@@ -285,8 +290,10 @@ class Engine:
         wanted = self._inputs.extractable(extract)
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
         plan = self.planner.plan(given)
-        if plan.fused_away.intersection(wanted):  # operands rewrites removed: without those rewrites
-            off = frozenset(name for name, gone in plan.removed.items() if gone.intersection(wanted))
+        off: frozenset[str] = frozenset()
+        while plan.fused_away.intersection(wanted):  # operands rewrites removed: without those rewrites
+            # (a later pass may remove one again once an earlier one is off: each round turns one more off)
+            off |= frozenset(name for name, gone in plan.removed.items() if gone.intersection(wanted))
             plan = self.planner.plan(given, off=off)
         if plan.peak_bytes > self.memory_limit:
             shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
@@ -299,14 +306,16 @@ class Engine:
             keep = plan.placement.stored_names(keep)
         options = self._inputs.run_options(timeout, check_finite, feeds)
         # extracted intermediates must outlive their arena regions: such a run allocates afresh
-        arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
+        pool = self._arenas(plan) if self.reuse_memory and not wanted else None
+        arena = pool.lease() if pool is not None else nullcontext()
         policy = self.policy
         with blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline), arena as buffers:
             if policy.threads == 1 and self.options.executor is None and trace is None:
                 shared = plan.regions.shared if plan.regions is not None else frozenset()
                 spreader = self.pools.spreader() if shared else None
                 with self._helpers_apart(policy.intra_op_threads > 1 or bool(shared)):
-                    values = run_sequential(plan, feeds, keep, options, buffers, shared, spreader)
+                    values = run_sequential(plan, feeds, keep, options, buffers, shared, spreader,
+                                            replay=pool.replay if pool is not None else None)
             else:
                 values = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
         if plan.placement is not None:

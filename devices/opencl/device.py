@@ -308,7 +308,7 @@ class OpenCLDevice(Device):
             tensor = out
         if host.nbytes:
             q = self.queue(queue)
-            with translated(f"uploading {host.shape} {host.dtype} to {self.name}"), self.host_calls:
+            with translated(lambda: f"uploading {host.shape} {host.dtype} to {self.name}"), self.host_calls:
                 tensor.event = tensor.started = self._cl.enqueue_copy(
                     q, tensor.buffer, host, dst_offset=tensor.byte_offset, is_blocking=False)
                 q.flush()  # another queue may wait on this copy at once
@@ -323,7 +323,7 @@ class OpenCLDevice(Device):
             raise DeviceError(f"cannot download {tensor.shape} {tensor.dtype} into an array of {out.shape} {out.dtype}")
         if out.nbytes:
             wait = [tensor.event] if tensor.event is not None else None
-            with translated(f"downloading {tensor.shape} {tensor.dtype} from {self.name}"):
+            with translated(lambda: f"downloading {tensor.shape} {tensor.dtype} from {self.name}"):
                 with self.host_calls:
                     copied = self._cl.enqueue_copy(self.queue(queue), out, tensor.buffer,
                                                    src_offset=tensor.byte_offset, wait_for=wait, is_blocking=False)

@@ -224,7 +224,7 @@ def _record(device: OpenCLDevice, node: ReplayNode, templates: dict[str, DeviceT
     recorder = Recorder(device, kernel.queue, given if writes else None, scratch, node.index)  # type: ignore[attr-defined]
     try:
         made = recorder.finish(op.run(recorder, layer, list(inputs)))
-    except Exception as exc:  # run node by node, where the same failure names the node
+    except Exception as exc:  # noqa: BLE001  (any failure: the node runs node by node, where it names itself)
         logger.debug("{} ({}) is not replayed: {}: {}", layer.name, layer.type, type(exc).__name__, exc)
         return None
     if len(made) != len(node.outputs):
@@ -345,7 +345,8 @@ class _Bound:
             flushes = tuple(queues[q] for q in command.flushes)
             queue = queues[command.queue]
             if isinstance(call, KernelCall):
-                with translated(lambda: f"preparing {layer.name} ({layer.type}) on {device.name}, kernel {call.name}"):
+                doing = f"preparing {layer.name} ({layer.type}) on {device.name}, kernel {call.name}"
+                with translated(doing):
                     with device.host_calls:
                         kernel = cl.Kernel(call.built.program, call.name)
                     for k, value in enumerate(call.args):

@@ -95,5 +95,5 @@ def fuse_chains(program: Program, specs: Mapping[str, Spec], allow: Callable[[La
         placed[positions[-1]] = Step(Chain(head, tuple(links), len(step.inputs)), tuple(inputs), (value,))
     if not placed:
         return program, frozenset()
-    steps = [placed[j] if j in placed else s for j, s in enumerate(program.steps) if j in placed or j not in absorbed]
+    steps = [placed.get(j, s) for j, s in enumerate(program.steps) if j in placed or j not in absorbed]
     return Program(program.graph, tuple(steps), program.inputs, program.outputs), frozenset(gone)

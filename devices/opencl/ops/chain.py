@@ -25,7 +25,7 @@ from typing import Any
 
 from graphexec.devices.opencl.ops.base import F32, Op, implements, op_for
 from graphexec.devices.opencl.ops.conv import ConvOp
-from graphexec.devices.opencl.ops.elementwise import ACTIVATIONS, ActivationOp, activation_kernel
+from graphexec.devices.opencl.ops.elementwise import ACTIVATIONS, activation_kernel
 from graphexec.devices.opencl.ops.expression import (
     MAX_RANK,
     ExpressionOp,
@@ -65,14 +65,11 @@ class Store:
 
 
 def _link_reason(link: Any) -> str | None:
+    """Why the store cannot apply ``link`` (None: it can): its op's own check."""
     layer = link.layer
-    if type(layer) in ACTIVATIONS:
-        return ActivationOp().check(layer)
-    if isinstance(layer, Expression):
-        expression = op_for(layer)
-        assert isinstance(expression, ExpressionOp)
-        return expression.compiled(layer).error
-    return f"{layer.type} is not an elementwise operator a store applies"
+    if type(layer) not in ACTIVATIONS and not isinstance(layer, Expression):
+        return f"{layer.type} is not an elementwise operator a store applies"
+    return op_for(layer).check(layer)  # type: ignore[union-attr]
 
 
 def _link_code(link: Any, chain_inputs: dict[int, str]) -> str:

@@ -76,7 +76,7 @@ def test_a_chain_takes_the_place_of_its_last_link_and_reads_only_what_is_made_be
 
 @pytest.mark.parametrize("kinds", [("nn.Conv2d", "nn.Linear"), ("nn.Conv2d",), ()])
 def test_the_chained_program_gives_the_unchained_reference_bits(kinds):
-    ins, want = load_io(CHAINS)
+    ins, _ = load_io(CHAINS)
     program, specs = program_and_specs(CHAINS / "model.pnnx.param", ins)
     fused, gone = fuse_chains(program, specs, heads_only(kinds))
     assert bool(gone) == bool(kinds)

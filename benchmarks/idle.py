@@ -6,8 +6,8 @@ engine with its threads placed on cores (the default) and left to the kernel
     python benchmarks/idle.py --pause 0.05 --rounds 20 googlenet efficientnet_b0
 
 A server answers requests as they come: between two calls its threads sleep, and where the
-kernel wakes a helper thread on its caller's core the call pays for it (see README,
-Threads). Prints, per network, the median latency of each engine back to back and after
+kernel wakes a helper thread on its caller's core the call pays for it (see
+docs/design/threads.md, Threads placed for each run). Prints, per network, the median latency of each engine back to back and after
 ``--pause`` seconds idle, engines interleaved round by round in one process. Outputs are
 checked against PyTorch's saved ones. A script, never run as a test.
 """

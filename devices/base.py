@@ -8,7 +8,7 @@
     ├── unsupported_reason(layer, inputs)   why it cannot run a layer for these specs (None: it can)
     ├── kernel(layer, inputs, outputs, hints) -> Kernel   how it runs one node, made at plan time
     ├── upload(array, queue, out) / download(tensor, queue, out)   moving tensors to and from it
-    ├── alloc(shape, dtype)             a tensor of its own (an arena's memory)
+    ├── alloc(shape, dtype), region(...)   a tensor of its own (an arena), a tensor inside one
     ├── warm_up(kernel)                 build and try a kernel once, before any run
     ├── prepare_replay(runs, regions, wanted)   runs of its nodes prepared as launches over the
     │                                   memory plan's arena, replayed as one (None: node by node)
@@ -172,6 +172,31 @@ class Kernel:
         return None
 
 
+class DeviceKernel(Kernel):
+    """A kernel that runs on a device other than the host: its outputs are new tensors of
+    the device (a view's share its input's memory), never written over an input."""
+
+    def __init__(self, device: Device, layer: Layer, inputs: Sequence[Spec], outputs: Sequence[Spec]):
+        super().__init__(layer, inputs, outputs)
+        self.device = device
+
+    @property
+    def writes_into(self) -> bool:
+        return not self.layer.is_view
+
+    @property
+    def fresh_outputs(self) -> bool:
+        return not self.layer.is_view
+
+    @property
+    def in_place(self) -> bool:
+        return False
+
+    @property
+    def home(self) -> str:  # type: ignore[override]
+        return self.device.kind
+
+
 class Device:
     """One place nodes run. Subclasses implement what they can do and say why not."""
 
@@ -199,6 +224,14 @@ class Device:
 
     def alloc(self, shape: tuple[int, ...], dtype: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} needs alloc")
+
+    def region(self, arena: Any, byte_offset: int, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A tensor of ``shape`` and ``dtype`` inside ``arena`` (a byte tensor from
+        :meth:`alloc`), ``byte_offset`` bytes in: where the memory plan puts a value. By
+        default ``arena`` is a numpy array."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return arena[byte_offset:byte_offset + count].view(dtype).reshape(shape)
 
     def warm_up(self, kernel: Kernel) -> None:
         """Build and try ``kernel`` once (raise DeviceError if it cannot run); by default

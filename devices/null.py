@@ -13,35 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.devices.base import Device, Hints, Kernel
+from graphexec.devices.base import Device, DeviceKernel, Hints, Kernel
 from graphexec.layers.base import Layer
 from graphexec.layers.specs import Spec, TensorSpec
 
 
-class NullKernel(Kernel):
+class NullKernel(DeviceKernel):
     """Records the run and writes zeros."""
 
     name = "null"
-
-    def __init__(self, device: NullDevice, layer: Layer, inputs: Sequence[Spec], outputs: Sequence[Spec]):
-        super().__init__(layer, inputs, outputs)
-        self.device = device
-
-    @property
-    def writes_into(self) -> bool:
-        return not self.layer.is_view
-
-    @property
-    def fresh_outputs(self) -> bool:
-        return not self.layer.is_view
-
-    @property
-    def in_place(self) -> bool:
-        return False
-
-    @property
-    def home(self) -> str:  # type: ignore[override]
-        return self.device.kind
+    device: NullDevice
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         self.device.record("run", self.layer.name)

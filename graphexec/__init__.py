@@ -22,18 +22,22 @@ from graphexec.errors import (
     InputError,
     InputShapeError,
     LayerConfigError,
+    MissingExtraError,
     ModelFormatError,
     NonFiniteError,
     OptionError,
+    RowError,
     RunTimeoutError,
     UnsupportedOperatorError,
     WeightError,
+    WorkerError,
 )
 
 if TYPE_CHECKING:
+    from graphexec.converting import convert
     from graphexec.engine import Engine
-    from graphexec.options import EngineOptions
     from graphexec.exporting import export
+    from graphexec.options import EngineOptions
     from graphexec.trace import Trace
 
 # A library never decides where its logs go: silent until the application enables them.
@@ -42,7 +46,7 @@ logger.disable("graphexec")
 __version__ = "0.1.0"
 
 _LAZY = {"Engine": "graphexec.engine", "EngineOptions": "graphexec.options", "Trace": "graphexec.trace",
-         "export": "graphexec.exporting"}
+         "export": "graphexec.exporting", "convert": "graphexec.converting"}
 
 
 def __getattr__(name: str) -> Any:
@@ -66,13 +70,17 @@ __all__ = [
     "InputError",
     "InputShapeError",
     "LayerConfigError",
+    "MissingExtraError",
     "ModelFormatError",
     "NonFiniteError",
     "OptionError",
+    "RowError",
     "RunTimeoutError",
     "Trace",
     "UnsupportedOperatorError",
     "WeightError",
+    "WorkerError",
     "__version__",
+    "convert",
     "export",
 ]

@@ -2,9 +2,8 @@
 
 Unpinned, a worker woken after the engine sat idle (calls that come now and then rather
 than back to back) was often put by the kernel on the core of the thread that woke it,
-and the two shared that core until the kernel moved one of them. Measured on this
-project's 2-core VM, the wide net (two workers): 15 ms a forward back to back either way,
-but 23-27 ms after 50 ms idle unpinned against 16-18 ms pinned.
+and the two shared that core until the kernel moved one of them (measured in
+docs/design/threads.md, "Pinned workers").
 
 Workers are pinned only when there is one for every core this process may use: then no
 choice of cores is made that another engine or process could make too (eight processes
@@ -18,11 +17,8 @@ stays on the core it is on, OpenBLAS's worker threads go to the other cores (see
 :func:`graphexec.blas.blas_workers_off`), and the threads that run shared pieces are one
 per core, pinned, and a piece goes to a core other than the caller's (:class:`CorePool`).
 Left to the kernel, a helper woken after the engine sat idle was again put on the
-caller's core: OpenBLAS's waker then spins until its time slice ends, and a multi-threaded
-product that takes 0.8 ms took 11.7 ms on every call that came 20 ms or more after the
-previous one. Called after 100 ms idle, EfficientNet-B0 took 78 ms a forward with every
-thread left to the kernel and 37 ms placed as above (36 ms back to back either way;
-``benchmarks/idle.py``).
+caller's core, where OpenBLAS's waker spins until its time slice ends (measured in
+docs/design/threads.md, "Threads placed for each run"; ``benchmarks/idle.py``).
 """
 
 from __future__ import annotations

@@ -230,8 +230,8 @@ def ask_for_short_spins() -> bool:
     ask OpenBLAS, through OPENBLAS_THREAD_TIMEOUT, which it reads once when numpy loads it,
     to let its idle threads spin 2^SHORT_SPIN cycles (under a millisecond) instead of its
     default 2^28 (~0.1 s), so that a node given every core for BLAS takes no core from the
-    branches that run side by side after it (two such branches ran 1.6x slower with the
-    default). Not shorter: a thread that sleeps at once must be woken for every product.
+    branches that run side by side after it. Not shorter: a thread that sleeps at once
+    must be woken for every product (docs/design/threads.md, "Short spins of BLAS threads").
     The library itself never sets it: importing graphexec changes nothing in the process.
     A value the user set is kept; returns whether the variable holds a short spin now."""
     if "numpy" not in sys.modules:

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from graphexec.layers.base import Layer
-from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec
+from graphexec.layers.specs import DynamicSpec, SequenceSpec, Spec, TensorSpec
 
 FLOPS_PER_SECOND = 50e9
 BYTES_PER_SECOND = 10e9
@@ -41,11 +41,15 @@ class Cost:
 
 
 def nbytes(spec: Spec) -> int:
-    """Bytes a value of this spec takes (a sequence: its items together)."""
+    """Bytes a value of this spec takes (a sequence: its items together); for a size known
+    only at run time, the most it can take (0 where nothing bounds it: the plan that reads
+    it counts it once the run has told it)."""
     if isinstance(spec, TensorSpec):
         return spec.nbytes
     if isinstance(spec, SequenceSpec):
         return sum(nbytes(s) for s in spec.items)
+    if isinstance(spec, DynamicSpec):
+        return spec.max_nbytes or 0
     return 0
 
 

@@ -1,19 +1,25 @@
-"""The pipeline drawn: Graphviz DOT, or an SVG laid out here (no Graphviz needed).
+"""Graphs drawn: the graph a user exported, or the plan graphexec runs, as an SVG laid out
+here (no Graphviz needed), as Graphviz DOT, or as PNG (through Graphviz's ``dot``).
 
-Nodes are filled by the device they run on and the plan's critical path is drawn in red.
+In the exported graph every operator is a box filled by its type; in the plan every node is
+a box filled by the device it runs on, with the critical path in red.
 """
 
 from __future__ import annotations
 
 import colorsys
 import hashlib
+import shutil
 import statistics
+import subprocess
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from itertools import pairwise
 
+from graphexec.errors import GraphexecError
+from graphexec.ir import INPUT_TYPE, OUTPUT_TYPE, Graph
 from graphexec.plan import Plan
 
 #: Fill colour per device; a device not listed gets a pastel colour from its name.
@@ -31,7 +37,12 @@ def device_colour(device: str) -> str:
     """The fill colour that marks ``device`` in the drawings."""
     if device in DEVICE_COLOURS:
         return DEVICE_COLOURS[device]
-    hue = int(hashlib.sha256(device.encode()).hexdigest()[:4], 16) / 0xFFFF
+    return pastel(device)
+
+
+def pastel(name: str) -> str:
+    """A light colour of its own for ``name`` (the same in every drawing)."""
+    hue = int(hashlib.sha256(name.encode()).hexdigest()[:4], 16) / 0xFFFF
     r, g, b = colorsys.hls_to_rgb(hue, 0.85, 0.6)
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
@@ -47,6 +58,8 @@ class DrawnNode:
     device: str
     critical: bool
     layer: int
+    #: The box's fill (default: the device's colour, or grey for inputs and outputs).
+    fill: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,63 @@ class DrawnEdge:
     source: str
     target: str
     critical: bool
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """Boxes and arrows with what the legend says."""
+
+    nodes: list[DrawnNode]
+    edges: list[DrawnEdge]
+    #: (fill colour, label) pairs shown in the legend.
+    legend: list[tuple[str, str]]
+    #: The legend's words for the red path; None where none is drawn.
+    critical_label: str | None = None
+
+
+def exported(graph: Graph) -> Drawing:
+    """The graph as exported: one box per operator (the model's inputs and outputs as
+    ovals), an arrow per operand from its producer to each reader, boxes filled by type."""
+    order = graph.topological_order()
+    layer: dict[int, int] = {}
+    for op in order:
+        producers = [operand.producer for operand in op.inputs if operand.producer is not None]
+        layer[id(op)] = max((layer[id(p)] + 1 for p in producers), default=0)
+    last = max(layer.values(), default=0)
+    keys = {id(op): f"o{i}" for i, op in enumerate(order)}
+    nodes: list[DrawnNode] = []
+    for op in order:
+        shapes = [_shape_text(o.shape) for o in op.outputs] if op.type != OUTPUT_TYPE else \
+                 [_shape_text(o.shape) for o in op.inputs]
+        subtitle = f"{op.name}  {shapes[0]}" if shapes else op.name
+        if op.type == INPUT_TYPE:
+            nodes.append(DrawnNode(keys[id(op)], op.name, shapes[0] if shapes else "", "input", "host", False, 0))
+        elif op.type == OUTPUT_TYPE:
+            nodes.append(DrawnNode(keys[id(op)], op.name, shapes[0] if shapes else "", "output", "host", False,
+                                   last))
+        else:
+            nodes.append(DrawnNode(keys[id(op)], op.type, subtitle, "op", "cpu", False, layer[id(op)],
+                                   fill=pastel(op.type)))
+    edges = [DrawnEdge(keys[id(operand.producer)], keys[id(reader)], False)
+             for op in order for operand in op.outputs if operand.producer is not None
+             for reader in dict.fromkeys(operand.consumers) if id(reader) in keys]
+    types = sorted({op.type for op in order if op.type not in (INPUT_TYPE, OUTPUT_TYPE)})
+    return Drawing(nodes, edges, [(pastel(t), t) for t in types] if len(types) <= 8 else [])
+
+
+def _shape_text(shape: object) -> str:
+    if not isinstance(shape, tuple):
+        return "?"
+    return "x".join("?" if d is None else str(d) for d in shape)
+
+
+def planned(plan: Plan) -> Drawing:
+    """The plan as graphexec runs it (fused, merged, placed), the critical path in red."""
+    nodes, edges = pipeline(plan)
+    devices = sorted({n.device for n in nodes if n.kind == "op"})
+    critical = sum(n.critical for n in nodes)
+    return Drawing(nodes, edges, [(device_colour(d), f"runs on {d}") for d in devices],
+                   f"critical path ({critical} of {len(plan.nodes)} nodes)")
 
 
 def pipeline(plan: Plan) -> tuple[list[DrawnNode], list[DrawnEdge]]:
@@ -95,18 +165,22 @@ def pipeline(plan: Plan) -> tuple[list[DrawnNode], list[DrawnEdge]]:
 
 
 def _fill(node: DrawnNode) -> str:
+    if node.fill is not None:
+        return node.fill
     return BOUNDARY_COLOUR if node.kind != "op" else device_colour(node.device)
 
 
-def to_dot(plan: Plan, title: str = "pipeline") -> str:
-    """The pipeline as a Graphviz DOT document (render it with ``dot -Tsvg``)."""
+def to_dot(what: Plan | Drawing, title: str = "pipeline") -> str:
+    """A plan or a drawing as a Graphviz DOT document (render it with ``dot -Tsvg``)."""
     def quote(text: str) -> str:
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-    nodes, edges = pipeline(plan)
+    drawing = planned(what) if isinstance(what, Plan) else what
+    nodes, edges = drawing.nodes, drawing.edges
+    label = title + (" (critical path in red)" if drawing.critical_label else "")
     lines = [
         f"digraph {quote(title)} {{",
-        f"  graph [rankdir=TB, fontname=Helvetica, labelloc=t, label={quote(title + ' (critical path in red)')}];",
+        f"  graph [rankdir=TB, fontname=Helvetica, labelloc=t, label={quote(label)}];",
         '  node [shape=box, style="rounded,filled", fontname=Helvetica, fontsize=10];',
         "  edge [color=\"#666666\", arrowsize=0.6];",
     ]
@@ -232,16 +306,34 @@ def _block_left(row: list[str], want: list[float], block: list[int], width: dict
     return statistics.fmean(want[i] - o for i, o in zip(block, offsets))
 
 
-def to_svg(plan: Plan, title: str = "pipeline") -> str:
-    """The pipeline as a standalone SVG, laid out here (no Graphviz needed): one row per
-    level, boxes filled by device, the critical path in red."""
-    nodes, edges = pipeline(plan)
+def to_png(dot_text: str) -> bytes:
+    """A DOT document rendered as PNG by Graphviz's ``dot`` program, which must be on the
+    PATH (graphexec draws SVG itself, but rasterising text needs a font engine)."""
+    dot = shutil.which("dot")
+    if dot is None:
+        raise GraphexecError("writing PNG needs Graphviz's dot program on the PATH (apt install graphviz, "
+                             "brew install graphviz, conda install graphviz); or write .svg, which graphexec "
+                             "lays out itself")
+    done = subprocess.run([dot, "-Tpng"], input=dot_text.encode("utf-8"), capture_output=True, check=False)
+    if done.returncode != 0 or not done.stdout.startswith(b"\x89PNG"):
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GraphexecError(f"Graphviz's dot could not draw the PNG (exit {done.returncode}"
+                             + (f": {said[-1]}" if said else "") + ")")
+    return done.stdout
+
+
+def to_svg(what: Plan | Drawing, title: str = "pipeline") -> str:
+    """A plan or a drawing as a standalone SVG, laid out here (no Graphviz needed): one row
+    per level; a plan's boxes filled by device, its critical path in red."""
+    drawing = planned(what) if isinstance(what, Plan) else what
+    nodes, edges = drawing.nodes, drawing.edges
     centres, waypoints = layered_layout(nodes, edges)
     by_key = {n.key: n for n in nodes}
     width = max((cx + _NODE_W / 2 for cx, _ in centres.values()), default=0) + _MARGIN
     height = max((cy + _NODE_H / 2 for _, cy in centres.values()), default=0) + _MARGIN
-    devices = sorted({n.device for n in nodes if n.kind == "op"})
-    width = max(width, 560)
+    legend_end = _MARGIN + sum(34 + 7 * len(label) for _, label in drawing.legend)
+    legend_end += 28 + 7 * len(drawing.critical_label) if drawing.critical_label else 0
+    width = max(width, 560, legend_end + _MARGIN)
     out = [
         (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
          f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="Helvetica, Arial, sans-serif">'),
@@ -254,18 +346,17 @@ def to_svg(plan: Plan, title: str = "pipeline") -> str:
         '<rect width="100%" height="100%" fill="white"/>',
         f'<text x="{_MARGIN}" y="{_MARGIN + 8}" font-size="15" font-weight="bold">{escape(title)}</text>',
     ]
-    critical_count = sum(n.critical for n in nodes)
     legend_x = _MARGIN
     legend_y = _MARGIN + 28
-    for device in devices:
+    for colour, label in drawing.legend:
         out.append(f'<rect x="{legend_x}" y="{legend_y - 10}" width="22" height="13" rx="3" '
-                   f'fill="{device_colour(device)}" stroke="#555"/>')
-        out.append(f'<text x="{legend_x + 28}" y="{legend_y}" font-size="11">runs on {escape(device)}</text>')
-        legend_x += 110
-    out.append(f'<line x1="{legend_x}" y1="{legend_y - 4}" x2="{legend_x + 22}" y2="{legend_y - 4}" '
-               f'stroke="{CRITICAL_COLOUR}" stroke-width="3"/>')
-    out.append(f'<text x="{legend_x + 28}" y="{legend_y}" font-size="11">critical path '
-               f'({critical_count} of {len(plan.nodes)} nodes)</text>')
+                   f'fill="{colour}" stroke="#555"/>')
+        out.append(f'<text x="{legend_x + 28}" y="{legend_y}" font-size="11">{escape(label)}</text>')
+        legend_x += 34 + 7 * len(label)
+    if drawing.critical_label:
+        out.append(f'<line x1="{legend_x}" y1="{legend_y - 4}" x2="{legend_x + 22}" y2="{legend_y - 4}" '
+                   f'stroke="{CRITICAL_COLOUR}" stroke-width="3"/>')
+        out.append(f'<text x="{legend_x + 28}" y="{legend_y}" font-size="11">{escape(drawing.critical_label)}</text>')
 
     def edge_path(index: int, e: DrawnEdge) -> str:
         (sx, sy), (tx, ty) = centres[e.source], centres[e.target]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -29,6 +29,8 @@ from loguru import logger
 
 from graphexec import pnnx
 from graphexec.blas import blas_run
+from graphexec.converting import loadable
+from graphexec.cost import nbytes
 from graphexec.devices import resolve as resolve_device
 from graphexec.devices.cpu import CpuDevice
 from graphexec.errors import GraphexecError, InputError, InputShapeError, OptionError
@@ -36,15 +38,15 @@ from graphexec.executor import RunOptions, run_sequential
 from graphexec.inputs import Inputs
 from graphexec.ir import Dim, Graph
 from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec
+from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec, spec_of
 from graphexec.memory import ArenaPool, MemoryPlan
-from graphexec.replay import Replay
 from graphexec.options import EngineOptions
-from graphexec.placement import Placement, cpu_placement
+from graphexec.placement import Placement
 from graphexec.plan import Plan
 from graphexec.planner import Planner
 from graphexec.pools import Pools
 from graphexec.program import Program
+from graphexec.replay import Replay
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.threads import ThreadPolicy, cpu_count
 from graphexec.trace import Trace
@@ -109,11 +111,14 @@ class Engine:
         self.planner = drafting.with_policy(self.policy)
         first_plan = self.planner.plan(exported, given_by_user=False) if exported is not None else None
         # An output that is a sequence (a model returning a list) is flattened into its
-        # tensors, in order; how many there are is known from the exported shapes.
-        self._output_specs: list[Spec] | None = None
+        # tensors, in order; how many there are is known from the exported shapes (an output
+        # computed after a size only the run tells is one tensor, of its annotated shape).
+        self._output_shapes: list[tuple[Dim | None, ...] | None] | None = None
         if first_plan is not None:
-            self._output_specs = [leaf for n in self.program.outputs for leaf in _leaves(first_plan.specs[n])]
-        count = len(self._output_specs) if self._output_specs is not None else len(self.program.outputs)
+            operands = graph.operands
+            self._output_shapes = [leaf.shape if leaf is not None else operands[n].shape
+                                   for n in self.program.outputs for leaf in _leaves(first_plan.specs.get(n))]
+        count = len(self._output_shapes) if self._output_shapes is not None else len(self.program.outputs)
         self.output_names = [f"out{i}" for i in range(count)]
         graph.drop_weight_pages()  # the layers have made their own copies of what they use
         self.pools = Pools(self.policy, pin=options.pin_workers and options.executor is None)
@@ -132,12 +137,15 @@ class Engine:
         The keywords are the fields of :class:`~graphexec.options.EngineOptions` (threads,
         intra_op_threads, executor, memory_limit, reuse_memory, device, cpu_types, fallback,
         pin_workers, share_nodes, passes_off, cpu_kernels), or ``options`` gives them whole.
+
+        An ONNX model (``model.onnx``) is converted with pnnx first, into a cache folder and
+        reused (see :func:`graphexec.convert`, which also fixes sizes left dynamic).
         """
         built = EngineOptions.from_keywords(options, **keywords)  # a bad option fails before the file is read
-        graph = pnnx.load(param_path, bin_path)
+        graph = pnnx.load(loadable(param_path) if bin_path is None else param_path, bin_path)
         source = (os.fspath(param_path), None if bin_path is None else os.fspath(bin_path))
         engine = cls(graph, built, source=source)
-        logger.debug(
+        logger.info(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
             param_path, len(graph.operators), engine.input_shapes, engine.output_shapes,
             engine.threads, engine.intra_op_threads,
@@ -203,8 +211,8 @@ class Engine:
     @property
     def output_shapes(self) -> dict[str, tuple[Dim, ...] | None]:
         """Output shapes as exported."""
-        if self._output_specs is not None:
-            return {n: spec.shape for n, spec in zip(self.output_names, self._output_specs)}  # type: ignore[union-attr]
+        if self._output_shapes is not None:
+            return dict(zip(self.output_names, self._output_shapes))
         operands = self.graph.operands
         return {n: operands[o].shape for n, o in zip(self.output_names, self.program.outputs)}
 
@@ -229,11 +237,11 @@ class Engine:
     @property
     def placement(self) -> Placement:
         """Where each node of the exported shapes' plan runs, and why (print it for a table)."""
-        placement = self.plan().placement
-        return placement if placement is not None else cpu_placement(self.program)
+        return self.plan().placement
 
     def specs(self, *shapes: Sequence[int]) -> dict[str, Spec]:
-        """Shape and dtype of every operand for the given input shapes (inferred, cached)."""
+        """Shape and dtype of every operand for the given input shapes (inferred, cached):
+        those known before a run (see :attr:`Plan.rest <graphexec.plan.Plan.rest>`)."""
         return dict(self.plan(*shapes).specs)
 
     def shared_nodes(self, plan: Plan) -> frozenset[int]:
@@ -241,7 +249,9 @@ class Engine:
         return self.policy.shared(plan)
 
     def memory_plan(self, *shapes: Sequence[int]) -> MemoryPlan:
-        """The arena layout for the given input shapes (default: the exported ones)."""
+        """The arena layout for the given input shapes (default: the exported ones); where
+        a size is known only at run time, of the plan made before the run (the rest has
+        one per size found, leased as this one)."""
         return self._arenas(self.plan(*shapes)).memory
 
     def _arenas(self, plan: Plan) -> ArenaPool:
@@ -279,55 +289,104 @@ class Engine:
 
         ``forward(x)`` / ``forward(x1, x2)`` return an array, or a tuple when the model has
         several outputs; ``forward({"in0": x})`` returns ``{"out0": y, ...}``. With
-        ``extract=[operand names]`` the result is ``(outputs, {name: array})``. A
-        :class:`~graphexec.trace.Trace` passed as ``trace`` records when each node ran.
+        ``extract=[names]`` (operand ids as in the param file, or operator names for their
+        outputs: an array, a tuple for several) the result is ``(outputs, {name: value})``.
+        A :class:`~graphexec.trace.Trace` passed as ``trace`` records when each node ran.
         ``timeout`` (seconds): no node starts after it and RunTimeoutError is raised;
         ``check_finite``: raise NonFiniteError at the first operator whose output holds
         NaN or Inf.
         """
         by_name = len(args) == 1 and isinstance(args[0], Mapping)
         feeds = self._inputs.feeds(args[0] if by_name else None, None if by_name else args)
-        wanted = self._inputs.extractable(extract)
+        asked = self._inputs.extractable(extract)
+        wanted = list(dict.fromkeys(o for operands in asked.values() for o in operands))
         given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
-        plan = self.planner.plan(given)
-        off: frozenset[str] = frozenset()
-        while plan.fused_away.intersection(wanted):  # operands rewrites removed: without those rewrites
-            # (a later pass may remove one again once an earlier one is off: each round turns one more off)
-            off |= frozenset(name for name, gone in plan.removed.items() if gone.intersection(wanted))
-            plan = self.planner.plan(given, off=off)
+        plan = self._keeping(wanted, self.planner.plan(given), lambda off: self.planner.plan(given, off=off))
         if plan.peak_bytes > self.memory_limit:
             shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
             raise InputShapeError(
                 f"inputs {shapes} need about {_mib(plan.peak_bytes)} MiB of tensors and working memory at once, "
                 f"more than the engine's memory_limit of {_mib(self.memory_limit)} MiB"
             )
-        keep = list(dict.fromkeys(list(self.program.outputs) + wanted))
-        if plan.placement is not None:  # values left on the device are kept under their device name
-            keep = plan.placement.stored_names(keep)
-        options = self._inputs.run_options(timeout, check_finite, feeds)
-        # extracted intermediates must outlive their arena regions: such a run allocates afresh
-        pool = self._arenas(plan) if self.reuse_memory and not wanted else None
-        arena = pool.lease() if pool is not None else nullcontext()
+        options = self._inputs.run_options(timeout, check_finite, feeds, self.options.clock)
+        parts: list[Trace] = []
+        values: dict[str, Any] = dict(feeds)
         policy = self.policy
-        with blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline), arena as buffers:
-            if policy.threads == 1 and self.options.executor is None and trace is None:
-                shared = plan.regions.shared if plan.regions is not None else frozenset()
-                spreader = self.pools.spreader() if shared else None
-                with self._helpers_apart(policy.intra_op_threads > 1 or bool(shared)):
-                    values = run_sequential(plan, feeds, keep, options, buffers, shared, spreader,
-                                            replay=pool.replay if pool is not None else None)
-            else:
-                values = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
-        if plan.placement is not None:
-            values = plan.placement.to_host(values)
+        with blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline):
+            while True:  # a plan, then the plans of what it left until the run told its sizes
+                part = Trace() if trace is not None else None
+                values.update(self._run_plan(plan, values, wanted, part, options))
+                if part is not None:
+                    parts.append(part)
+                if plan.rest is None:
+                    break
+                plan = self._continuation(plan, values, wanted)
+                needed = {*self.program.outputs, *wanted, *plan.program.inputs}
+                values = {name: value for name, value in values.items() if name in needed}
+        if trace is not None:
+            trace.join(parts)
         outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
         if by_name:
             result: Any = dict(zip(self.output_names, outputs))
         else:
             result = outputs[0] if len(outputs) == 1 else tuple(outputs)
         if extract is not None:
-            return result, {n: values[n] for n in wanted}
+            return result, {name: values[ops[0]] if len(ops) == 1 else tuple(values[o] for o in ops)
+                            for name, ops in asked.items()}
         return result
+
+    def _keeping(self, wanted: list[str], plan: Plan, replan: Callable[[frozenset[str]], Plan]) -> Plan:
+        """``plan``, or where rewrites removed an operand the caller extracts, the plan
+        ``replan(off)`` makes without those rewrites (a later pass may remove one again once an
+        earlier one is off: each round turns one more off)."""
+        off: frozenset[str] = frozenset()
+        while plan.fused_away.intersection(wanted):
+            off |= frozenset(name for name, gone in plan.removed.items() if gone.intersection(wanted))
+            plan = replan(off)
+        return plan
+
+    def _continuation(self, plan: Plan, values: dict[str, Any], wanted: list[str]) -> Plan:
+        """The plan of what ``plan`` left for the run, for the sizes of ``values`` (cached
+        by them), refused when it needs more than ``memory_limit`` beside what the run
+        holds for later."""
+        planner = self.planner
+        after = self._keeping(wanted, planner.continuation(plan, values),
+                              lambda off: planner.continuation(plan, values, off=off))
+        reads = set(after.program.inputs)
+        held = sum(nbytes(spec_of(values[n]))
+                   for n in {*self.program.outputs, *wanted} - reads if n in values)
+        if held + after.peak_bytes > self.memory_limit:
+            sizes = ", ".join(f"{n}={after.specs[n]}" for n in plan.rest.dynamic)
+            raise InputShapeError(
+                f"with the sizes this run computed ({sizes}), the rest of the model needs about "
+                f"{_mib(held + after.peak_bytes)} MiB of tensors and working memory at once, more than the "
+                f"engine's memory_limit of {_mib(self.memory_limit)} MiB"
+            )
+        return after
+
+    def _run_plan(self, plan: Plan, values: dict[str, Any], wanted: list[str], trace: Trace | None,
+                  options: RunOptions) -> dict[str, Any]:
+        """Run ``plan`` on the values it reads: the host values of its outputs and of the
+        operands among ``wanted`` it computes."""
+        feeds = {name: values[name] for name in plan.program.inputs}
+        keep = plan.placement.stored_names(
+            dict.fromkeys([*plan.program.outputs, *(n for n in wanted if n in plan.specs)]))
+        # extracted intermediates must outlive their arena regions: such a run allocates afresh
+        pool = self._arenas(plan) if self.reuse_memory and not wanted else None
+        arena = pool.lease() if pool is not None else nullcontext()
+        policy = self.policy
+        with arena as buffers:
+            if policy.threads == 1 and self.options.executor is None and trace is None:
+                shared = plan.regions.shared if plan.regions is not None else frozenset()
+                spreader = self.pools.spreader() if shared else None
+                with self._helpers_apart(policy.intra_op_threads > 1 or bool(shared)):
+                    found = run_sequential(plan, feeds, keep, options, buffers, shared, spreader,
+                                           replay=pool.replay if pool is not None else None)
+            else:
+                found = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
+        if plan.placement.resident:  # values left on the device: downloaded, under their own names
+            found = plan.placement.to_host(found)
+        return found
 
     __call__ = forward
 

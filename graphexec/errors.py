@@ -16,7 +16,10 @@ reaches them as a subclass of :class:`GraphexecError`, never as a raw ``KeyError
     │   └── NonFiniteError        check_finite: the first operator that produced NaN/Inf
     ├── RunTimeoutError           forward(..., timeout=s) ran out of time
     ├── DeviceError               a device failed or is not available
-    └── OptionError               an engine option has a bad value
+    ├── OptionError               an engine option has a bad value
+    ├── RowError                  batch.run: one row (sample, file) could not be read or run
+    ├── WorkerError               batch.run: workers died or a cluster could not be reached
+    └── MissingExtraError         an optional dependency is not installed (says which extra)
 """
 
 from __future__ import annotations
@@ -142,3 +145,25 @@ class DeviceError(GraphexecError):
 class OptionError(GraphexecError):
     """An option of ``Engine.load`` (or of the planner) has a value it cannot take; names
     the option, the value and what it takes."""
+
+
+class RowError(GraphexecError):
+    """One row of a batch job failed: names its index, its file (if it came from one) and why."""
+
+    def __init__(self, index: int, source: str | None, reason: str):
+        self.index = index
+        self.source = source
+        self.reason = reason
+        where = f"row {index}" + (f" ({source})" if source is not None else "")
+        super().__init__(f"{where}: {reason}")
+
+    def __reduce__(self) -> tuple:
+        return _rebuild, (type(self), (self.index, self.source, self.reason), {}), self.__dict__
+
+
+class WorkerError(GraphexecError):
+    """A batch job lost its workers beyond their retries, or could not reach its cluster."""
+
+
+class MissingExtraError(GraphexecError):
+    """An optional dependency is missing; the message gives the ``pip install`` line."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +26,7 @@ from graphexec.spread import Spreader
 class RunOptions:
     """Per-call choices shared by every node of one run."""
 
-    #: ``time.monotonic()`` after which no node may start (``None``: no limit).
+    #: The time (on ``clock``) after which no node may start (``None``: no limit).
     deadline: float | None = None
     #: The timeout the deadline came from, for the message.
     timeout: float | None = None
@@ -34,12 +34,14 @@ class RunOptions:
     check_finite: bool = False
     #: Set when the run is abandoned (timeout, Ctrl-C): workers stop between nodes.
     cancelled: threading.Event = field(default_factory=threading.Event)
+    #: Seconds, monotonic: what the deadline is measured on (``EngineOptions.clock``).
+    clock: Callable[[], float] = time.monotonic
 
     def before_node(self, step: Step) -> None:
         """Raise instead of starting ``step`` when the run is out of time or abandoned."""
         if self.cancelled.is_set():
             raise RunTimeoutError(f"the run was abandoned before {step.name} ({step.layer.type})")
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.deadline is not None and self.clock() > self.deadline:
             self.cancelled.set()
             raise RunTimeoutError(
                 f"forward ran past its timeout of {self.timeout:g} s; {step.name} ({step.layer.type}) was not started"

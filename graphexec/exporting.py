@@ -9,15 +9,13 @@
 torch and pnnx are imported inside the functions, so the runtime never needs them; without
 them an :class:`ExportToolsMissing` (an ``ImportError``) says what to install.
 :func:`pnnx_from_torchscript` turns a TorchScript ``.pt`` file into a pnnx model in a cache
-folder (the command line uses it for ``graphexec info model.pt``).
+folder (the command line uses it for ``graphexec info model.pt``; see :mod:`graphexec.converting`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,16 +23,15 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.converting import ExportToolsMissing, convert, default_cache_dir
 from graphexec.errors import GraphexecError
+
+__all__ = ["ExportToolsMissing", "check_export", "default_cache_dir", "export", "pnnx_from_torchscript"]
 
 #: The largest max|diff| / max|reference| a checked export accepts.
 TOLERANCE = 1e-4
 
 _SUFFIXES = (".pnnx.param", ".pnnx.bin", ".io.npz", ".param", ".pt")
-
-
-class ExportToolsMissing(ImportError):
-    """torch or pnnx is not installed (they come with ``pip install 'graphexec[export]'``)."""
 
 
 def _export_tools() -> tuple[Any, Any]:
@@ -134,10 +131,7 @@ def export(
             pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not written.exists():
-                hint = " (pass check_trace=False if the trace is right)" if "sanity" in str(exc) else ""
-                raise GraphexecError(
-                    f"pnnx could not export the model: {type(exc).__name__}: {exc}{hint}"
-                ) from exc
+                raise GraphexecError(_export_failure(exc)) from exc
         if not written.exists():
             raise GraphexecError("pnnx wrote no model (see its messages above)")
         param = base.with_name(base.name + ".pnnx.param")
@@ -146,10 +140,27 @@ def export(
             shutil.copyfile(Path(tmp) / "model.pnnx.bin", base.with_name(base.name + ".pnnx.bin"))
     arrays = {f"in{i}": _as_numpy(t) for i, t in enumerate(inputs)}
     arrays.update({f"out{i}": _as_numpy(t) for i, t in enumerate(outputs)})
-    np.savez_compressed(base.with_name(base.name + ".io.npz"), **arrays)
+    np.savez_compressed(base.with_name(base.name + ".io.npz"), **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     if check:
         check_export(param, tolerance=tolerance)
     return param
+
+
+#: How much of pnnx's (or TorchScript's) own message an export failure quotes; the whole of
+#: it stays the error's ``__cause__``.
+QUOTED_CHARS = 400
+
+
+def _export_failure(exc: BaseException) -> str:
+    """What to do first, then what failed: TorchScript's trace check quotes both graphs in
+    full (tens of kilobytes), so the hint would otherwise come last."""
+    text = str(exc)
+    said = text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS].rstrip() + " ... (the rest in the cause)"
+    failed = f"pnnx could not export the model: {type(exc).__name__}: {said}"
+    if "sanity" in text or "TracerWarning" in text or "Graphs differed" in text:
+        return ("pass check_trace=False if the trace is right (modules whose eval fast paths differ between "
+                f"calls, such as nn.MultiheadAttention, fail TorchScript's trace check); {failed}")
+    return failed
 
 
 def check_export(param: str | os.PathLike[str], *, tolerance: float = TOLERANCE) -> float:
@@ -178,63 +189,11 @@ def check_export(param: str | os.PathLike[str], *, tolerance: float = TOLERANCE)
     return error
 
 
-def default_cache_dir() -> Path:
-    """Where converted TorchScript models are kept: ``$XDG_CACHE_HOME/graphexec`` or ``~/.cache/graphexec``."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "graphexec"
-
-
 def pnnx_from_torchscript(
     pt_path: str | os.PathLike[str],
     input_shapes: Sequence[Sequence[int]],
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Convert a TorchScript file with pnnx into ``cache_dir`` (reused); return the param path.
-
-    The cache key is the file's content, the input shapes and pnnx's version, so a changed
-    file is converted again. Only the ``.pnnx.param`` and ``.pnnx.bin`` are kept.
-    """
-    _, pnnx = _export_tools()
-    pt_path = Path(pt_path)
-    if not input_shapes:
-        raise GraphexecError(f"{pt_path}: a TorchScript file does not say its input shapes; give them (e.g. 1,3,224,224)")
-    try:
-        content = pt_path.read_bytes()
-    except OSError as exc:
-        raise GraphexecError(f"{pt_path}: cannot read the TorchScript file: {exc.strerror or exc}") from exc
-    shapes_arg = ",".join("[" + ",".join(str(int(d)) for d in shape) + "]f32" for shape in input_shapes)
-    key = hashlib.sha256(content + shapes_arg.encode() + str(getattr(pnnx, "__version__", "")).encode()).hexdigest()[:16]
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    folder = cache / f"{pt_path.stem}-{key}"
-    param = folder / "model.pnnx.param"
-    if param.exists():
-        return param
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".converting-", dir=cache))
-    try:
-        outputs = {name: tmp / f"model.{name}" for name in
-                   ("pnnx.param", "pnnx.bin", "pnnx.py", "pnnx.onnx", "ncnn.param", "ncnn.bin", "ncnn.py")}
-        command = [pnnx.EXEC_PATH, str(pt_path.resolve()), f"inputshape={shapes_arg}",
-                   f"pnnxparam={outputs['pnnx.param']}", f"pnnxbin={outputs['pnnx.bin']}",
-                   f"pnnxpy={outputs['pnnx.py']}", f"pnnxonnx={outputs['pnnx.onnx']}",
-                   f"ncnnparam={outputs['ncnn.param']}", f"ncnnbin={outputs['ncnn.bin']}",
-                   f"ncnnpy={outputs['ncnn.py']}"]
-        done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, check=False)
-        if not outputs["pnnx.param"].exists():
-            said = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-            raise GraphexecError(
-                f"{pt_path}: pnnx could not convert it (exit {done.returncode}"
-                + (f": {said[-1].strip()}" if said else "") + ")"
-            )
-        for name, file in outputs.items():
-            if name not in ("pnnx.param", "pnnx.bin") and file.exists():
-                file.unlink()
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another process converted it meanwhile
-            if not param.exists():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return param
+    """Convert a TorchScript file with pnnx into ``cache_dir`` (reused); return the param path
+    (see :func:`graphexec.converting.convert`)."""
+    return convert(pt_path, input_shapes, cache_dir=cache_dir if cache_dir is not None else default_cache_dir())

@@ -4,7 +4,7 @@ for rank and dtype before anything runs, and the operands a caller may extract."
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ import numpy as np
 from graphexec import dtypes
 from graphexec.errors import InputError, InputShapeError
 from graphexec.executor import RunOptions
+from graphexec.extracting import resolve_extract
 from graphexec.ir import Dim
 from graphexec.layers.specs import Spec, TensorSpec
 from graphexec.program import Program
@@ -102,27 +103,17 @@ class Inputs:
             )
         return array
 
-    def extractable(self, extract: Sequence[str] | None) -> list[str]:
-        """The operand names ``extract`` asks for, checked."""
+    def extractable(self, extract: Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+        """Each name ``extract`` asks for (an operand id, or an operator's name for its
+        outputs) with the operands it stands for, checked (see :mod:`graphexec.extracting`)."""
         if extract is None:
-            return []
-        if isinstance(extract, str):
-            raise InputError(f"extract takes a list of operand names, got the string {extract!r}")
-        wanted = list(extract)
-        unknown = [n for n in wanted if n not in self.program.graph.operands]
-        if unknown:
-            raise InputError(f"cannot extract unknown operand(s) {unknown}; operands are named as in the param file")
-        packed = [n for n in wanted if n not in self._computed]
-        if packed:
-            raise InputError(
-                f"cannot extract {packed}: they only bundle the model's outputs into a tuple; "
-                f"the outputs themselves are {list(self.program.outputs)}"
-            )
-        return wanted
+            return {}
+        return resolve_extract(self.program.graph, self._computed, self.program.outputs, extract)
 
-    def run_options(self, timeout: float | None, check_finite: bool, feeds: Mapping[str, np.ndarray]) -> RunOptions:
-        """The per-run choices, checked: a positive ``timeout`` and, with ``check_finite``,
-        inputs free of NaN and Inf."""
+    def run_options(self, timeout: float | None, check_finite: bool, feeds: Mapping[str, np.ndarray],
+                    clock: Callable[[], float] = time.monotonic) -> RunOptions:
+        """The per-run choices, checked: a positive ``timeout`` (seconds on ``clock``) and,
+        with ``check_finite``, inputs free of NaN and Inf."""
         if timeout is not None and not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
                                         and timeout > 0):
             raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -131,5 +122,5 @@ class Inputs:
                 x = feeds[name]
                 if x.dtype.kind in "fc" and not np.isfinite(x).all():
                     raise InputError(f"input {alias} already holds NaN or Inf")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return RunOptions(deadline=deadline, timeout=timeout, check_finite=check_finite)
+        deadline = None if timeout is None else clock() + timeout
+        return RunOptions(deadline=deadline, timeout=timeout, check_finite=check_finite, clock=clock)

@@ -367,8 +367,7 @@ class MemoryPlan:
             if self.homes[name] == "cpu":
                 views[name] = arena[offset:offset + spec.nbytes].view(spec.dtype).reshape(spec.shape)
             else:
-                views[name] = type(device_arena)(device_arena.buffer, spec.shape, spec.dtype, None,
-                                                 offset // spec.dtype.itemsize, self.device)
+                views[name] = self.device.region(device_arena, offset, spec.shape, spec.dtype)
         return views
 
     def new_arena(self) -> tuple[np.ndarray, ArenaViews]:

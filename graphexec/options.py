@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Collection, Mapping
+import time
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,8 @@ class EngineOptions:
     cpu_kernels: ``"auto"`` (compiled kernels where the jit extra is installed, else
         numpy; the ``GRAPHEXEC_CPU_KERNELS`` environment variable may choose), ``"numpy"``,
         ``"jit"`` or ``"reference"`` (every layer's own forward).
+    clock: the monotonic clock, in seconds, that ``forward(..., timeout=)`` is measured on
+        (tests give one they control).
     """
 
     threads: int | None = None
@@ -65,6 +68,7 @@ class EngineOptions:
     share_nodes: bool | None = None
     passes_off: frozenset[str] = field(default_factory=frozenset)
     cpu_kernels: str = "auto"
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         for name in ("threads", "intra_op_threads", "memory_limit"):
@@ -76,6 +80,8 @@ class EngineOptions:
                 raise OptionError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.share_nodes is not None and not isinstance(self.share_nodes, bool):
             raise OptionError(f"share_nodes must be True, False or None, got {self.share_nodes!r}")
+        if not callable(self.clock):
+            raise OptionError(f"clock must be a callable giving seconds, got {self.clock!r}")
         if self.executor is not None and not isinstance(self.executor, Executor):
             raise OptionError(f"executor must be a concurrent.futures.Executor, got {self.executor!r}")
         object.__setattr__(self, "cpu_types", _names("cpu_types", self.cpu_types, "operator type names"))
@@ -137,6 +143,7 @@ class EngineOptions:
         are not carried: the other side gets its own)."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         fields["executor"] = None
+        fields["clock"] = time.monotonic
         if not isinstance(self.device, str):
             fields["device"] = getattr(self.device, "spec", "cpu")
         return fields

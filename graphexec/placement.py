@@ -13,7 +13,9 @@ device that runs everything. Then it writes a new :class:`~graphexec.program.Pro
 - the model's outputs are downloaded: the caller always gets numpy arrays.
 
 Rules, in order: a type in ``cpu_types`` stays on the CPU; so does a node whose device run
-failed (``fallback``); a node the device cannot run (the reason is its
+failed (``fallback``); a node whose output's size only running it tells (the nodes reading
+that output are placed when the run has computed it, see :mod:`graphexec.stages`); a node
+the device cannot run (the reason is its
 ``unsupported_reason``); a view (reshape, flatten, chunk: no arithmetic) goes where its
 input already is, so that no value is moved only to be viewed; a constant that only CPU
 nodes read stays on the CPU; everything else runs on the device. :func:`assign_queues` then
@@ -34,7 +36,7 @@ from loguru import logger
 from graphexec.devices.base import Device, Kernel
 from graphexec.errors import DeviceError
 from graphexec.layers.base import Layer
-from graphexec.layers.specs import Spec, TensorSpec
+from graphexec.layers.specs import Spec, TensorSpec, is_dynamic
 from graphexec.plan import Analysis
 from graphexec.program import Program, Step
 from graphexec.transfers import Download, Upload
@@ -43,6 +45,7 @@ CPU = "cpu"
 FORCED = "forced to CPU by cpu_types"
 RUNS_THERE = "the device runs it"
 CONSTANT_FOR_HOST = "a constant only CPU nodes read stays on the CPU"
+SIZED_BY_RUN = "the size of its output is known only once it has run: the run plans what reads it then"
 
 
 @dataclass(frozen=True)
@@ -122,10 +125,11 @@ class Placement:
         return "\n".join(lines)
 
 
-def cpu_placement(program: Program, reason: str = "the engine runs on the cpu") -> Placement:
-    """The table of an engine without a device: every node on the CPU."""
+def cpu_placement(program: Program, specs: Mapping[str, Spec] | None = None,
+                  reason: str = "the engine runs on the cpu") -> Placement:
+    """The placement of an engine without a device: every node on the CPU."""
     rows = tuple(Where(s.name, s.layer.type, CPU, reason) for s in program.steps)
-    return Placement(program, {}, rows, None, {})
+    return Placement(program, dict(specs or {}), rows, None, {})
 
 
 def _choose(step: Step, specs: Mapping[str, Spec], device: Any, home: Mapping[str, str],
@@ -136,6 +140,8 @@ def _choose(step: Step, specs: Mapping[str, Spec], device: Any, home: Mapping[st
     if step.name in failed:
         return CPU, f"moved to the CPU after its device run failed: {failed[step.name]}"
     produced = [specs[n] for n in step.outputs]
+    if any(is_dynamic(s) for s in produced):
+        return CPU, SIZED_BY_RUN
     if not all(isinstance(s, TensorSpec) for s in produced):
         return CPU, "an output is not a tensor"
     reason = device.unsupported_reason(layer, [specs[n] for n in step.inputs])

@@ -14,7 +14,9 @@ given input shapes:
 
 :class:`Plan` is an analysis with every decision fixed when it is built: each node's
 device, kernel and command queue, the placement, the operands rewrites removed and the
-regions a run follows. It never changes afterwards, so concurrent runs share it.
+regions a run follows. It never changes afterwards, so concurrent runs share it. Where a
+size is known only at run time, the plan stops at that value and marks the steps after it
+(``rest``, see :mod:`graphexec.stages`).
 """
 
 from __future__ import annotations
@@ -32,12 +34,13 @@ import networkx as nx
 from graphexec.cost import Cost, estimate, nbytes
 from graphexec.devices.base import Kernel
 from graphexec.errors import GraphStructureError
-from graphexec.layers.specs import Spec
+from graphexec.layers.specs import Spec, is_dynamic
 from graphexec.program import Program, Step
 
 if TYPE_CHECKING:
     from graphexec.placement import Placement
     from graphexec.regions import RegionChoice
+    from graphexec.stages import Rest
 
 
 @dataclass(frozen=True)
@@ -263,13 +266,15 @@ class Analysis:
 
 class Plan:
     """An :class:`Analysis` with every decision fixed at construction: each node's kernel
-    and queue, the placement, the operands rewrites removed, and the regions a run follows
-    (see :mod:`graphexec.regions`; None: every node runs alike). Immutable: setting an
-    attribute after construction raises."""
+    and queue, the placement, the operands rewrites removed, the regions a run follows
+    (see :mod:`graphexec.regions`; None: every node runs alike) and the steps left until a
+    run has computed sizes known only then (``rest``). Immutable: setting an attribute
+    after construction raises."""
 
     def __init__(self, analysis: Analysis, kernels: Sequence[Kernel], *, queues: Sequence[int] | None = None,
                  placement: Placement | None = None, removed: Mapping[str, frozenset[str]] | None = None,
-                 regions: RegionChoice | None = None, blas_threads: Mapping[int, int] | None = None):
+                 regions: RegionChoice | None = None, blas_threads: Mapping[int, int] | None = None,
+                 rest: Rest | None = None):
         if len(kernels) != len(analysis.nodes):
             raise ValueError(f"{len(kernels)} kernels for {len(analysis.nodes)} nodes")
         queues = queues if queues is not None else [0] * len(kernels)
@@ -277,8 +282,8 @@ class Plan:
         set_(self, "analysis", analysis)
         set_(self, "nodes", tuple(dataclasses.replace(node, kernel=kernel, queue=queue)
                                   for node, kernel, queue in zip(analysis.nodes, kernels, queues)))
-        #: Where each node runs and why (a :class:`graphexec.placement.Placement`); None
-        #: when the engine has no device but the CPU.
+        #: Where each node runs and why (a :class:`graphexec.placement.Placement`; every
+        #: plan the planner makes has one, all on the CPU where there is no other device).
         set_(self, "placement", placement)
         #: The operands each rewrite removed, by the pass's name (see :mod:`graphexec.passes`):
         #: a run extracting one needs the plan made without that pass.
@@ -290,6 +295,14 @@ class Plan:
         #: BLAS threads of the nodes that always run whole on more than one (their kernels
         #: were chosen for it).
         set_(self, "blas_threads", dict(blas_threads or {}))
+        #: The steps that read a value whose size only the run tells, directly or not (a
+        #: :class:`graphexec.stages.Rest`; None: the plan holds every step). They are
+        #: planned once a run has computed those values (``Planner.continuation``).
+        set_(self, "rest", rest)
+        #: The operands whose size the run decides (each spec a DynamicSpec, or a sequence
+        #: holding one): the plan's outputs its rest reads or the caller gets.
+        set_(self, "dynamic", tuple(name for name in analysis.program.outputs
+                                    if name in analysis.specs and is_dynamic(analysis.specs[name])))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a Plan is frozen once built (tried to set {name})")

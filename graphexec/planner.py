@@ -10,6 +10,12 @@
     ├── warm device kernels up               (a failure moves the node to the CPU, or raises)
     └── Plan(...)                            frozen; the last PLAN_CACHE_SIZE are kept
 
+Where a value's size is known only once it has been computed (a DynamicSpec), the plan
+holds the steps before it and marks the rest (:mod:`graphexec.stages`); once a run has
+computed it, :meth:`Planner.continuation` plans the rest for the sizes found, all the steps
+above again, by a planner of the rest's own (cached by those sizes, as plans are by input
+specs; see docs/design/runtime-sizes.md).
+
 The thread policy (:mod:`graphexec.threads`) is decided once, from :meth:`Planner.draft`:
 the plan at the exported shapes with sibling convolutions apart and kernels that are
 asked what they would do but not prepared. A planner made without a policy makes only
@@ -31,15 +37,30 @@ from graphexec.errors import ExecutionError, GraphexecError, InputShapeError, La
 from graphexec.layers.specs import Spec, TensorSpec
 from graphexec.options import EngineOptions
 from graphexec.passes import PassContext, run_passes
-from graphexec.placement import CPU, Placement, assign_queues, fuses_on, place, warm_up
+from graphexec.placement import CPU, Placement, assign_queues, cpu_placement, fuses_on, place, warm_up
 from graphexec.plan import Analysis, Plan
 from graphexec.program import Program, Step
 from graphexec.shapes import InferenceFailure, infer_specs
+from graphexec.stages import Unadmitted, split
 from graphexec.threads import ThreadPolicy
 from graphexec.transfers import TransferKernel, _Transfer
 
-#: How many distinct input-shape sets keep their plans.
+#: How many distinct input-shape sets keep their plans (and how many rests of a program,
+#: each with the plans of the sizes runs found for it, are kept).
 PLAN_CACHE_SIZE = 16
+
+
+class _Shared:
+    """What the planners of one engine share: each pass's store, the nodes whose device
+    warm-up failed, the planners of the rests plans leave for the run, and how many plans
+    were built."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, dict[Any, Any]] = {}
+        self.failed: dict[str, str] = {}
+        self.rests: OrderedDict[tuple, Planner] = OrderedDict()
+        self.built = 0
+        self.lock = threading.Lock()
 
 
 class Planner:
@@ -47,8 +68,11 @@ class Planner:
 
     def __init__(self, program: Program, cpu: CpuDevice, device: Device | None, options: EngineOptions,
                  policy: ThreadPolicy | None = None, *, memory_limit: int | None = None,
-                 kept: dict[str, dict[Any, Any]] | None = None, failed: dict[str, str] | None = None):
+                 shared: _Shared | None = None, after_run: bool = False):
         self.program = program
+        #: Whether ``program`` is the rest of one, planned for sizes a run computed (its
+        #: inference failures are then the run's, an ExecutionError).
+        self.after_run = after_run
         #: A plan needing more bytes at once than this is never run: its kernels are not
         #: prepared (preparing runs them once), and the engine refuses it.
         self.memory_limit = memory_limit
@@ -56,17 +80,24 @@ class Planner:
         self.device = device
         self.options = options
         self.policy = policy
+        self._shared = shared if shared is not None else _Shared()
         #: Each pass's store, shared by the plans of every input shape.
-        self._kept: dict[str, dict[Any, Any]] = kept if kept is not None else {}
+        self._kept = self._shared.kept
         #: Nodes whose device warm-up failed (with ``fallback``): node name -> why.
-        self.failed: dict[str, str] = failed if failed is not None else {}
+        self.failed = self._shared.failed
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
         self._lock = threading.Lock()
 
     def with_policy(self, policy: ThreadPolicy) -> Planner:
         """A planner that makes plans for ``policy``, sharing this one's passes' stores."""
         return Planner(self.program, self.cpu, self.device, self.options, policy, memory_limit=self.memory_limit,
-                       kept=self._kept, failed=self.failed)
+                       shared=self._shared)
+
+    @property
+    def built(self) -> int:
+        """How many plans this planner and those of its rests have built: a run with input
+        specs, and sizes found at run time, that were planned before builds none."""
+        return self._shared.built
 
     # -- the public steps --------------------------------------------------------------------
     def plan(self, given: Mapping[str, Spec], *, given_by_user: bool = True,
@@ -84,6 +115,8 @@ class Planner:
             logger.opt(lazy=True).debug("reusing the plan for inputs {}", lambda: _shown(given))
             return cached
         plan = self._build(given, given_by_user, off)
+        with self._shared.lock:
+            self._shared.built += 1
         with self._lock:
             plan = self._plans.setdefault(key, plan)  # two callers may have made it at once
             while len(self._plans) > PLAN_CACHE_SIZE:
@@ -92,22 +125,57 @@ class Planner:
                                     lambda: len(plan.nodes), lambda: len(plan.units), lambda: plan.width)
         return plan
 
+    def continuation(self, plan: Plan, values: Mapping[str, Any], *, off: frozenset[str] = frozenset()) -> Plan:
+        """The plan of ``plan.rest`` for the values a run of ``plan`` computed (those its
+        rest reads): its sizes taken from them, the rest planned as any program is, by a
+        planner of its own, cached by those sizes. An ExecutionError naming the operator
+        where a value breaks the promise of its inferred spec."""
+        rest = plan.rest
+        if rest is None:
+            raise ValueError("the plan leaves nothing for the run to plan")
+        try:
+            given = rest.given(plan.specs, values)
+        except Unadmitted as exc:
+            step = next(s for s in plan.program.steps if exc.name in s.outputs)
+            raise ExecutionError(step.name, step.layer.type, [str(plan.specs[n]) for n in step.inputs],
+                                 f"its output {exc}") from exc
+        shared = self._shared
+        with shared.lock:
+            planner = shared.rests.get(rest.key)
+            if planner is None:
+                planner = Planner(rest.program, self.cpu, self.device, self.options, self.policy,
+                                  memory_limit=self.memory_limit, shared=shared, after_run=True)
+                shared.rests[rest.key] = planner
+                while len(shared.rests) > PLAN_CACHE_SIZE:
+                    shared.rests.popitem(last=False)
+            shared.rests.move_to_end(rest.key)
+        logger.opt(lazy=True).debug("sizes found at run time: {}",
+                                    lambda: _shown({n: given[n] for n in rest.dynamic}))
+        return planner.plan(given, off=off)
+
     def draft(self, given: Mapping[str, Spec], pieces: int) -> Plan:
         """The plan for ``given`` as the thread policy is decided from: every pass but the
         merging of siblings, kernels chosen for ``pieces`` threads and not prepared."""
         specs = self.specs(given, given_by_user=False)
-        program, specs, removed, _ = self._rewritten(specs, frozenset({"merge_siblings"}))
+        program, rest = split(self.program, specs)
+        program, specs, removed, _ = self._rewritten(program, specs, frozenset({"merge_siblings"}))
         placement, analysis, kernels, queues = self._placed(program, specs, pieces, warm=False)
-        return Plan(analysis, kernels, queues=queues, placement=placement, removed=removed)
+        return Plan(analysis, kernels, queues=queues, placement=placement, removed=removed, rest=rest)
 
     def specs(self, given: Mapping[str, Spec], *, given_by_user: bool) -> dict[str, Spec]:
-        """Every operand's spec for inputs of ``given`` specs; a shape the model cannot take
-        is an InputShapeError naming the operator (a LayerConfigError when the model cannot
-        take the shapes it was exported with)."""
+        """The spec of every operand known before the run for inputs of ``given`` specs
+        (those computed from a value whose size the run decides are left out, see
+        :func:`graphexec.shapes.infer_specs`); a shape the model cannot take is an
+        InputShapeError naming the operator (a LayerConfigError when the model cannot take
+        the shapes it was exported with, an ExecutionError for the rest of a program,
+        planned with the sizes a run computed)."""
         try:
-            return infer_specs(self.program, dict(given))
+            return infer_specs(self.program, dict(given), defer_dynamic=True)
         except InferenceFailure as exc:
             shown = ", ".join(str(s) for s in exc.inputs)
+            if self.after_run:
+                raise ExecutionError(exc.step_name, exc.step_type, [str(s) for s in exc.inputs],
+                                     f"cannot take the sizes the run computed: {exc.reason}") from exc
             if not given_by_user:
                 raise LayerConfigError(exc.step_name, exc.step_type, f"cannot take its exported inputs [{shown}]: "
                                        f"{exc.reason}{_first_divergence(self.program, exc.known)}") from exc
@@ -124,7 +192,8 @@ class Planner:
         policy = self.policy
         assert policy is not None
         specs = self.specs(given, given_by_user=given_by_user)
-        program, specs, removed, notes = self._rewritten(specs, off)
+        program, rest = split(self.program, specs)
+        program, specs, removed, notes = self._rewritten(program, specs, off)
         if notes:
             logger.debug("rewrites: {}", "; ".join(notes))
         pieces = policy.cores if policy.threads == 1 else policy.threads
@@ -143,9 +212,9 @@ class Planner:
                     _prepare(kernel, node, analysis.specs)
             final.append(kernel)
         return Plan(analysis, final, queues=queues, placement=placement, removed=removed, regions=regions,
-                    blas_threads=blas)
+                    blas_threads=blas, rest=rest)
 
-    def _rewritten(self, specs: dict[str, Spec], off: frozenset[str]
+    def _rewritten(self, program: Program, specs: dict[str, Spec], off: frozenset[str]
                    ) -> tuple[Program, dict[str, Spec], dict[str, frozenset[str]], list[str]]:
         device = self.device
         context = PassContext(
@@ -154,7 +223,7 @@ class Planner:
             runs_alone=self._runs_alone,
             kept=self._kept,
         )
-        return run_passes(self.program, specs, context, self.options.passes_off | off)
+        return run_passes(program, specs, context, self.options.passes_off | off)
 
     def _runs_alone(self, program: Program, specs: Mapping[str, Spec]) -> Callable[[Step], bool] | None:
         """Which steps of ``program`` run alone under the policy (for merging siblings)."""
@@ -166,18 +235,18 @@ class Planner:
         return policy.merges(Plan(analysis, kernels))
 
     def _placed(self, program: Program, specs: dict[str, Spec], pieces: int, warm: bool
-                ) -> tuple[Placement | None, Analysis, list[Kernel], list[int]]:
+                ) -> tuple[Placement, Analysis, list[Kernel], list[int]]:
         """The program placed, its analysis, each node's kernel (CPU ones chosen for nodes
         shared among ``pieces`` threads, none prepared) and queue; device kernels warmed up
         where ``warm`` (failures move the node to the CPU with ``fallback``)."""
         device = self.device
         while True:
-            placement = None
             if device is not None:
                 placement = place(program, specs, device, cpu_types=self.options.cpu_types, failed=self.failed)
                 analysis = Analysis(placement.program, placement.specs, placement.sides)
                 queues = assign_queues(analysis, len(device.queues))
             else:
+                placement = cpu_placement(program, specs)
                 analysis = Analysis(program, specs)
                 queues = [0] * len(analysis.nodes)
             kernels: list[Kernel] = []
@@ -186,7 +255,7 @@ class Planner:
                 step = node.step
                 ins = [analysis.specs[n] for n in step.inputs]
                 if isinstance(step.layer, _Transfer):
-                    kernels.append(TransferKernel(step.layer, ins, device, queue))  # type: ignore[arg-type]
+                    kernels.append(TransferKernel(step.layer, ins, device, queue))
                 elif node.device == CPU:
                     kernels.append(self._cpu_kernel(step, analysis.specs, Hints(pieces=pieces)))
                 else:
@@ -196,7 +265,7 @@ class Planner:
                     on_device.append(kernel)
             newly = warm_up(on_device, device, self.options.fallback) if warm and device is not None else {}
             if not newly:
-                if placement is not None:
+                if device is not None:
                     logger.debug("placed: {}", placement.summary())
                 return placement, analysis, kernels, queues
             self.failed.update(newly)

@@ -427,12 +427,57 @@ def _require_regular_file(path: str, what: str) -> None:
         raise ModelFormatError(f"the {what} is not a regular file", path=path)
 
 
+#: The other files pnnx writes beside ``x.pnnx.param``, and what each is.
+_PNNX_SIBLINGS = {
+    ".pnnx.onnx": "the ONNX file pnnx writes beside the model",
+    ".ncnn.param": "ncnn's format, which pnnx writes beside the model",
+    ".ncnn.bin": "ncnn's weights, which pnnx writes beside the model",
+    ".pnnx.bin": "the model's weight file",
+    ".pnnxsim.onnx": "the simplified ONNX file pnnx writes beside its input",
+    "_pnnx.py": "the PyTorch script pnnx writes beside the model",
+    "_ncnn.py": "the ncnn script pnnx writes beside the model",
+}
+#: Files of other formats, and how graphexec takes them.
+_OTHER_FORMATS = {
+    ".onnx": "an ONNX model: convert it with graphexec.convert(path), or pass it to Engine.load or the "
+             "command line, which convert it through pnnx",
+    ".pt": "a TorchScript file: export the module with graphexec.export, or give the command line its "
+           "--input-shape to convert it",
+    ".pth": "a PyTorch file: export the module with graphexec.export",
+    ".torchscript": "a TorchScript file: give the command line its --input-shape to convert it",
+}
+
+
+def wrong_format(path: str | os.PathLike[str], role: str = "param file") -> ModelFormatError | None:
+    """The error for a file of another format given as the ``role`` (``"param file"`` or
+    ``"weight file"``), naming the file to pass instead (``x.ncnn.param`` -> ``x.pnnx.param``);
+    None for a name that may be right."""
+    name = Path(path).name
+    wanted = ".pnnx.param" if role == "param file" else ".pnnx.bin"
+    if name.endswith(wanted):
+        return None
+    for suffix, what in _PNNX_SIBLINGS.items():
+        if name.endswith(suffix) and len(name) > len(suffix):
+            base = Path(path).with_name(name[: -len(suffix)])
+            return ModelFormatError(f"this is {what}, not a pnnx {role}: pass {base}{wanted} instead", path=str(path))
+    suffix = Path(name).suffix.lower()
+    if suffix in _OTHER_FORMATS:
+        return ModelFormatError(f"this is {_OTHER_FORMATS[suffix]}", path=str(path))
+    return None
+
+
 def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None) -> Graph:
     """Read a pnnx model into a validated :class:`~graphexec.ir.Graph`.
 
     Without ``bin_path`` the weights come from the param file's sibling ``.bin``; if there
-    is none, a model that needs weights fails naming the file it looked for.
+    is none, a model that needs weights fails naming the file it looked for. A file of
+    another format that pnnx writes (``x.pnnx.onnx``, ``x.ncnn.param``) is refused with
+    the name of the file to pass instead.
     """
+    for given, role in ((param_path, "param file"), (bin_path, "weight file")):
+        refused = None if given is None else wrong_format(given, role)
+        if refused is not None:
+            raise refused
     param_path = str(param_path)
     if bin_path is None:
         candidate = default_bin_path(param_path)
@@ -630,12 +675,14 @@ def _parse_attribute(op: Operator, key: str, value: str, archive: WeightArchive,
             empty = np.empty(shape, dtypes.numpy_dtype(type_name))
             op.attrs[key] = Attribute(type_name, shape, _read_only(empty))
             return
-        where = (
-            f"the weight file {archive.missing} does not exist" if archive.missing is not None
-            else "it is not in the bin"
-        )
+        if archive.missing is not None:  # no bin at all: say so, not that one weight is missing
+            raise WeightError(
+                f"the weight file does not exist; the param file reads its weights from it (the first, "
+                f"{entry!r}, for operator {op.name}): put the .bin beside the .param or pass its path",
+                path=archive.missing,
+            )
         raise WeightError(
-            f"operator {op.name}: weight {entry!r} ({described}) is missing: {where}", path=archive.path
+            f"operator {op.name}: weight {entry!r} ({described}) is missing: it is not in the bin", path=archive.path
         )
     actual = archive.size(entry)
     if actual != expected:

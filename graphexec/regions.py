@@ -10,9 +10,9 @@ one convolution at a time on every core; eight small equal branches are faster s
 side; a chain has nothing to run beside it.
 
 A third way uses every core for one node's whole work, not only its matrix products: a
-node that runs alone is *shared out* among threads, as pieces its layer cuts it into
-(:meth:`graphexec.layers.base.Layer.pieces`: bands of a convolution's output rows, of a depthwise
-convolution's channels, of an activation's elements), each piece on one BLAS thread.
+node that runs alone is *shared out* among threads, as pieces its CPU kernel cuts it into
+(:meth:`~graphexec.devices.base.Kernel.pieces`: bands of a convolution's output rows, of a
+depthwise convolution's channels, of an activation's elements), each on one BLAS thread.
 That also speeds up the im2col copies, Winograd transforms, depthwise taps, bias and
 activation passes that BLAS threads leave on one core. Which nodes split is the layer's
 call (where that beats BLAS threads); the cost model only checks they are large enough.
@@ -30,30 +30,28 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from graphexec.cost import Cost
-from graphexec.plan import Analysis
+from graphexec.plan import Analysis, Plan
+
+# The constants of the cost model below are calibrated by measurements on the project's
+# 2-core machines, kept in docs/design/threads.md ("The cost model's constants").
 
 #: Throughput each BLAS thread beyond the first adds to a large matrix product, relative to
-#: the first. Measured on 2 cores (OpenBLAS 0.3.31, AMD EPYC): Inception v3, ~65% of its
-#: time in sgemm, ran 1.43x as fast with 2 BLAS threads, which puts sgemm at ~1.85x.
+#: the first.
 BLAS_SCALING = 0.85
 #: Products below this many FLOPs gain nothing from more threads (OpenBLAS keeps them on
 #: one thread, and waking another costs about what it saves).
 MIN_SCALING_FLOPS = 2e6
-#: The speed of branches run side by side relative to the same branches alone. Measured:
-#: the wide net (8 equal 3x3 convolution branches) ran 1.47x as fast on 2 workers.
+#: The speed of branches run side by side relative to the same branches alone.
 SIDE_BY_SIDE_EFFICIENCY = 0.75
 #: What handing a unit to a worker costs on top of its work (a thread wake-up each way,
-#: the GIL passing): the chains of inception_mini at 64 x 64 (63 us each) ran 0.77x as
-#: fast on two workers as on one.
+#: the GIL passing).
 HANDOFF_SECONDS = 40e-6
 #: Workers are started only for an estimated gain of at least this fraction of the run: a
 #: run through the scheduler costs a little more per unit than a plain loop, and the
-#: estimates are rough (ShuffleNet v2, estimated 3% faster with workers, ran 7% slower).
+#: estimates are rough.
 MIN_WORKERS_GAIN = 0.05
 #: Throughput each thread beyond the first adds to a node shared out, relative to the
-#: first. Measured on 2 cores (one BLAS thread a piece, interleaved, noisy): GoogLeNet's
-#: 3x3 convolutions on 28 x 28 and 56 x 56 (Winograd) ran 1.4-1.7x as fast as on one
-#: thread, its 7x7 stem convolution 1.7x.
+#: first.
 SPLIT_SCALING = 0.6
 #: What sharing a node out costs on top of its work: waking a thread for each other piece
 #: and waiting for it.
@@ -87,17 +85,12 @@ def _boosted(cost: Cost, cores: int) -> float:
 
 
 #: An engine that chooses one worker gives it every core for BLAS only when that is
-#: estimated to save at least this fraction of a run. Measured on a 2-core Xeon (a thread
-#: wake-up ~35 us), one worker with 2 BLAS threads against 1, 21-31 interleaved rounds,
-#: BLAS threads spinning 2^20 cycles after a call (see graphexec/__init__.py): MobileNet v3
-#: small (estimated saving 0.07) 0.96x as fast with 2, its products too small to pay for
-#: the second thread; EfficientNet-B0, MobileNet v2 and v3 large, MnasNet (0.11-0.13)
-#: 1.02-1.05x, ShuffleNet v2 (0.18) 1.07x, RegNet-Y 400MF (0.24) 1.08x. (With spins of
-#: 2^4, every product woke the thread, and all but the last lost 2-14%.)
+#: estimated to save at least this fraction of a run: below it, the products are too small
+#: to pay for waking the second thread (docs/design/threads.md).
 MIN_BLAS_GAIN = 0.1
 
 
-def blas_threads_gain(plan: Analysis, cores: int) -> float:
+def blas_threads_gain(plan: Analysis | Plan, cores: int) -> float:
     """The fraction of the plan's estimated time that ``cores`` BLAS threads save when every
     node runs one at a time (only large matrix products gain, see :func:`_boosted`)."""
     total = sum(node.cost.seconds for node in plan.nodes)
@@ -110,13 +103,13 @@ def _shared(cost: Cost, workers: int) -> float:
     return cost.seconds / (1 + SPLIT_SCALING * (workers - 1)) + SPLIT_SECONDS
 
 
-def splits(plan: Analysis, index: int) -> bool:
+def splits(plan: Analysis | Plan, index: int) -> bool:
     """Whether node ``index``'s layer can share its work out for the plan's specs."""
     kernel = plan.nodes[index].kernel
     return kernel is not None and kernel.splits()
 
 
-def shared_nodes(plan: Analysis, workers: int) -> frozenset[int]:
+def shared_nodes(plan: Analysis | Plan, workers: int) -> frozenset[int]:
     """Nodes worth sharing out among ``workers`` threads when they run alone: their layers
     split them where that beats BLAS threads (see :meth:`graphexec.devices.base.Kernel.splits`), and
     they are large enough to pay for the hand-over."""
@@ -127,7 +120,7 @@ def shared_nodes(plan: Analysis, workers: int) -> frozenset[int]:
                      and splits(plan, node.index))
 
 
-def regions(plan: Analysis, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> tuple[Region, ...]:
+def regions(plan: Analysis | Plan, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> tuple[Region, ...]:
     """The plan's regions with both estimates, for ``workers`` inter-op workers and
     ``cores`` threads for a unit that runs alone: BLAS threads, or pieces of its nodes in
     ``shared`` (see :func:`shared_nodes`)."""
@@ -149,7 +142,7 @@ def regions(plan: Analysis, workers: int, cores: int, shared: frozenset[int] = f
     return tuple(found)
 
 
-def _cuts(plan: Analysis) -> list[int]:
+def _cuts(plan: Analysis | Plan) -> list[int]:
     """Region boundaries: positions ``k`` in the unit order (units are numbered
     topologically) such that no unit before ``k - 1`` feeds a unit at ``k`` or later."""
     found = []
@@ -161,7 +154,7 @@ def _cuts(plan: Analysis) -> list[int]:
     return found
 
 
-def _longest_path(plan: Analysis, start: int, stop: int) -> float:
+def _longest_path(plan: Analysis | Plan, start: int, stop: int) -> float:
     """The costliest chain of units inside ``[start, stop)``."""
     longest: dict[int, float] = {}
     for u in reversed(range(start, stop)):
@@ -185,7 +178,7 @@ class RegionChoice:
     shared: frozenset[int] = frozenset()
 
 
-def choose(plan: Analysis, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> RegionChoice:
+def choose(plan: Analysis | Plan, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> RegionChoice:
     """Serial units, boosted and shared nodes of ``plan`` for ``workers`` workers on
     ``cores`` cores; ``shared``: the nodes that may be shared out (see :func:`shared_nodes`)."""
     serial = frozenset(u for r in regions(plan, workers, cores, shared) if r.serial for u in r.units)
@@ -194,7 +187,7 @@ def choose(plan: Analysis, workers: int, cores: int, shared: frozenset[int] = fr
     return RegionChoice(serial, boosted, shared & in_serial if workers > 1 else shared)
 
 
-def worth_workers(plan: Analysis, cores: int, mixing: bool, shared: frozenset[int] = frozenset()) -> bool:
+def worth_workers(plan: Analysis | Plan, cores: int, mixing: bool, shared: frozenset[int] = frozenset()) -> bool:
     """Whether running branches on ``cores`` workers is estimated at least
     :data:`MIN_WORKERS_GAIN` faster than one worker with every core for BLAS (and the
     ``shared`` nodes shared out either way). With ``mixing`` (BLAS threads sleep soon

@@ -10,9 +10,8 @@ waits on work queued to the same pool, so no deadlock is possible.
 
 Why not one thread that owns the state and hands out every unit: it must wake for each
 finished unit and wake a worker for each new one, and on a machine whose cores the
-workers keep busy those wake-ups and its turns with the GIL slow the branches down. On
-the wide net (2 cores) such a thread was awake 1.3 ms of a 13 ms run; with the workers
-driving, the run went from 1.48-1.51x to 1.59-1.65x as fast as the sequential one.
+workers keep busy those wake-ups and its turns with the GIL slow the branches down
+(measured in docs/design/threads.md, "How the workers drive a run").
 
 On the first failure nothing new starts, what is running finishes, and the failure is
 raised to the caller; every tensor of the run is dropped with the state.
@@ -237,10 +236,10 @@ class _Run:
         while True:
             wait = 0.1
             if options.deadline is not None:
-                wait = min(wait, max(0.0, options.deadline - time.monotonic()))
+                wait = min(wait, max(0.0, options.deadline - options.clock()))
             if self.over.wait(wait):
                 return
-            if options.deadline is not None and time.monotonic() > options.deadline:
+            if options.deadline is not None and options.clock() > options.deadline:
                 raise RunTimeoutError(
                     f"forward ran past its timeout of {options.timeout:g} s with work still running")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graphexec.errors import LayerConfigError
 from graphexec.program import Program
-from graphexec.layers.specs import Spec
+from graphexec.layers.specs import Spec, is_dynamic
 
 
 class InferenceFailure(Exception):
@@ -21,10 +21,21 @@ class InferenceFailure(Exception):
         super().__init__(f"{step_name} ({step_type}): {reason}")
 
 
-def infer_specs(program: Program, inputs: dict[str, Spec]) -> dict[str, Spec]:
-    """Specs of every operand, walking the steps in order from the input specs."""
+def infer_specs(program: Program, inputs: dict[str, Spec], *, defer_dynamic: bool = False) -> dict[str, Spec]:
+    """Specs of every operand, walking the steps in order from the input specs.
+
+    A layer whose output size depends on its input's values infers a
+    :class:`~graphexec.layers.specs.DynamicSpec` for it. By default that is an
+    :class:`InferenceFailure` (a plan needs every size). With ``defer_dynamic`` the
+    dynamic spec is kept, and the operands computed from it are left out of the result:
+    their specs are known only once the run has computed it.
+    """
     specs: dict[str, Spec] = dict(inputs)
+    waiting: set[str] = set()  # dynamic operands and everything computed from them
     for step in program.steps:
+        if any(name in waiting for name in step.inputs):
+            waiting.update(step.outputs)
+            continue
         given = [specs[name] for name in step.inputs]
         try:
             produced = step.layer.infer(given)
@@ -37,5 +48,14 @@ def infer_specs(program: Program, inputs: dict[str, Spec]) -> dict[str, Spec]:
                 step.name, step.layer.type, given,
                 f"produced {len(produced)} outputs, the graph expects {len(step.outputs)}", specs,
             )
+        dynamic = [(name, spec) for name, spec in zip(step.outputs, produced) if is_dynamic(spec)]
+        if dynamic and not defer_dynamic:
+            name, spec = dynamic[0]
+            raise InferenceFailure(
+                step.name, step.layer.type, given,
+                f"the size of its output {name} {spec} depends on the values of its inputs, known only at "
+                f"run time, and a plan needs every size before the run", specs,
+            )
         specs.update(zip(step.outputs, produced))
+        waiting.update(name for name, _ in dynamic)
     return specs

@@ -4,9 +4,7 @@ that runs the node and the others on a pool's threads.
 Where the pool's workers are pinned to a core each (see :mod:`graphexec.affinity`) and
 the node runs on the caller's thread, every piece goes to the workers and the caller
 waits: run beside a pinned worker, the caller's own piece often shared that worker's core
-until the kernel moved it (GoogLeNet on two workers, every 3x3 convolution shared out, 10
-interleaved rounds: 70.8 ms a run with the caller taking a piece beside pinned workers,
-63.8 ms with the workers unpinned).
+until the kernel moved it (docs/design/threads.md, "Nodes shared out").
 
 Why no deadlock is possible: a piece never waits on anything, and a worker that shares a
 node out never waits on a piece that has not started: once its own piece is done it takes

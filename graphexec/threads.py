@@ -28,7 +28,7 @@ from loguru import logger
 
 from graphexec.blas import idle_threads_sleep
 from graphexec.options import EngineOptions
-from graphexec.plan import Analysis
+from graphexec.plan import Analysis, Plan
 from graphexec.program import Step
 from graphexec.regions import MIN_BLAS_GAIN, RegionChoice, blas_threads_gain, choose, shared_nodes, worth_workers
 
@@ -41,7 +41,7 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def default_threads(analysis: Analysis, cores: int, mixing: bool, shared: frozenset[int] = frozenset()) -> int:
+def default_threads(analysis: Analysis | Plan, cores: int, mixing: bool, shared: frozenset[int] = frozenset()) -> int:
     """Inter-op workers by default: every core when some region of the plan runs faster
     with its branches side by side than one unit at a time with every core for BLAS and
     the ``shared`` nodes shared out (see :mod:`graphexec.regions`), else one. ``mixing``:
@@ -78,7 +78,7 @@ class ThreadPolicy:
     injected: bool = False
 
     @staticmethod
-    def decide(options: EngineOptions, draft: Callable[[int], Analysis] | None, on_device: bool,
+    def decide(options: EngineOptions, draft: Callable[[int], Analysis | Plan] | None, on_device: bool,
                cores: int | None = None, mixing: bool | None = None) -> ThreadPolicy:
         """The policy for ``options``. ``draft(pieces)``: the plan at the exported input
         shapes with sibling convolutions apart, its kernels chosen for nodes shared among
@@ -112,11 +112,11 @@ class ThreadPolicy:
                      ", nodes shared out when alone" if share else "", f", boost to {boost}" if boost else "")
         return policy
 
-    def shared(self, analysis: Analysis) -> frozenset[int]:
+    def shared(self, analysis: Analysis | Plan) -> frozenset[int]:
         """The nodes of ``analysis`` shared out among threads when they run alone."""
         return shared_nodes(analysis, self.cores) if self.share else frozenset()
 
-    def regions(self, analysis: Analysis) -> RegionChoice | None:
+    def regions(self, analysis: Analysis | Plan) -> RegionChoice | None:
         """The regions a run of ``analysis`` follows; None: every node runs alike. With one
         worker, where nodes may be shared out; with several, only where BLAS threads may
         be raised (otherwise every unit goes to the workers); never on an injected executor."""
@@ -129,7 +129,7 @@ class ThreadPolicy:
                      len(choice.serial), len(analysis.units), len(choice.boosted), len(choice.shared))
         return choice
 
-    def blas_threads(self, analysis: Analysis, choice: RegionChoice | None) -> dict[int, int]:
+    def blas_threads(self, analysis: Analysis | Plan, choice: RegionChoice | None) -> dict[int, int]:
         """The BLAS threads of each node that runs whole on more than one in every run of
         ``analysis``: every node but the shared ones gets ``intra_op_threads``; in a run
         with several workers, the boosted nodes of units that run alone get the boost.
@@ -147,7 +147,7 @@ class ThreadPolicy:
                 found[node.index] = count
         return found
 
-    def merges(self, analysis: Analysis) -> Callable[[Step], bool] | None:
+    def merges(self, analysis: Analysis | Plan) -> Callable[[Step], bool] | None:
         """The steps whose sibling convolutions may merge (None: every one). A merged
         product gains where it runs alone with every core for BLAS; siblings that run side
         by side on the workers are faster apart (the wide net, 8 branches: 0.87-0.94x the

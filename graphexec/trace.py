@@ -12,14 +12,21 @@ event profiling, mapped onto the host clock, when the device's queues were opene
 profiling (``open_device(..., profiling=True)``, as ``graphexec trace`` does); otherwise
 they are the host's enqueue times, which show the queue but not the kernel's duration.
 ``device_timing`` says which (see :mod:`graphexec.devices.opencl.profiling`).
+
+A run that plans part of its model once it has computed sizes known only then (see
+:mod:`graphexec.stages`) runs several plans one after the other; its trace holds them all
+(``stages``), their nodes numbered one after the other (the k-th plan's node i is
+``offsets[k] + i``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +119,10 @@ class Trace:
     device_profiled: bool = False
     #: Plan nodes whose region ran one node at a time (see :mod:`graphexec.regions`).
     alone: frozenset[int] = frozenset()
+    #: The plans the run ran, in order (one, unless it planned some once it had run).
+    stages: list[Plan] = field(default_factory=list)
+    #: The number of each stage's first node in ``events`` (0 for the first).
+    offsets: list[int] = field(default_factory=list)
 
     def begin(self, plan: Plan) -> None:
         self.events = []
@@ -120,7 +131,28 @@ class Trace:
         self.device_profiled = False
         self.alone = frozenset()
         self.plan = plan
+        self.stages = [plan]
+        self.offsets = [0]
         self.start_ns = time.perf_counter_ns()
+
+    def join(self, parts: Sequence[Trace]) -> None:
+        """This trace as one run made of ``parts``, the traces of the plans it ran one after
+        the other: their events together, the nodes of each numbered after the last one's."""
+        first = parts[0]
+        self.begin(first.plan)  # type: ignore[arg-type]
+        self.stages, self.offsets = [], []
+        self.start_ns, self.end_ns = first.start_ns, parts[-1].end_ns
+        self.device_timing, self.device_profiled = first.device_timing, first.device_profiled
+        offset = 0
+        alone: set[int] = set()
+        for part in parts:
+            self.stages.append(part.plan)  # type: ignore[arg-type]
+            self.offsets.append(offset)
+            self.events += [_renumbered(e, offset) for e in part.events]
+            self.device_events += [_renumbered(e, offset) for e in part.device_events]
+            alone.update(offset + i for i in part.alone)
+            offset += len(part.plan.nodes) if part.plan is not None else 0
+        self.alone = frozenset(alone)
 
     def end(self) -> None:
         """Close the run; the device spans handed in with the host events are resolved here
@@ -209,27 +241,41 @@ class Trace:
         )
 
     def _measured_critical_path(self) -> list[NodeEvent]:
-        """The longest chain of dependent nodes by measured duration."""
+        """The longest chain of dependent nodes by measured duration (through each plan of
+        the run in turn: each starts once the one before has finished)."""
         if self.plan is None or not self.events:
             return []
-        by_node = {e.node: e for e in self.events}
+        stages = list(zip(self.stages, self.offsets)) or [(self.plan, 0)]
+        return [e for plan, offset in stages for e in self._critical_path_of(plan, offset)]
+
+    def _critical_path_of(self, plan: Plan, offset: int) -> list[NodeEvent]:
+        """The longest chain of dependent nodes of ``plan``, whose nodes the events number
+        from ``offset``."""
+        by_node = {e.node - offset: e for e in self.events if 0 <= e.node - offset < len(plan.nodes)}
+        if not by_node:
+            return []
         if self.device_profiled:  # a device node took the time its commands took, not the enqueue's
-            by_node.update((e.node, e) for e in self.device_events)
+            by_node.update((e.node - offset, e) for e in self.device_events
+                           if 0 <= e.node - offset < len(plan.nodes))
             for node, e in list(by_node.items()):  # a download's host time is mostly waiting for them
                 if e.type == DOWNLOAD_TYPE:
                     by_node[node] = NodeEvent(e.node, e.name, e.type, e.thread, e.end_ns, e.end_ns)
         longest: dict[int, float] = {}
         best_pred: dict[int, int | None] = {}
-        for i in self.plan.order:
+        for i in plan.order:
             if i not in by_node:
                 continue
-            preds = [p for p in self.plan.predecessors[i] if p in longest]
+            preds = [p for p in plan.predecessors[i] if p in longest]
             pred = max(preds, key=lambda p: longest[p], default=None)
             best_pred[i] = pred
             longest[i] = by_node[i].seconds + (longest[pred] if pred is not None else 0.0)
-        node: int | None = max(longest, key=longest.get)  # type: ignore[arg-type]
+        step: int | None = max(longest, key=lambda k: longest[k])
         path = []
-        while node is not None:
-            path.append(by_node[node])
-            node = best_pred[node]
+        while step is not None:
+            path.append(by_node[step])
+            step = best_pred[step]
         return path[::-1]
+
+
+def _renumbered(event: NodeEvent, offset: int) -> NodeEvent:
+    return event if not offset else dataclasses.replace(event, node=event.node + offset)

@@ -101,3 +101,12 @@ def pad_input(x: np.ndarray, pads: tuple[Pair, Pair], mode: str) -> np.ndarray:
     if not any(pads[0]) and not any(pads[1]):
         return x
     return np.pad(x, ((0, 0), (0, 0), pads[0], pads[1]), mode=PAD_MODES[mode])  # type: ignore[call-overload]
+
+
+def view_of(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` reshaped to ``shape``, a view (numpy's reshape copies silently where the
+    strides allow none; merging the leading dims and splitting the last one always do)."""
+    view = a.reshape(shape)
+    if not np.may_share_memory(view, a):
+        raise AssertionError(f"no view of {a.shape} with strides {a.strides} has shape {shape}")
+    return view

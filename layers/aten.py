@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.layers._std_order import distinct_rows, sort_positions
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.indexing import scatter_places, stable_order
 from graphexec.layers.linear import broadcast
@@ -530,10 +531,16 @@ class Scatter(_Aten):
         return [x]
 
 
+#: From this many elements up, PyTorch sorts a 1-D integer tensor with a radix sort.
+_RADIX_SORTED = 32768
+
+
 class _Sorting(_Aten):
     """``(x, dim, descending)``, or ``(x, stable, dim, descending)`` as pnnx writes a call
     with ``stable=``: the overloads differ in their count of inputs, and the second one's
-    input 1 is a flag or None. The order is always stable, so ``stable`` changes nothing."""
+    input 1 is a flag or None. Equal values come in ascending index order with
+    ``stable=True``, else where PyTorch's CPU sort (``std::sort``) leaves them (see
+    :mod:`graphexec.layers._std_order`)."""
 
     def build(self, params: Params) -> None:
         if self.num_inputs not in (3, 4):
@@ -541,20 +548,27 @@ class _Sorting(_Aten):
                 f"takes 3 inputs (x, dim, descending) or 4 (x, stable, dim, descending), given {self.num_inputs}"
             )
         first = self.num_inputs - 2  # where dim is
+        self.stable = False
         if first == 2:
             stable = constant_input(params, 1)
             if stable is not None and not isinstance(stable, bool):
                 raise params.error(f"stable (input 1) must be a constant flag or None, given {stable!r}")
+            self.stable = bool(stable)
         self.dim = required_constant(params, first, "dim", int)
         self.descending = required_constant(params, first + 1, "descending", bool)
 
     def order(self, x: np.ndarray) -> np.ndarray:
-        """int64 indices sorting ``x`` along ``dim``: NaN as the largest value, equal
-        values in ascending index order, as PyTorch's stable sort gives them."""
+        """int64 indices sorting ``x`` along ``dim``, NaN as the largest value."""
         if x.ndim == 0:
             return np.zeros((), np.int64)
         axis = normalize_axis(self.dim, x.ndim)
-        return np.ascontiguousarray(stable_order(x, axis, self.descending), dtype=np.int64)
+        # PyTorch sorts a long 1-D integer tensor with a (stable) radix sort
+        radix = x.ndim == 1 and x.size >= _RADIX_SORTED and x.dtype.kind in "iu"
+        rows = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis]) if x.size else np.zeros((0, 0))
+        if self.stable or radix or distinct_rows(rows).all():
+            return np.ascontiguousarray(stable_order(x, axis, self.descending), dtype=np.int64)
+        picked = np.array([sort_positions(row, self.descending) for row in rows], np.int64)
+        return np.ascontiguousarray(np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape), -1, axis))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if shapes[0]:

@@ -27,8 +27,14 @@ import math
 from typing import Any
 
 import numpy as np
-
-from graphexec.layers._conv_base import Geometry, aligned, out_size, same_padding, transposed_out_size
+from graphexec.layers._conv_base import (
+    Geometry,
+    aligned,
+    out_size,
+    same_padding,
+    transposed_out_size,
+    view_of,
+)
 from graphexec.layers._conv_reference import conv2d, conv_transpose2d, transposed_kernel
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch
 from graphexec.layers.registry import register
@@ -302,7 +308,7 @@ class _ConvModule(_Conv):
         matrix = np.concatenate([weight.reshape(groups, cout // groups, depth),
                                  bias.reshape(groups, cout // groups, 1)], axis=2)
         self.weight_and_bias = aligned(matrix, np.float32)
-        self.weight = _view_of(self.weight_and_bias[:, :, :-1], weight.shape)
+        self.weight = view_of(self.weight_and_bias[:, :, :-1], weight.shape)
 
     def with_weights(self, weight: np.ndarray, bias: np.ndarray | None) -> _ConvModule:
         """This convolution with another weight (O', I/groups, kh, kw as stored) and bias:
@@ -321,15 +327,6 @@ class _ConvModule(_Conv):
 
     def _run(self, inputs: list[Any], x: np.ndarray, out: np.ndarray) -> None:
         conv2d(x, self.weight, self.bias, self.geometry, out)
-
-
-def _view_of(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """``a`` reshaped to ``shape``, a view (numpy's reshape copies silently where the
-    strides allow none; merging the leading dims and splitting the last one always do)."""
-    view = a.reshape(shape)
-    if not np.may_share_memory(view, a):
-        raise AssertionError(f"no view of {a.shape} with strides {a.strides} has shape {shape}")
-    return view
 
 
 @register("nn.Conv1d")

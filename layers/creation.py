@@ -11,9 +11,11 @@
 
 pnnx folds these into constants when every size is known at export; they stay in the graph
 when a size comes from a dynamic input dim (``torch.arange(x.size(1))`` exports as
-``torch.arange $end=`` fed by ``size(@0,1)``). A plan is made per input shape, so those
-sizes are known to shape inference, which reads them from the specs that carry a value;
-a size that is not known then is refused (ShapeMismatch) rather than guessed.
+``torch.arange $end=`` fed by ``size(@0,1)``) or from the data (``torch.arange(x.max())``).
+A plan is made per input shape, so sizes are known to shape inference, which reads them
+from the specs that carry a value; a length computed from the data is known only when the
+layer runs (a :class:`DynamicSpec`), and a size list that is not known is refused
+(ShapeMismatch) rather than guessed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from graphexec.layers._expr import TORCH_DTYPES, ScalarSpec
 from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
 from graphexec.layers.shape import known_ints, runtime_ints
+from graphexec.layers.specs import DynamicSpec
 
 _UNKNOWN: Any = object()
 
@@ -176,7 +179,9 @@ class Arange(Layer):
     """``torch.arange(start, end, step)``, each a param or an input (``$end`` fed by a size).
 
     The dtype, when not given, is int64 if start, end and step are all integers, else
-    float32; the length is ``ceil((end - start) / step)``, as in torch."""
+    float32; the length is ``ceil((end - start) / step)``, as in torch. An input whose value
+    shape inference does not know (computed from the data) makes the length known only
+    when it runs (a :class:`DynamicSpec` with no bound)."""
 
     ARGS = ("start", "end", "step")
 
@@ -191,6 +196,7 @@ class Arange(Layer):
                 self.constants[name] = value
             elif name in self.input_names:
                 self.positions[name] = self.input_names.index(name)
+                self.constants.pop(name, None)  # an input, not the default
         if "end" not in self.constants and "end" not in self.positions:
             raise params.error("needs end, as a param or an input")
         self.dtype = _dtype_param(params)
@@ -212,13 +218,11 @@ class Arange(Layer):
         return max(0, math.ceil((end - start) / step))
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        def known(position: int, name: str) -> Any:
-            value = _known_number(specs[position])
-            if value is _UNKNOWN:
-                raise ShapeMismatch(f"{name} is known only at run time, so the output length is unknown")
-            return value
-
-        args = self._args(known)
+        unknown = [name for name, position in self.positions.items() if _known_number(specs[position]) is _UNKNOWN]
+        if unknown:  # a bound computed from the data: the length is known only when it runs
+            kinds = {name: (1 if specs[at].dtype.kind in "biu" else 1.0) for name, at in self.positions.items()}
+            return [DynamicSpec((None,), self._output_dtype(self._args(lambda at, name: kinds[name])))]
+        args = self._args(lambda position, name: _known_number(specs[position]))
         return [TensorSpec((self._length(args),), self._output_dtype(args))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
@@ -233,7 +237,8 @@ class Arange(Layer):
 @register("aten::linspace")
 class Linspace(Layer):
     """``torch.linspace(start, end, steps)`` (float32 unless a dtype is given); TorchScript's
-    inputs: start, end, steps, dtype, layout, device, pin_memory."""
+    inputs: start, end, steps, dtype, layout, device, pin_memory. ``steps`` computed from
+    the data makes the length known only when it runs."""
 
     def build(self, params: Params) -> None:
         if self.num_inputs != 7:
@@ -241,10 +246,12 @@ class Linspace(Layer):
                                f"given {self.num_inputs}")
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        steps = _known_number(specs[2])
-        if steps is _UNKNOWN or isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-            raise ShapeMismatch("steps must be a non-negative integer known before the run")
-        return [TensorSpec((steps,), self._dtype(_known_number(specs[3])))]
+        steps, dtype = _known_number(specs[2]), self._dtype(_known_number(specs[3]))
+        if steps is _UNKNOWN and specs[2].dtype.kind in "iu":  # computed from the data
+            return [DynamicSpec((None,), dtype)]
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ShapeMismatch(f"steps must be a non-negative integer, given {steps!r}")
+        return [TensorSpec((steps,), dtype)]
 
     @staticmethod
     def _dtype(code: Any) -> np.dtype:

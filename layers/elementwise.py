@@ -129,6 +129,10 @@ BitwiseAnd = _function_layer("torch.bitwise_and", "and")
 BitwiseOr = _function_layer("torch.bitwise_or", "or")
 BitwiseXor = _function_layer("torch.bitwise_xor", "xor")
 BitwiseNot = _function_layer("torch.bitwise_not", "bitwise_not", ("input",))
+# a shift by a negative count or by the width or more gives 0 (and -1 shifting a negative
+# number right) in numpy as in PyTorch
+BitwiseLeftShift = _function_layer("torch.bitwise_left_shift", "lshift")
+BitwiseRightShift = _function_layer("torch.bitwise_right_shift", "rshift")
 
 # what pnnx leaves as TorchScript calls, their arguments inputs in signature order
 ErfInv = _function_layer("aten::erfinv", "erfinv", ("input",))
@@ -283,3 +287,22 @@ class Where(Layer):
         dtype = result_type([kind_of(b) for b in branches])
         a, b = (cast(v, dtype) for v in branches)
         return [np.asarray(np.where(condition, a, b))]
+
+
+@register("torch.positive")
+class Positive(Layer):
+    """``torch.positive(x)``: ``x`` itself (PyTorch returns the same tensor); bool has no
+    sign, so PyTorch refuses it, and so does this."""
+
+    is_view = True
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0] if len(specs) == 1 else None
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"takes one tensor, given {', '.join(map(str, specs))}")
+        if x.dtype == BOOL:
+            raise ShapeMismatch("positive is not defined for bool tensors")
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [inputs[0]]

@@ -21,15 +21,17 @@ in :mod:`graphexec.layers.aten`.
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from graphexec.layers._std_order import distinct_rows, topk_positions
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
 from graphexec.layers.slicing import runtime_input
-from graphexec.layers.specs import SequenceSpec
+from graphexec.layers.specs import DynamicSpec, SequenceSpec
 
 
 def _axis(dim: int, rank: int) -> int:
@@ -296,7 +298,7 @@ class Index(Layer):
     input: a list built by a pnnx.Expression such as ``[None,@0]``. That list reaches this
     layer as a list/tuple with None at the full-slice places (or without them: the
     expression's text says where they go) and, for shape inference, as a SequenceSpec of
-    the index tensors. A runtime bool mask gives a data-dependent shape and is refused.
+    the index tensors. A runtime bool mask gives a size known only when it runs.
     """
 
     def build(self, params: Params) -> None:
@@ -344,11 +346,25 @@ class Index(Layer):
                 if item is None:
                     entries.append(None)
                 elif item.dtype == bool:
-                    raise ShapeMismatch("a runtime bool mask index gives a data-dependent shape")
+                    entries.append(Mask(item.shape, -1))
                 else:
                     _check_index_dtype(item.dtype)
                     entries.append(item.shape)
+            if any(isinstance(e, Mask) for e in entries):
+                return [self._masked(x, entries)]
         return [TensorSpec(advanced_index_shape(x.shape, entries), x.dtype)]
+
+    @staticmethod
+    def _masked(x: TensorSpec, entries: list[Any]) -> DynamicSpec:
+        """``x[mask]``, ``x[:, mask]``: a runtime bool mask, the only index tensor, picks as
+        many places as it has True values, known only when it runs (at most its size)."""
+        if sum(e is not None for e in entries) != 1:
+            raise ShapeMismatch("a runtime bool mask beside other index tensors is not supported")
+        (mask,) = [e for e in entries if e is not None]
+        bound = math.prod(mask.shape)
+        placed = advanced_index_shape(x.shape, [Mask(e.shape, bound) if isinstance(e, Mask) else e for e in entries])
+        at = next(k for k, e in enumerate(entries) if e is not None)
+        return DynamicSpec(placed[:at] + (None,) + placed[at + 1:], x.dtype, placed)
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = inputs[0]
@@ -523,23 +539,25 @@ def stable_order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
 
 @register("torch.topk")
 class TopK(Layer):
-    """``torch.topk(x, k, dim, largest, sorted)``: values and int64 indices.
-
-    Always sorted (``sorted=False`` leaves the order to torch, so any order is right). NaN
-    counts as the largest value, as in torch. Ties: torch's order among equal values is
-    unspecified (it varies with size and path); here the lower index comes first.
-    """
+    """``torch.topk(x, k, dim, largest, sorted)``: values and int64 indices, in the order
+    PyTorch's CPU kernel gives them, ties and ``sorted=False`` included (see
+    :mod:`graphexec.layers._std_order`). NaN counts as the largest value, as in torch."""
 
     def build(self, params: Params) -> None:
         self.k = params.int("k")
         self.dim = params.int("dim", -1)
         self.largest = params.bool("largest", True)
+        self.sorted = params.bool("sorted", True)
         if self.k < 0:
             raise params.error(f"k={self.k} must not be negative")
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)
         shape = shapes[0]
+        if not shape:  # a 0-d tensor is one value: k is 0 or 1, the output 0-d
+            if self.k > 1:
+                raise ShapeMismatch(f"k={self.k} is more than the one value of a 0-d tensor")
+            return [shape, shape]
         axis = _axis(self.dim, len(shape))
         if self.k > shape[axis]:
             raise ShapeMismatch(f"k={self.k} is more than dim {self.dim} of size {shape[axis]}")
@@ -550,11 +568,24 @@ class TopK(Layer):
         return [dtypes[0], np.dtype(np.int64)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = inputs[0]
+        x = np.asarray(inputs[0])
+        if x.ndim == 0:
+            return [x.copy(), np.zeros((), np.int64)]
         axis = _axis(self.dim, x.ndim)
         size = x.shape[axis]
         if self.k > size:
             raise IndexError(f"k={self.k} is more than dim {self.dim} of size {size}")
-        order = stable_order(x, axis, descending=self.largest)
-        indices = order[(slice(None),) * axis + (slice(0, self.k),)]
-        return [np.take_along_axis(x, indices, axis=axis), indices.astype(np.int64, copy=False)]
+        rows = np.moveaxis(x, axis, -1).reshape(-1, size)
+        # a sorted result of distinct values has one order, which numpy finds faster;
+        # ties, NaN and unsorted results follow PyTorch's steps
+        plain = distinct_rows(rows) if self.sorted or self.k * 64 <= size else np.zeros(len(rows), bool)
+        if plain.all():
+            indices = stable_order(x, axis, descending=self.largest)[(slice(None),) * axis + (slice(0, self.k),)]
+        else:
+            picked = np.empty((rows.shape[0], self.k), np.int64)
+            for r, row in enumerate(rows):
+                picked[r] = (stable_order(row, 0, descending=self.largest)[: self.k] if plain[r]
+                             else topk_positions(row, self.k, self.largest, self.sorted))
+            indices = np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape[:-1] + (self.k,)), -1, axis)
+        indices = np.ascontiguousarray(indices, dtype=np.int64)
+        return [np.take_along_axis(x, indices, axis=axis), indices]

@@ -7,11 +7,14 @@ What pnnx (20261020) actually leaves in a graph, as checked by exporting:
   flattens that one away) and nests inside it for nested results; still a layer of its own.
 * ``prim::ListConstruct`` never survives: pnnx rewrites every list into a ``pnnx.Expression``
   (``expr=[@0,@1]``); ``prim::TupleConstruct``/``prim::TupleUnpack`` pairs are eliminated.
+* ``prim::TupleUnpack`` remains after a module that returns a tuple and that pnnx keeps as
+  one operator with one output (``nn.AdaptiveMaxPool2d(..., return_indices=True)``).
 * ``prim::ListUnpack`` remains only after ``aten::`` operators pnnx has no converter for
   (``aten::meshgrid``, ``aten::broadcast_tensors``), and ``pnnx.SliceIndexes`` only in models
   exported with dynamic shapes (``inputs2``); ``prim::Constant`` is always folded away.
 
-:class:`SequenceUnpack` takes those lists apart (golden fixtures: ``aten_more/meshgrid_*``).
+:class:`SequenceUnpack` takes those lists and tuples apart (golden fixtures: ``aten_more/meshgrid_*``,
+``pooling/adaptivemaxpool*_return_indices``).
 :class:`SliceIndexes` is ready but not registered: the fixture exporter cannot export
 dynamic shapes, so no golden fixture can hold it, and every registered type must have one.
 """
@@ -65,7 +68,7 @@ class TupleConstruct(Layer):
         return [tuple(inputs)]
 
 
-@register("prim::ListUnpack")
+@register("prim::ListUnpack", "prim::TupleUnpack")
 class SequenceUnpack(Layer):
     """``prim::ListUnpack`` / ``prim::TupleUnpack``: one sequence in, its elements out."""
 

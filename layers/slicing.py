@@ -5,7 +5,8 @@
     joining                 Cat (torch.cat), Stack (torch.stack)
     pieces along one dim    Chunk, Split, TensorSplit, Unbind     (one output per piece)
     one view                Slice (Tensor.slice), Select (Tensor.select), Narrow
-    slice assignment        SliceCopy (Tensor.slice_copy: a copy with its slice written)
+    slice assignment        SliceCopy (Tensor.slice_copy: a copy with its slice written),
+                            SliceScatter (torch.slice_scatter, the same as a function)
     reordering              ChannelShuffle (nn.ChannelShuffle)
 
 Every piece and view is a numpy view of the input (``is_view``); only joining, slice
@@ -506,6 +507,44 @@ class SliceCopy(Slice):
         x = np.asarray(inputs[0])
         out = x.copy()
         out[self._index(x.ndim, inputs)] = inputs[1]
+        return [out]
+
+
+@register("torch.slice_scatter")
+class SliceScatter(Layer):
+    """``torch.slice_scatter(x, src, dim, start, end, step)``: a copy of ``x`` whose slice
+    ``x[..., start:end:step]`` along ``dim`` holds ``src``, which must have exactly that
+    slice's shape (PyTorch does not broadcast it); cast to ``x``'s dtype."""
+
+    def build(self, params: Params) -> None:
+        self.x_at, self.src_at = self.bind_inputs(params, ["input", "src"])
+        self.dim = params.int("dim", 0)
+        self.start = params.int("start") if params.raw("start", None) is not None else None
+        self.end = params.int("end") if params.raw("end", None) is not None else None
+        self.step = params.int("step", 1)
+        if self.step < 1:
+            raise params.error(f"step={self.step} must be positive")
+
+    def _region(self, shape: Shape) -> tuple[int, slice]:
+        axis = _axis(self.dim, len(shape))
+        return axis, slice(self.start, self.end, self.step)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, 2)
+        x, src = specs[self.x_at], specs[self.src_at]
+        if not isinstance(x, TensorSpec) or not isinstance(src, TensorSpec):
+            raise ShapeMismatch("takes two tensors, the input and the values for its slice")
+        axis, cut = self._region(x.shape)
+        region = x.shape[:axis] + (len(range(x.shape[axis])[cut]),) + x.shape[axis + 1:]
+        if src.shape != region:
+            raise ShapeMismatch(f"src has shape {src.shape}, the slice of the input {x.shape} has {region}")
+        return [TensorSpec(x.shape, x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[self.x_at])
+        out = x.copy()
+        axis, cut = self._region(x.shape)
+        out[(slice(None),) * axis + (cut,)] = inputs[self.src_at]
         return [out]
 
 

@@ -1,7 +1,10 @@
 """What shape inference passes around: the shape and dtype of a value, not the value.
 
 Most operands are tensors (:class:`TensorSpec`); ``prim::TupleConstruct`` and
-``prim::ListConstruct`` make sequences of them (:class:`SequenceSpec`).
+``prim::ListConstruct`` make sequences of them (:class:`SequenceSpec`). A layer whose output
+size depends on its input's values (``masked_select``, ``nonzero``, ``unique``, ``nms``)
+infers a :class:`DynamicSpec` for it: the rank and dtype, and per dim the size or ``None``
+where only running the layer tells it (with the most it can be, where that is known).
 """
 
 from __future__ import annotations
@@ -45,7 +48,65 @@ class SequenceSpec:
         return "[" + ", ".join(str(i) for i in self.items) + "]"
 
 
-Spec = Union[TensorSpec, SequenceSpec]
+@dataclass(frozen=True)
+class DynamicSpec:
+    """A tensor whose size along some dims is known only once its producer has run.
+
+    ``shape`` holds ``None`` at those dims; ``bound`` holds, at every dim, the most it can
+    be (``None`` where nothing bounds it, as for ``arange`` to a computed end), so a buffer
+    of ``max_nbytes`` can be set aside before the run. Not a :class:`TensorSpec`: a layer
+    given one cannot mistake it for a known shape. :meth:`resolve` turns it into the
+    :class:`TensorSpec` of the value the layer computed, checking the promise.
+    """
+
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+    bound: tuple[int | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        shape = tuple(None if d is None else int(d) for d in self.shape)
+        bound = tuple(None if b is None else int(b) for b in self.bound) if self.bound else shape
+        if len(bound) != len(shape) or any(d is not None and b != d for d, b in zip(shape, bound)):
+            raise ValueError(f"bound {bound} does not match shape {shape}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "bound", bound)
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
+    @property
+    def max_nbytes(self) -> int | None:
+        """Bytes the value takes at most, or None when a dim has no bound."""
+        if any(b is None for b in self.bound):
+            return None
+        return math.prod(self.bound) * self.dtype.itemsize  # type: ignore[arg-type]
+
+    def admits(self, spec: Spec) -> bool:
+        """Whether ``spec`` is a tensor this spec allows: its dtype, its rank, the known
+        sizes, and the unknown ones within their bounds."""
+        return (isinstance(spec, TensorSpec) and spec.dtype == self.dtype and len(spec.shape) == len(self.shape)
+                and all((d is None or n == d) and (b is None or n <= b)
+                        for n, d, b in zip(spec.shape, self.shape, self.bound)))
+
+    def resolve(self, value: object) -> TensorSpec:
+        """The spec of ``value``, the output the layer computed; ValueError if this spec
+        does not admit it (the layer broke its promise)."""
+        spec = spec_of(value)
+        if not self.admits(spec):
+            raise ValueError(f"the value computed is {spec}, outside the inferred {self}")
+        return spec  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        dims = (str(d) if d is not None else ("?" if b is None else f"?<={b}") for d, b in zip(self.shape, self.bound))
+        return f"({','.join(dims)}){self.dtype}"
+
+
+Spec = Union[TensorSpec, SequenceSpec, DynamicSpec]
+
+
+def is_dynamic(spec: Spec) -> bool:
+    """Whether ``spec`` is, or holds, a size known only at run time."""
+    if isinstance(spec, DynamicSpec):
+        return True
+    return isinstance(spec, SequenceSpec) and any(is_dynamic(item) for item in spec.items)
 
 
 def spec_of(value: object) -> Spec:

@@ -3,11 +3,12 @@
 ::
 
     FFT           torch.fft.fft / ifft / rfft / irfft / hfft / ihfft     along one dim
-    FFTN          torch.fft.fft2 / ifft2 / rfft2 / irfft2 / fftn / ifftn / rfftn / irfftn
+    FFTN          torch.fft.fft2 / ifft2 / rfft2 / irfft2 / hfft2 / ihfft2 and their n-D forms
     RealPart      torch.real          ImagPart   torch.imag
     ViewAsReal    torch.view_as_real  (..., 2) float        ViewAsComplex  torch.view_as_complex
     Complex       torch.complex(real, imag)                 Angle          aten::angle
     STFT          torch.stft          windowed frames of a signal, Fourier transformed
+    ISTFT         torch.istft         the signal back from them, by windowed overlap-add
 
 numpy's pocketfft computes them; the result is cast to PyTorch's dtype (complex64 from
 float32 or complex64 input, complex128 from double precision; the inverse real transforms
@@ -117,11 +118,19 @@ class FFT(_Transform):
         return [np.ascontiguousarray(y, dtype=self.output_dtype(x.dtype, real_out))]
 
 
-@register("torch.fft.fft2", "torch.fft.ifft2", "torch.fft.rfft2", "torch.fft.irfft2", "torch.fft.fftn",
-          "torch.fft.ifftn", "torch.fft.rfftn", "torch.fft.irfftn")
+#: A norm as named for the inverse of a transform: ``hfftn`` is ``irfftn`` of the conjugate
+#: with the scaling of the other direction, ``ihfftn`` the conjugate of ``rfftn`` so scaled.
+_OTHER_WAY = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+@register("torch.fft.fft2", "torch.fft.ifft2", "torch.fft.rfft2", "torch.fft.irfft2", "torch.fft.hfft2",
+          "torch.fft.ihfft2", "torch.fft.fftn", "torch.fft.ifftn", "torch.fft.rfftn", "torch.fft.irfftn",
+          "torch.fft.hfftn", "torch.fft.ihfftn")
 class FFTN(_Transform):
     """A transform over several dims: ``dim`` (fft2's default the last two; None: every dim,
-    or the last ``len(s)``) with lengths ``s``; the real kinds halve or rebuild the last."""
+    or the last ``len(s)``) with lengths ``s``; the real kinds halve or rebuild the last.
+    The Hermitian ones (``hfftn``: a half spectrum in, real out; ``ihfftn``: real in)
+    are the real ones on the conjugate, with the norm of the other direction."""
 
     def build(self, params: Params) -> None:
         super().build(params)
@@ -147,8 +156,8 @@ class FFTN(_Transform):
     def infer(self, specs: list[Spec]) -> list[Spec]:
         x = specs[0]
         _, real_out, last = self.KINDS[self.kind]
-        if self.kind == "rfft" and x.dtype.kind == "c":
-            raise ShapeMismatch(f"rfft needs a real input, given {x.dtype}")
+        if self.kind in ("rfft", "ihfft") and x.dtype.kind == "c":
+            raise ShapeMismatch(f"{self.kind} needs a real input, given {x.dtype}")
         axes = self.axes(len(x.shape))
         if not axes:
             raise ShapeMismatch("no dim to transform")
@@ -163,7 +172,13 @@ class FFTN(_Transform):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         name, real_out, _ = self.KINDS[self.kind]
-        y = getattr(np.fft, name + "n")(x, s=self.s, axes=self.axes(x.ndim), norm=self.norm)
+        axes = self.axes(x.ndim)
+        if self.kind == "hfft":
+            y = np.fft.irfftn(np.conj(x), s=self.s, axes=axes, norm=_OTHER_WAY[self.norm])
+        elif self.kind == "ihfft":
+            y = np.conj(np.fft.rfftn(x, s=self.s, axes=axes, norm=_OTHER_WAY[self.norm]))
+        else:
+            y = getattr(np.fft, name + "n")(x, s=self.s, axes=axes, norm=self.norm)
         return [np.ascontiguousarray(y, dtype=self.output_dtype(x.dtype, real_out))]
 
 
@@ -341,3 +356,103 @@ class STFT(Layer):
         spectrum = np.ascontiguousarray(np.swapaxes(spectrum, -1, -2), dtype=dtype)
         return [spectrum if self.complex_out else np.ascontiguousarray(spectrum.view(real_of(dtype)).reshape(
             *spectrum.shape, 2))]
+
+
+@register("torch.istft")
+class ISTFT(Layer):
+    """``torch.istft``: a (B, L) or (L,) signal from its (B,) bins x frames complex STFT.
+    Each frame is inverse transformed (``irfft`` to ``n_fft`` values, or a complex inverse
+    with ``return_complex``), windowed, overlap-added ``hop_length`` apart and divided by
+    the overlap-added squared window; ``center`` trims ``n_fft // 2`` from each end,
+    ``length`` trims (or zero-pads) the end to that many samples."""
+
+    def build(self, params: Params) -> None:
+        self.n_fft = params.int("n_fft")
+        self.hop = self.n_fft // 4 if params.raw("hop_length", None) is None else params.int("hop_length")
+        width = params.raw("win_length", None)
+        self.win_length = self.n_fft if width is None else params.int("win_length")
+        self.center = params.bool("center", True)
+        self.normalized = params.bool("normalized", False)
+        onesided = params.raw("onesided", None)
+        self.onesided = None if onesided is None else params.bool("onesided")
+        self.length = None if params.raw("length", None) is None else params.int("length")
+        self.complex_out = params.bool("return_complex", False)
+        if not (0 < self.hop <= self.win_length <= self.n_fft):
+            raise params.error(f"needs 0 < hop_length <= win_length <= n_fft, given {self.hop}, "
+                               f"{self.win_length} and {self.n_fft}")
+        if self.length is not None and self.length < 0:
+            raise params.error(f"length={self.length} must not be negative")
+        names = ("input", "window") if self.num_inputs == 2 else ("input",)
+        at = self.bind_inputs(params, names)
+        self.spectrum_at, self.window_at = at[0], (at[1] if len(at) == 2 else None)
+
+    def _onesided(self, bins: int) -> bool:
+        onesided = self.onesided if self.onesided is not None else bins != self.n_fft
+        expected = self.n_fft // 2 + 1 if onesided else self.n_fft
+        if bins != expected:
+            raise ShapeMismatch(f"{bins} frequency bins; onesided={onesided} with n_fft={self.n_fft} needs {expected}")
+        if onesided and self.complex_out:
+            raise ShapeMismatch("a complex output needs the full (two-sided) spectrum")
+        return onesided
+
+    def _bounds(self, frames: int) -> tuple[int, int, int]:
+        """The overlap-added length, and where the output starts and ends in it."""
+        total = self.n_fft + self.hop * (frames - 1)
+        start = self.n_fft // 2 if self.center else 0
+        if self.length is not None:
+            end = start + self.length
+        else:
+            end = total - self.n_fft // 2 if self.center else total
+        return total, start, end
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        spectrum = specs[self.spectrum_at]
+        if spectrum.dtype.kind != "c" or len(spectrum.shape) not in (2, 3):
+            raise ShapeMismatch(f"istft takes a complex (bins, frames) or (B, bins, frames) input, given {spectrum}")
+        if 0 in spectrum.shape:
+            raise ShapeMismatch(f"istft's input {spectrum.shape} is empty")
+        self._onesided(spectrum.shape[-2])
+        dtype = spectrum.dtype
+        if self.window_at is not None:
+            window = specs[self.window_at]
+            if tuple(window.shape) != (self.win_length,):
+                raise ShapeMismatch(f"the window should be ({self.win_length},), given {window.shape}")
+            if window.dtype.kind == "c" and not self.complex_out:
+                raise ShapeMismatch("a complex window needs return_complex=True")
+            dtype = np.result_type(dtype, complex_of(window.dtype))
+        _, start, end = self._bounds(spectrum.shape[-1])
+        length = max(0, end - start)
+        return [TensorSpec((*spectrum.shape[:-2], length), dtype if self.complex_out else real_of(dtype))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        spectrum = np.asarray(inputs[self.spectrum_at])
+        frames = spectrum.shape[-1]
+        self._onesided(spectrum.shape[-2])  # refuses a spectrum of the wrong height
+        window = (np.ones(self.win_length, real_of(spectrum.dtype)) if self.window_at is None
+                  else np.asarray(inputs[self.window_at]))
+        dtype = np.result_type(spectrum.dtype, complex_of(window.dtype))
+        left = (self.n_fft - self.win_length) // 2
+        window = np.pad(window, (left, self.n_fft - self.win_length - left))
+        by_frame = np.swapaxes(spectrum, -1, -2)  # (..., frames, bins)
+        norm = "ortho" if self.normalized else "backward"
+        if self.complex_out:
+            signal = np.fft.ifft(by_frame, n=self.n_fft, axis=-1, norm=norm)
+        else:
+            signal = np.fft.irfft(by_frame[..., : self.n_fft // 2 + 1], n=self.n_fft, axis=-1, norm=norm)
+            dtype = real_of(dtype)
+        framed = (signal * window).astype(dtype, copy=False)
+        total, start, end = self._bounds(frames)
+        added = np.zeros((*spectrum.shape[:-2], total), dtype)
+        squared = window * window  # PyTorch's window.pow(2): the complex square of a complex window
+        envelope = np.zeros(total, squared.dtype)
+        for f in range(frames):
+            added[..., f * self.hop:f * self.hop + self.n_fft] += framed[..., f, :]
+            envelope[f * self.hop:f * self.hop + self.n_fft] += squared
+        y, envelope = added[..., start:end], envelope[start:end]
+        if envelope.size and np.abs(envelope).min() < 1e-11:
+            raise ValueError("the overlap-added squared window is 0 somewhere (the window and hop_length "
+                             "break the nonzero overlap-add condition), so the signal cannot be rebuilt there")
+        y = y / envelope
+        if end > total:
+            y = np.concatenate([y, np.zeros((*y.shape[:-1], end - total), y.dtype)], axis=-1)
+        return [np.ascontiguousarray(y, dtype=dtype)]

@@ -5,6 +5,7 @@ this script runs the module in PyTorch, exports it with ``pnnx.export`` and stor
 ``tests/fixtures/ops/<family>/<case>/``::
 
     model.pnnx.param   model.pnnx.bin   io.npz (in0.., out0.. as PyTorch computed them)
+    more.npz           (only for cases with ``more_inputs``: s<k>_in<i>, s<k>_out<j> per set)
 
 so the golden tests need no torch. Usage::
 
@@ -22,6 +23,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +44,29 @@ def export_case(family: str, case: Case) -> Path:
     graphexec.export(case.module, tuple(case.inputs), target / "model", check=False, dynamic_inputs=case.inputs2,
                      check_trace=case.check_trace)
     (target / "model.io.npz").rename(target / "io.npz")
+    if case.more_inputs:
+        np.savez_compressed(target / "more.npz", **more_arrays(case))
     return target
+
+
+def more_arrays(case: Case) -> dict[str, np.ndarray]:
+    """PyTorch's outputs for each of the case's extra input sets, keyed s<k>_in<i> / s<k>_out<j>."""
+    arrays = {}
+    case.module.eval()
+    for k, inputs in enumerate(case.more_inputs):
+        with torch.no_grad():
+            outputs = case.module(*inputs)
+        outputs = flattened(outputs)
+        arrays.update({f"s{k}_in{i}": t.numpy() for i, t in enumerate(inputs)})
+        arrays.update({f"s{k}_out{j}": t.resolve_conj().resolve_neg().numpy() for j, t in enumerate(outputs)})
+    return arrays
+
+
+def flattened(value) -> list:
+    """A module's outputs as one list, nested tuples flattened as graphexec returns them."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in flattened(item)]
+    return [value]
 
 
 def families() -> list[str]:

@@ -4,7 +4,7 @@ export: ``python tools/export_networks.py googlenet``)::
 
     python tools/make_pictures.py
 
-The SVG is laid out by graphexec itself (``graphexec graph``), no Graphviz needed; the PNG
+The SVG is laid out by graphexec itself (``graphexec graph --plan``), no Graphviz needed; the PNG
 is drawn by examples/schedule.py.
 """
 

@@ -61,7 +61,7 @@ def render() -> str:
         (f"graphexec runs {count} pnnx operator types with {len(by_class)} layer classes in "
          f"{len(by_module)} modules of `layers/`. A model using any other type fails at load with an "
          "`UnsupportedOperatorError` listing every missing type (`graphexec info MODEL` lists them "
-         "too); adding one is a class and a `@register` line (see the README)."),
+         "too); adding one is a class and a `@register` line (see [Adding an operator](guide/adding-an-operator.md))."),
         "",
         "Generated from the layer registry by `python tools/operator_table.py`; do not edit by hand.",
     ]

@@ -43,7 +43,6 @@ from functools import partial
 from itertools import pairwise
 
 import numpy as np
-
 from graphexec.devices.cpu._depthwise_math import (
     PhaseGroup,
     bandable,
@@ -55,7 +54,7 @@ from graphexec.devices.cpu._depthwise_math import (
 from graphexec.devices.cpu._frames import fill_frame, framed, stride_phases
 from graphexec.devices.cpu._winograd_math import winograd_conv, winograd_weight
 from graphexec.devices.cpu.scratch import Scratch
-from graphexec.layers._conv_base import Geometry, Pair, aligned, out_size, pad_input, strided
+from graphexec.layers._conv_base import Geometry, Pair, aligned, out_size, pad_input, strided, view_of
 
 #: Winograd runs when a convolution has at least this many 2x2 output tiles over the batch
 #: (16 is a 7 x 7 output) ...
@@ -188,7 +187,7 @@ class Conv2dKernel:
             if self.biased.dtype == weight.dtype:
                 # The weight as a view of the biased matrix (rows K + 1 apart), not a second
                 # copy: ResNet-50 held 45 MB of its 3x3 convolutions' weights twice.
-                self.weight = weight = _view_of(self.biased[:, :, :-1], weight.shape)
+                self.weight = weight = view_of(self.biased[:, :, :-1], weight.shape)
                 self.matrix = self.biased[:, :, :-1]
         self.winograd = (
             prepare and (kh, kw) == (3, 3) and groups == 1 and geo.stride == (1, 1)
@@ -435,9 +434,9 @@ class Conv2dKernel:
         """This kernel with the same weights, taking im2col where it would take Winograd.
 
         Winograd's 16 per-frequency products are small, and more BLAS threads barely speed
-        them up (0.9-1.3x on two), where the one im2col product scales nearly with the
-        threads: a 3x3 convolution that runs whole on several BLAS threads is faster by
-        im2col (GoogLeNet and ResNet-50 ran 8-9% faster on 2 cores: README, Threads)."""
+        them up, where the one im2col product scales nearly with the threads: a 3x3
+        convolution that runs whole on several BLAS threads is faster by im2col (measured in
+        docs/design/threads.md, "Nodes shared out")."""
         kernel = copy.copy(self)
         kernel.winograd = False
         kernel._derived = {}
@@ -447,15 +446,6 @@ class Conv2dKernel:
 
 def _is_aligned(a: np.ndarray, align: int = 64) -> bool:
     return a.flags.c_contiguous and a.ctypes.data % align == 0
-
-
-def _view_of(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """``a`` reshaped to ``shape``, a view (numpy's reshape copies silently where the
-    strides allow none; merging the leading dims and splitting the last one always do)."""
-    view = a.reshape(shape)
-    if not np.may_share_memory(view, a):
-        raise AssertionError(f"no view of {a.shape} with strides {a.strides} has shape {shape}")
-    return view
 
 
 def _bounds(total: int, count: int) -> list[Pair]:

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 from graphexec.devices.base import Hints, Piece
 from graphexec.devices.cpu._conv_math import Conv2dKernel
 from graphexec.devices.cpu.kernel import CpuKernel, cpu_kernel
@@ -112,9 +111,8 @@ class GivenWeightConv(_Conv2dRunner):
                             scratch=self.device.scratch)
 
 
-@cpu_kernel(Conv3d)
-class StoredConv3d(CpuKernel):
-    """``nn.Conv3d`` as one prepared 2-D kernel per depth tap."""
+class _Planes(CpuKernel):
+    """What the 3-D kernels share: batched inputs only, 2-D kernels per depth tap."""
 
     name = "planes"
 
@@ -122,6 +120,11 @@ class StoredConv3d(CpuKernel):
     def accepts(cls, layer, inputs, outputs, hints) -> bool:
         x = inputs[0] if inputs else None
         return isinstance(x, TensorSpec) and len(x.shape) == 5
+
+
+@cpu_kernel(Conv3d)
+class StoredConv3d(_Planes):
+    """``nn.Conv3d`` as one prepared 2-D kernel per depth tap."""
 
     def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
         super().__init__(layer, inputs, outputs, hints, device)
@@ -147,15 +150,8 @@ class StoredConv3d(CpuKernel):
 
 
 @cpu_kernel(FConv3d)
-class GivenWeightConv3d(CpuKernel):
+class GivenWeightConv3d(_Planes):
     """``F.conv3d``: 2-D kernels per depth tap, laid out at each run."""
-
-    name = "planes"
-
-    @classmethod
-    def accepts(cls, layer, inputs, outputs, hints) -> bool:
-        x = inputs[0] if inputs else None
-        return isinstance(x, TensorSpec) and len(x.shape) == 5
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         layer = self.layer

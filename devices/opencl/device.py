@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graphexec.devices.base import Device, Hints, Kernel
+from graphexec.devices.base import Device, DeviceKernel, Hints, Kernel
 from graphexec.devices.opencl._runtime import load_pyopencl, translated
 from graphexec.devices.opencl.programs import Built, ProgramCache, default_cache_dir, kernel_source
 from graphexec.errors import DeviceError
@@ -168,39 +168,23 @@ class KernelInfo:
     multiple: int
 
 
-class OpenCLKernel(Kernel):
+class OpenCLKernel(DeviceKernel):
     """A node on the device: its layer's commands enqueued on one queue (no host wait)."""
 
     name = "opencl"
+    device: OpenCLDevice
 
     def __init__(self, device: OpenCLDevice, layer: Layer, inputs: Sequence[TensorSpec],
                  outputs: Sequence[TensorSpec], queue: int):
-        super().__init__(layer, inputs, outputs)
+        super().__init__(device, layer, inputs, outputs)
         from graphexec.devices.opencl.ops import op_for
 
-        self.device = device
         self.queue = queue
         self.op = op_for(layer)
 
     @property
-    def writes_into(self) -> bool:  # a kernel writes new tensors, into given ones as well
-        return not self.layer.is_view
-
-    @property
-    def fresh_outputs(self) -> bool:  # a view shares its input's buffer
-        return not self.layer.is_view
-
-    @property
-    def in_place(self) -> bool:
-        return False
-
-    @property
     def joins_in_place(self) -> bool:  # JoinOp leaves an input that lies in place alone
         return True
-
-    @property
-    def home(self) -> str:  # type: ignore[override]
-        return self.device.kind
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         try:
@@ -293,6 +277,12 @@ class OpenCLDevice(Device):
             buffer = self._cl.Buffer(self.context, self._cl.mem_flags.READ_WRITE, max(size * dtype.itemsize, 4))
         return DeviceTensor(buffer, shape, dtype, None, 0, self)
 
+    def region(self, arena: DeviceTensor, byte_offset: int, shape: tuple[int, ...], dtype: Any) -> DeviceTensor:
+        """A tensor inside ``arena``'s buffer, ``byte_offset`` bytes in (no sub-buffer: the
+        offset goes to the kernels as an argument)."""
+        dtype = np.dtype(dtype)
+        return DeviceTensor(arena.buffer, shape, dtype, None, byte_offset // dtype.itemsize, self)
+
     def upload(self, array: Any, queue: int | Any | None = None, out: DeviceTensor | None = None) -> DeviceTensor:
         """Copy ``array`` to the device without waiting; the tensor's event is the copy.
         The values are taken now (a private host copy is kept until the transfer ends).
@@ -354,8 +344,8 @@ class OpenCLDevice(Device):
         ``args``, the arguments about to be set, declare the kernel's scalar arguments the
         first time they are given (ints as int32, floats as float32, by position): pyopencl
         then packs plain Python scalars itself, where an undeclared numpy scalar goes
-        through its generic path at ~15-20 us an argument (measured on NVIDIA's OpenCL and
-        PoCL), a convolution's ~20 arguments costing more than its kernel."""
+        through its generic path, a convolution's ~20 arguments costing more than its
+        kernel (docs/design/opencl.md)."""
         kernels = getattr(self._local, "kernels", None)
         if kernels is None:
             kernels = self._local.kernels = {}

@@ -17,12 +17,15 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from loguru import logger
 
 from graphexec.devices.opencl._runtime import load_pyopencl
 from graphexec.errors import DeviceError
@@ -74,6 +77,8 @@ class ProgramCache:
         self.device = device
         self.cache_dir = cache_dir
         self.stats: Counter[str] = Counter()
+        #: Seconds spent compiling programs from source here.
+        self.build_seconds = 0.0
         self._programs: dict[str, Built] = {}
         #: (source, options) -> key: hashing a kernel file again per launch took ~10 us.
         self._keys: dict[tuple[str, tuple[str, ...]], str] = {}
@@ -104,8 +109,17 @@ class ProgramCache:
                 return built
             program = self._load(key, options)
             if program is None:
+                if not self.stats["built"]:
+                    logger.info("building OpenCL programs for {}: the first run with this device and driver "
+                                "compiles them ({}), later runs load them", self.device.name.strip(),
+                                f"binaries cached in {self.cache_dir}" if self.cache_dir else "not cached on disk")
+                started = time.perf_counter()
                 program = self._build(source, options, what)
+                took = time.perf_counter() - started
                 self.stats["built"] += 1
+                self.build_seconds += took
+                logger.info("built OpenCL {} in {:.1f} s ({} built, {:.1f} s in all)", what.strip(), took,
+                            self.stats["built"], self.build_seconds)
                 self._store(key, program)
             else:
                 self.stats["loaded"] += 1

@@ -46,7 +46,7 @@ CASES = [
     Broken("truncated_bin", MF, ("not a pnnx weight archive", "zip")),
     Broken("truncated_bin_tail", MF, ("not a pnnx weight archive", "zip")),
     Broken("empty_bin", WE, ("'c.bias'", "missing", "not in the bin")),
-    Broken("no_bin", WE, ("'c.bias'", "no_bin.pnnx.bin does not exist")),
+    Broken("no_bin", WE, ("no_bin.pnnx.bin: the weight file does not exist", "'c.bias'")),
     Broken("bin_is_text", MF, ("not a pnnx weight archive",)),
     Broken("deflated_entries", MF, ("'c.bias' is compressed",)),
     Broken("duplicate_entry", MF, ("'c.bias' appears twice",)),

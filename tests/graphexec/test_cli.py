@@ -5,40 +5,15 @@ from __future__ import annotations
 import json
 import re
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
-from loguru import logger
 
-from graphexec import Engine, cli, draw
+import graphexec
+from graphexec import Engine, cli
 from graphexec.cli import main
-from tests.paths import REPO
-
-MODELS = REPO / "examples" / "models"
-MODEL = MODELS / "inception_mini.pnnx.param"
-#: A real pnnx export with an operator graphexec has no layer for (aten::i0).
-UNSUPPORTED = MODELS / "bessel_gate.pnnx.param"
-
-
-@pytest.fixture(autouse=True)
-def loggers_quiet_again():
-    """``--verbose`` adds a sink on the test's captured stderr and turns the library's loggers
-    on; both are undone after each test, or every later test writes its debug lines to a
-    closed stream (a "Logging error" each)."""
-    yield
-    logger.remove()
-    logger.add(sys.__stderr__)
-    for package in ("graphexec", "layers", "devices"):
-        logger.disable(package)
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    assert err[0].startswith("graphexec: error:"), err[0]
-    return err[0]
+from tests.graphexec.cli_support import MODEL, MODELS, UNSUPPORTED, loggers_quiet_again, one_error_line  # noqa: F401
 
 
 def test_info_lists_inputs_operators_and_the_plan(capsys):
@@ -48,6 +23,15 @@ def test_info_lists_inputs_operators_and_the_plan(capsys):
     assert "nn.Conv2d" in out and "parameters: 93,902" in out and "FLOPs:" in out
     assert "width 4" in out and "critical path: 19 nodes" in out and "ideal speedup" in out
     assert re.search(r"regions: 4, \d estimated faster with their branches side by side", out)  # 0 on 2 cores
+
+
+def test_info_says_what_is_planned_at_run_time(capsys):
+    from tests.golden import OPS
+
+    assert main(["info", str(OPS / "dynamic" / "after_a_threshold" / "model.pnnx.param")]) == 0
+    out = capsys.readouterr().out
+    assert "plan: 11 nodes" in out
+    assert "then 7 more nodes, planned at run time for the sizes of 9 (torch.masked_select)" in out
 
 
 def test_keep_siblings_shows_the_plan_with_every_branch_apart(capsys):
@@ -141,77 +125,12 @@ def test_trace_on_opencl_has_a_lane_per_queue(tmp_path, capsys):
     assert "busy time per device queue (opencl event profiling)" in capsys.readouterr().out
 
 
-def test_bench_prints_a_table_over_thread_counts(capsys):
-    assert main(["bench", str(MODEL), "--threads", "1", "2", "--rounds", "3", "--warmup", "1",
-                 "--progress", "always"]) == 0
-    captured = capsys.readouterr()
-    rows = [line.split() for line in captured.out.splitlines() if line.strip() and line.split()[0].isdigit()]
-    assert [r[:2] for r in rows[:2]] == [["1", "1"], ["2", "1"]]  # given workers: one BLAS thread each
-    assert rows[2][-4:] == ["(chosen", "by", "the", "engine)"]  # and what Engine.load(path) picks
-    assert "median ms" in captured.out and "p90 ms" in captured.out and rows[0][4] == "1.00x"
-    assert "bench [" in captured.err and "4/4" in captured.err  # the bar on stderr, 1 warm-up + 3 rounds
-
-
-def test_progress_bar_draws_in_place():
-    import io
-
-    stream = io.StringIO()
-    bar = cli.ProgressBar(4, "bench", stream=stream, width=8)
-    for _ in range(4):
-        bar.advance()
-    bar.close()
-    text = stream.getvalue()
-    assert text.count("\r") == 4 and "[########] 4/4" in text and text.endswith("\n")
-
-
 def test_trace_writes_chrome_json(tmp_path, capsys):
     path = tmp_path / "trace.json"
     assert main(["trace", str(MODEL), "-o", str(path), "--threads", "2"]) == 0
     spans = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
     assert len(spans) > 20
     assert "parallelism" in capsys.readouterr().out
-
-
-def test_graph_svg_draws_every_node_and_the_critical_path(tmp_path, capsys):
-    path = tmp_path / "graph.svg"
-    assert main(["graph", str(MODEL), "-o", str(path)]) == 0
-    root = ET.fromstring(path.read_text())
-    ns = {"svg": "http://www.w3.org/2000/svg"}
-    boxes = root.findall(".//svg:g/svg:rect", ns)
-    plan = Engine.load(MODEL).plan()
-    # 55 operators, 22 activations fused into their producers, each block's three 1x1
-    # siblings one node with a view per sibling (graphexec.siblings)
-    assert len(plan.nodes) == 55 - 22 - 3 * 2 + 3 * 3
-    assert len(boxes) == len(plan.nodes) + 2  # the plan's nodes, the input and the output
-    critical = [b for b in boxes if b.get("stroke") == draw.CRITICAL_COLOUR]
-    assert len(critical) == len(plan.critical_path) == 19
-    assert {b.get("fill") for b in boxes} == {draw.device_colour("cpu"), draw.BOUNDARY_COLOUR}
-
-
-def test_graph_dot_has_every_node_and_edge(tmp_path, capsys):
-    path = tmp_path / "graph.dot"
-    assert main(["graph", str(MODEL), "-o", str(path)]) == 0
-    text = path.read_text()
-    assert text.startswith('digraph "inception_mini" {') and text.rstrip().endswith("}")
-    assert sum(" [label=" in line for line in text.splitlines()) == 36 + 2
-    assert text.count("penwidth=2.5];") == 19 + 18 + 2  # critical nodes, edges between them, in and out
-    assert "dot -Tsvg" in capsys.readouterr().out
-
-
-def test_graph_colour_follows_the_device():
-    assert draw.device_colour("cpu") == draw.DEVICE_COLOURS["cpu"]
-    assert draw.device_colour("opencl") != draw.device_colour("cpu")
-    assert draw.device_colour("npu").startswith("#") and draw.device_colour("npu") == draw.device_colour("npu")
-
-    class Placed:
-        device = "opencl"
-
-    assert draw.node_device(Placed()) == "opencl" and draw.node_device(object()) == "cpu"
-
-
-def test_graph_refuses_other_formats(tmp_path, capsys):
-    assert main(["graph", str(MODEL), "-o", str(tmp_path / "graph.png")]) == 1
-    assert "must end in .svg or .dot" in one_error_line(capsys)
 
 
 def bad_model(tmp_path: Path, kind: str) -> Path:
@@ -223,7 +142,8 @@ def bad_model(tmp_path: Path, kind: str) -> Path:
     return path
 
 
-COMMANDS = [["info"], ["run"], ["bench", "--rounds", "1"], ["trace", "-o", "t.json"], ["graph", "-o", "g.svg"]]
+COMMANDS = [["info"], ["run"], ["bench", "--rounds", "1"], ["trace", "-o", "t.json"],
+            ["graph", "--plan", "-o", "g.svg"]]
 
 
 @pytest.mark.parametrize(("command", "kind"), [
@@ -249,7 +169,7 @@ def test_bad_input_files_give_one_line(tmp_path, capsys):
 
 def test_torchscript_needs_shapes_and_a_file(tmp_path, capsys):
     assert main(["info", str(tmp_path / "absent.pt")]) == 1
-    assert "no such TorchScript file" in one_error_line(capsys)
+    assert "absent.pt: no such model file" in one_error_line(capsys)
     (tmp_path / "m.pt").write_bytes(b"")
     assert main(["info", str(tmp_path / "m.pt")]) == 1
     assert "--input-shape" in one_error_line(capsys)
@@ -278,7 +198,7 @@ def test_a_bug_is_one_line_without_verbose(capsys, monkeypatch):
     def broken(args):
         raise KeyError("oops")
 
-    monkeypatch.setattr(cli, "cmd_info", broken)
+    monkeypatch.setattr(cli.info, "command", broken)
     assert main(["info", str(MODEL)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["graphexec: internal error: KeyError: 'oops' (run with --verbose for the traceback)"]
@@ -302,3 +222,62 @@ def test_info_says_where_workers_are_pinned(capsys):
         assert "pinned" not in line
     assert main(["info", str(MODEL), "--threads", "1"]) == 0
     assert "pinned" not in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------------------
+# --input-shape, --version, --verbose
+# ----------------------------------------------------------------------------------------
+def test_input_shape_is_honoured_for_a_pnnx_model(tmp_path, capsys):
+    assert main(["run", str(MODEL), "--input-shape", "4,3,64,64", "--output", str(tmp_path / "y.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "in0: shape (4, 3, 64, 64) float32" in out and "out0: shape (4, 10) float32" in out
+    with np.load(tmp_path / "y.npz") as saved:
+        assert saved["out0"].shape == (4, 10)
+
+
+def test_info_plans_at_the_input_shape(capsys):
+    assert main(["info", str(MODEL), "--input-shape", "2x3x96x96"]) == 0
+    out = capsys.readouterr().out
+    assert "planned for inputs in0 (2, 3, 96, 96)" in out
+    assert "input  in0: (1, 3, 64, 64)" in out  # the exported shape is still shown as exported
+
+
+@pytest.mark.parametrize(("shapes", "says"), [
+    (["1,3,64"], "operator convbn2d_0 (nn.Conv2d) refuses [(1,3,64)float32]: expected 3 input channels"),
+    (["1,3,64,64", "1,3,64,64"], "the model takes 1 input(s) (in0 (1, 3, 64, 64)); --input-shape was given 2 time(s)"),
+])
+def test_an_input_shape_the_model_cannot_take_is_refused_with_the_reason(capsys, shapes, says):
+    args = [a for s in shapes for a in ("--input-shape", s)]
+    assert main(["run", str(MODEL), *args]) == 1
+    assert says in one_error_line(capsys)
+
+
+def test_input_shape_and_input_files_must_agree(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 64, 64), np.float32))
+    assert main(["run", str(MODEL), "--input", str(tmp_path / "x.npy"), "--input-shape", "2,3,64,64"]) == 1
+    assert "--input-shape says [(2, 3, 64, 64)] but the --input files hold [(1, 3, 64, 64)]" in one_error_line(capsys)
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"graphexec {graphexec.__version__}\n"
+
+
+def test_the_logs_are_off_by_default_and_verbose_turns_them_on(capsys):
+    assert main(["run", str(MODEL)]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["run", str(MODEL), "-v"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert any(re.search(r" INFO +graphexec\.engine: loaded .*inception_mini\.pnnx\.param: 57 operators", line)
+               for line in err), err
+    assert not any(" DEBUG " in line for line in err)
+    assert main(["-vv", "run", str(MODEL)]) == 0
+    assert " DEBUG " in capsys.readouterr().err
+
+
+def test_a_file_pnnx_writes_beside_the_model_is_one_line_naming_the_param(tmp_path, capsys):
+    (tmp_path / "net.ncnn.param").write_text("7767517\n")
+    assert main(["info", str(tmp_path / "net.ncnn.param")]) == 1
+    assert f"pass {tmp_path / 'net.pnnx.param'} instead" in one_error_line(capsys)

@@ -64,7 +64,11 @@ def _pytorch_dtype(annotation: str | None) -> np.dtype | None:
     return dtype if dtype.kind in "fc" else None
 
 
-@pytest.mark.parametrize("param", [p for _, p in CASES], ids=[name for name, _ in CASES])
+def _params() -> list:
+    return [pytest.param(param, id=name) for name, param in CASES]
+
+
+@pytest.mark.parametrize("param", _params())
 def test_floating_values_keep_pytorchs_dtype(param):
     try:
         engine = Engine.load(param, threads=1)

@@ -240,8 +240,8 @@ def test_extracting_the_flattened_tuple_is_an_input_error(tmp_path):
     a = np.ones((2, 4), np.float32)
     with pytest.raises(InputError, match="bundle the model's outputs"):
         engine.forward(a, a, extract=["packed"])
-    with pytest.raises(InputError, match="list of operand names"):
-        engine.forward(a, a, extract="packed")
+    with pytest.raises(InputError, match="list of operand ids or operator names"):
+        engine.forward(a, a, extract="packed")  # a string is not a list of names
 
 
 def test_a_float_input_of_another_width_is_converted(tmp_path):
@@ -270,7 +270,7 @@ def test_unknown_names(tmp_path):
     message = r"unknown input name\(s\) \['in2'\]; the model's inputs are \['in0', 'in1'\]"
     with pytest.raises(InputError, match=message):
         engine.forward({"in0": a, "in2": a})
-    with pytest.raises(InputError, match="cannot extract unknown operand"):
+    with pytest.raises(InputError, match="cannot extract 'nope': no operator or operand is so named"):
         engine.forward(a, a, extract=["nope"])
 
 
@@ -339,7 +339,7 @@ def test_every_unsupported_type_in_one_error(tmp_path):
 def test_a_missing_bin(tmp_path):
     param = with_weight(tmp_path)
     (tmp_path / "model.pnnx.bin").unlink()
-    message = r"weight 'scale\.w' \(\(4\)f32\) is missing: the weight file .*model\.pnnx\.bin does not exist"
+    message = r"model\.pnnx\.bin: the weight file does not exist; the param file reads its weights from it"
     with pytest.raises(WeightError, match=message):
         Engine.load(param)
     with pytest.raises(ModelFormatError, match="cannot open the weight file"):

@@ -13,6 +13,7 @@ from graphexec.errors import (
     LayerConfigError,
     ModelFormatError,
     NonFiniteError,
+    RowError,
     UnsupportedOperatorError,
     WeightError,
 )
@@ -64,14 +65,18 @@ def test_the_public_surface_is_pinned():
             "InputError",
             "InputShapeError",
             "LayerConfigError",
+            "MissingExtraError",
             "ModelFormatError",
             "NonFiniteError",
             "OptionError",
+            "RowError",
             "RunTimeoutError",
             "Trace",
             "UnsupportedOperatorError",
             "WeightError",
+            "WorkerError",
             "__version__",
+            "convert",
             "export",
         ]
     )
@@ -123,6 +128,7 @@ def test_every_error_survives_pickling():
         LayerConfigError("conv1", "nn.Conv2d", "bad groups"),
         ExecutionError("div", "torch.div", ["(2)float32"], ZeroDivisionError("division by zero")),
         NonFiniteError("log", "F.log", ["(2)float32"], "output 0 holds NaN or Inf"),
+        RowError(7, "rows/7.npy", "InputError: cannot read it"),
     ]
     made = {type(e) for e in samples}
     plain = [cls for cls in CLASSES.values() if cls not in made and cls.__init__ is Exception.__init__]

@@ -26,7 +26,8 @@ def _opencl_devices() -> bool:
 
 #: script -> lines (or parts of lines) it must print on stdout.
 EXPECTED = {
-    "inception.py": ["sequential vs PyTorch: ", "concurrent == sequential: bit-identical", "median latency"],
+    "inception.py": ["sequential vs PyTorch: ", "concurrent == sequential: bit-identical",
+                     "median latency of 3 interleaved rounds: sequential ", "engine's choice: "],
     "shufflenet.py": ["ShuffleNet vs PyTorch: ", "channel splits"],
     "multi_io.py": ["two heads vs PyTorch: ", "extracted the joined features"],
     "custom_layer.py": ["loading fails, as it should:", "aten::i0: used by pnnx_0",

@@ -140,7 +140,20 @@ def test_a_transformer_exports_with_the_trace_check_off_and_matches(tmp_path):
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
     x = torch.rand(2, 5, 16)
-    with pytest.raises(GraphexecError, match="check_trace=False"):
+    with pytest.raises(GraphexecError, match="^pass check_trace=False") as refused:
         graphexec.export(layer, x, tmp_path / "strict")
+    assert len(str(refused.value)) < 1000  # TorchScript's own message, tens of kB, is the cause
     param = graphexec.export(layer, x, tmp_path / "layer", check_trace=False)
     assert "nn.MultiheadAttention" in param.read_text()
+
+
+def test_an_export_failure_puts_the_hint_first_and_quotes_the_cause_short():
+    from graphexec.exporting import QUOTED_CHARS, _export_failure
+
+    check = RuntimeError("Tracing failed sanity checks!\nERROR: Graphs differed across invocations!\n" + "x" * 30000)
+    text = _export_failure(check)
+    assert text.startswith("pass check_trace=False")
+    assert "pnnx could not export the model: RuntimeError: Tracing failed sanity checks!" in text
+    assert len(text) < QUOTED_CHARS + 400 and text.endswith("(the rest in the cause)")
+    other = _export_failure(ValueError("an operator pnnx cannot convert"))
+    assert other == "pnnx could not export the model: ValueError: an operator pnnx cannot convert"

@@ -1,4 +1,5 @@
-"""Whole torchvision networks, exported by tools/export_networks.py, match PyTorch.
+"""Whole torchvision networks, exported by tools/export_networks.py (a detector by
+tools/export_detectors.py), match PyTorch.
 
 The exports are too large to commit; they are made on demand into artifacts/networks/
 (CI makes them). A network that has not been exported is skipped, saying how to export it.
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from graphexec import Engine
+from tests.golden import assert_matches, assert_same_detections, run_layers
 from tests.paths import REPO
 
 NETWORKS = REPO / "artifacts" / "networks"
@@ -71,3 +73,59 @@ def test_network_runs_other_batches_and_sizes_like_pytorch(name, tag):
     diff = float(np.abs(got - want).max())
     assert diff <= 1e-4 * scale, f"{name} at {x.shape}: max|diff| {diff:.3g} > 1e-4 x {scale:.3g}"
     assert np.array_equal(engine.forward(x), got), "the second call (cached plan and arena) differs"
+
+
+# -- a detector: torchvision's Faster R-CNN (MobileNetV3-Large 320 FPN), exported by
+# tools/export_detectors.py ----------------------------------------------------------------
+def exported_detector(name: str) -> Path:
+    folder = NETWORKS / name
+    if not (folder / "model.pnnx.param").exists():
+        pytest.skip(f"{name} is not exported: run `python tools/export_detectors.py {name}` (needs .[export])")
+    return folder
+
+
+def _io(folder: Path) -> tuple[np.ndarray, list[np.ndarray]]:
+    with np.load(folder / "io.npz") as io:
+        return io["in0"], [io[f"out{i}"] for i in range(len(io.files) - 1)]
+
+
+def test_detector_regions_match_pytorch_and_concurrent_equals_sequential():
+    """Backbone, FPN, RPN head, anchor decoding, each level's top proposals, multi-scale
+    RoIAlign, box head and per-class box decoding: every size known before the run."""
+    folder = exported_detector("fasterrcnn_regions")
+    x, want = _io(folder)
+    got = Engine.load(folder / "model.pnnx.param", threads=1).forward(x)
+    assert len(got) == len(want) == 3
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_matches(g, w, what=f"fasterrcnn_regions out{i}")
+    with Engine.load(folder / "model.pnnx.param", threads=2) as concurrent:
+        assert all(np.array_equal(a, b) for a, b in zip(concurrent.forward(x), got)), "2 workers differ"
+
+
+def test_whole_detector_layers_match_pytorch():
+    """The whole detector (score thresholds, nms, the 100 best), run layer by layer: its
+    boxes, scores and labels are PyTorch's."""
+    folder = exported_detector("fasterrcnn_mobilenet_v3_320")
+    x, want = _io(folder)
+    got = run_layers(folder / "model.pnnx.param", [x])
+    assert_same_detections(got, want, "fasterrcnn_mobilenet_v3_320 layer by layer")
+
+
+def test_whole_detector_runs_through_an_engine_and_concurrent_equals_sequential():
+    """The whole detector through engines, planned up to each value whose size the run
+    decides (how many boxes pass the score thresholds and nms) and on from there: PyTorch's
+    detections; a second run plans nothing new; two and four workers give the
+    sequential engine's bits."""
+    folder = exported_detector("fasterrcnn_mobilenet_v3_320")
+    x, want = _io(folder)
+    with Engine.load(folder / "model.pnnx.param", threads=1) as sequential:
+        got = sequential.forward(x)
+        assert_same_detections(list(got), want, "fasterrcnn_mobilenet_v3_320")
+        assert sequential.plan().rest is not None  # the sizes are the run's to find
+        built = sequential.planner.built
+        assert all(np.array_equal(a, b) for a, b in zip(sequential.forward(x), got))
+        assert sequential.planner.built == built, "the second run planned again"
+    for threads in (2, 4):
+        with Engine.load(folder / "model.pnnx.param", threads=threads) as concurrent:
+            again = concurrent.forward(x)
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(again, got)), f"{threads} workers differ"

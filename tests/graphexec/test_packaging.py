@@ -74,6 +74,24 @@ def test_the_wheel_holds_one_top_level_package(wheel):
     assert "graphexec = graphexec.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
+def test_the_wheel_is_typed_licensed_and_versioned_from_one_place(wheel):
+    import graphexec
+
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    assert "graphexec/py.typed" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names), names
+    metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert f"\nVersion: {graphexec.__version__}\n" in metadata  # from graphexec/__init__.py, read by hatch
+    assert wheel.name.startswith(f"graphexec-{graphexec.__version__}-")
+
+
+def test_the_version_is_written_once():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in text and "\nversion =" not in text
+    assert (ROOT / "CHANGELOG.md").read_text().count(f"## {__import__('graphexec').__version__}") == 1
+
+
 def test_the_installed_wheel_imports_beside_a_users_layers_and_devices(wheel, tmp_path):
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],

@@ -560,7 +560,7 @@ def test_missing_files(tmp_path, real_copy):
     with pytest.raises(ModelFormatError, match="the weight file is not a regular file"):
         pnnx.load(real_copy, tmp_path)  # a folder
     (tmp_path / "m.pnnx.bin").unlink()
-    with pytest.raises(WeightError, match=r"m\.pnnx\.bin does not exist"):
+    with pytest.raises(WeightError, match=r"m\.pnnx\.bin: the weight file does not exist"):
         pnnx.load(real_copy)
 
 

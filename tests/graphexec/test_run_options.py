@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 
@@ -66,26 +67,66 @@ def chain(n: int, sleep: float, middle: str | None = None, kind: str = "test.Mix
     return g
 
 
+class Ticks:
+    """A clock that moves on ``step`` seconds each time it is read (the engine reads it
+    before each node), so a timeout falls after a known number of nodes, whatever the
+    machine's speed."""
+
+    def __init__(self, step: float):
+        self.step = step
+        self.now = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self.lock:
+            self.now += self.step
+            return self.now
+
+
+class Counted(Layer):
+    """Passes its input through and counts its runs."""
+
+    runs = 0
+    lock = threading.Lock()
+
+    def infer_shapes(self, shapes):
+        return [shapes[0]]
+
+    def forward(self, inputs):
+        with Counted.lock:
+            Counted.runs += 1
+        return [inputs[0] + 1]
+
+
+def counted_chain(n: int) -> Graph:
+    if lookup("test.Counted") is None:
+        register("test.Counted")(Counted)
+    return chain(n, 0.0, kind="test.Counted")
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_timeout_stops_launching_and_the_engine_stays_usable(threads):
-    engine = Engine(chain(40, 0.02), threads=threads)
+    """The clock passes the deadline after a few nodes: no node starts after it."""
+    engine = Engine(counted_chain(40), threads=threads, clock=Ticks(0.01))
     x = np.ones(SHAPE, np.float32)
-    start = time.monotonic()
+    Counted.runs = 0
     with pytest.raises(RunTimeoutError, match="timeout of 0.1"):
         engine.forward(x, timeout=0.1)
-    assert time.monotonic() - start < 0.5
-    assert engine.forward(x, timeout=30).shape == SHAPE
+    assert 1 <= Counted.runs <= 10, Counted.runs  # the deadline's reads, not the chain's 40 nodes
+    Counted.runs = 0
+    assert engine.forward(x, timeout=1000).shape == SHAPE
+    assert Counted.runs == 40
     engine.close()
 
 
 def test_timeout_on_a_wide_graph_with_work_in_flight():
     graph = random_dag(np.random.default_rng(0), 60, 2, 2, sleep=0.02)
-    engine = Engine(graph, threads=3)
+    clock = Ticks(0.01)
+    engine = Engine(graph, threads=3, clock=clock)
     x = [np.ones(SHAPE, np.float32)] * 2
-    start = time.monotonic()
     with pytest.raises(RunTimeoutError):
         engine.forward(*x, timeout=0.05)
-    assert time.monotonic() - start < 0.3
+    assert clock.now < 1.0, "the run went on reading the clock long after its deadline"
     engine.close()
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers.specs import DynamicSpec, SequenceSpec, TensorSpec
 
 from graphexec import Engine
 from graphexec.ir import Operand, Operator
@@ -52,10 +52,16 @@ def test_a_size_unknown_before_the_run_is_refused():
     zeros = layer("torch.zeros", {"dtype": None}, ["size"])
     with pytest.raises(ShapeMismatch, match="known only at run time"):
         zeros.infer([SequenceSpec((TensorSpec((), np.int64), TensorSpec((), np.int64)))])
+
+
+def test_an_arange_to_a_value_computed_from_the_data_has_a_length_known_when_it_runs():
     arange = layer("torch.arange", {"dtype": None}, ["end"])
-    with pytest.raises(ShapeMismatch, match="end is known only at run time"):
-        arange.infer([TensorSpec((), np.int64)])
+    assert arange.infer([TensorSpec((), np.int64)]) == [DynamicSpec((None,), np.int64)]
+    assert arange.infer([TensorSpec((), np.float32)]) == [DynamicSpec((None,), np.float32)]
     np.testing.assert_array_equal(arange.forward([np.int64(4)])[0], np.arange(4))
+    between = layer("torch.arange", {"dtype": None, "step": 0.5}, ["start", "end"])
+    assert between.infer([TensorSpec((), np.int64), TensorSpec((), np.int64)]) == [DynamicSpec((None,), np.float32)]
+    np.testing.assert_array_equal(between.forward([np.int64(1), np.int64(3)])[0], [1.0, 1.5, 2.0, 2.5])
 
 
 def test_arange_length_and_dtype_rules():

@@ -164,3 +164,23 @@ def test_heaviside_xlogy_and_copysign_follow_pytorch_at_the_edges():
     np.testing.assert_array_equal(got, [np.nan, 0.0, -np.inf])
     (got,) = build("aten::copysign", ("", "")).forward([np.array([3, -2]), -0.0])
     assert got.dtype == F32 and got.tolist() == [-3.0, -2.0]
+
+
+def test_positive_is_its_input_and_refuses_bool():
+    layer = build("torch.positive", ("input",))
+    x = np.arange(3.0)
+    assert layer.forward([x])[0] is x
+    assert layer.infer([TensorSpec((), I64)]) == [TensorSpec((), I64)]
+    with pytest.raises(ShapeMismatch, match="bool"):
+        layer.infer([TensorSpec((2,), BOOL)])
+
+
+def test_shifts_past_the_width_give_zero_or_the_sign():
+    left = build("torch.bitwise_left_shift", ("input", "other"))
+    right = build("torch.bitwise_right_shift", ("input", "other"))
+    x = np.array([5, -5, 5, -5], np.int8)
+    n = np.array([8, 8, -1, 9], np.int8)
+    assert left.forward([x, n])[0].tolist() == [0, 0, 0, 0]
+    assert right.forward([x, n])[0].tolist() == [0, -1, 0, -1]
+    with pytest.raises(ShapeMismatch, match="integer"):
+        left.infer([TensorSpec((2,), F32), TensorSpec((2,), I64)])

@@ -404,3 +404,17 @@ def test_slice_copy_into_a_select_and_its_shape_errors():
         shapes_of(layer, X.shape, (2, 5))
     with pytest.raises(ShapeMismatch, match="takes the tensor to copy"):
         shapes_of(layer, X.shape)
+
+
+def test_slice_scatter_needs_exactly_the_slices_shape():
+    layer = make("torch.slice_scatter", {"dim": 1, "start": 1, "end": None, "step": 2}, inputs=2,
+                 names=["input", "src"])
+    x, src = np.zeros((2, 6, 5), np.float32), np.ones((2, 3, 5), np.float64)
+    assert layer.infer([TensorSpec(x.shape, np.float32), TensorSpec(src.shape, np.float64)]) == [
+        TensorSpec(x.shape, np.float32)]
+    (out,) = layer.forward([x, src])
+    assert out.dtype == np.float32 and out[:, 1::2].all() and not out[:, ::2].any() and not x.any()
+    with pytest.raises(ShapeMismatch, match=r"slice of the input \(2, 6, 5\) has \(2, 3, 5\)"):
+        layer.infer([TensorSpec(x.shape, np.float32), TensorSpec((2, 1, 5), np.float32)])
+    with pytest.raises(LayerConfigError, match="step=0"):
+        make("torch.slice_scatter", {"dim": 0, "step": 0}, inputs=2, names=["input", "src"])

@@ -109,3 +109,40 @@ def test_stft_real_view_and_refusals():
         stft().infer([TensorSpec((1, 2, 20), np.float32)])
     with pytest.raises(LayerConfigError, match="0 < win_length <= n_fft"):
         stft(win_length=9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(2, 6), min_size=2, max_size=3), st.sampled_from([None, "forward", "ortho"]),
+       st.booleans())
+def test_hermitian_transforms_undo_each_other(shape, norm, two):
+    """ihfftn of a real signal is its half spectrum; hfftn of that, at the signal's sizes,
+    is the signal again (each with the same norm)."""
+    r = np.random.default_rng(len(shape)).standard_normal(shape)
+    dims = (-2, -1) if two else tuple(range(len(shape)))
+    suffix = "2" if two else "n"
+    half = layer(f"torch.fft.ihfft{suffix}", norm=norm, dim=list(dims)).forward([r])[0]
+    assert half.shape[-1] == shape[-1] // 2 + 1
+    back = layer(f"torch.fft.hfft{suffix}", norm=norm, dim=list(dims), s=[shape[d] for d in dims]).forward([half])[0]
+    np.testing.assert_allclose(back, r, rtol=1e-9, atol=1e-9)
+    with pytest.raises(ShapeMismatch, match="real input"):
+        layer(f"torch.fft.ihfft{suffix}", dim=list(dims)).infer([TensorSpec(half.shape, half.dtype)])
+
+
+def test_istft_undoes_stft_and_refuses_what_cannot_be_undone():
+    window = np.hanning(18)[1:-1]  # no zeros at the ends
+    signal = np.random.default_rng(0).standard_normal((2, 90))
+    stft = lookup("torch.stft")(Operator("torch.stft", "s", inputs=[Operand("x"), Operand("w")], outputs=[Operand("y")],
+                                         params={"n_fft": 16, "hop_length": 4, "return_complex": True},
+                                         input_names=["input", "window"]))
+    istft_op = Operator("torch.istft", "i", inputs=[Operand("s"), Operand("w")], outputs=[Operand("y")],
+                        params={"n_fft": 16, "hop_length": 4, "length": 90}, input_names=["input", "window"])
+    istft = lookup("torch.istft")(istft_op)
+    (spectrum,) = stft.forward([signal, window])
+    (back,) = istft.forward([spectrum, window])
+    np.testing.assert_allclose(back, signal, rtol=1e-9, atol=1e-9)
+    assert istft.infer([TensorSpec(spectrum.shape, spectrum.dtype), TensorSpec((16,), np.float64)]) == [
+        TensorSpec((2, 90), np.float64)]
+    with pytest.raises(ShapeMismatch, match="frequency bins"):
+        istft.infer([TensorSpec((2, 8, 5), np.complex64), TensorSpec((16,), np.float32)])
+    with pytest.raises(ValueError, match="overlap-added squared window is 0"):
+        istft.forward([spectrum, np.zeros(16)])

@@ -23,6 +23,9 @@ class Case:
     inputs2: tuple[Any, ...] | None = None
     #: False for modules whose trace differs between calls (see graphexec.export).
     check_trace: bool = True
+    #: More input sets of the exported shapes (other masks, scores, thresholds), run by
+    #: PyTorch into ``more.npz`` beside the fixture: for outputs whose size the data decides.
+    more_inputs: tuple[tuple[Any, ...], ...] = ()
 
 
 class Fn(nn.Module):

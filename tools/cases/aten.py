@@ -59,6 +59,12 @@ CASES = [
                       torch.argsort(a > 0, dim=-1, descending=True))),
         (x(3, 8),),
     ),
+    Case(  # rows past 16 values: PyTorch's unstable sort (introsort) leaves equal values out of order
+        "sort_ties_unstable_long_rows",
+        Fn(lambda a, b: (*torch.sort(torch.round(a), dim=-1, descending=True), torch.argsort(torch.round(b), dim=0),
+                         torch.argsort(a > 0, dim=-1))),
+        (x(2, 60), x(40, 3)),
+    ),
     Case("var_mean_std_mean",
          Fn(lambda a: (*torch.var_mean(a, 1), *torch.std_mean(a, (0, 2), unbiased=False, keepdim=True))),
          (x(3, 4, 5),)),

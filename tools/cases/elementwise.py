@@ -83,4 +83,16 @@ CASES = [
           torch.tensor([[1.0, float("nan"), -3.0], [0.25, float("nan"), 4.0]]), _I)),
     Case("aten_gcd_lcm", Fn(lambda i, j: (torch.gcd(i, j), torch.lcm(i, j), torch.gcd(i, j.abs() + 1))),
          (torch.tensor([12, -18, 0, 7, 35]), torch.tensor([8, 12, 5, 0, -14]))),
+    # shifts: negative counts and counts of the width or more give 0 (-1 for a negative
+    # number shifted right); narrower integers wrap
+    Case("bitwise_shifts", Fn(lambda i, n: (torch.bitwise_left_shift(i, n), torch.bitwise_right_shift(i, n),
+                                            torch.bitwise_left_shift(i, 3), torch.bitwise_right_shift(i, 1),
+                                            i << 2, i >> n)),
+         (torch.tensor([[1, -8, 100, -1, 7], [2**40, -(2**40), 5, 0, -3]]),
+          torch.tensor([[1, 2, 3, 63, 64], [-1, 70, 0, 5, 1]]))),
+    Case("bitwise_shifts_int32_uint8", Fn(lambda i, u: (torch.bitwise_left_shift(i, 30), torch.bitwise_right_shift(i, 33),
+                                                        torch.bitwise_left_shift(u, 5), torch.bitwise_right_shift(u, 8))),
+         (torch.tensor([3, -5, 1 << 20, 7], dtype=torch.int32), torch.tensor([1, 200, 255, 9], dtype=torch.uint8))),
+    Case("positive", Fn(lambda a, i: (torch.positive(a) * 2, torch.positive(i) + 1, torch.positive(a.sum()))),
+         (_A, _I)),
 ]

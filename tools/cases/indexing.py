@@ -39,6 +39,12 @@ def r(*shape):
     return torch.randn(*shape)
 
 
+def ties(*shape, seed, high=8):
+    """Small whole numbers as floats: many equal values."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, high, shape, generator=g).float()
+
+
 def i64(values):
     return torch.tensor(values, dtype=torch.int64)
 
@@ -85,6 +91,16 @@ CASES = [
          (r(2, 3), torch.tensor([-2.5]))),
     Case("topk_largest", Fn(lambda x: torch.topk(x, 2, dim=1)), (r(2, 5, 3),)),
     Case("topk_smallest", Fn(lambda x: x.topk(3, largest=False)), (r(2, 5),)),
+    # sorted=False: the order PyTorch's CPU kernel leaves (introselect for k * 64 > n, a
+    # heap otherwise); small integers make ties, whose order is the kernel's too
+    Case("topk_unsorted_ties", Fn(lambda x: torch.topk(x, 5, dim=1, sorted=False)), (ties(3, 20, seed=1),)),
+    Case("topk_unsorted_smallest_dim0", Fn(lambda x: torch.topk(x, 4, dim=0, largest=False, sorted=False)),
+         (ties(30, 3, seed=2),)),
+    Case("topk_unsorted_heap", Fn(lambda x: torch.topk(x, 6, sorted=False)), (ties(2, 700, seed=3, high=50),)),
+    Case("topk_sorted_ties_and_nan",
+         Fn(lambda x: torch.topk(torch.where(x > 5, float("nan"), x), 9, dim=-1)), (ties(2, 3, 40, seed=4),)),
+    Case("topk_unsorted_floats", Fn(lambda x: x.topk(7, sorted=False, largest=False)), (r(4, 33),)),
+    Case("topk_of_a_scalar", Fn(lambda x: torch.topk(x.sum(), 1)), (r(2, 3),)),
     Case("index_put_rows", Fn(lambda x, i, v: x.index_put((i,), v)),
          (r(5, 4), torch.tensor([3, 0]), r(2, 4))),
     Case("index_put_columns_broadcast", Fn(lambda x, i, v: x.index_put((torch.arange(2)[:, None], i), v)),

@@ -85,5 +85,14 @@ CASES = [
     Case("adaptivemaxpool3d", Wrap(nn.AdaptiveMaxPool3d((2, 2, 3))), (_x(57, 1, 2, 5, 4, 7),)),
     Case("adaptive_max_pool3d_indices", Fn(lambda x: F.adaptive_max_pool3d(x, 2, return_indices=True)[1]),
          (_x(58, 1, 2, 5, 4, 6),)),
+    # the module keeps its (values, indices) tuple: pnnx unpacks it with prim::TupleUnpack
+    Case("adaptivemaxpool2d_return_indices", Wrap(nn.AdaptiveMaxPool2d((3, 4), return_indices=True)),
+         (_x(60, 1, 3, 7, 10),)),
+    Case("adaptivemaxpool1d_return_indices", Wrap(nn.AdaptiveMaxPool1d(4, return_indices=True)),
+         (_x(61, 2, 3, 9),)),
+    Case("adaptivemaxpool3d_return_indices", Wrap(nn.AdaptiveMaxPool3d((2, 3, 2), return_indices=True)),
+         (_x(62, 1, 2, 5, 7, 4),)),
+    Case("adaptive_max_pool2d_pair", Fn(lambda x: (lambda v, i: (v * 2, i + 1))(
+        *F.adaptive_max_pool2d(x, (2, 3), return_indices=True))), (_x(63, 2, 3, 6, 8),)),
 ]
 

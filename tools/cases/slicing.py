@@ -110,4 +110,11 @@ CASES = [
     Case("channel_shuffle_by_view", ShuffleByView(), (r(1, 6, 2, 3),)),
     Case("cat_dense_joins", DenseJoins().eval(), (r(1, 3, 6, 5),)),
     Case("cat_dense_joins_batch2", DenseJoins().eval(), (r(2, 3, 6, 5),)),
+    Case("slice_scatter_step", Fn(lambda a, b: torch.slice_scatter(a, b, dim=1, start=1, end=7, step=2)),
+         (r(3, 8), r(3, 3))),
+    Case("slice_scatter_defaults_and_negative_dim",
+         Fn(lambda a, b, c: (torch.slice_scatter(a, b), torch.slice_scatter(a, c, dim=-1, start=-3),
+                             torch.slice_scatter(a, c[:, :, :2], dim=2, end=2))),
+         (r(2, 3, 5), r(2, 3, 5), r(2, 3, 3))),
 ]
+

@@ -64,4 +64,30 @@ CASES = [
         return_complex=True).abs()), (x(2, 70),)),
     Case("stft_no_window_constant_pad_twosided", Fn(lambda a: torch.view_as_real(torch.stft(
         a, 12, pad_mode="constant", onesided=False, return_complex=True))), (x(40),)),
+    # the Hermitian transforms over several dims: a half spectrum in, real out, and back
+    Case("hfft2_ihfft2", Fn(lambda a, b: (torch.fft.hfft2(a), torch.view_as_real(torch.fft.ihfft2(b)))),
+         (torch.randn(3, 4, 5, dtype=torch.complex64), x(2, 4, 6))),
+    Case("hfftn_ihfftn_s_dims_norms",
+         Fn(lambda a, b: (torch.fft.hfftn(a, s=(5, 7), dim=(0, 2), norm="ortho"),
+                          torch.fft.hfftn(a, norm="forward"),
+                          torch.view_as_real(torch.fft.ihfftn(b, s=(4, 6), norm="ortho")),
+                          torch.view_as_real(torch.fft.ihfftn(b, dim=(0, 1), norm="forward")))),
+         (torch.randn(4, 3, 5, dtype=torch.complex64), x(3, 5, 7))),
+    # istft: the signal back from a spectrum (random here, so overlap-add matters)
+    Case("istft_hann_centred", Fn(lambda s: torch.istft(s, 16, hop_length=4, window=torch.hann_window(16))),
+         (torch.randn(9, 11, dtype=torch.complex64),)),
+    Case("istft_batch_uncentred_normalized_zero_padded",
+         Fn(lambda s: torch.istft(s, 16, hop_length=5, window=torch.hamming_window(16), center=False,
+                                  normalized=True, length=56)),
+         (torch.randn(2, 9, 8, dtype=torch.complex64),)),
+    Case("istft_short_window_trimmed_length",
+         Fn(lambda s: torch.istft(s, 16, hop_length=3, win_length=10, window=torch.hann_window(10), length=30)),
+         (torch.randn(9, 12, dtype=torch.complex64),)),
+    Case("istft_twosided_complex_no_window",
+         Fn(lambda s: torch.view_as_real(torch.istft(s, 12, onesided=False, return_complex=True, length=40))),
+         (torch.randn(12, 14, dtype=torch.complex64),)),
+    Case("istft_of_stft", Fn(lambda a: torch.istft(
+        torch.stft(a, 32, 8, window=torch.hann_window(32), return_complex=True), 32, 8,
+        window=torch.hann_window(32), length=150)), (x(2, 150),)),
 ]
+

@@ -5,6 +5,7 @@ tests of choosing and importing need no device."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -366,6 +367,31 @@ def test_outputs_carry_the_last_event(device):
 def _relu_once(device) -> np.ndarray:
     (y,) = device.run(make_layer("nn.ReLU", {}), [device.upload(np.float32([-1, 2]))])
     return device.download(y)
+
+
+def test_building_programs_says_so_with_the_time_it_took(device, tmp_path):
+    """A first run compiles for tens of seconds on PoCL: the log says what is happening,
+    where the binaries go, and how long each build took; a second process says nothing."""
+    from loguru import logger
+
+    from graphexec.devices.opencl import open_device
+
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="INFO", format="{message}")
+    logger.enable("graphexec")
+    try:
+        _relu_once(open_device(f"opencl:{device.info.index}", cache_dir=tmp_path))
+        built = list(lines)
+        lines.clear()
+        _relu_once(open_device(f"opencl:{device.info.index}", cache_dir=tmp_path))  # loads the binary
+    finally:
+        logger.remove(sink)
+        logger.disable("graphexec")
+    assert len(built) == 2, built
+    assert built[0].startswith("building OpenCL programs for ") and f"binaries cached in {tmp_path}" in built[0]
+    assert re.fullmatch(r"built OpenCL kernels/elementwise.cl[^(]* in \d+\.\d s \(1 built, \d+\.\d s in all\)\n",
+                        built[1]), built[1]
+    assert lines == []
 
 
 def test_programs_are_built_once_per_context(device):

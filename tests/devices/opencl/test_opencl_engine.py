@@ -17,9 +17,9 @@ import pytest
 from graphexec.devices.opencl.device import OpenCLKernel
 
 from graphexec import DeviceError, Engine, OptionError, Trace
-from graphexec.placement import CONSTANT_FOR_HOST, FORCED
+from graphexec.placement import CONSTANT_FOR_HOST, FORCED, SIZED_BY_RUN
 from graphexec.transfers import Download, Upload
-from tests.golden import OPS, assert_matches, load_io, op_cases
+from tests.golden import OPS, assert_matches, assert_same_detections, engine_cases, load_io, more_io
 from tests.paths import REPO
 
 ROOT = REPO
@@ -345,7 +345,7 @@ def test_cpu_engine_places_everything_on_the_cpu_and_never_imports_pyopencl():
         f"e = Engine.load({str(MODELS / 'inception_mini.pnnx.param')!r}, threads=2)\n"
         f"x = np.load({str(MODELS / 'inception_mini.io.npz')!r})['in0']\n"
         "e.forward(x); e.close()\n"
-        "assert e.plan().placement is None and {r.device for r in e.placement.rows} == {'cpu'}\n"
+        "assert e.plan().placement.device is None and {r.device for r in e.placement.rows} == {'cpu'}\n"
         "assert not any(m.startswith('pyopencl') for m in sys.modules), 'pyopencl was imported'\n"
         "print('ok')\n"
     )
@@ -354,7 +354,7 @@ def test_cpu_engine_places_everything_on_the_cpu_and_never_imports_pyopencl():
 
 
 # -- every golden operator fixture: the device (or the CPU beside it) gives PyTorch's answer ------
-@pytest.mark.parametrize("case", op_cases(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("case", engine_cases())
 def test_operator_fixture_on_the_device(device, case):
     ins, want = load_io(case)
     engine = Engine.load(case / "model.pnnx.param", device=device, threads=1)
@@ -362,6 +362,29 @@ def test_operator_fixture_on_the_device(device, case):
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
         # the golden tests' own rule: floats within 1e-4 x max(1, max|want|), the rest exact
         assert_matches(g, w, what=f"{case.name} out{k}")
+
+
+# -- sizes the run decides: what reads them is placed once the run has computed them --------------
+@pytest.mark.parametrize("threads", [1, 2])
+def test_nodes_after_a_size_the_run_decides_run_on_the_device(device, threads):
+    """The value's producer stays on the CPU, saying why; the rest, planned once the run has
+    computed it, puts its linear layer on the device, for every saved input set (empty rows
+    among them), with PyTorch's outputs and the same bits whatever the workers."""
+    folder = OPS / "dynamic" / "after_a_threshold"
+    with Engine.load(folder / "model.pnnx.param", device=device, threads=threads) as engine, \
+            Engine.load(folder / "model.pnnx.param", device=device, threads=1) as sequential:
+        plan = engine.plan()
+        producers = {name: step.name for step in plan.program.steps for name in step.outputs}
+        assert {engine.placement.where(producers[n]).reason for n in plan.dynamic} == {SIZED_BY_RUN}
+        for ins, want in [load_io(folder), *more_io(folder)]:
+            trace = Trace()
+            got = as_tuple(engine.forward(*ins, trace=trace))
+            for k, (g, w) in enumerate(zip(got, want, strict=True)):
+                assert_matches(g, w, what=f"t={ins[3]} out{k}")
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(got, as_tuple(sequential.forward(*ins))))
+            rest = trace.stages[1].placement
+            assert rest.where("linear").device == "opencl", str(rest)
+            assert rest.where("pnnx_17").reason == SIZED_BY_RUN  # nms: its size, too, is the run's
 
 
 # -- whole torchvision networks (exported by tools/export_networks.py) ----------------------------
@@ -385,6 +408,23 @@ def test_network_matches_pytorch_on_the_device(device, name):
         on_device = len(engine.placement.on("opencl"))
     assert_close(got, want, f"{name} on {device.name}")
     assert on_device > 0
+
+
+def test_whole_detector_on_the_device(device):
+    """Faster R-CNN (tools/export_detectors.py) with its rests planned at run time on the
+    device: PyTorch's detections, and nodes of the rests on the device."""
+    folder = NETWORKS / "fasterrcnn_mobilenet_v3_320"
+    if not (folder / "model.pnnx.param").exists():
+        pytest.skip("fasterrcnn_mobilenet_v3_320 is not exported: run `python tools/export_detectors.py` "
+                    "(needs .[export])")
+    with np.load(folder / "io.npz") as io:
+        x, want = io["in0"], [io[f"out{i}"] for i in range(3)]
+    with Engine.load(folder / "model.pnnx.param", device=device, threads=2) as engine:
+        trace = Trace()
+        got = as_tuple(engine.forward(x, trace=trace))
+    assert_same_detections(list(got), want, f"fasterrcnn_mobilenet_v3_320 on {device.name}")
+    assert len(trace.stages) > 2 and all(p.rest is not None for p in trace.stages[:-1])
+    assert sum(len(p.placement.on("opencl")) for p in trace.stages[1:]) > 0
 
 
 # -- the memory plan on the device -----------------------------------------------------------

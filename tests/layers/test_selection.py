@@ -1,0 +1,86 @@
+"""Operators whose output size the data decides: what they infer before running (the rank,
+the dtype, the bound), what they compute at the edges, and their refusals. The golden
+fixtures under dynamic/ check them against PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphexec.errors import LayerConfigError
+from graphexec.ir import Operand, Operator
+from graphexec.layers.base import ShapeMismatch
+from graphexec.layers.registry import lookup
+from graphexec.layers.specs import DynamicSpec, SequenceSpec, TensorSpec, spec_of
+
+
+def flag(value):
+    """An operand made by a constant pnnx.Expression, as pnnx passes aten flags."""
+    operand = Operand("flag")
+    operand.producer = Operator("pnnx.Expression", "expr", params={"expr": value}, outputs=[operand])
+    return operand
+
+
+def make(op_type, *constants, names=None, outputs=1):
+    inputs = [Operand("x")] + [flag(c) for c in constants]
+    if names is not None:
+        inputs = [Operand(n) for n in names]
+    op = Operator(op_type, "op", inputs=inputs, outputs=[Operand(f"out{i}") for i in range(outputs)],
+                  input_names=names or [""] * len(inputs))
+    return lookup(op_type)(op)
+
+
+def test_masked_select_is_bounded_by_the_broadcast_size():
+    layer = make("torch.masked_select", names=["input", "mask"])
+    spec = layer.infer([TensorSpec((2, 1, 4), np.float32), TensorSpec((3, 1), np.bool_)])
+    assert spec == [DynamicSpec((None,), np.float32, (24,))]
+    x = np.arange(8, dtype=np.float32).reshape(2, 1, 4)
+    mask = np.array([[True], [False], [True]])
+    (got,) = layer.forward([x, mask])
+    np.testing.assert_array_equal(got, np.concatenate([x[0, 0], x[0, 0], x[1, 0], x[1, 0]]))
+    assert spec[0].admits(spec_of(got)) and not spec[0].admits(TensorSpec((25,), np.float32))
+    with pytest.raises(ShapeMismatch, match="bool"):
+        layer.infer([TensorSpec((2,), np.float32), TensorSpec((2,), np.float32)])
+
+
+def test_nonzero_of_nothing_and_of_a_scalar():
+    layer = make("aten::nonzero")
+    assert layer.infer([TensorSpec((), np.bool_)]) == [DynamicSpec((None, 0), np.int64, (1, 0))]
+    assert layer.forward([np.array(True)])[0].shape == (1, 0)
+    assert layer.forward([np.array(0.0)])[0].shape == (0, 0)
+    (none,) = layer.forward([np.zeros((3, 2))])
+    assert none.shape == (0, 2) and none.dtype == np.int64
+    split = make("aten::nonzero_numpy")
+    assert split.infer([TensorSpec((), np.bool_)]) == [SequenceSpec((DynamicSpec((None,), np.int64, (1,)),))]
+    assert [a.tolist() for a in split.forward([np.array(3)])[0]] == [[0]]
+
+
+def test_unique_gives_empty_outputs_for_what_was_not_asked():
+    layer = make("aten::_unique2", True, False, True, outputs=3)
+    specs = layer.infer([TensorSpec((3, 4), np.int64)])
+    assert specs == [DynamicSpec((None,), np.int64, (12,)), TensorSpec((0,), np.int64),
+                     DynamicSpec((None,), np.int64, (12,))]
+    values, inverse, counts = layer.forward([np.array([[2, 0, 2, 7]])])
+    assert values.tolist() == [0, 2, 7] and inverse.shape == (0,) and counts.tolist() == [1, 2, 1]
+    everything = make("aten::_unique2", True, True, True, outputs=3)
+    assert everything.infer([TensorSpec((3, 4), np.int64)])[1] == TensorSpec((3, 4), np.int64)
+    _, inverse, _ = everything.forward([np.array([[2, 0], [2, 7]])])
+    assert inverse.tolist() == [[1, 0], [1, 2]]
+    values, inverse, counts = everything.forward([np.zeros((0, 3), np.float32)])
+    assert values.shape == (0,) and inverse.shape == (0, 3) and counts.shape == (0,)
+
+
+def test_unique_along_a_dim_orders_slices_lexicographically():
+    layer = make("aten::unique_dim", 1, True, True, True, outputs=3)
+    assert layer.infer([TensorSpec((2, 5), np.int64)])[0] == DynamicSpec((2, None), np.int64, (2, 5))
+    x = np.array([[1, 0, 1, 0, 0], [2, 3, 2, 1, 3]])
+    values, inverse, counts = layer.forward([x])
+    assert values.tolist() == [[0, 0, 1], [1, 3, 2]]
+    assert inverse.tolist() == [2, 1, 2, 0, 1] and counts.tolist() == [1, 2, 2]
+
+
+def test_unique_flags_must_be_constants():
+    with pytest.raises(LayerConfigError, match="return_inverse"):
+        make("aten::_unique2", True, "maybe", True, outputs=3)
+    with pytest.raises(LayerConfigError, match="dim=None"):
+        make("aten::unique_consecutive", False, False, 0, outputs=3)

@@ -1,0 +1,82 @@
+"""Export small torchvision networks to ONNX with onnxruntime's answers, into tests/fixtures/onnx/.
+
+For each network: ``<name>.onnx`` (``torch.onnx.export``, random weights, batch-norm
+statistics made non-trivial) and ``<name>.ort.npz`` holding the input ``in0`` and
+onnxruntime's output ``out0`` on it. ``tests/test_onnx.py`` converts each file with pnnx
+(``graphexec.convert``) and checks graphexec's output against onnxruntime's, so the test
+needs pnnx but neither torch nor onnxruntime. Needs torch, torchvision, onnx and
+onnxruntime (the export extra plus ``pip install onnx onnxruntime``). Usage::
+
+    python tools/export_onnx_fixtures.py [name ...]
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+import torch
+import torchvision
+
+TARGET = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx"
+
+
+class Network:
+    """A torchvision network as exported: how to build it, the shape it is exported at,
+    and the shape its reference runs at (another batch where the batch is left dynamic)."""
+
+    def __init__(self, build: Callable[[], torch.nn.Module], shape: tuple[int, ...],
+                 run_shape: tuple[int, ...] | None = None):
+        self.build, self.shape = build, shape
+        self.run_shape = run_shape or shape
+
+    @property
+    def dynamic_batch(self) -> bool:
+        return self.run_shape != self.shape
+
+
+#: Small enough to commit (0.5 and 1.4 MB): squeeze-and-excitation, hardswish, depthwise
+#: convolutions; channel splits and shuffles. The first leaves its batch dynamic, so the
+#: test fixes it with ``input_shapes``.
+NETWORKS = {
+    "mobilenet_v3_small": Network(lambda: torchvision.models.mobilenet_v3_small(width_mult=0.25, num_classes=10),
+                                  (1, 3, 64, 64), (2, 3, 64, 64)),
+    "shufflenet_v2": Network(lambda: torchvision.models.shufflenet_v2_x0_5(num_classes=10), (1, 3, 64, 64)),
+}
+
+
+def export(name: str, target: Path = TARGET) -> Path:
+    """Export network ``name`` to ``target/<name>.onnx`` with onnxruntime's output; return the path."""
+    network = NETWORKS[name]
+    torch.manual_seed(0)
+    model = network.build().eval()
+    with torch.no_grad():  # non-trivial statistics, as a trained network has
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / f"{name}.onnx"
+    dynamic = {"in0": {0: "batch"}, "out0": {0: "batch"}} if network.dynamic_batch else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
+        torch.onnx.export(model, (torch.rand(*network.shape),), str(path), dynamo=False, opset_version=17,
+                          input_names=["in0"], output_names=["out0"], dynamic_axes=dynamic)
+    x = np.random.default_rng(0).random(network.run_shape, dtype=np.float32)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"in0": x})
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).numpy()
+    error = float(np.abs(y - want).max() / np.abs(want).max())
+    np.savez_compressed(target / f"{name}.ort.npz", in0=x, out0=y)
+    print(f"{name}: {path.stat().st_size / 1e3:.0f} kB, onnxruntime vs PyTorch {error:.1e}")
+    return path
+
+
+if __name__ == "__main__":
+    for network_name in sys.argv[1:] or NETWORKS:
+        export(network_name)

@@ -7,17 +7,29 @@ for bit (OpenBLAS rounds differently with 1 and with 2 threads). Prints the thro
 latency percentiles, peak and current RSS and the thread count at the start and at the
 end, and every mismatch or exception; exits 1 if there was any.
 
+Runs may also be ended early, the way callers end them, while the others go on: with
+``--timeouts F`` a fraction F of the forwards get a timeout drawn up to their typical
+latency (RunTimeoutError is counted, not an error; a result that comes back is checked);
+with ``--interrupts S`` the main thread calls forward too and is sent SIGINT (as Ctrl-C
+sends it) at a random point of one of its forwards every S seconds or so; with
+``--closes S`` an engine is closed every S seconds while forwards run on it (the runs it
+cuts short fail with an ExecutionError saying so, counted apart). After such an ending
+every later result must still be right: the count of wrong answers must stay zero.
+
     python benchmarks/soak.py                              # 16 threads x 2,000 forwards
     python benchmarks/soak.py --threads 4 --forwards 50    # a short run
     python benchmarks/soak.py --duration 600               # at most ten minutes (Ctrl-C also stops)
     python benchmarks/soak.py --models wide two_heads --workers 2
+    python benchmarks/soak.py --duration 300 --timeouts 0.3 --interrupts 0.05 --closes 5
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import random
 import resource
+import signal
 import sys
 import threading
 import time
@@ -30,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from graphexec.blas import ask_for_short_spins  # isort: skip
 
 ask_for_short_spins()  # as the CLI does, before numpy loads OpenBLAS (see graphexec.blas)
-from graphexec import Engine
+from graphexec import Engine, ExecutionError, RunTimeoutError
 import numpy as np
 
 MODELS = ROOT / "examples" / "models"
@@ -78,6 +90,10 @@ class Tally:
     mismatches: list[str] = field(default_factory=list)
     errors: collections.Counter = field(default_factory=collections.Counter)
     latencies: list[float] = field(default_factory=list)
+    #: Forwards ended early on purpose: by their timeout, by SIGINT, by a close() of their engine.
+    timed_out: int = 0
+    interrupted: int = 0
+    closed: int = 0
 
 
 def as_tuple(result: object) -> tuple[np.ndarray, ...]:
@@ -98,9 +114,54 @@ def prepare(name: str, count: int, workers: int, rng: np.random.Generator) -> Mo
     return Model(name, engine, inputs, answers)
 
 
+@dataclass
+class Endings:
+    """How runs are ended early (see the module docstring)."""
+
+    timeouts: float = 0.0
+    #: A typical forward's seconds per model, measured before the soak (timeouts are drawn up to it).
+    latency: dict[str, float] = field(default_factory=dict)
+
+
+def check(model: Model, k: int, got: tuple[np.ndarray, ...], tally: Tally, where: str) -> None:
+    tally.done += 1
+    tally.per_model[model.name] += 1
+    want = model.answers[k]
+    if len(got) != len(want) or not all(np.array_equal(a, b) for a, b in zip(got, want)):
+        diff = max(
+            (float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(got, want) if a.shape == b.shape),
+            default=float("nan"),
+        )
+        tally.mismatches.append(f"{model.name} input {k} ({where}): max |diff| {diff:.3g}")
+
+
+def one_forward(model: Model, k: int, tally: Tally, endings: Endings, rng: random.Random, where: str) -> None:
+    """A forward of input ``k``, with a timeout for a fraction of them; checked or counted."""
+    timeout = None
+    if endings.timeouts and rng.random() < endings.timeouts:
+        timeout = rng.uniform(0.05, 1.0) * endings.latency.get(model.name, 0.01)
+    try:
+        got = as_tuple(model.engine.forward(*model.inputs[k], timeout=timeout))
+    except RunTimeoutError:
+        tally.timed_out += 1
+        return
+    except ExecutionError as exc:
+        if "shut down while this forward ran" in str(exc):
+            tally.closed += 1
+            return
+        tally.errors[f"{model.name}: {type(exc).__name__}: {exc}"] += 1
+        return
+    except Exception as exc:  # noqa: BLE001 - every exception is a finding: count it, go on
+        tally.errors[f"{model.name}: {type(exc).__name__}: {exc}"] += 1
+        return
+    check(model, k, got, tally, where)
+
+
 def caller(
-    index: int, models: list[Model], forwards: int, tally: Tally, progress: list[int], stop: threading.Event
+    index: int, models: list[Model], forwards: int, tally: Tally, progress: list[int], stop: threading.Event,
+    endings: Endings = Endings(),
 ) -> None:
+    rng = random.Random(index)
     for j in range(forwards):
         if stop.is_set():
             return
@@ -108,22 +169,73 @@ def caller(
         k = (index * 7 + j) % len(model.inputs)
         start = time.perf_counter()
         try:
-            got = as_tuple(model.engine.forward(*model.inputs[k]))
-        except Exception as exc:  # noqa: BLE001 - every exception is a finding: count it, go on
-            tally.errors[f"{model.name}: {type(exc).__name__}: {exc}"] += 1
-            continue
+            one_forward(model, k, tally, endings, rng, f"thread {index}, call {j}")
         finally:
             tally.latencies.append(time.perf_counter() - start)
             progress[index] = j + 1
-        tally.done += 1
-        tally.per_model[model.name] += 1
-        want = model.answers[k]
-        if len(got) != len(want) or not all(np.array_equal(a, b) for a, b in zip(got, want)):
-            diff = max(
-                (float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(got, want) if a.shape == b.shape),
-                default=float("nan"),
-            )
-            tally.mismatches.append(f"{model.name} input {k} (thread {index}, call {j}): max |diff| {diff:.3g}")
+
+
+class Interrupter:
+    """Runs forwards on the main thread and sends it SIGINT at a random point of one of them
+    every ``every`` seconds or so; a SIGINT it did not send (the user's Ctrl-C) stops the soak."""
+
+    def __init__(self, models: list[Model], every: float, endings: Endings, tally: Tally):
+        self.models, self.every, self.endings, self.tally = models, every, endings, tally
+        self.rng = random.Random(7)
+        self.lock = threading.Lock()
+        self.armed = False  # a SIGINT of ours may land
+        self.sent = False
+        self.next = time.perf_counter() + every
+
+    def _counted(self) -> int:
+        t = self.tally
+        return t.done + t.timed_out + t.closed + sum(t.errors.values())
+
+    def _send(self) -> None:
+        with self.lock:
+            if self.armed:
+                self.sent = True
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    def step(self) -> None:
+        """One forward on this (the main) thread, interrupted now and then; KeyboardInterrupt
+        out of it is the user's."""
+        model = self.rng.choice(self.models)
+        k = self.rng.randrange(len(model.inputs))
+        timer, start = None, time.perf_counter()
+        counted = self._counted()
+        try:
+            with self.lock:
+                self.armed, self.sent = True, False
+            if time.perf_counter() >= self.next:
+                self.next += self.every
+                timer = threading.Timer(self.rng.uniform(0, 1.5) * self.endings.latency.get(model.name, 0.01),
+                                        self._send)
+                timer.start()
+            try:
+                one_forward(model, k, self.tally, self.endings, self.rng, "main thread")
+            finally:
+                with self.lock:
+                    self.armed = False
+            if self.sent:
+                time.sleep(5)  # ours is on its way: it lands here at the latest
+        except KeyboardInterrupt:
+            if not self.sent:
+                raise
+            if self._counted() == counted:  # (one that came after the forward was counted ended nothing)
+                self.tally.interrupted += 1
+        finally:
+            self.tally.latencies.append(time.perf_counter() - start)
+            if timer is not None:
+                timer.cancel()
+
+
+def closer(models: list[Model], every: float, stop: threading.Event, tally: Tally) -> None:
+    """Closes an engine every ``every`` seconds while the callers run on it (the next
+    forward starts its workers again)."""
+    rng = random.Random(3)
+    while not stop.wait(every):
+        rng.choice(models).engine.close()
 
 
 def main() -> int:
@@ -137,13 +249,23 @@ def main() -> int:
     parser.add_argument("--report-every", type=float, default=30.0, help="seconds between progress lines")
     parser.add_argument("--duration", type=float, default=None,
                         help="stop starting forwards after this many seconds (the summary says how many ran)")
+    parser.add_argument("--timeouts", type=float, default=0.0,
+                        help="fraction of forwards given a timeout up to their typical latency (default 0)")
+    parser.add_argument("--interrupts", type=float, default=None,
+                        help="the main thread runs forwards too, and gets SIGINT during one every this many s")
+    parser.add_argument("--closes", type=float, default=None, help="close an engine every this many seconds")
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
     print(snapshot("load"), flush=True)
     models = [prepare(name, args.inputs, args.workers, rng) for name in args.models]
-    for model in models:  # warm up: the engines' pools start, the plans are cached
+    endings = Endings(timeouts=args.timeouts)
+    for model in models:  # warm up: the engines' pools start, the plans are cached; a typical latency
         model.engine.forward(*model.inputs[0])
+        start = time.perf_counter()
+        for _ in range(5):
+            model.engine.forward(*model.inputs[0])
+        endings.latency[model.name] = (time.perf_counter() - start) / 5
     total = args.threads * args.forwards
     print(f"{args.threads} threads x {args.forwards} forwards = {total} on {', '.join(args.models)} "
           f"({args.workers} workers per engine, 1 BLAS thread, {args.inputs} inputs each)", flush=True)
@@ -154,12 +276,19 @@ def main() -> int:
     progress = [0] * args.threads
     stop = threading.Event()
     threads = [
-        threading.Thread(target=caller, args=(i, models, args.forwards, tallies[i], progress, stop), name=f"caller-{i}")
+        threading.Thread(target=caller, args=(i, models, args.forwards, tallies[i], progress, stop, endings),
+                         name=f"caller-{i}")
         for i in range(args.threads)
     ]
+    main_tally = Tally()
+    interrupter = Interrupter(models, args.interrupts, endings, main_tally) if args.interrupts else None
+    closing = (threading.Thread(target=closer, args=(models, args.closes, stop, main_tally), name="closer")
+               if args.closes else None)
     began = time.perf_counter()
     for t in threads:
         t.start()
+    if closing is not None:
+        closing.start()
     rss_samples = []
     next_report = began + args.report_every
     end = None if args.duration is None else began + args.duration
@@ -167,7 +296,10 @@ def main() -> int:
         for t in threads:  # wait for each in turn, reporting on the way
             while t.is_alive():
                 wake = next_report if end is None else min(next_report, end)
-                t.join(timeout=max(0.0, wake - time.perf_counter()))
+                if interrupter is not None and not stop.is_set():
+                    interrupter.step()
+                else:
+                    t.join(timeout=max(0.0, wake - time.perf_counter()))
                 now = time.perf_counter()
                 if end is not None and now >= end and not stop.is_set():
                     print(f"  {now - began:7.1f} s  --duration reached: no new forwards", flush=True)
@@ -183,16 +315,22 @@ def main() -> int:
         stop.set()
         for t in threads:
             t.join()
+    stop.set()
+    if closing is not None:
+        closing.join()
     rss_samples.append(((status("VmRSS") or 0) / 1024, sum(progress)))
     elapsed = time.perf_counter() - began
 
     merged = Tally()
-    for tally in tallies:
+    for tally in [*tallies, main_tally]:
         merged.done += tally.done
         merged.per_model.update(tally.per_model)
         merged.mismatches += tally.mismatches
         merged.errors.update(tally.errors)
         merged.latencies += tally.latencies
+        merged.timed_out += tally.timed_out
+        merged.interrupted += tally.interrupted
+        merged.closed += tally.closed
     print(snapshot("end"), flush=True)
     for model in models:
         model.engine.close()
@@ -209,13 +347,16 @@ def main() -> int:
     if half:
         print(f"RSS:        {rss_start / 1024:.1f} MiB at the start, {half[0]:.1f} MiB at half-way, "
               f"{rss_samples[-1][0]:.1f} MiB at the end")
+    print(f"ended early on purpose: {merged.timed_out} by their timeout, {merged.interrupted} by SIGINT, "
+          f"{merged.closed} by close()")
     print(f"mismatches: {len(merged.mismatches)}")
     for line in merged.mismatches[:20]:
         print(f"  {line}")
     print(f"exceptions: {sum(merged.errors.values())}")
     for text, count in merged.errors.most_common(20):
         print(f"  {count} x {text[:300]}")
-    return 1 if merged.mismatches or merged.errors or merged.done != ran else 0
+    ended = merged.timed_out + merged.closed + merged.interrupted
+    return 1 if merged.mismatches or merged.errors or merged.done + ended != ran else 0
 
 
 if __name__ == "__main__":

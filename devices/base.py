@@ -18,6 +18,7 @@
     Kernel                              one node on one device, for one set of input specs
     ├── prepare()                       make what runs read (at plan time, once)
     ├── run(inputs, outputs=None)       compute (into ``outputs`` when given); the node's work
+    ├── stopped()                       a run stopped midway on this thread: forget what it kept
     ├── splits() / pieces(...)          its work cut into pieces that run at once (optional)
     └── writes_into, fresh_outputs, in_place, joins_in_place   what the memory plan may do
 
@@ -156,6 +157,11 @@ class Kernel:
             return self.layer.forward(inputs)
         self.layer.forward_into(inputs, outputs)
         return outputs
+
+    def stopped(self) -> None:
+        """Called on the thread where :meth:`run` or one of its pieces stopped midway (an
+        exception, Ctrl-C): forget what that thread keeps between runs and the run may have
+        left half written. The reference kernel keeps nothing."""
 
     def splits(self) -> bool:
         """Whether :meth:`pieces` cuts this node's work, faster than BLAS threads would run it

@@ -17,6 +17,7 @@ may overlap one another.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import sys
 import threading
@@ -35,10 +36,23 @@ except ImportError:  # threadpoolctl is a dependency, but a broken install must 
     ThreadpoolController = None  # type: ignore[assignment,misc]
 
 
+#: ``_BlasLimiter._applied`` while a change may be half made (Ctrl-C inside threadpoolctl):
+#: the next change is then made in full.
+_UNSURE = -1
+
+
 class _BlasLimiter:
+    """The process's BLAS thread limit: the smallest one any active block asks for.
+
+    Each block's entry is added and removed under one key, in a ``try`` that covers the
+    adding, so that Ctrl-C at any point of entering or leaving a block (the main thread's
+    run may be interrupted anywhere) never leaves a limit behind for the process."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._active: list[int] = []
+        #: What each active block asks for, by its key.
+        self._active: dict[int, int] = {}
+        self._keys = itertools.count()
         self._libraries: list[Any] | None = None
         self._setters: list[Any] = []
         self._original: list[int] = []
@@ -69,29 +83,32 @@ class _BlasLimiter:
         if threads is None:
             yield
             return
-        with self._lock:
-            if not self._active:
-                self._original = [library.get_num_threads() for library in self._blas()]
-            self._active.append(threads)
-            self._apply()
+        key = next(self._keys)
         try:
+            with self._lock:
+                if not self._active:
+                    self._original = [library.get_num_threads() for library in self._blas()]
+                self._active[key] = threads
+                self._apply()
             yield
         finally:
             with self._lock:
-                self._active.remove(threads)
-                self._apply()
+                if self._active.pop(key, None) is not None:
+                    self._apply()
 
     @contextmanager
     def boost(self, threads: int) -> Iterator[bool]:
         """Raise the limit to ``threads`` for the block when exactly one run is active (the
         caller's): a node that runs alone may use every core. Yields whether it did; a run
         that starts meanwhile lowers the limit again at once."""
-        with self._lock:
-            raised = len(self._active) == 1 and threads > self._active[0]
-            if raised:
-                self._set(threads)
-                self._applied = threads
+        raised = False
         try:
+            with self._lock:
+                if len(self._active) == 1 and threads > next(iter(self._active.values())):
+                    raised = True
+                    self._applied = _UNSURE
+                    self._set(threads)
+                    self._applied = threads
             yield raised
         finally:
             if raised:
@@ -99,9 +116,10 @@ class _BlasLimiter:
                     self._apply()
 
     def _apply(self) -> None:
-        want = min(self._active) if self._active else None
+        want = min(self._active.values()) if self._active else None
         if want == self._applied:
             return
+        self._applied = _UNSURE
         if want is None:
             self._set(self._original)
         else:
@@ -288,38 +306,42 @@ class _Turns:
             with self.joined():
                 yield
             return
-        with self._changed:
-            if steer:
-                self._waiting_to_steer += 1
-                try:
-                    got = self._changed.wait_for(lambda: not self._steering and not self._plain, _left(deadline))
-                finally:
-                    self._waiting_to_steer -= 1
-                    if not self._waiting_to_steer:
-                        self._changed.notify_all()  # one-thread runs may have waited for this one
-            else:
-                got = self._changed.wait_for(lambda: not self._steering and not self._waiting_to_steer,
-                                             _left(deadline))
-            if not got:
-                raise RunTimeoutError(
-                    "forward ran past its timeout waiting for its turn at BLAS (another run gives "
-                    "its nodes several BLAS threads meanwhile); no node was started"
-                )
-            if steer:
-                self._steering = True
-            else:
-                self._plain += 1
-        self._inside.depth = 1
+        taken = False  # set with the count, in the try: Ctrl-C anywhere leaves no turn held
         try:
-            yield
-        finally:
-            self._inside.depth = 0
             with self._changed:
                 if steer:
-                    self._steering = False
+                    self._waiting_to_steer += 1
+                    try:
+                        got = self._changed.wait_for(lambda: not self._steering and not self._plain,
+                                                     _left(deadline))
+                    finally:
+                        self._waiting_to_steer -= 1
+                        if not self._waiting_to_steer:
+                            self._changed.notify_all()  # one-thread runs may have waited for this one
                 else:
-                    self._plain -= 1
-                self._changed.notify_all()
+                    got = self._changed.wait_for(lambda: not self._steering and not self._waiting_to_steer,
+                                                 _left(deadline))
+                if not got:
+                    raise RunTimeoutError(
+                        "forward ran past its timeout waiting for its turn at BLAS (another run gives "
+                        "its nodes several BLAS threads meanwhile); no node was started"
+                    )
+                if steer:
+                    self._steering = True
+                else:
+                    self._plain += 1
+                taken = True
+            self._inside.depth = 1
+            yield
+        finally:
+            if taken:
+                self._inside.depth = 0
+                with self._changed:
+                    if steer:
+                        self._steering = False
+                    else:
+                        self._plain -= 1
+                    self._changed.notify_all()
 
 
 def _left(deadline: float | None) -> float | None:
@@ -365,7 +387,7 @@ def _after_fork_in_child() -> None:
     _TURNS = _Turns()
     _PINS_LOCK = threading.Lock()
     _LIMITER._lock = threading.Lock()
-    _LIMITER._active = []
+    _LIMITER._active = {}
     _LIMITER._applied = None
 
 

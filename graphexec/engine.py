@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
-from graphexec import pnnx
+from graphexec import footprint, pnnx
 from graphexec.blas import blas_run
 from graphexec.converting import loadable
 from graphexec.cost import nbytes
@@ -35,11 +35,12 @@ from graphexec.devices import resolve as resolve_device
 from graphexec.devices.cpu import CpuDevice
 from graphexec.errors import GraphexecError, InputError, InputShapeError, OptionError
 from graphexec.executor import RunOptions, run_sequential
-from graphexec.inputs import Inputs
+from graphexec.floats import quiet_floats
+from graphexec.inputs import Inputs, dtype_of
 from graphexec.ir import Dim, Graph
 from graphexec.layers.registry import lookup
 from graphexec.layers.specs import SequenceSpec, Spec, TensorSpec, spec_of
-from graphexec.memory import ArenaPool, MemoryPlan
+from graphexec.memory import ArenaPool, Lease, MemoryPlan
 from graphexec.options import EngineOptions
 from graphexec.placement import Placement
 from graphexec.plan import Plan
@@ -92,8 +93,9 @@ class Engine:
         self.graph = graph
         self._source = source
         #: Refuse to run input shapes whose tensors (and the working memory of the layer running
-        #: then) would need more bytes than this at once.
+        #: then) would need more bytes than this at once, and models that would take more to load.
         self.memory_limit = options.memory_limit if options.memory_limit is not None else physical_memory()
+        footprint.check_load(len(graph.operators), 0, self.memory_limit)
         self.program = Program.from_graph(graph)
         self._inputs = Inputs(self.program)
         self.input_names = self._inputs.names
@@ -142,8 +144,11 @@ class Engine:
         reused (see :func:`graphexec.convert`, which also fixes sizes left dynamic).
         """
         built = EngineOptions.from_keywords(options, **keywords)  # a bad option fails before the file is read
-        graph = pnnx.load(loadable(param_path) if bin_path is None else param_path, bin_path)
-        source = (os.fspath(param_path), None if bin_path is None else os.fspath(bin_path))
+        param_path = pnnx.path_text(param_path, "param file")  # bytes, or no path at all: said as such
+        bin_path = None if bin_path is None else pnnx.path_text(bin_path, "weight file")
+        limit = built.memory_limit if built.memory_limit is not None else physical_memory()
+        graph = pnnx.load(loadable(param_path) if bin_path is None else param_path, bin_path, memory_limit=limit)
+        source = (param_path, bin_path)
         engine = cls(graph, built, source=source)
         logger.info(
             "loaded {}: {} operators, inputs {}, outputs {}, {} workers x {} BLAS threads",
@@ -300,7 +305,7 @@ class Engine:
         feeds = self._inputs.feeds(args[0] if by_name else None, None if by_name else args)
         asked = self._inputs.extractable(extract)
         wanted = list(dict.fromkeys(o for operands in asked.values() for o in operands))
-        given = {name: TensorSpec(v.shape, v.dtype) for name, v in feeds.items()}
+        given = {name: TensorSpec(v.shape, dtype_of(self.graph.operands[name].dtype)) for name, v in feeds.items()}
         plan = self._keeping(wanted, self.planner.plan(given), lambda off: self.planner.plan(given, off=off))
         if plan.peak_bytes > self.memory_limit:
             shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
@@ -308,6 +313,8 @@ class Engine:
                 f"inputs {shapes} need about {_mib(plan.peak_bytes)} MiB of tensors and working memory at once, "
                 f"more than the engine's memory_limit of {_mib(self.memory_limit)} MiB"
             )
+        with quiet_floats():  # cast only now (a float64 view of no memory becomes a float32 copy); 1e300 is inf
+            feeds = {n: v if v.dtype == given[n].dtype else v.astype(given[n].dtype) for n, v in feeds.items()}
         options = self._inputs.run_options(timeout, check_finite, feeds, self.options.clock)
         parts: list[Trace] = []
         values: dict[str, Any] = dict(feeds)
@@ -375,15 +382,16 @@ class Engine:
         pool = self._arenas(plan) if self.reuse_memory and not wanted else None
         arena = pool.lease() if pool is not None else nullcontext()
         policy = self.policy
-        with arena as buffers:
+        with arena as lease:
+            buffers = lease.views if lease is not None else None
             if policy.threads == 1 and self.options.executor is None and trace is None:
                 shared = plan.regions.shared if plan.regions is not None else frozenset()
-                spreader = self.pools.spreader() if shared else None
+                spreader = self.pools.spreader(lease) if shared else None
                 with self._helpers_apart(policy.intra_op_threads > 1 or bool(shared)):
                     found = run_sequential(plan, feeds, keep, options, buffers, shared, spreader,
                                            replay=pool.replay if pool is not None else None)
             else:
-                found = self._run_concurrent(plan, feeds, keep, trace, options, buffers)
+                found = self._run_concurrent(plan, feeds, keep, trace, options, lease)
         if plan.placement.resident:  # values left on the device: downloaded, under their own names
             found = plan.placement.to_host(found)
         return found
@@ -396,22 +404,23 @@ class Engine:
         return self.pools.helpers_apart(wanted)
 
     def _run_concurrent(self, plan: Plan, feeds: dict[str, np.ndarray], keep: list[str],
-                        trace: Trace | None, options: RunOptions, buffers: dict[str, np.ndarray] | None,
-                        ) -> dict[str, Any]:
+                        trace: Trace | None, options: RunOptions, lease: Lease | None) -> dict[str, Any]:
         policy = self.policy
         executor = self.options.executor
+        buffers = lease.views if lease is not None else None
         if executor is not None:  # an injected executor: it does all the work
-            return run_concurrent(plan, feeds, keep, executor, policy.threads, trace, options, buffers=buffers)
+            return run_concurrent(plan, feeds, keep, executor, policy.threads, trace, options, buffers=buffers,
+                                  lease=lease)
         choice = plan.regions
         if policy.threads == 1:  # sequential, through the scheduler only to record a trace
-            spreader = self.pools.spreader() if choice and choice.shared else None
+            spreader = self.pools.spreader(lease) if choice and choice.shared else None
             with self._helpers_apart(policy.intra_op_threads > 1 or spreader is not None):
                 return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers,
-                                      regions=choice, spreader=spreader)
-        spreader = self.pools.worker_spreader() if choice is not None and choice.shared else None
+                                      regions=choice, spreader=spreader, lease=lease)
+        spreader = self.pools.worker_spreader(lease) if choice is not None and choice.shared else None
         return run_concurrent(plan, feeds, keep, self.pools.workers(), policy.threads, trace, options,
                               buffers=buffers, boost=policy.boost, regions=choice, spreader=spreader,
-                              cores=self.pools.worker_cores or ())
+                              cores=self.pools.worker_cores or (), lease=lease)
 
 
 def _reload(param_path: str, bin_path: str | None, options: dict[str, Any]) -> Engine:
@@ -419,11 +428,17 @@ def _reload(param_path: str, bin_path: str | None, options: dict[str, Any]) -> E
 
 
 def _leaves(value: Any) -> list[Any]:
-    """A value's tensors in order: itself, or the flattened items of a sequence (or spec of one)."""
-    if isinstance(value, (list, tuple)):
-        return [leaf for item in value for leaf in _leaves(item)]
-    if isinstance(value, SequenceSpec):
-        return [leaf for item in value.items for leaf in _leaves(item)]
-    return [value]
+    """A value's tensors in order: itself, or the flattened items of a sequence (or spec of
+    one), however deep (no recursion)."""
+    leaves, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        elif isinstance(item, SequenceSpec):
+            stack.extend(reversed(item.items))
+        else:
+            leaves.append(item)
+    return leaves
 
 

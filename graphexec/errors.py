@@ -20,12 +20,43 @@ reaches them as a subclass of :class:`GraphexecError`, never as a raw ``KeyError
     ├── RowError                  batch.run: one row (sample, file) could not be read or run
     ├── WorkerError               batch.run: workers died or a cluster could not be reached
     └── MissingExtraError         an optional dependency is not installed (says which extra)
+
+Every message is bounded: a longer one (a damaged file's 30 MB list param, an expression
+nested 50,000 deep, a cycle through every operator) keeps its head and tail around a note
+of how much was left out and, where known, the ``file:line`` that holds all of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+
+#: Characters of free text a message holds at most (a longer one is cut in the middle, see
+#: :func:`excerpt`); with the names and places an error adds, a message stays under twice it.
+MESSAGE_LIMIT = 2000
+
+
+def excerpt(text: str, limit: int = MESSAGE_LIMIT, where: str | None = None) -> str:
+    """``text``, or where it is longer than ``limit`` its head and tail around a note of
+    how many characters were left out and, given ``where``, where the whole text is."""
+    if len(text) <= limit:
+        return text
+    place = f"; all of it is at {excerpt(where, 300)}" if where else ""
+    room = max(limit - len(place) - 50, 20)  # the note takes the rest
+    head, tail = text[: room * 3 // 4], text[len(text) - room // 4:]
+    return f"{head} [... {len(text) - len(head) - len(tail):,} characters left out{place} ...] {tail}"
+
+
+def quoted(value: object, limit: int = 200) -> str:
+    """``repr(value)`` for a message, at most about ``limit`` characters, made without the
+    repr of all of a long list or string (a damaged file's list param may hold 10^7 items)."""
+    if isinstance(value, (list, tuple)) and len(value) > 16:
+        head = ", ".join(quoted(v, 40) for v in value[:8])
+        return excerpt(f"[{head}, ... ({len(value):,} items in all)]", limit)
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[: limit // 2]!r}... ({len(value):,} characters in all)"
+    return excerpt(repr(value), limit)
 
 
 def _rebuild(cls: type, args: tuple, kwargs: dict[str, Any]) -> BaseException:
@@ -36,8 +67,14 @@ class GraphexecError(Exception):
     """Base of every error graphexec raises on purpose.
 
     Every subclass pickles (so it can cross a process pool): one whose ``__init__`` takes
-    more than a message says how to rebuild itself in ``__reduce__``.
+    more than a message says how to rebuild itself in ``__reduce__``. A message is cut to an
+    :func:`excerpt` (see :data:`MESSAGE_LIMIT`).
     """
+
+    def __init__(self, *args: object):
+        if args and isinstance(args[0], str):  # twice the limit: a subclass bounds the parts it adds
+            args = (excerpt(args[0], 2 * MESSAGE_LIMIT), *args[1:])
+        super().__init__(*args)
 
 
 class ModelFormatError(GraphexecError):
@@ -46,12 +83,12 @@ class ModelFormatError(GraphexecError):
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
         self.path = path
         self.line = line
-        #: The message without the ``file:line:`` in front.
-        self.reason = message
-        where = path or "<model>"
+        where = excerpt(path, 300) if path else "<model>"
         if line is not None:
             where = f"{where}:{line}"
-        super().__init__(f"{where}: {message}")
+        #: The message without the ``file:line:`` in front.
+        self.reason = excerpt(message, where=where if line is not None else None)
+        super().__init__(f"{where}: {self.reason}")
 
     def __reduce__(self) -> tuple:
         return _rebuild, (type(self), (self.reason,), {"path": self.path, "line": self.line}), self.__dict__
@@ -75,9 +112,13 @@ class UnsupportedOperatorError(GraphexecError):
     def __init__(self, unsupported: dict[str, list[str]]):
         self.unsupported = dict(unsupported)
         lines = []
-        for op_type, names in sorted(self.unsupported.items()):
-            shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
-            lines.append(f"  {op_type}: used by {shown}")
+        for op_type, names in sorted(self.unsupported.items())[:20]:
+            shown = ", ".join(excerpt(n, 100) for n in names[:5])
+            if len(names) > 5:
+                shown += f", ... ({len(names)} in all)"
+            lines.append(f"  {excerpt(op_type, 100)}: used by {shown}")
+        if len(self.unsupported) > 20:
+            lines.append(f"  ... and {len(self.unsupported) - 20} more types")
         super().__init__(
             f"{len(self.unsupported)} unsupported operator type(s):\n" + "\n".join(lines)
         )
@@ -89,14 +130,18 @@ class UnsupportedOperatorError(GraphexecError):
 class LayerConfigError(GraphexecError):
     """An operator's params or weights are invalid; names the operator and its type."""
 
-    def __init__(self, op_name: str, op_type: str, message: str):
+    def __init__(self, op_name: str, op_type: str, message: str, *, source: str | None = None):
         self.op_name = op_name
         self.op_type = op_type
-        self.reason = message
-        super().__init__(f"operator {op_name} ({op_type}): {message}")
+        #: Where the operator is defined (``file:line``), if known.
+        self.source = source
+        self.reason = excerpt(message)
+        where = f" (defined at {excerpt(source, 300)})" if source else ""
+        super().__init__(f"operator {excerpt(op_name, 300)} ({excerpt(op_type, 300)}): {self.reason}{where}")
 
     def __reduce__(self) -> tuple:
-        return _rebuild, (type(self), (self.op_name, self.op_type, self.reason), {}), self.__dict__
+        args = (self.op_name, self.op_type, self.reason)
+        return _rebuild, (type(self), args, {"source": self.source}), self.__dict__
 
 
 class InputError(GraphexecError):
@@ -120,10 +165,14 @@ class ExecutionError(GraphexecError):
         self.op_name = op_name
         self.op_type = op_type
         self.input_shapes = list(input_shapes)
-        shapes = ", ".join(str(s) for s in self.input_shapes) or "no inputs"
+        shown = self.input_shapes
+        if len(shown) > 16:  # a join of 10^5 tensors
+            shown = [*shown[:12], f"... ({len(shown)} in all)", *shown[-2:]]
+        shapes = ", ".join(str(s) for s in shown) or "no inputs"
         #: What went wrong, as text (the exception itself, if any, is ``__cause__``).
-        self.reason = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
-        super().__init__(f"while executing {op_name} ({op_type}) on inputs [{shapes}]: {self.reason}")
+        self.reason = excerpt(cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}")
+        super().__init__(f"while executing {excerpt(op_name, 300)} ({excerpt(op_type, 300)}) on inputs "
+                         f"[{excerpt(shapes, 800)}]: {self.reason}")
 
     def __reduce__(self) -> tuple:
         args = (self.op_name, self.op_type, self.input_shapes, self.reason)

@@ -59,7 +59,7 @@ def _call(node: Node, inputs: list[Any], buffers: dict[str, np.ndarray] | None,
         outputs = [buffers[name] for name in step.outputs]
         pieces = kernel.pieces(inputs, outputs, spreader.count) if spreader is not None else None
         if pieces:
-            spreader.run(pieces)
+            spreader.run(pieces, kernel.stopped)
             return outputs, len(pieces)
         return kernel.run(inputs, outputs), 0
     return kernel.run(inputs), 0
@@ -82,9 +82,12 @@ def run_step(
     try:
         with nullcontext() if quiet else quiet_floats():
             outputs, shared = _call(node, inputs, buffers, spreader)
-    except GraphexecError:
-        raise
-    except Exception as exc:  # a layer's own failure, wrapped with where it happened
+    except BaseException as exc:
+        if node.kernel is not None:
+            node.kernel.stopped()  # midway, perhaps before writing what a scratch slot keeps
+        if isinstance(exc, GraphexecError) or not isinstance(exc, Exception):
+            raise
+        # a layer's own failure, wrapped with where it happened
         raise ExecutionError(step.name, step.layer.type, [str(spec_of(v)) for v in inputs], exc) from exc
     if len(outputs) != len(step.outputs):
         raise ExecutionError(

@@ -1,5 +1,7 @@
 """What ``Engine.forward`` accepts: the model's inputs by position or by name, each checked
-for rank and dtype before anything runs, and the operands a caller may extract."""
+for rank and dtype before anything runs (and before anything is allocated for them: the
+engine casts an input only once its plan fits the memory limit), and the operands a caller
+may extract."""
 
 from __future__ import annotations
 
@@ -85,6 +87,8 @@ class Inputs:
         return {name: self._checked(name, value) for name, value in feeds.items()}
 
     def _checked(self, operand_name: str, value: Any) -> np.ndarray:
+        """``value`` as an array of a dtype that casts to the input's without loss of kind
+        (not cast yet: ``Engine.forward`` casts once the memory limit has been checked)."""
         alias = self.names[self.program.inputs.index(operand_name)]
         operand = self.program.graph.operands[operand_name]
         try:
@@ -92,10 +96,17 @@ class Inputs:
         except Exception as exc:  # an object numpy cannot turn into an array
             raise InputError(f"input {alias}: cannot be read as an array ({exc})") from exc
         want = dtype_of(operand.dtype)
-        if array.dtype != want:
-            if array.dtype.kind != want.kind and not (want.kind in "fc" and array.dtype.kind in "fc"):
-                raise InputError(f"input {alias}: expected dtype {want}, given {array.dtype}")
-            array = array.astype(want)
+        given = array.dtype
+        if given != want and given.kind != want.kind and not (want.kind == "c" and given.kind == "f"):
+            if want.kind == "f" and given.kind == "c":
+                raise InputError(f"input {alias}: expected dtype {want}, given {given}: a real model would "
+                                 f"drop the imaginary part (pass x.real if that is what you mean)")
+            raise InputError(f"input {alias}: expected dtype {want}, given {given}")
+        if want.kind in "iu" and given.kind == want.kind and given.itemsize > want.itemsize and array.size:
+            low, high = array.min(), array.max()  # a narrower integer would wrap around silently
+            if low < np.iinfo(want).min or high > np.iinfo(want).max:
+                raise InputError(f"input {alias}: expected dtype {want}, given {given} holding {low}..{high}, "
+                                 f"outside {want}'s range")
         if operand.shape is not None and array.ndim != len(operand.shape):
             raise InputShapeError(
                 f"input {alias}: expected a tensor of rank {len(operand.shape)} "
@@ -119,8 +130,16 @@ class Inputs:
             raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if check_finite:
             for alias, name in zip(self.names, self.program.inputs):
-                x = feeds[name]
-                if x.dtype.kind in "fc" and not np.isfinite(x).all():
+                if not _all_finite(feeds[name]):
                     raise InputError(f"input {alias} already holds NaN or Inf")
         deadline = None if timeout is None else clock() + timeout
         return RunOptions(deadline=deadline, timeout=timeout, check_finite=check_finite, clock=clock)
+
+
+def _all_finite(x: np.ndarray) -> bool:
+    """Whether ``x`` holds no NaN or Inf, with no temporary as large as ``x`` (NaN
+    propagates through min and max)."""
+    if x.dtype.kind not in "fc" or x.size == 0:
+        return True
+    parts = (x.real, x.imag) if x.dtype.kind == "c" else (x,)
+    return all(np.isfinite(p.min()) and np.isfinite(p.max()) for p in parts)

@@ -92,23 +92,37 @@ class Analysis:
         )
         producer = {name: i for i, step in enumerate(program.steps) for name in step.outputs}
         fed = set(program.inputs)
-        dag = nx.DiGraph()
-        dag.add_nodes_from((node.index, {"name": node.name, "type": node.type}) for node in self.nodes)
+        before: list[set[int]] = [set() for _ in self.nodes]
+        after: list[set[int]] = [set() for _ in self.nodes]
         for node in self.nodes:
             for name in node.step.inputs:
                 if name in producer:
-                    dag.add_edge(producer[name], node.index, operand=name)
+                    before[node.index].add(producer[name])
+                    after[producer[name]].add(node.index)
                 elif name not in fed:
                     raise GraphStructureError(f"{node.name} ({node.type}) reads {name!r}, which nothing produces")
-        self.dag: nx.DiGraph = nx.freeze(dag)
-        self.predecessors: tuple[tuple[int, ...], ...] = tuple(tuple(sorted(dag.predecessors(i))) for i in dag)
-        self.successors: tuple[tuple[int, ...], ...] = tuple(tuple(sorted(dag.successors(i))) for i in dag)
+        self.predecessors: tuple[tuple[int, ...], ...] = tuple(tuple(sorted(p)) for p in before)
+        self.successors: tuple[tuple[int, ...], ...] = tuple(tuple(sorted(s)) for s in after)
         #: How many steps read each operand (a tensor is released after its last reader).
         self.readers: Counter[str] = Counter(n for step in program.steps for n in step.inputs)
         self.order: tuple[int, ...] = self._kahn()
         self.priority: tuple[float, ...] = self._priorities()
         self.units: tuple[Unit, ...] = self._units()
         self.unit_of: tuple[int, ...] = self._unit_index()
+
+    @cached_property
+    def dag(self) -> nx.DiGraph:
+        """The plan as a frozen networkx graph (nodes carry ``name`` and ``type``, edges the
+        ``operand``), made when first asked: for drawing and tests; a plan of 10^6 nodes
+        would hold gigabytes of it."""
+        dag = nx.DiGraph()
+        dag.add_nodes_from((node.index, {"name": node.name, "type": node.type}) for node in self.nodes)
+        producer = {name: i for i, step in enumerate(self.program.steps) for name in step.outputs}
+        for node in self.nodes:
+            for name in node.step.inputs:
+                if name in producer:
+                    dag.add_edge(producer[name], node.index, operand=name)
+        return nx.freeze(dag)
 
     # -- analysis -------------------------------------------------------------------------
     def _kahn(self) -> tuple[int, ...]:
@@ -182,8 +196,8 @@ class Analysis:
     def unit_reads(self) -> tuple[Counter[str], ...]:
         """For each unit, how many times its nodes read each operand from outside it."""
         return tuple(
-            Counter(n for i in u.nodes for n in self.nodes[i].step.inputs if n in u.inputs)
-            for u in self.units
+            Counter(n for i in u.nodes for n in self.nodes[i].step.inputs if n in outside)
+            for u in self.units for outside in (frozenset(u.inputs),)
         )
 
     @cached_property
@@ -240,6 +254,7 @@ class Analysis:
         freed after its last reader (the inputs included, views counted as copies), with
         the working memory of the node running then (its layer's ``scratch_bytes``)."""
         remaining = dict(self.readers)
+        outputs = frozenset(self.program.outputs)
         live = sum(nbytes(self.specs[n]) for n in self.program.inputs)
         peak = live
         for i in self.order:
@@ -249,11 +264,11 @@ class Analysis:
                                                [self.specs[n] for n in step.outputs])
             peak = max(peak, live + scratch)
             for name in step.outputs:
-                if remaining.get(name, 0) == 0 and name not in self.program.outputs:
+                if remaining.get(name, 0) == 0 and name not in outputs:
                     live -= nbytes(self.specs[name])
             for name in step.inputs:
                 remaining[name] -= 1
-                if remaining[name] == 0 and name not in self.program.outputs:
+                if remaining[name] == 0 and name not in outputs:
                     live -= nbytes(self.specs[name])
         return peak
 

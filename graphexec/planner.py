@@ -8,7 +8,7 @@
     ├── place on the device, beside the CPU  (graphexec.placement: transfers, queues)
     ├── make each node's kernel              (its device's; the CPU's by the thread policy)
     ├── warm device kernels up               (a failure moves the node to the CPU, or raises)
-    └── Plan(...)                            frozen; the last PLAN_CACHE_SIZE are kept
+    └── Plan(...)                            frozen; the last PLAN_CACHE_SIZE kept (fewer if large)
 
 Where a value's size is known only once it has been computed (a DynamicSpec), the plan
 holds the steps before it and marks the rest (:mod:`graphexec.stages`); once a run has
@@ -31,6 +31,7 @@ from typing import Any
 
 from loguru import logger
 
+from graphexec import footprint
 from graphexec.devices.base import Device, Hints, Kernel
 from graphexec.devices.cpu import CpuDevice
 from graphexec.errors import ExecutionError, GraphexecError, InputShapeError, LayerConfigError
@@ -86,6 +87,9 @@ class Planner:
         #: Nodes whose device warm-up failed (with ``fallback``): node name -> why.
         self.failed = self._shared.failed
         self._plans: OrderedDict[tuple, Plan] = OrderedDict()
+        #: Plans kept, one per input shape (fewer for a program whose plans are large).
+        self._plans_kept = (PLAN_CACHE_SIZE if memory_limit is None
+                            else footprint.plans_kept(len(program.steps), memory_limit, PLAN_CACHE_SIZE))
         self._lock = threading.Lock()
 
     def with_policy(self, policy: ThreadPolicy) -> Planner:
@@ -119,7 +123,7 @@ class Planner:
             self._shared.built += 1
         with self._lock:
             plan = self._plans.setdefault(key, plan)  # two callers may have made it at once
-            while len(self._plans) > PLAN_CACHE_SIZE:
+            while len(self._plans) > self._plans_kept:
                 self._plans.popitem(last=False)
         logger.opt(lazy=True).debug("planned inputs {}: {} nodes in {} units, width {}", lambda: _shown(given),
                                     lambda: len(plan.nodes), lambda: len(plan.units), lambda: plan.width)

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graphexec import dtypes
+from graphexec import dtypes, footprint
 from graphexec.errors import GraphStructureError, ModelFormatError, WeightError
 from graphexec.ir import Attribute, Dim, Graph, Operand, Operator, ParamValue
 
@@ -106,6 +106,9 @@ def parse_value(text: str) -> ParamValue:
         body = text[1:-1]
         if body == "":
             return []
+        numbers = _long_number_list(body)
+        if numbers is not None:
+            return numbers
         items = body.split(",")
         if all(_ATOM.fullmatch(item) and item for item in items):
             values = [_parse_scalar(item) for item in items]
@@ -120,6 +123,29 @@ def parse_value(text: str) -> ParamValue:
             return values
         return text
     return _parse_scalar(text)
+
+
+#: A list body at least this long that holds only plain numbers is read by numpy, not item
+#: by item (a literal index list of 10^7 items: about a second, not minutes).
+_LONG_LIST = 4096
+_NUMBER_CHARS = re.compile(r"[0-9eE.,+-]*")
+#: Integers this long may not fit an int64: such a list is read item by item.
+_LONG_INTEGER = re.compile(r"[0-9]{19}")
+
+
+def _long_number_list(body: str) -> list[int] | list[float] | None:
+    """The list of ints (or of floats, if any item is one) a long ``a,b,c`` body holds, as
+    :func:`parse_value` reads it item by item; None where it may hold anything else."""
+    if len(body) < _LONG_LIST or not _NUMBER_CHARS.fullmatch(body) or _LONG_INTEGER.search(body):
+        return None
+    floats = "." in body or "e" in body or "E" in body
+    try:
+        values = np.fromstring(body, dtype=np.float64 if floats else np.int64, sep=",")
+    except ValueError:  # an item numpy cannot read ("1e", "--1", ""): read item by item
+        return None
+    if len(values) != body.count(",") + 1:  # numpy stops early at a trailing comma
+        return None
+    return values.tolist()
 
 
 def _format_float(value: float) -> str:
@@ -190,11 +216,16 @@ def _same_value(read: ParamValue, written: object) -> bool:
 
 #: The largest size one dimension may declare (what an int64 holds, as in PyTorch).
 MAX_DIM = 2**63 - 1
+#: The most dimensions a shape may declare (numpy's own limit); the byte count of a larger
+#: one could be too long a number to print.
+MAX_RANK = 64
 
 
 def _parse_dims(text: str, *, allow_symbols: bool) -> tuple[Dim, ...]:
     if text == "":
         return ()
+    if text.count(",") >= MAX_RANK:
+        raise ValueError(f"a shape of {text.count(',') + 1:,} dimensions (at most {MAX_RANK})")
     dims: list[Dim] = []
     for item in text.split(","):
         if allow_symbols and item == "?":
@@ -253,15 +284,16 @@ class WeightArchive:
     for and not found, so that a weight asked of it says which file is missing.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None, *, missing: str | os.PathLike[str] | None = None):
-        self.path = None if path is None else str(path)
+    def __init__(self, path: str | os.PathLike[str] | None, *, missing: str | os.PathLike[str] | None = None,
+                 memory_limit: int | None = None):
+        self.path = None if path is None else path_text(path, "weight file")
         self.missing = None if missing is None else str(missing)
         self._entries: dict[str, _Entry] = {}
         self._map: mmap.mmap | bytes = b""
         if self.path is not None:
-            self._open(self.path)
+            self._open(self.path, memory_limit)
 
-    def _open(self, path: str) -> None:
+    def _open(self, path: str, memory_limit: int | None = None) -> None:
         _require_regular_file(path, "weight file")
         try:
             with open(path, "rb") as f:
@@ -272,6 +304,7 @@ class WeightArchive:
             raise ModelFormatError(f"cannot open the weight file: {reason}", path=path) from exc
         if not self._map:
             return  # pnnx writes an empty bin for a model without weights
+        footprint.check_directory(_directory_bytes(self._map), memory_limit, path)
         try:
             with zipfile.ZipFile(_MapReader(self._map)) as archive:  # type: ignore[arg-type]
                 infos = archive.infolist()
@@ -370,6 +403,21 @@ class WeightArchive:
         return data
 
 
+def _directory_bytes(data: mmap.mmap | bytes) -> int:
+    """The size the archive's end record gives its central directory (zip64's where the
+    classic field is full); 0 where there is no end record (zipfile then says what is wrong)."""
+    end = data.rfind(b"PK\x05\x06", max(0, len(data) - (1 << 16) - 22))
+    if end < 0 or end + 22 > len(data):
+        return 0
+    size = int.from_bytes(data[end + 12:end + 16], "little")
+    locator = end - 20
+    if size == 0xFFFFFFFF and locator >= 0 and data[locator:locator + 4] == b"PK\x06\x07":
+        record = int.from_bytes(data[locator + 8:locator + 16], "little")
+        if 0 <= record <= len(data) - 56 and data[record:record + 4] == b"PK\x06\x06":
+            size = int.from_bytes(data[record + 40:record + 48], "little")
+    return min(size, len(data))
+
+
 class _MapReader(io.RawIOBase):
     """A seekable file over an mmap, so zipfile can read the directory without a copy."""
 
@@ -407,10 +455,42 @@ class _MapReader(io.RawIOBase):
 # --------------------------------------------------------------------------------------
 def default_bin_path(param_path: str | os.PathLike[str]) -> Path:
     """``x.pnnx.param`` -> ``x.pnnx.bin`` (any ``.param`` -> ``.bin``)."""
-    path = Path(param_path)
+    path = Path(path_text(param_path, "param file"))
     if path.name.endswith(".param"):
         return path.with_name(path.name[: -len(".param")] + ".bin")
+    if path.name in ("", ".", ".."):
+        raise ModelFormatError("the param file's path names a directory", path=str(path))
     return path.with_suffix(".bin")
+
+
+def path_text(path: object, what: str) -> str:
+    """``path`` (a str, bytes or os.PathLike) as text; a ModelFormatError for one that no
+    file system can open (empty, holding a NUL byte, not a path at all)."""
+    try:
+        text = os.fsdecode(os.fspath(path))  # type: ignore[arg-type]
+    except TypeError:
+        raise ModelFormatError(f"the {what}'s path must be a str or os.PathLike, not {type(path).__name__}") from None
+    if not text:
+        raise ModelFormatError(f"the {what}'s path is empty")
+    if "\0" in text:
+        raise ModelFormatError(f"the {what}'s path holds a NUL byte", path=text.replace("\0", "\\0"))
+    return text
+
+
+def _bin_beside(param_path: str, memory_limit: int | None = None) -> WeightArchive:
+    """The weights in the param file's sibling ``.bin``; none where it does not exist (a
+    model that needs weights then says which file it looked for)."""
+    candidate = default_bin_path(param_path)
+    try:
+        os.stat(candidate)
+    except (FileNotFoundError, NotADirectoryError):
+        if os.path.islink(candidate):
+            raise ModelFormatError("cannot open the weight file: it is a symbolic link to nothing",
+                                   path=str(candidate)) from None
+        return WeightArchive(None, missing=candidate)
+    except OSError as exc:  # a loop of symbolic links, a name too long, no permission
+        raise ModelFormatError(f"cannot open the weight file: {exc.strerror or exc}", path=str(candidate)) from exc
+    return WeightArchive(candidate, memory_limit=memory_limit)
 
 
 #: A param file is text, a few kB per hundred operators; anything this big is not one.
@@ -425,6 +505,19 @@ def _require_regular_file(path: str, what: str) -> None:
         raise ModelFormatError(f"cannot open the {what}: {exc.strerror or exc}", path=path) from exc
     if not stat.S_ISREG(mode):
         raise ModelFormatError(f"the {what} is not a regular file", path=path)
+
+
+def _read_at_most(f: io.BufferedReader, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``f``, in pieces (``f.read(limit)`` sets aside all of
+    ``limit`` at once, 256 MiB for every param file)."""
+    pieces, count = [], 0
+    while count < limit:
+        piece = f.read(min(1 << 20, limit - count))
+        if not piece:
+            break
+        pieces.append(piece)
+        count += len(piece)
+    return b"".join(pieces)
 
 
 #: The other files pnnx writes beside ``x.pnnx.param``, and what each is.
@@ -466,28 +559,29 @@ def wrong_format(path: str | os.PathLike[str], role: str = "param file") -> Mode
     return None
 
 
-def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None) -> Graph:
+def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None, *,
+         memory_limit: int | None = None) -> Graph:
     """Read a pnnx model into a validated :class:`~graphexec.ir.Graph`.
 
     Without ``bin_path`` the weights come from the param file's sibling ``.bin``; if there
     is none, a model that needs weights fails naming the file it looked for. A file of
     another format that pnnx writes (``x.pnnx.onnx``, ``x.ncnn.param``) is refused with
-    the name of the file to pass instead.
+    the name of the file to pass instead. With ``memory_limit``, a file whose model would
+    take more bytes to load is refused before its operators are read (see
+    :mod:`graphexec.footprint`).
     """
+    param_path = path_text(param_path, "param file")
+    bin_path = None if bin_path is None else path_text(bin_path, "weight file")
     for given, role in ((param_path, "param file"), (bin_path, "weight file")):
         refused = None if given is None else wrong_format(given, role)
         if refused is not None:
             raise refused
-    param_path = str(param_path)
-    if bin_path is None:
-        candidate = default_bin_path(param_path)
-        archive = WeightArchive(candidate) if candidate.exists() else WeightArchive(None, missing=candidate)
-    else:
-        archive = WeightArchive(bin_path)
     _require_regular_file(param_path, "param file")
+    archive = (_bin_beside(param_path, memory_limit) if bin_path is None
+               else WeightArchive(bin_path, memory_limit=memory_limit))
     try:
         with open(param_path, "rb") as f:
-            raw = f.read(MAX_PARAM_BYTES + 1)
+            raw = _read_at_most(f, MAX_PARAM_BYTES + 1)
     except OSError as exc:
         raise ModelFormatError(f"cannot open the param file: {exc.strerror or exc}", path=param_path) from exc
     if len(raw) > MAX_PARAM_BYTES:
@@ -496,11 +590,13 @@ def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | 
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ModelFormatError(f"not a text file (byte {exc.start} is not UTF-8)", path=param_path) from exc
-    return parse(text, archive, path=param_path)
+    return parse(text, archive, path=param_path, memory_limit=memory_limit)
 
 
-def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<param>") -> Graph:
-    """Parse param-file ``text``, taking attribute data from ``archive``."""
+def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<param>",
+          memory_limit: int | None = None) -> Graph:
+    """Parse param-file ``text``, taking attribute data from ``archive`` (``memory_limit``:
+    see :func:`load`)."""
     archive = archive or WeightArchive(None)
     lines = text.removeprefix("\ufeff").split("\n")
     reader = _LineReader(lines, path)
@@ -510,6 +606,7 @@ def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<para
     operator_count, operand_count = reader.header_ints(2, 2, "'<operator count> <operand count>'")
     graph = Graph(weights=archive)
     body = [(number, line) for number, line in enumerate(lines[2:], start=3) if line.strip()]
+    footprint.check_load(len(body), len(text), memory_limit, path)
     if len(body) != operator_count:
         raise ModelFormatError(
             f"the header declares {operator_count} operators but {len(body)} lines follow",

@@ -16,11 +16,15 @@ import weakref
 from collections.abc import Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
 from graphexec.blas import blas_workers_off
 from graphexec.spread import Spreader
 from graphexec.threads import ThreadPolicy
+
+if TYPE_CHECKING:
+    from graphexec.memory import Lease
 
 #: Every live Pools object, so that a fork's child can forget their threads.
 _LIVE: weakref.WeakSet[Pools] = weakref.WeakSet()
@@ -50,10 +54,11 @@ class Pools:
                 weakref.finalize(self, pool.shutdown, wait=False)
             return self._workers
 
-    def spreader(self) -> Spreader:
+    def spreader(self, lease: Lease | None = None) -> Spreader:
         """Runs a shared node's pieces in a one-worker run: the run's thread takes one, and
         a thread of a small pool each other: one thread per core, pinned to it, a piece
-        going to a core the run's thread is not on; unpinned where the engine does not pin."""
+        going to a core the run's thread is not on; unpinned where the engine does not pin.
+        ``lease``: the run's arena lease, held by each piece handed to another thread."""
         cores = self.policy.cores
         with self._lock:
             if self._pieces is None:
@@ -63,11 +68,12 @@ class Pools:
                     else ThreadPoolExecutor(max_workers=max(1, cores - 1), thread_name_prefix="graphexec-piece"))
                 self._pieces = pool
                 weakref.finalize(self, pool.shutdown, wait=False)
-            return Spreader(self._pieces, cores)
+            return Spreader(self._pieces, cores, lease=lease)
 
-    def worker_spreader(self) -> Spreader:
-        """Runs a shared node's pieces on the workers of a concurrent run."""
-        return Spreader(self.workers(), self.policy.threads, pinned=self.worker_cores is not None)
+    def worker_spreader(self, lease: Lease | None = None) -> Spreader:
+        """Runs a shared node's pieces on the workers of a concurrent run (``lease``: as
+        for :meth:`spreader`)."""
+        return Spreader(self.workers(), self.policy.threads, pinned=self.worker_cores is not None, lease=lease)
 
     @contextmanager
     def helpers_apart(self, wanted: bool) -> Iterator[None]:

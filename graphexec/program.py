@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from graphexec.build import BOUNDARY_TYPES, build_layers
 from graphexec.errors import GraphStructureError
-from graphexec.ir import OUTPUT_TYPE, Graph, Operand
+from graphexec.ir import OUTPUT_TYPE, Graph, Operand, Operator
 from graphexec.layers.base import Layer
+from graphexec.layers.specs import MAX_TENSORS
 
 #: Packing operators that, when they only feed pnnx.Output, are flattened away.
 _PACK_TYPES = frozenset({"prim::TupleConstruct", "prim::ListConstruct"})
@@ -46,12 +47,13 @@ class Program:
         """Build layers for ``graph`` and order them (the graph must already be valid)."""
         if not graph.output_operands:
             raise GraphStructureError(f"the model has no output (no {OUTPUT_TYPE} operator reads anything)")
-        packers = _output_packers(graph)
+        order = graph.topological_order()
+        packers = _output_packers(order)
         layers = build_layers(graph, skip=packers)
-        outputs = _flattened_outputs(graph)
+        outputs = _flattened_outputs(graph, order, packers)
         steps = tuple(
             Step(layers[op.name], tuple(o.name for o in op.inputs), tuple(o.name for o in op.outputs))
-            for op in graph.topological_order()
+            for op in order
             if op.type not in BOUNDARY_TYPES and op.name not in packers
         )
         inputs = tuple(o.name for o in graph.input_operands)
@@ -67,31 +69,41 @@ class Program:
         return found
 
 
-def _output_packers(graph: Graph) -> set[str]:
-    """Names of the pack operators that exist only to bundle the graph's outputs."""
+def _output_packers(order: list[Operator]) -> set[str]:
+    """Names of the pack operators that exist only to bundle the graph's outputs: whose
+    output only pnnx.Output and such packers read. Consumers are decided before their
+    producers (``order`` backwards), so each operator is looked at once."""
     packers: set[str] = set()
-    stack = list(graph.output_operands)
-    while stack:
-        operand = stack.pop()
-        producer = operand.producer
-        if (
-            producer is not None
-            and producer.type in _PACK_TYPES
-            and operand.consumers
-            and all(c.type == OUTPUT_TYPE or c.name in packers for c in operand.consumers)
+    for op in reversed(order):
+        if op.type in _PACK_TYPES and len(op.outputs) == 1 and op.outputs[0].consumers and all(
+            c.type == OUTPUT_TYPE or c.name in packers for c in op.outputs[0].consumers
         ):
-            packers.add(producer.name)
-            stack.extend(producer.inputs)
+            packers.add(op.name)
     return packers
 
 
-def _flattened_outputs(graph: Graph) -> list[Operand]:
-    packers = _output_packers(graph)
+def _flattened_outputs(graph: Graph, order: list[Operator], packers: set[str]) -> list[Operand]:
+    """The graph's outputs with the packers' tuples flattened into their elements, in order.
 
-    def expand(operand: Operand) -> list[Operand]:
+    Tuples that pack the same tuple twice, level after level, double the elements at each
+    level, so they are counted first (producers before consumers) and refused past
+    :data:`graphexec.layers.specs.MAX_TENSORS`; the flattening itself keeps a stack."""
+    count: dict[str, int] = {}
+    for op in order:
+        if op.name in packers:
+            count[op.name] = sum(count.get(i.producer.name, 1) if i.producer else 1 for i in op.inputs)
+    total = sum(count.get(o.producer.name, 1) if o.producer else 1 for o in graph.output_operands)
+    if total > MAX_TENSORS:
+        raise GraphStructureError(
+            f"the model's outputs are tuples of {total:,} tensors in all (graphexec returns at most "
+            f"{MAX_TENSORS:,}; do nested tuples hold the same ones again and again?)")
+    leaves: list[Operand] = []
+    stack = list(reversed(graph.output_operands))
+    while stack:
+        operand = stack.pop()
         producer = operand.producer
         if producer is not None and producer.name in packers:
-            return [leaf for item in producer.inputs for leaf in expand(item)]
-        return [operand]
-
-    return [leaf for operand in graph.output_operands for leaf in expand(operand)]
+            stack.extend(reversed(producer.inputs))
+        else:
+            leaves.append(operand)
+    return leaves

@@ -14,7 +14,10 @@ workers keep busy those wake-ups and its turns with the GIL slow the branches do
 (measured in docs/design/threads.md, "How the workers drive a run").
 
 On the first failure nothing new starts, what is running finishes, and the failure is
-raised to the caller; every tensor of the run is dropped with the state.
+raised to the caller; every tensor of the run is dropped with the state. A timeout or
+Ctrl-C returns to the caller at once; each worker holds the run's arena lease
+(:class:`graphexec.memory.Lease`) while it runs units, so the arena is given to no other
+run before the last unit still writing into it is over.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from graphexec.affinity import current_core
 from graphexec.blas import blas_boost, blas_workers_off, joined_turn
 from graphexec.errors import ExecutionError, GraphexecError, RunTimeoutError
 from graphexec.executor import NO_OPTIONS, RunOptions, run_step
+from graphexec.memory import Lease
 from graphexec.plan import Plan, Unit
 from graphexec.regions import RegionChoice
 from graphexec.spread import Spreader
@@ -122,8 +126,8 @@ def run_unit(
             span = node.kernel.trace_span(index, [values[n] for n in node.step.outputs], start, end)
             if span is not None:  # the node's commands on a device queue
                 events.append(span)  # resolved by Trace.end, when the device is done
-    wanted = set(unit.outputs) | keep
-    return {n: values[n] for n in values.keys() & wanted if n not in inputs}, events
+    needed = frozenset(unit.outputs)
+    return {n: v for n, v in values.items() if n not in inputs and (n in needed or n in keep)}, events
 
 
 def run_concurrent(
@@ -139,6 +143,7 @@ def run_concurrent(
     regions: RegionChoice | None = None,
     spreader: Spreader | None = None,
     cores: tuple[int, ...] = (),
+    lease: Lease | None = None,
 ) -> dict[str, Any]:
     """Run ``plan`` with at most ``workers`` units at once on ``executor``.
 
@@ -153,10 +158,11 @@ def run_concurrent(
     of ``regions`` wait until nothing else runs, and with ``boost`` its boosted nodes get
     that many BLAS threads when they run alone; its shared nodes are cut into pieces that
     run at once through ``spreader`` (see :mod:`graphexec.regions`). ``cores``: the cores
-    the workers are pinned to, if they are (see :class:`AloneHelp`).
+    the workers are pinned to, if they are (see :class:`AloneHelp`). ``lease``: the lease
+    on the arena ``buffers`` belong to, held by every worker while it runs units of this run.
     """
     run = _Run(plan, feeds, frozenset(keep), executor, max(1, workers), trace, options, buffers, boost,
-               regions, spreader, cores)
+               regions, spreader, cores, lease)
     try:
         return run.drive()
     except BaseException:
@@ -170,8 +176,9 @@ class _Run:
     def __init__(self, plan: Plan, feeds: dict[str, Any], keep: frozenset[str], executor: Executor,
                  workers: int, trace: Trace | None, options: RunOptions, buffers: dict[str, Any] | None,
                  boost: int | None, regions: RegionChoice | None, spreader: Spreader | None = None,
-                 cores: tuple[int, ...] = ()):
+                 cores: tuple[int, ...] = (), lease: Lease | None = None):
         self.plan = plan
+        self.lease = lease
         self.keep = keep
         self.executor = executor
         self.workers = workers
@@ -219,8 +226,8 @@ class _Run:
             self.trace.events.extend(state.events)
             self.trace.end()
         if state.failure is not None:
-            if isinstance(state.failure, GraphexecError):
-                raise state.failure
+            if isinstance(state.failure, GraphexecError) or not isinstance(state.failure, Exception):
+                raise state.failure  # ours, or Ctrl-C in a unit the caller's executor ran
             raise ExecutionError("<scheduler>", "<worker>", [], state.failure) from state.failure
         if state.units_done != len(self.plan.units):
             raise ExecutionError("<scheduler>", "<plan>", [],
@@ -245,7 +252,11 @@ class _Run:
 
     # -- workers ------------------------------------------------------------------------
     def _worker(self, u: int | None) -> None:
-        """A worker's loop: run ``u``, then whatever ready unit is next for this worker."""
+        """A worker's loop: run ``u``, then whatever ready unit is next for this worker.
+        It holds the arena lease taken for it in :meth:`_hand_over` until it has nothing
+        more to run, and lets go before the run can be seen over, so that a finished run's
+        arena is back in its pool when ``forward`` returns."""
+        holding = True
         try:
             with joined_turn():
                 while u is not None:
@@ -253,13 +264,23 @@ class _Run:
                     with self.lock:
                         self._record(u, *done)
                         u, handed = self._start(caller=False)
-                        if u is None and self.state.running == 0:
-                            self.over.set()
+                        if u is None:
+                            holding = False
+                            self._let_go()
+                            if self.state.running == 0:
+                                self.over.set()
                     self._hand_over(handed)
         except BaseException as exc:  # a fault of the scheduler itself: end the run, never hang it
             with self.lock:
                 self.state.failure = self.state.failure or exc
             self.over.set()
+        finally:
+            if holding:
+                self._let_go()
+
+    def _let_go(self) -> None:
+        if self.lease is not None:
+            self.lease.let_go()
 
     def _run_unit(self, u: int) -> tuple[dict[str, Any] | None, list[NodeEvent], BaseException | None]:
         plan = self.plan
@@ -329,6 +350,17 @@ class _Run:
             handed.append(u)
         return mine, handed
 
+    def _refused(self, u: int, exc: Exception) -> ExecutionError:
+        """The error for unit ``u``, which the executor would not take (``Engine.close()``
+        while this run went on, or an executor given to the engine shut down)."""
+        node = self.plan.nodes[self.plan.units[u].nodes[0]]
+        refused = ExecutionError(
+            node.name, node.type, [str(self.plan.specs.get(n, "?")) for n in node.step.inputs],
+            "not started: the engine's workers were shut down while this forward ran (Engine.close(), "
+            f"or the executor given to the engine shut down: {type(exc).__name__}: {exc})")
+        refused.__cause__ = exc
+        return refused
+
     def _hand_over(self, units: list[int]) -> None:
         """Give ``units`` to idle workers, then let go of the GIL for a moment: a woken
         worker needs it to start, and this thread would otherwise hold it until its own
@@ -337,12 +369,16 @@ class _Run:
         if not units:
             return
         for k, u in enumerate(units):
+            if self.lease is not None:
+                self.lease.hold()  # let go by the worker (see _worker)
             try:
                 self.executor.submit(self._worker, u)
-            except BaseException as exc:  # a shut-down executor: this unit and the rest never run
+            except Exception as exc:  # a shut-down executor: this unit and the rest never run
+                self._let_go()  # (Ctrl-C in the caller goes on up; a unit it stopped holds on)
+                refused = self._refused(u, exc)
                 with self.lock:
                     for never_run in units[k:]:
-                        self._record(never_run, None, [], exc)
+                        self._record(never_run, None, [], refused)
                     if self.state.running == 0:
                         self.over.set()
                 return

@@ -11,72 +11,110 @@ node out never waits on a piece that has not started: once its own piece is done
 back every piece still queued (a pool busy with another run's units may not have reached
 them) and runs it itself. Only the caller, which is not one of the pool's workers, waits
 for queued pieces; the workers always get to them, since none of them waits on the queue.
+
+A piece writes into its node's outputs, which may lie in the run's arena: each piece
+handed to a thread holds the run's arena lease (:class:`graphexec.memory.Lease`) until it
+is over, so a caller that leaves on Ctrl-C never gives the arena back under a piece still
+writing into it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from typing import TYPE_CHECKING
 
 from graphexec.affinity import CorePool, current_core, on_pinned_worker
 from graphexec.blas import blas_threads
-from graphexec.floats import quiet_floats
 from graphexec.devices.base import Piece
+from graphexec.floats import quiet_floats
+
+if TYPE_CHECKING:
+    from graphexec.memory import Lease
+
+
+def _nothing() -> None:
+    pass
 
 
 class Spreader:
     """Runs a node's pieces on ``executor`` beside the calling thread; on a
-    :class:`~graphexec.affinity.CorePool`, each on a thread of a core the caller is not on."""
+    :class:`~graphexec.affinity.CorePool`, each on a thread of a core the caller is not on.
+    ``lease``: the arena lease of the run whose nodes it shares out, held by each handed piece."""
 
-    def __init__(self, executor: Executor | CorePool, workers: int, pinned: bool = False):
+    def __init__(self, executor: Executor | CorePool, workers: int, pinned: bool = False,
+                 lease: Lease | None = None):
         self.executor = executor
+        self.lease = lease
         #: How many pieces a node is cut into: one per worker.
         self.count = workers
         #: Whether the workers are pinned to a core each: then a caller hands every piece over.
         self.pinned = pinned
 
-    def run(self, pieces: list[Piece]) -> None:
+    def run(self, pieces: list[Piece], stopped: Callable[[], None] = _nothing) -> None:
         """Run every piece, each on one BLAS thread (so that a piece gives the same bits
         wherever it runs); return once all are done. The first failure is raised after
-        every piece that started has finished, so none still writes into the output."""
+        every piece that started has finished, so none still writes into the output.
+        ``stopped`` is called on the thread of a piece that stopped midway (the kernel's
+        :meth:`~graphexec.devices.base.Kernel.stopped`)."""
         with blas_threads(1):
-            self._run_all(pieces)
+            self._run_all(pieces, stopped)
 
-    def _run_all(self, pieces: list[Piece]) -> None:
+    def _run_all(self, pieces: list[Piece], stopped: Callable[[], None]) -> None:
         hand_all = self.pinned and not on_pinned_worker()
         mine = [] if hand_all else pieces[:1]
         handed = pieces[len(mine):]
         executors = (self.executor.away_from(current_core(), len(handed)) if isinstance(self.executor, CorePool)
                      else [self.executor] * len(handed))
-        futures = [self._submit(executor, piece) for executor, piece in zip(executors, handed)]
+        futures = [self._submit(executor, piece, stopped) for executor, piece in zip(executors, handed)]
         failure: BaseException | None = None
         for piece in mine:
-            failure = _run(piece)
+            failure = _run(piece, stopped)
         for piece, future in zip(handed, futures):
             if future is None or (not hand_all and future.cancel()):  # not started: run it here
+                if future is not None and self.lease is not None:
+                    self.lease.let_go()  # cancelled: it never runs over there
                 if failure is None:
-                    failure = _run(piece)
+                    failure = _run(piece, stopped)
                 continue
             error = future.exception()  # waits for it to finish
             failure = failure or error
         if failure is not None:
             raise failure
 
-    @staticmethod
-    def _submit(executor: Executor, piece: Piece) -> Future | None:
+    def _submit(self, executor: Executor, piece: Piece, stopped: Callable[[], None]) -> Future | None:
+        if self.lease is None:
+            try:
+                return executor.submit(_quiet, piece, stopped)
+            except RuntimeError:  # a pool shut down meanwhile: the piece runs on this thread
+                return None
+        self.lease.hold()
         try:
-            return executor.submit(_quiet, piece)
-        except RuntimeError:  # a pool shut down meanwhile: the piece runs on this thread
+            return executor.submit(_holding, piece, stopped, self.lease)
+        except RuntimeError:
+            self.lease.let_go()
             return None
 
 
-def _quiet(piece: Piece) -> None:
-    with quiet_floats():
-        piece.run()
-
-
-def _run(piece: Piece) -> BaseException | None:
+def _quiet(piece: Piece, stopped: Callable[[], None]) -> None:
     try:
-        _quiet(piece)
+        with quiet_floats():
+            piece.run()
+    except BaseException:
+        stopped()  # midway, perhaps before writing what this thread keeps between runs
+        raise
+
+
+def _holding(piece: Piece, stopped: Callable[[], None], lease: Lease) -> None:
+    try:
+        _quiet(piece, stopped)
+    finally:
+        lease.let_go()
+
+
+def _run(piece: Piece, stopped: Callable[[], None]) -> BaseException | None:
+    try:
+        _quiet(piece, stopped)
     except BaseException as exc:  # noqa: BLE001 - raised by Spreader.run once every piece is done
         return exc
     return None

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.errors import LayerConfigError
+from graphexec.errors import LayerConfigError, quoted
 from graphexec.ir import Operator
 from graphexec.layers.specs import SequenceSpec, Shape, Spec, TensorSpec
 
@@ -49,7 +49,7 @@ class Params:
 
     def error(self, message: str) -> LayerConfigError:
         """A LayerConfigError about this operator."""
-        return LayerConfigError(self.op.name, self.op.type, message)
+        return LayerConfigError(self.op.name, self.op.type, message, source=self.op.source)
 
     def has(self, key: str) -> bool:
         return key in self.op.params
@@ -67,7 +67,7 @@ class Params:
             return self.raw(key, default)
         value = self.op.params[key]
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(f"param {key}={value!r} should be an integer")
+            raise self.error(f"param {key}={quoted(value)} should be an integer")
         return value
 
     def float(self, key: str, default: Any = _MISSING) -> float:
@@ -75,7 +75,7 @@ class Params:
             return self.raw(key, default)
         value = self.op.params[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(f"param {key}={value!r} should be a number")
+            raise self.error(f"param {key}={quoted(value)} should be a number")
         return float(value)
 
     def bool(self, key: str, default: Any = _MISSING) -> bool:
@@ -83,7 +83,7 @@ class Params:
             return self.raw(key, default)
         value = self.op.params[key]
         if not isinstance(value, bool):
-            raise self.error(f"param {key}={value!r} should be True or False")
+            raise self.error(f"param {key}={quoted(value)} should be True or False")
         return value
 
     def str(self, key: str, default: Any = _MISSING, choices: Sequence[str] | None = None) -> str:
@@ -91,9 +91,9 @@ class Params:
             return self.raw(key, default)
         value = self.op.params[key]
         if not isinstance(value, str):
-            raise self.error(f"param {key}={value!r} should be a string")
+            raise self.error(f"param {key}={quoted(value)} should be a string")
         if choices is not None and value not in choices:
-            raise self.error(f"param {key}={value!r} should be one of {', '.join(choices)}")
+            raise self.error(f"param {key}={quoted(value)} should be one of {', '.join(choices)}")
         return value
 
     def ints(self, key: str, n: int | None = None, default: Any = _MISSING) -> tuple[int, ...]:
@@ -103,14 +103,16 @@ class Params:
         value = self.op.params[key]
         if isinstance(value, int) and not isinstance(value, bool):
             value = [value] * (n or 1)
+        if isinstance(value, list) and n is not None and len(value) not in (1, n):  # before reading every item
+            raise self.error(f"param {key}={quoted(value)} should have {n} values")
         if not isinstance(value, list) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in value
         ):
-            raise self.error(f"param {key}={value!r} should be a list of integers")
+            raise self.error(f"param {key}={quoted(value)} should be a list of integers")
         if n is not None and len(value) == 1 and n > 1:
             value = value * n
         if n is not None and len(value) != n:
-            raise self.error(f"param {key}={value!r} should have {n} values")
+            raise self.error(f"param {key}={quoted(value)} should have {n} values")
         return tuple(value)
 
     def floats(self, key: str, default: Any = _MISSING) -> tuple[float, ...]:
@@ -123,7 +125,7 @@ class Params:
         if not isinstance(value, list) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
         ):
-            raise self.error(f"param {key}={value!r} should be a list of numbers")
+            raise self.error(f"param {key}={quoted(value)} should be a list of numbers")
         return tuple(float(v) for v in value)
 
     def has_attr(self, key: str) -> bool:

@@ -21,12 +21,14 @@ in :mod:`graphexec.layers.aten`.
 from __future__ import annotations
 
 import ast
+import json
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from graphexec.errors import excerpt
 from graphexec.layers._std_order import distinct_rows, topk_positions
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
@@ -178,11 +180,30 @@ class FEmbedding(Layer):
 # ------------------------------------------------------------------------------------------
 # Tensor.index
 # ------------------------------------------------------------------------------------------
+#: An index expression longer than this is read only in the form pnnx writes (JSON's, with
+#: Python's None, True and False), never by :func:`ast.literal_eval`, whose syntax tree of a
+#: literal list of 10^6 items took 20 s and 900 MiB.
+_LITERAL_EVAL_MAX = 4096
+
+
+def _index_literal(text: str) -> Any:
+    """The value of an index expression as pnnx writes it (``[None,[2,0,1]]``), read in
+    linear time by the JSON reader; short texts in any other Python literal syntax too."""
+    try:
+        return json.loads(text.replace("None", "null").replace("True", "true").replace("False", "false"))
+    except RecursionError:
+        raise ValueError(f"expr={excerpt(text, 200)} is nested too deep") from None
+    except ValueError:
+        if len(text) > _LITERAL_EVAL_MAX:
+            raise ValueError(f"expr={excerpt(text, 200)} is not a list of indices") from None
+    return ast.literal_eval(text)
+
+
 def _parse_static_index(text: Any) -> list[np.ndarray | None]:
     """``[None,[2,0,1]]`` (pnnx's ``expr`` param) as a list of None / index arrays."""
-    value = ast.literal_eval(text) if isinstance(text, str) else text
+    value = _index_literal(text) if isinstance(text, str) else text
     if not isinstance(value, list):
-        raise ValueError(f"expr={text!r} should be a list of indices")
+        raise ValueError(f"expr={excerpt(repr(text), 200)} should be a list of indices")
     entries: list[np.ndarray | None] = []
     for item in value:
         if item is None:
@@ -190,7 +211,8 @@ def _parse_static_index(text: Any) -> list[np.ndarray | None]:
             continue
         array = np.asarray(item)
         if array.dtype.kind not in "biu":
-            raise ValueError(f"expr={text!r}: entry {item!r} should be None or integers/booleans")
+            raise ValueError(f"expr={excerpt(repr(text), 200)}: entry {excerpt(repr(item), 200)} should be None or "
+                             "integers/booleans")
         entries.append(array.astype(np.int64) if array.dtype.kind in "iu" else array)
     return entries
 

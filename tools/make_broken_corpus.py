@@ -1,5 +1,5 @@
 """Write tests/fixtures/broken/: small damaged copies of real pnnx exports, one per way a
-model file can be broken (``tests/test_broken_corpus.py`` says what each must raise).
+model file can be broken (``tests/graphexec/test_broken_corpus.py`` says what each must raise).
 
 Every case starts from a real export: ``tests/fixtures/format/m.pnnx.*`` (a convolution,
 batch norm, linear layer and friends, whose bin is the zip64 archive pnnx wrote) or one of
@@ -131,6 +131,21 @@ def local_header(raw: bytes, entry: str) -> int:
     return zipfile.ZipFile(io.BytesIO(raw)).getinfo(entry).header_offset
 
 
+def rename_entry(raw: bytes, entry: str, new: str) -> bytes:
+    """The archive written again with ``entry`` stored under the name ``new``."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(raw)) as zin, zipfile.ZipFile(out, "w") as zout:
+        for info in zin.infolist():
+            renamed = zipfile.ZipInfo(new if info.filename == entry else info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+            zout.writestr(renamed, zin.read(info))
+    return out.getvalue()
+
+
+def end_record(raw: bytes, zip64: bool = False) -> int:
+    """Offset of the archive's end of central directory record (the zip64 one if asked)."""
+    return raw.rfind(b"PK\x06\x06" if zip64 else b"PK\x05\x06")
+
+
 # --------------------------------------------------------------------------------------
 # the cases
 # --------------------------------------------------------------------------------------
@@ -146,6 +161,38 @@ def _cycle(tokens: list[str]) -> list[str]:
     # c reads what bn (which reads c's output) writes: c -> bn -> c
     tokens[4] = "2"
     return [t for t in tokens if not t.startswith("#0=")]
+
+
+def _without_output(text: str) -> tuple[list[str], str]:
+    """The param lines of ``text`` but the header and the pnnx.Output line, and that line."""
+    lines = [line for line in text.split("\n")[2:] if line]
+    output = next(line for line in lines if line.startswith("pnnx.Output"))
+    return [line for line in lines if line is not output], output
+
+
+def doubling_tuples(levels: int) -> str:
+    """m's output tuple packed with itself, that with itself, ...: 2^levels tensors."""
+    body, output = _without_output(M_PARAM)
+    last = "11"  # what prim::TupleConstruct pnnx_29 packs for pnnx.Output
+    for k in range(levels):
+        body.append(f"prim::TupleConstruct dbl{k} 2 1 {last} {last} d{k}")
+        last = f"d{k}"
+    body.append(output.replace(" 1 0 11", f" 1 0 {last}"))
+    return "\n".join(["7767517", f"{len(body)} {12 + levels}", *body]) + "\n"
+
+
+def deep_tuples(levels: int) -> str:
+    """m's output tensor packed with the linear layer's, that tuple with it again, ...,
+    and the result unpacked again: tuples nested ``levels`` deep as values of the plan."""
+    body, output = _without_output(M_PARAM)
+    body = [line for line in body if not line.startswith("prim::TupleConstruct")]
+    last = "9"
+    for k in range(levels):
+        body.append(f"prim::TupleConstruct deep{k} 2 1 {last} 10 n{k}")
+        last = f"n{k}"
+    body.append(f"prim::ListUnpack unpack 1 2 {last} a b")
+    body.append("pnnx.Output pnnx_output_0 1 0 b")
+    return "\n".join(["7767517", f"{len(body)} {11 + levels + 2}", *body]) + "\n"
 
 
 def _unproduced(tokens: list[str]) -> list[str]:
@@ -178,20 +225,34 @@ CASES: dict[str, Callable[[], Files]] = {
         M_PARAM.encode(), poke(M_BIN, local_header(M_BIN, "c.weight") + 30 + 7, "<B", ord("x")),
     ),
     "zip_entry_encrypted": lambda: (M_PARAM.encode(), poke(M_BIN, central_records(M_BIN)["bn.bias"] + 8, "<H", 1)),
+    "zip_two_records_one_entry": lambda: (
+        M_PARAM.encode(), poke(M_BIN, zip64_field(M_BIN, "c.bias", 2), "<Q", local_header(M_BIN, "c.weight"))),
+    "zip_entry_named_up_the_tree": lambda: (M_PARAM.encode(), rename_entry(M_BIN, "c.bias", "../../c.bias")),
+    "zip_extra_field_length_lies": lambda: (M_PARAM.encode(), poke(M_BIN, central_records(M_BIN)["c.bias"] + 30, "<H", 0xFFFF)),
+    "zip_local_name_length_lies": lambda: (M_PARAM.encode(), poke(M_BIN, local_header(M_BIN, "c.bias") + 26, "<H", 0xFFFF)),
+    "zip_crc_wrong": lambda: (M_PARAM.encode(), poke(M_BIN, central_records(M_BIN)["c.bias"] + 16, "<I", 0)),
+    "zip_needs_version_9_9": lambda: (M_PARAM.encode(), poke(M_BIN, central_records(M_BIN)["c.bias"] + 6, "<H", 99)),
+    "zip_directory_size_huge": lambda: (M_PARAM.encode(), poke(M_BIN, end_record(M_BIN, zip64=True) + 40, "<Q", 2**60)),
     # the param file as a whole
     "empty_param": lambda: (b"", M_BIN),
     "param_is_zip": lambda: (M_BIN, M_BIN),
     "non_utf8_param": lambda: (replace(M_PARAM, "padding_mode=zeros", "padding_mode=zXXros").encode().replace(b"XX", b"\xe9"), M_BIN),
     "bad_magic": lambda: m(replace(M_PARAM, "7767517\n", "7767518\n")),
+    "operator_count_enormous": lambda: m(replace(M_PARAM, "\n13 12\n", "\n99999999999999999999 12\n")),
     "operator_count_disagrees": lambda: m(replace(M_PARAM, "\n13 12\n", "\n14 12\n")),
     "operand_count_disagrees": lambda: m(replace(M_PARAM, "\n13 12\n", "\n13 11\n")),
     # one operator line
     "input_count_disagrees": lambda: m(edit_operator(M_PARAM, "l", lambda t: [*t[:2], "2", *t[3:]])),
+    "input_count_enormous": lambda: m(edit_operator(M_PARAM, "l", lambda t: [*t[:2], "99999999999999999999", *t[3:]])),
+    "expression_nested_too_deep": lambda: m(edit_operator(M_PARAM, "pnnx_expr_7", lambda t: [
+        "expr=" + "add(" * 300 + "@0" + ",1)" * 300 if x.startswith("expr=") else x for x in t])),
     "output_count_disagrees": lambda: m(edit_operator(M_PARAM, "F.relu_5", lambda t: [*t[:3], "9", *t[4:]])),
     "negative_dim": lambda: m(replace(M_PARAM, "0 1 0 #0=(1,3,8,8)f32", "0 1 0 #0=(1,-3,8,8)f32")),
     "negative_weight_dim": lambda: m(replace(M_PARAM, "@weight=(8,3,3,3)f32", "@weight=(8,-3,3,3)f32")),
     "unknown_weight_dtype": lambda: m(replace(M_PARAM, "@weight=(8,3,3,3)f32", "@weight=(8,3,3,3)f33")),
     "unknown_operand_dtype": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace(")f32", ")q8") if x.startswith("#1=") else x for x in t])),
+    "weight_rank_past_64": lambda: m(replace(M_PARAM, "@bias=(4)f32", "@bias=(" + ",".join(["1"] * 64 + ["4"]) + ")f32")),
+    "weight_dims_all_past_int32": lambda: m(replace(M_PARAM, "@bias=(4)f32", "@bias=(" + ",".join(["4294967296"] * 64) + ")f32")),
     "weight_size_disagrees": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace("@bias=(8)f32", "@bias=(9)f32") for x in t])),
     "weight_dtype_changed": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace("@bias=(8)f32", "@bias=(8)f64") for x in t])),
     "absurd_weight": lambda: (ABSURD_WEIGHT.format(name="l").encode(), M_BIN),
@@ -217,6 +278,9 @@ CASES: dict[str, Callable[[], Files]] = {
     "unproduced_operand": lambda: m(replace(edit_operator(M_PARAM, "F.sigmoid_6", _unproduced), "\n13 12\n", "\n13 13\n")),
     "cycle": lambda: m(edit_operator(M_PARAM, "c", _cycle)),
     "output_operator_produces": lambda: m(edit_operator(M_PARAM, "pnnx_input_0", lambda t: retype(t, "pnnx.Output"))),
+    # a 1 kB file whose output would be 2^60 tensors, and tuples nested past the limit
+    "tuples_double_at_each_level": lambda: m(doubling_tuples(60)),
+    "tuples_nested_too_deep": lambda: m(deep_tuples(150)),
     "input_operator_reads": lambda: m(edit_operator(M_PARAM, "pnnx_output_0", lambda t: retype(t, "pnnx.Input"))),
     # shapes that would need absurd memory at run time
     "absurd_padding": lambda: m(edit_operator(M_PARAM, "c", lambda t: [x.replace("padding=(1,1)", "padding=(100000,100000)") for x in t])),

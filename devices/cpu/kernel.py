@@ -48,6 +48,9 @@ class CpuKernel(Kernel):
     def accepts(cls, layer: Layer, inputs: Sequence[Spec], outputs: Sequence[Spec], hints: Hints) -> bool:
         return True
 
+    def stopped(self) -> None:
+        self.device.scratch.forget_kept()  # a slot may be claimed for content never written
+
 
 K = TypeVar("K", bound=type[CpuKernel])
 

@@ -54,6 +54,12 @@ class Scratch(threading.local):
         self.contents[slot] = key
         return view, fresh
 
+    def forget_kept(self) -> None:
+        """Forget the fixed content every slot of this thread keeps. For a kernel that
+        stopped midway (an exception, Ctrl-C): it may have claimed a slot for a layout
+        (:meth:`kept` answered fresh) and never written the content."""
+        self.contents.clear()
+
     def _view(self, slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         last = self.views.get(slot)
         if last is not None and last[0] == shape and last[1] == dtype:

@@ -87,19 +87,20 @@ def fuse_activations(
     for k, step in enumerate(program.steps):
         if k in absorbed:
             continue
-        chain, last = [], k
+        chain, tail, last = [], [], k
         while (nxt := follower(last)) is not None:
-            tail = tuple(program.steps[j].layer for j in (*chain, nxt))
-            if allow is not None and not allow(Fused(step.layer, tail), [specs[n] for n in step.inputs]):
+            after = program.steps[nxt].layer
+            if allow is not None and not allow(Fused(step.layer, (*tail, after)), [specs[n] for n in step.inputs]):
                 break
             chain.append(nxt)
+            tail.append(after)
             last = nxt
         if not chain:
             steps.append(step)
             continue
         absorbed.update(chain)
         fused_away.update(program.steps[j].inputs[0] for j in chain)
-        layer = Fused(step.layer, tuple(program.steps[j].layer for j in chain))
+        layer = Fused(step.layer, tuple(tail))
         steps.append(Step(layer, step.inputs, program.steps[chain[-1]].outputs))
     if not fused_away:
         return program, frozenset()

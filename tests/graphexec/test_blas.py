@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
 
-from graphexec import Engine
+from graphexec import Engine, blas
 from graphexec.blas import blas_run, blas_threads
 from tests.paths import REPO
 
@@ -45,6 +45,59 @@ def test_nested_runs_share_the_smallest_limit():
         with blas_threads(1):
             assert blas_count() == 1
         assert blas_count() <= 2
+
+
+def test_ctrl_c_while_a_limit_is_being_set_leaves_no_limit_behind(monkeypatch):
+    """Ctrl-C reaches the main thread's run anywhere, inside threadpoolctl too: the block it
+    interrupts must still be forgotten, or every later run of the process keeps its limit
+    (and a node that runs alone is never given more BLAS threads)."""
+    np.ones(2) @ np.ones(2)
+    limiter = blas._LIMITER
+    before = blas_count()
+    real_set = limiter._set
+    calls = iter([True])
+
+    def interrupted_once(threads):
+        if next(calls, False):
+            raise KeyboardInterrupt
+        real_set(threads)
+
+    monkeypatch.setattr(limiter, "_set", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        with blas_threads(1):
+            pass
+    monkeypatch.setattr(limiter, "_set", real_set)
+    assert limiter._active == {}
+    with blas_threads(1):
+        assert blas_count() == 1
+        with blas.blas_boost(2) as raised:
+            assert raised  # the one active block is this one
+    assert blas_count() == before
+
+
+class _InterruptedOnEntry:
+    """Stands in for the turns' thread-local: Ctrl-C lands as a run enters its turn."""
+
+    def __init__(self):
+        object.__setattr__(self, "depth", 0)
+        object.__setattr__(self, "fired", False)
+
+    def __setattr__(self, name, value):
+        if name == "depth" and value == 1 and not self.fired:
+            object.__setattr__(self, "fired", True)
+            raise KeyboardInterrupt
+        object.__setattr__(self, name, value)
+
+
+def test_ctrl_c_as_a_run_enters_its_turn_leaves_no_turn_held():
+    turns = blas._Turns()
+    turns._inside = _InterruptedOnEntry()
+    with pytest.raises(KeyboardInterrupt):
+        with turns.take(False):
+            pass
+    turns._inside = threading.local()
+    with turns.take(True, deadline=time.monotonic() + 2):  # a steering run waits for no one
+        pass
 
 
 def _env_after_import(statement: str, env: dict[str, str]) -> str:

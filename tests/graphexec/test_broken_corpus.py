@@ -57,20 +57,36 @@ CASES = [
     Broken("zip_header_offset_lies", MF, ("'c.weight'", "no local header")),
     Broken("zip_local_header_names_another_entry", MF, ("'c.weight'", "local header names")),
     Broken("zip_entry_encrypted", MF, ("'bn.bias' is encrypted",)),
+    Broken("zip_two_records_one_entry", MF, ("'c.bias'", "local header names b'c.weight'")),
+    Broken("zip_entry_named_up_the_tree", WE, ("'c.bias'", "missing")),  # a name, never a path
+    Broken("zip_extra_field_length_lies", MF, ("not a pnnx weight archive", "extra field")),
+    Broken("zip_local_name_length_lies", MF, ("'c.bias'", "local header names")),
+    Broken("zip_crc_wrong", WE, ("'c.bias'", "CRC-32")),
+    Broken("zip_needs_version_9_9", MF, ("not a pnnx weight archive", "version 9.9")),
+    Broken("zip_directory_size_huge", MF, ("not a pnnx weight archive",)),
     # the param file as a whole
     Broken("empty_param", MF, ("magic number",), line=1),
     Broken("param_is_zip", MF, ("not a text file",)),
     Broken("non_utf8_param", MF, ("not UTF-8",)),
     Broken("bad_magic", MF, ("bad magic number 7767518",), line=1),
+    Broken("operator_count_enormous", MF, ("declares 99999999999999999999 operators", "13 lines"), line=2),
     Broken("operator_count_disagrees", MF, ("declares 14 operators", "13 lines"), line=2),
     Broken("operand_count_disagrees", MF, ("declares 11 operands", "use 12"), line=2),
     # one operator line
     Broken("input_count_disagrees", MF, ("operator l", "not an operand name"), line=12),
+    Broken("input_count_enormous", MF, ("operator l", "99999999999999999999 inputs", "names fewer"), line=12),
+    # the expression's message quotes its head and tail and says where all of it is
+    Broken("expression_nested_too_deep", LayerConfigError,
+           ("operator pnnx_expr_7", "nested deeper than 200 levels", "characters left out",
+            "expression_nested_too_deep.pnnx.param:8")),
     Broken("output_count_disagrees", MF, ("F.relu_5", "9 outputs", "names fewer"), line=6),
     Broken("negative_dim", MF, ("pnnx_input_0", "bad dimension '-3'"), line=3),
     Broken("negative_weight_dim", MF, ("@weight", "bad dimension '-3'"), line=4),
     Broken("unknown_weight_dtype", MF, ("@weight", "unknown type 'f33'"), line=4),
     Broken("unknown_operand_dtype", MF, ("#1", "unknown type 'q8'"), line=4),
+    # regression: a weight of 100,000 dims made a byte count too long for str() (a raw ValueError)
+    Broken("weight_rank_past_64", MF, ("@bias", "65 dimensions (at most 64)"), line=12),
+    Broken("weight_dims_all_past_int32", WE, ("'l.bias'", "bytes for", "but holds 16")),
     Broken("weight_size_disagrees", WE, ("'c.bias'", "36 bytes", "holds 32")),
     Broken("weight_dtype_changed", WE, ("'c.bias'", "(8)f64", "64 bytes")),
     Broken("absurd_weight", WE, ("'l.weight'", "4000000000000 bytes")),
@@ -95,6 +111,10 @@ CASES = [
     Broken("cycle", GS, ("cycle", "c", "bn")),
     # regression: the Input line retyped pnnx.Output used to give a raw KeyError at load
     Broken("output_operator_produces", GS, ("pnnx.Output",)),
+    # regression: the output, packed with itself 60 times over, was expanded element by element (2^60)
+    Broken("tuples_double_at_each_level", GS, ("2,305,843,009,213,693,952 tensors in all",)),
+    # regression: tuples nested as values of the plan were walked by recursion
+    Broken("tuples_nested_too_deep", LayerConfigError, ("operator deep100", "nested 101 deep")),
     # regression: the Output line retyped pnnx.Input used to load, and forward returned ()
     Broken("input_operator_reads", GS, ("pnnx.Input",)),
     # shapes that would need absurd memory at run time

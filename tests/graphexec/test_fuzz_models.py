@@ -3,8 +3,13 @@
 Each case takes a real pnnx export (an example network or one of the per-operator
 fixtures), damages it (byte flips and truncations of either file; line edits of the param
 file: lines deleted, duplicated or swapped, a number, a count, a token, a dtype, a shape
-annotation or a param value changed), then ``Engine.load``s it and, when that works, runs
-``forward`` on inputs of the shapes it declares. Every outcome must be a result or a
+annotation or a param value changed; the output nested in tuples up to 400 deep, doubling
+or not; a list param made 10^5 items long; an expression nested 5,000 deeper; a bin entry
+renamed up the tree or onto another's name; 10^4 empty entries added to the bin), then
+``Engine.load``s it and, when that works, runs ``forward`` on inputs of the shapes it
+declares. A second test makes hostile calls to ``forward`` on the example models (other
+dtypes, ranks and sizes, broadcast views of 2^40 images, no arrays at all, wrong names and
+counts, odd timeouts and extracts). Every outcome must be a result or a
 GraphexecError subclass, within a time bound (load is timed; forward gets a ``timeout``)
 and a memory bound (the growth of the process's peak RSS during the case).
 
@@ -31,6 +36,7 @@ import re
 import resource
 import tempfile
 import time
+import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -354,12 +360,116 @@ def truncate_bin(files: Files, draw: Draw) -> str:
     return f"bin cut to {cut} bytes"
 
 
+def _outputs_line(lines: list[str]) -> int | None:
+    found = [i for i, line in enumerate(lines) if line.split()[:1] == ["pnnx.Output"]]
+    return found[0] if found else None
+
+
+def nest_tuples(files: Files, draw: Draw) -> str:
+    """The first output packed into tuples level after level, each holding the level below
+    once or twice (twice doubles the tensors: 2^levels of them), unpacked again or not."""
+    lines = files.lines()
+    at = _outputs_line(lines)
+    if at is None or len(lines[at].split()) < 5:
+        return "no output to nest"
+    levels = draw(st.sampled_from([1, 3, 20, 99, 101, 400]), label="levels")
+    twice = draw(st.booleans(), label="twice")
+    unpack = draw(st.booleans(), label="unpacked")
+    tokens = lines[at].split()
+    last = tokens[4]
+    added = []
+    for k in range(levels):
+        added.append(f"prim::TupleConstruct fz{k} 2 1 {last} {last if twice else tokens[4]} fzt{k}")
+        last = f"fzt{k}"
+    if unpack:
+        added.append(f"prim::ListUnpack fzu 1 2 {last} fza fzb")
+        last = "fza"
+    tokens[4] = last
+    lines[at] = " ".join(tokens)
+    lines[at:at] = added
+    if len(lines) > 1 and len(lines[1].split()) == 2 and all(t.isdigit() for t in lines[1].split()):
+        ops, operands = map(int, lines[1].split())
+        lines[1] = f"{ops + len(added)} {operands + len(added) + (2 if unpack else 0)}"
+    files.set_lines(lines)
+    return f"output nested {levels} levels ({'twice' if twice else 'once'} each{', unpacked' if unpack else ''})"
+
+
+def inflate_list(files: Files, draw: Draw) -> str:
+    """A list param (or a list in an index expression) made 10^3 or 10^5 items long."""
+    lines = files.lines()
+    found = [(i, m) for i, line in enumerate(lines) for m in re.finditer(r"=[(\[]([-0-9.e,]+)[)\]]", line)]
+    if not found:
+        return "no list"
+    i, m = found[_index(draw, found, "list")]
+    items = m.group(1).split(",")
+    count = draw(st.sampled_from([1000, 100_000]), label="items")
+    lines[i] = lines[i][: m.start(1)] + ",".join(items[k % len(items)] for k in range(count)) + lines[i][m.end(1):]
+    files.set_lines(lines)
+    return f"line {i + 1}: list {m.group(1)[:30]} made {count} items long"
+
+
+def nest_expression(files: Files, draw: Draw) -> str:
+    lines = files.lines()
+    found = [(i, m) for i, line in enumerate(lines) for m in re.finditer(r"expr=(\S+)", line)]
+    if not found:
+        return "no expression"
+    i, m = found[_index(draw, found, "expression")]
+    depth = draw(st.sampled_from([50, 199, 201, 5000]), label="depth")
+    lines[i] = lines[i][: m.start(1)] + "neg(" * depth + m.group(1) + ")" * depth + lines[i][m.end(1):]
+    files.set_lines(lines)
+    return f"line {i + 1}: expression nested {depth} deeper"
+
+
+def rename_entry(files: Files, draw: Draw) -> str:
+    """A bin entry renamed: up the tree, to another entry's name, or to junk."""
+    if not files.bin:
+        return "empty bin"
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(files.bin))
+        infos = archive.infolist()
+        datas = [archive.read(i) for i in infos]
+    except Exception:  # noqa: BLE001 - already damaged: nothing to rename
+        return "bin not readable"
+    if not infos:
+        return "no entry"
+    k = _index(draw, infos, "entry")
+    new = draw(st.sampled_from(["../" + infos[k].filename, infos[0].filename, "/etc/passwd", "", "x" * 300]),
+               label="new name")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a duplicate name is the point
+        for j, (info, data) in enumerate(zip(infos, datas)):
+            z.writestr(zipfile.ZipInfo(new if j == k else info.filename, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    files.bin = out.getvalue()
+    return f"entry {infos[k].filename!r} renamed {new[:40]!r}"
+
+
+def pad_directory(files: Files, draw: Draw) -> str:
+    """Empty entries added to the bin: 10^2 or 10^4 of them."""
+    if not files.bin:
+        return "empty bin"
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(files.bin))
+        pairs = [(i.filename, archive.read(i)) for i in archive.infolist()]
+    except Exception:  # noqa: BLE001
+        return "bin not readable"
+    count = draw(st.sampled_from([100, 10_000]), label="entries")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # padded twice: the names repeat
+        for name, data in pairs + [(f"pad{k}.w", b"") for k in range(count)]:
+            z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    files.bin = out.getvalue()
+    return f"{count} empty entries added"
+
+
 #: Every kind of damage; those that often leave a loadable model (so that forward runs on
 #: it) come twice.
 DAMAGE = [
     delete_line, duplicate_line, swap_lines, change_number, change_count, drop_token, change_token,
     change_dtype, change_shape, change_param, flip_param_byte, truncate_param, flip_bin_byte, truncate_bin,
     change_number, change_shape, change_param, flip_bin_byte,
+    nest_tuples, inflate_list, nest_expression, rename_entry, pad_directory,
 ]
 
 
@@ -541,3 +651,83 @@ def test_a_damaged_model_runs_or_raises_a_graphexec_error(model, damage, threads
         note(f"{model.name}: {edit.__name__}: {done}")
         event(f"damage: {edit.__name__}")
     event(run_case(files, threads))
+
+
+# --------------------------------------------------------------------------------------
+# hostile calls to forward
+# --------------------------------------------------------------------------------------
+ODD_DTYPES = [np.float16, np.float32, np.float64, np.longdouble, np.int8, np.int32, np.int64, np.uint8, np.bool_,
+              np.complex64, np.complex128, object, "U3", "S2", "M8[s]", "m8[s]", [("a", "f4")]]
+
+
+def _odd_array(draw: Draw, declared: tuple[int, ...]) -> object:
+    """An input for a declared shape, made odd: another rank or size, a broadcast view of
+    up to 2^40 images, another dtype, NaN or huge values, or no array at all."""
+    how = draw(st.sampled_from(["dtype", "rank", "dims", "view", "values", "not an array", "as given"]), label="how")
+    shape = list(declared)
+    if how == "rank":
+        shape = shape[:-1] if shape and draw(st.booleans(), label="drop") else [1, *shape]
+    elif how == "dims" and shape:
+        shape[draw(st.integers(0, len(shape) - 1), label="dim")] = draw(st.sampled_from([0, 1, 2, 7, 10_000]), label="size")
+    if how == "view":
+        big = [draw(st.sampled_from([2**20, 2**40]), label="batch"), *shape[1:]]
+        return np.broadcast_to(np.float32(1), big)
+    if how == "not an array":
+        return draw(st.sampled_from([None, "x", [[1.0, 2.0], [3.0]], {"a": 1}, 3.5, (i for i in range(3))]), label="value")
+    dtype = draw(st.sampled_from(ODD_DTYPES), label="dtype") if how == "dtype" else np.float32
+    if math.prod(shape) > 10**7:
+        shape = shape[:1] + [1] * (len(shape) - 1)
+    try:
+        array = np.zeros(shape, dtype)
+    except (TypeError, ValueError):
+        return np.zeros(shape, np.float32)
+    if how == "values" and array.size:
+        array.flat[0] = draw(st.sampled_from([np.nan, np.inf, -np.inf, 3e38, -0.0]), label="value")
+    return array
+
+
+@settings(max_examples=max(60, MAX_EXAMPLES // 3), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(model=st.sampled_from([m for m in EXAMPLE_MODELS if m.name != "bessel_gate"]), threads=st.sampled_from([1, 2]),
+       data=st.data())
+def test_hostile_calls_to_forward_return_or_raise_a_graphexec_error(model, threads, data):
+    """Odd inputs, names, counts, extracts and timeouts: a result or a GraphexecError with a
+    bounded message, within a bounded growth of the peak RSS."""
+    engine = _engines(model.name, threads)
+    declared = [tuple(s) for s in _input_shapes(engine, model)]
+    inputs = [_odd_array(data.draw, shape) for shape in declared]
+    call = data.draw(st.sampled_from(["positional", "by name", "too many", "too few", "unknown name"]), label="call")
+    args: list[object]
+    if call == "by name":
+        args = [dict(zip(engine.input_names, inputs))]
+    elif call == "unknown name":
+        args = [{**dict(zip(engine.input_names, inputs)), "nope": inputs[0]}]
+    elif call == "too many":
+        args = [*inputs, inputs[0]]
+    elif call == "too few":
+        args = inputs[:-1]
+    else:
+        args = inputs
+    options = {
+        "timeout": data.draw(st.sampled_from([None, 30, 1e-9, 0, -1, float("nan"), float("inf"), "1", True]),
+                             label="timeout"),
+        "check_finite": data.draw(st.booleans(), label="check_finite"),
+        "extract": data.draw(st.sampled_from([None, [], ["nope"], "0", [engine.program.inputs[0]]]), label="extract"),
+    }
+    note(f"{model.name}: {call} {[getattr(x, 'shape', type(x).__name__) for x in inputs]} "
+         f"{[getattr(x, 'dtype', None) for x in inputs]} {options}")
+    rss = _peak_rss()
+    try:
+        engine.forward(*args, **options)
+        event("ran")
+    except GraphexecError as exc:
+        assert len(str(exc)) <= 4000
+        event(f"forward: {type(exc).__name__}")
+    assert _peak_rss() - rss < RSS_GROWTH
+
+
+@cache
+def _engines(name: str, threads: int) -> Engine:
+    """One engine per example model and thread count, for the hostile calls (256 MiB limit)."""
+    model = next(m for m in EXAMPLE_MODELS if m.name == name)
+    return Engine.load(model.param, threads=threads, intra_op_threads=1, **LOAD_OPTIONS)

@@ -92,6 +92,24 @@ def test_a_failing_piece_is_raised_once_every_started_piece_is_done():
             assert finished.is_set()
 
 
+def test_a_piece_that_stops_midway_is_told_so_on_its_own_thread():
+    """A kernel forgets what a thread keeps between runs (scratch content it may have left
+    half written) on the thread where its piece stopped: the helper's, not the caller's."""
+    told: list[str] = []
+
+    def fail():
+        raise KeyboardInterrupt
+
+    def stopped():
+        told.append(threading.current_thread().name)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="helper") as pool:
+        with pytest.raises(KeyboardInterrupt):
+            Spreader(pool, 2, pinned=True).run([Piece(lambda: None, ()), Piece(fail, ())], stopped)
+        Spreader(pool, 2).run([Piece(lambda: None, ()), Piece(lambda: None, ())], stopped)
+    assert len(told) == 1 and told[0].startswith("helper"), told
+
+
 @pytest.fixture(autouse=True)
 def blas_threads_sleep_soon(monkeypatch):
     """Engines share nodes out by default only where BLAS threads sleep soon after a call,

@@ -10,6 +10,8 @@
     ├── upload(array, queue, out) / download(tensor, queue, out)   moving tensors to and from it
     ├── alloc(shape, dtype), region(...)   a tensor of its own (an arena), a tensor inside one
     ├── warm_up(kernel)                 build and try a kernel once, before any run
+    ├── prepare_replay(runs, regions, wanted)   runs of its nodes prepared as launches over the
+    │                                   memory plan's arena, replayed as one (None: node by node)
     ├── finish()                        wait until nothing it was given still runs
     └── release()
 
@@ -18,7 +20,7 @@
     ├── run(inputs, outputs=None)       compute (into ``outputs`` when given); the node's work
     ├── stopped()                       a run stopped midway on this thread: forget what it kept
     ├── splits() / pieces(...)          its work cut into pieces that run at once (optional)
-    └── writes_into, fresh_outputs, in_place   what the memory plan may do with its outputs
+    └── writes_into, fresh_outputs, in_place, joins_in_place   what the memory plan may do
 
 A kernel is made, and whatever it derives from its layer prepared, when the plan is built;
 a run only reads it, so several runs may use one kernel at once. Devices know layers, the
@@ -27,7 +29,7 @@ IR and the errors, and nothing of the engine, the scheduler, the format or the p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -72,6 +74,20 @@ class Span:
     lane: str
     start_ns: int
     end_ns: int
+
+
+@dataclass(frozen=True)
+class ReplayNode:
+    """One node of a run of consecutive device nodes, as :meth:`Device.prepare_replay` is
+    given it: its index in the plan, its kernel, and the operands it reads and writes.
+    ``upload``: the node copies a host value (its input) to the device, on ``queue``."""
+
+    index: int
+    kernel: Kernel
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    upload: bool = False
+    queue: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,6 +136,13 @@ class Kernel:
 
     #: Where the outputs live: ``"cpu"`` or a device's kind (each place has its own arena).
     home = "cpu"
+
+    @property
+    def joins_in_place(self) -> bool:
+        """Whether, for a join (``Layer.input_offsets``), an input its producer already
+        wrote at its place inside the output is left there (so the memory plan may put it
+        there): the layer's own ``forward_into`` does, on the host."""
+        return self.home == "cpu"
 
     def prepare(self) -> None:
         """Make, before any run, whatever runs will read (a plan calls it once it is
@@ -219,6 +242,15 @@ class Device:
     def warm_up(self, kernel: Kernel) -> None:
         """Build and try ``kernel`` once (raise DeviceError if it cannot run); by default
         there is nothing to build."""
+
+    def prepare_replay(self, runs: Sequence[Sequence[ReplayNode]], regions: Mapping[str, tuple[int, Spec]],
+                       wanted: Collection[str]) -> Any:
+        """The ``runs`` (each consecutive nodes of a plan, in order) prepared to be replayed,
+        once the memory plan has put each tensor of this device at a byte offset of its
+        arena (``regions``: operand -> (offset, spec)); ``wanted``: the operands read by
+        anything besides these nodes. None (the default): the device runs node by node.
+        See :mod:`graphexec.replay` for what the result must offer."""
+        return None
 
     def describe(self) -> str:
         return f"{self.kind} device {self.name!r}"

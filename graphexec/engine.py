@@ -49,6 +49,7 @@ from graphexec.plan import Plan
 from graphexec.planner import Planner
 from graphexec.pools import Pools
 from graphexec.program import Program
+from graphexec.replay import Replay
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.threads import ThreadPolicy, cpu_count
 from graphexec.trace import Trace
@@ -131,6 +132,9 @@ class Engine:
         #: Arenas per cached plan; they go when the plan leaves the cache.
         self._arena_pools: weakref.WeakKeyDictionary[Plan, ArenaPool] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        if self.device is not None and first_plan is not None and self.reuse_memory \
+                and first_plan.peak_bytes <= self.memory_limit:
+            self._arenas(first_plan)  # the device's launches are prepared at load, not in the first run
 
     @classmethod
     def load(cls, param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | None = None, *,
@@ -268,8 +272,9 @@ class Engine:
             memory = MemoryPlan(plan)  # outside the lock: concurrent callers may both make it, one wins
             logger.debug("memory plan: {} tensors in a {} MiB arena ({} MiB without reuse)",
                          len(memory.regions), _mib(memory.arena_bytes, 2), _mib(memory.unshared_bytes, 2))
+            replay = Replay.prepare(plan, memory)  # the device's launches, now that offsets are known
             with self._lock:
-                pool = self._arena_pools.setdefault(plan, ArenaPool(memory))
+                pool = self._arena_pools.setdefault(plan, ArenaPool(memory, replay=replay))
         return pool
 
     def _check_cpu_types(self) -> None:
@@ -345,9 +350,11 @@ class Engine:
 
     def _keeping(self, wanted: list[str], plan: Plan, replan: Callable[[frozenset[str]], Plan]) -> Plan:
         """``plan``, or where rewrites removed an operand the caller extracts, the plan
-        ``replan(off)`` makes without those rewrites."""
-        if plan.fused_away.intersection(wanted):
-            off = frozenset(name for name, gone in plan.removed.items() if gone.intersection(wanted))
+        ``replan(off)`` makes without those rewrites (a later pass may remove one again once an
+        earlier one is off: each round turns one more off)."""
+        off: frozenset[str] = frozenset()
+        while plan.fused_away.intersection(wanted):
+            off |= frozenset(name for name, gone in plan.removed.items() if gone.intersection(wanted))
             plan = replan(off)
         return plan
 
@@ -377,14 +384,16 @@ class Engine:
         keep = plan.placement.stored_names(
             dict.fromkeys([*plan.program.outputs, *(n for n in wanted if n in plan.specs)]))
         # extracted intermediates must outlive their arena regions: such a run allocates afresh
-        arena = self._arenas(plan).lease() if self.reuse_memory and not wanted else nullcontext()
+        pool = self._arenas(plan) if self.reuse_memory and not wanted else None
+        arena = pool.lease() if pool is not None else nullcontext()
         with arena as lease:
             buffers = lease.views if lease is not None else None
             if policy.threads == 1 and self.options.executor is None and trace is None:
                 shared = plan.regions.shared if plan.regions is not None else frozenset()
                 spreader = self.pools.spreader(lease) if shared else None
                 with self._helpers_apart(policy.intra_op_threads > 1 or bool(shared)):
-                    found = run_sequential(plan, feeds, keep, options, buffers, shared, spreader)
+                    found = run_sequential(plan, feeds, keep, options, buffers, shared, spreader,
+                                           replay=pool.replay if pool is not None else None)
             else:
                 found = self._run_concurrent(policy, plan, feeds, keep, trace, options, lease)
         if plan.placement.resident:  # values left on the device: downloaded, under their own names

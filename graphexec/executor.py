@@ -18,6 +18,7 @@ from graphexec.floats import quiet_floats
 from graphexec.layers.specs import spec_of
 from graphexec.plan import Node, Plan
 from graphexec.program import Step
+from graphexec.replay import Replay
 from graphexec.spread import Spreader
 
 
@@ -112,21 +113,35 @@ def run_sequential(
     buffers: dict[str, np.ndarray] | None = None,
     shared: frozenset[int] = frozenset(),
     spreader: Spreader | None = None,
+    replay: Replay | None = None,
 ) -> dict[str, Any]:
     """Run every node of ``plan`` in the program's order; return the values named in ``keep``.
 
     A value is dropped after its last reader, so peak memory follows the live set; with
     ``buffers`` the nodes that have arena regions write into them, and the nodes whose
-    indices are in ``shared`` are cut into pieces that ``spreader`` runs at once.
+    indices are in ``shared`` are cut into pieces that ``spreader`` runs at once. With
+    ``buffers`` and a ``replay``, each of its device stretches is enqueued as one (see
+    :mod:`graphexec.replay`).
     """
     keep = frozenset(keep)
     drops = _drops(plan.program, keep)
     values: dict[str, Any] = dict(feeds)
     plain = not options.check_finite and spreader is None
+    nodes = plan.nodes
+    calls = _calls(plan)
+    bound = replay.bind(buffers) if replay is not None and buffers is not None and replay.usable(keep) else None
+    starts = replay.starts if bound is not None else {}
+    position = 0
     with quiet_floats():  # once for the run: entering it costs about a microsecond a node
-        for node, (kernel, step, inputs, outputs) in zip(plan.nodes, _calls(plan)):
+        while position < len(nodes):
+            node = nodes[position]
+            kernel, step, inputs, outputs = calls[position]
             options.before_node(step)
-            if plain:  # run_step's work, inline: a node's call costs a few microseconds less
+            stretch = starts.get(position)
+            if stretch is not None:
+                bound.run(stretch, values)
+                end = replay.ends[stretch]  # type: ignore[union-attr]
+            elif plain:  # run_step's work, inline: a node's call costs a few microseconds less
                 args = [values[name] for name in inputs]
                 try:
                     if buffers is not None and outputs and outputs[0] in buffers:
@@ -143,11 +158,15 @@ def run_sequential(
                     raise ExecutionError(step.name, step.layer.type, [str(spec_of(v)) for v in args],
                                          f"returned {len(results)} outputs, the graph expects {len(outputs)}")
                 values.update(zip(outputs, results))
+                end = position + 1
             else:
                 run_step(node, values, options.check_finite, buffers, spreader if node.index in shared else None,
                          quiet=True)
-            for name in drops[node.index]:
-                values.pop(name, None)
+                end = position + 1
+            for index in range(position, end):
+                for name in drops[index]:
+                    values.pop(name, None)
+            position = end
     return {name: values[name] for name in keep}
 
 

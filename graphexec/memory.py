@@ -199,9 +199,11 @@ class MemoryPlan:
         """Which inputs of joins are written straight into the join's region, and where.
 
         Joins are visited consumers first, so a join already inside an enclosing one
-        places its inputs inside that one too. A host-side input qualifies when its
-        producer's outputs get arena regions, it is not hosted yet (a tensor read by
-        several joins lies in the latest one) and the join reads it once."""
+        places its inputs inside that one too. A join qualifies when its kernel leaves
+        inputs that lie in place alone (``Kernel.joins_in_place``); an input, when its
+        producer's outputs get arena regions in the join's place (the host, a device), it
+        is not hosted yet (a tensor read by several joins lies in the latest one) and the
+        join reads it once."""
         plan = self.plan
         home = {name: node.kernel.home
                 for node in plan.nodes if self._in_arena(node) for name in node.step.outputs}
@@ -215,7 +217,8 @@ class MemoryPlan:
 
         for i in reversed(plan.order):
             step = plan.nodes[i].step
-            if len(step.outputs) != 1 or home.get(step.outputs[0]) != "cpu":
+            place = home.get(step.outputs[0]) if len(step.outputs) == 1 else None
+            if place is None or not plan.nodes[i].kernel.joins_in_place:
                 continue
             out = step.outputs[0]
             spec = plan.specs[out]
@@ -233,7 +236,7 @@ class MemoryPlan:
                     continue
             reads = Counter(step.inputs)
             for name, slot in zip(step.inputs, slots):
-                if (slot is not None and home.get(name) == "cpu" and name not in hosted
+                if (slot is not None and home.get(name) == place and name not in hosted
                         and reads[name] == 1 and plan.specs[name].dtype == spec.dtype):
                     host(name, (out, slot * item))
         return hosted
@@ -420,10 +423,10 @@ class MemoryPlan:
         return order
 
     # -- arenas ------------------------------------------------------------------------------
-    def views(self, arena: np.ndarray, device_arena: Any = None) -> dict[str, Any]:
+    def views(self, arena: np.ndarray, device_arena: Any = None) -> ArenaViews:
         """Each arena tensor over its arena: an array over ``arena`` (a uint8 buffer of
         ``arena_bytes``), or a device tensor over ``device_arena`` (a device buffer)."""
-        views: dict[str, Any] = {}
+        views = ArenaViews()
         for name, (offset, spec) in self.regions.items():
             if self.homes[name] == "cpu":
                 views[name] = arena[offset:offset + spec.nbytes].view(spec.dtype).reshape(spec.shape)
@@ -431,7 +434,7 @@ class MemoryPlan:
                 views[name] = self.device.region(device_arena, offset, spec.shape, spec.dtype)
         return views
 
-    def new_arena(self) -> tuple[np.ndarray, dict[str, Any]]:
+    def new_arena(self) -> tuple[np.ndarray, ArenaViews]:
         """A fresh host arena (aligned to :data:`ALIGN`), a device arena where blocks live
         on a device, and the tensor views over them."""
         raw = np.empty(self.arena_bytes + ALIGN, dtype=np.uint8)
@@ -440,6 +443,16 @@ class MemoryPlan:
         device_bytes = sum(n for home, n in self.bytes_on.items() if home != "cpu")
         device_arena = self.device.alloc((device_bytes,), np.uint8) if device_bytes else None
         return arena, self.views(arena, device_arena)
+
+
+class ArenaViews(dict):
+    """One arena's tensors by operand name, and in ``bound`` what was prepared over this
+    arena alone (a device's launches with their arguments set to its buffers: see
+    :mod:`graphexec.replay`), made on first use and gone with the arena."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.bound: dict[Any, Any] = {}
 
 
 class Lease:
@@ -452,11 +465,11 @@ class Lease:
     units it leaves behind finish writing into an arena no later run has been given. Only
     a holder calls :meth:`hold`, so the count never climbs back from zero."""
 
-    def __init__(self, pool: ArenaPool, arena: tuple[np.ndarray, dict[str, Any]]):
+    def __init__(self, pool: ArenaPool, arena: tuple[np.ndarray, ArenaViews]):
         self._pool = pool
         self._arena = arena
         #: The arena's tensor views (see :meth:`MemoryPlan.views`).
-        self.views: dict[str, Any] = arena[1]
+        self.views: ArenaViews = arena[1]
         self._holders = 1
         self._lock = threading.Lock()
 
@@ -476,12 +489,15 @@ class Lease:
 
 class ArenaPool:
     """The arenas of one memory plan: each running ``forward`` leases one, so concurrent
-    calls never share; up to ``keep`` are kept for later calls with the same shapes."""
+    calls never share; up to ``keep`` are kept for later calls with the same shapes.
+    ``replay``: the plan's device stretches prepared over these arenas (see
+    :mod:`graphexec.replay`), or None."""
 
-    def __init__(self, memory: MemoryPlan, keep: int = 4):
+    def __init__(self, memory: MemoryPlan, keep: int = 4, replay: Any = None):
         self.memory = memory
         self.keep = keep
-        self._free: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+        self.replay = replay
+        self._free: list[tuple[np.ndarray, ArenaViews]] = []
         self._lock = threading.Lock()
         #: How many arenas were ever made (a test reads it to see reuse).
         self.created = 0
@@ -506,7 +522,7 @@ class ArenaPool:
         finally:
             lease.let_go()
 
-    def _give_back(self, arena: tuple[np.ndarray, dict[str, Any]]) -> None:
+    def _give_back(self, arena: tuple[np.ndarray, ArenaViews]) -> None:
         with self._lock:
             if len(self._free) < self.keep:
                 self._free.append(arena)

@@ -12,6 +12,7 @@
     │                           enqueues the kernels; each output's .event is the last one;
     │                           never waits on the host
     ├── warm_up(kernel)         builds its programs and uploads its weights ahead of time
+    ├── prepare_replay(...)     stretches of nodes recorded once, replayed as launches (replay.py)
     ├── programs                ProgramCache: built once per context, binaries on disk
     └── constant(layer, key)    weights uploaded once per layer, freed with the layer
 
@@ -31,8 +32,9 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +52,13 @@ if TYPE_CHECKING:
 
 #: Element counts and offsets are passed to kernels as 32-bit ints.
 MAX_ELEMENTS = 2**31 - 1
+
+
+@lru_cache(maxsize=256)
+def prefixed_source(prefix: str, name: str) -> str:
+    """``prefix`` then ``kernels/<name>.cl``, one string per pair (its hash is then worked
+    out once, not at every launch that looks its program up)."""
+    return prefix + kernel_source(name) if prefix else kernel_source(name)
 
 
 def kernel_scalar(value: Any) -> Any:
@@ -168,11 +177,21 @@ class OpenCLKernel(DeviceKernel):
     def __init__(self, device: OpenCLDevice, layer: Layer, inputs: Sequence[TensorSpec],
                  outputs: Sequence[TensorSpec], queue: int):
         super().__init__(device, layer, inputs, outputs)
+        from graphexec.devices.opencl.ops import op_for
+
         self.queue = queue
+        self.op = op_for(layer)
+
+    @property
+    def joins_in_place(self) -> bool:  # JoinOp leaves an input that lies in place alone
+        return True
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         try:
-            made = self.device.run(self.layer, inputs, self.queue, out=outputs)
+            if self.op is None:  # a layer the device does not run: its own error
+                made = self.device.run(self.layer, inputs, self.queue, out=outputs)
+            else:  # the plan checked the specs when it placed the node
+                made = self.device.enqueue_node(self.op, self.layer, inputs, self.queue, out=outputs)
         except Exception as exc:  # a DeviceError names the kernel; this adds the node
             raise self.device.node_failure(self.layer, exc) from exc
         if outputs is None:
@@ -230,6 +249,8 @@ class OpenCLDevice(Device):
         self._kernel_info: dict[tuple[str, str], KernelInfo] = {}
         self._constants: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        #: Where replays note their commands' events, while :meth:`collect_launches` is open.
+        self.launch_events: list[tuple[Any, int, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"OpenCLDevice({self.name!r}, {self.info.platform!r}, queues={len(self.queues)})"
@@ -277,7 +298,7 @@ class OpenCLDevice(Device):
             tensor = out
         if host.nbytes:
             q = self.queue(queue)
-            with translated(f"uploading {host.shape} {host.dtype} to {self.name}"), self.host_calls:
+            with translated(lambda: f"uploading {host.shape} {host.dtype} to {self.name}"), self.host_calls:
                 tensor.event = tensor.started = self._cl.enqueue_copy(
                     q, tensor.buffer, host, dst_offset=tensor.byte_offset, is_blocking=False)
                 q.flush()  # another queue may wait on this copy at once
@@ -292,7 +313,7 @@ class OpenCLDevice(Device):
             raise DeviceError(f"cannot download {tensor.shape} {tensor.dtype} into an array of {out.shape} {out.dtype}")
         if out.nbytes:
             wait = [tensor.event] if tensor.event is not None else None
-            with translated(f"downloading {tensor.shape} {tensor.dtype} from {self.name}"):
+            with translated(lambda: f"downloading {tensor.shape} {tensor.dtype} from {self.name}"):
                 with self.host_calls:
                     copied = self._cl.enqueue_copy(self.queue(queue), out, tensor.buffer,
                                                    src_offset=tensor.byte_offset, wait_for=wait, is_blocking=False)
@@ -306,10 +327,12 @@ class OpenCLDevice(Device):
                 q.finish()
 
     # -- programs and kernels --------------------------------------------------------------
-    def program(self, name: str, defines: dict[str, Any] | None = None) -> Built:
-        """``kernels/<name>.cl`` built with ``-DKEY=value`` for each define."""
+    def program(self, name: str, defines: dict[str, Any] | None = None, prefix: str = "") -> Built:
+        """``kernels/<name>.cl`` built with ``-DKEY=value`` for each define, after the
+        source ``prefix`` (generated: a chain's store)."""
         options = tuple(f"-D{k}={v}" for k, v in sorted((defines or {}).items()))
-        return self.programs.get(kernel_source(name), options, what=f"kernels/{name}.cl {' '.join(options)}")
+        what = f"kernels/{name}.cl {' '.join(options)}" + (" with a generated store" if prefix else "")
+        return self.programs.get(prefixed_source(prefix, name), options, what=what)
 
     def source_program(self, source: str, what: str) -> Built:
         """A program from generated source."""
@@ -442,13 +465,22 @@ class OpenCLDevice(Device):
         ``out`` optionally gives tensors (e.g. :meth:`DeviceTensor.narrow` views of a
         concat's output) for the outputs to be written into. No host wait happens here.
         """
-        from graphexec.devices.opencl.ops import Launch, op_for
+        from graphexec.devices.opencl.ops import op_for
 
         reason = self.unsupported_reason(layer, [t.spec() for t in inputs])
         if reason is not None:
             raise DeviceError(f"{layer.name} ({layer.type}) cannot run on {self.name}: {reason}")
         op = op_for(layer)
         assert op is not None  # checked above
+        return self.enqueue_node(op, layer, inputs, queue, wait_for, out)
+
+    def enqueue_node(self, op: Any, layer: Layer, inputs: Sequence[DeviceTensor], queue: int | Any | None = None,
+                     wait_for: Sequence[Any] | None = None, out: Sequence[DeviceTensor] | None = None,
+                     ) -> list[DeviceTensor]:
+        """:meth:`run` for a layer whose support for these inputs was checked when its
+        plan was made (``op``: its op)."""
+        from graphexec.devices.opencl.ops import Launch
+
         if wait_for is None:
             events = [t.event for t in inputs if t.event is not None]
         else:
@@ -465,6 +497,22 @@ class OpenCLDevice(Device):
             with self.host_calls:
                 q.flush()
         return outputs
+
+    # -- replay ------------------------------------------------------------------------------
+    def prepare_replay(self, runs: Sequence[Sequence[Any]], regions: Mapping[str, tuple[int, Any]],
+                       wanted: Collection[str]) -> Any:
+        """The runs recorded as launches over the arena (see
+        :mod:`graphexec.devices.opencl.replay`)."""
+        from graphexec.devices.opencl.replay import prepare
+
+        return prepare(self, runs, regions, wanted)
+
+    def collect_launches(self) -> Any:
+        """A context in which every replayed command's (layer, queue, event) is collected
+        into the list it gives (kernel times, with ``profiling=True``)."""
+        from graphexec.devices.opencl.replay import collecting
+
+        return collecting(self)
 
     # -- profiling ---------------------------------------------------------------------------
     @property

@@ -16,6 +16,8 @@ stacked weights) it keeps in ``context.kept``, its own dictionary.
 The default list, in order (:data:`DEFAULT_PASSES`):
 
     fuse_activations     producer + in-place activation -> one node      activations.py
+    fuse_chains          producer + elementwise operators -> one node     chains.py
+                         (on a device whose store applies them)
     fuse_excitations     squeeze-and-excitation blocks -> one node        excitation.py
     fold_preactivations  batch norm + ReLU before a 1x1 conv -> a floor   preactivation.py
     merge_siblings       convolutions of one input -> one product         siblings.py
@@ -81,11 +83,12 @@ class Pass:
 
 def _default_passes() -> tuple[Pass, ...]:
     from graphexec.passes.activations import FuseActivations
+    from graphexec.passes.chains import FuseChains
     from graphexec.passes.excitation import FuseExcitations
     from graphexec.passes.preactivation import FoldPreactivations
     from graphexec.passes.siblings import MergeSiblings
 
-    return FuseActivations(), FuseExcitations(), FoldPreactivations(), MergeSiblings()
+    return FuseActivations(), FuseChains(), FuseExcitations(), FoldPreactivations(), MergeSiblings()
 
 
 #: The rewrites the planner runs, in order.

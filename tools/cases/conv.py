@@ -182,3 +182,35 @@ class SharedConvolution(nn.Module):
 CASES += [
     Case("conv2d_shared_module", SharedConvolution(), (x(1, 8, 12, 10),)),
 ]
+
+
+class ElementwiseChains(nn.Module):
+    """Convolutions and a linear layer followed by runs of elementwise operators: a residual
+    add then a ReLU (ResNet's blocks), a broadcast scale and shift then a hardswish, numbers
+    then a leaky ReLU after a depthwise convolution, a GELU and a bias after a linear layer,
+    and a convolution whose output is read twice (no chain may take it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.residual = nn.Conv2d(6, 6, 3, padding=1)
+        self.scaled = nn.Conv2d(6, 6, 1)
+        self.scale = nn.Parameter(torch.randn(1, 6, 1, 1))
+        self.shift = nn.Parameter(torch.randn(1, 6, 1, 1))
+        self.depthwise = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+        self.shared = nn.Conv2d(6, 6, 1)
+        self.linear = nn.Linear(6, 5)
+        self.bias = nn.Parameter(torch.randn(5))
+
+    def forward(self, x):
+        y = F.relu(self.residual(x) + x)
+        y = F.hardswish(self.scaled(y) * self.scale + self.shift)
+        y = F.leaky_relu(self.depthwise(y) * 0.5 - 1.0, 0.1)
+        z = self.shared(y)
+        y = torch.sigmoid(z) * z
+        pooled = y.mean((2, 3))
+        return y, F.gelu(self.linear(pooled)) + self.bias
+
+
+CASES += [
+    Case("conv2d_elementwise_chains", ElementwiseChains(), (x(2, 6, 7, 5),)),
+]

@@ -1,10 +1,17 @@
 // Depthwise convolution (groups == input channels): output channel oc reads input channel
 // oc / mult through its own kh x kw taps. One work-item per output element.
 // Compile-time options: PAD_MODE (0 zeros, 1 reflect, 2 replicate, 3 circular) and ACT,
-// the activation fused into the store after the bias (see conv_activation.cl).
+// the activation fused into the store after the bias (see conv_activation.cl); STORE_ARGS
+// and STORE_VALUE(v, i), the elementwise operators chained after it (see gemm.cl).
 
 #ifndef PAD_MODE
 #define PAD_MODE 0
+#endif
+#ifndef STORE_ARGS
+#define STORE_ARGS
+#endif
+#ifndef STORE_VALUE
+#define STORE_VALUE(v, i) (v)
 #endif
 
 inline int pad_index(int i, int n) {
@@ -28,7 +35,7 @@ __kernel void depthwise_conv(
     __global float* restrict y, const int y_off,
     const int total, const int C, const int mult, const int H, const int W,
     const int Ho, const int Wo, const int kh, const int kw,
-    const int sh, const int sw, const int ph, const int pw, const int dh, const int dw)
+    const int sh, const int sw, const int ph, const int pw, const int dh, const int dw STORE_ARGS)
 {
     const int idx = get_global_id(0);
     if (idx >= total) return;
@@ -60,5 +67,5 @@ __kernel void depthwise_conv(
             acc = mad(plane[iy * W + ix], taps[i * kw + j], acc);
         }
     }
-    y[y_off + idx] = conv_activation(acc + (has_bias ? bias[bias_off + oc] : 0.0f));
+    y[y_off + idx] = conv_activation(STORE_VALUE(acc + (has_bias ? bias[bias_off + oc] : 0.0f), idx));
 }

@@ -5,6 +5,9 @@
 //   WM, WN       outputs per work-item (the work-group is (TN/WN, TM/WM, 1))
 //   PAD_MODE     convolutions: 0 zeros, 1 reflect, 2 replicate, 3 circular
 //   ACT          convolutions: the activation fused into the store (conv_activation.cl)
+//   STORE_ARGS, STORE_VALUE(v, i)   defined by a chain of elementwise operators fused after the
+//                product (ops/chain.py): its extra kernel arguments, and the value stored for
+//                output element i (its index in C, which is contiguous); by default v
 //
 // matmul_*: A and B are strided ((m, k) and (k, n) element strides), over up to three
 //   broadcast batch dims (dim 2 of the grid); C is contiguous (batch, M, N).
@@ -31,6 +34,12 @@
 #endif
 #ifndef PAD_MODE
 #define PAD_MODE 0
+#endif
+#ifndef STORE_ARGS
+#define STORE_ARGS
+#endif
+#ifndef STORE_VALUE
+#define STORE_VALUE(v, i) (v)
 #endif
 
 #define THREADS_M (TM / WM)
@@ -72,7 +81,7 @@ inline int pad_index(int i, int n) {
     __global float* restrict C, const int c_off,                                         \
     const int M, const int N, const int K, const int nb1, const int nb2,                 \
     const int a_s0, const int a_s1, const int a_s2,                                      \
-    const int b_s0, const int b_s1, const int b_s2
+    const int b_s0, const int b_s1, const int b_s2 STORE_ARGS
 
 #define MATMUL_SETUP                                                                     \
     const int z = get_global_id(2);                                                      \
@@ -82,7 +91,9 @@ inline int pad_index(int i, int n) {
     const int c_base = c_off + z * M * N;
 
 #define MATMUL_STORE(m, n, v)                                                            \
-    C[c_base + (m) * N + (n)] = (v) + (has_bias ? bias[bias_off + (m) * bias_sm + (n) * bias_sn] : 0.0f)
+    C[c_base + (m) * N + (n)] = STORE_VALUE(                                             \
+        (v) + (has_bias ? bias[bias_off + (m) * bias_sm + (n) * bias_sn] : 0.0f),        \
+        c_base - c_off + (m) * N + (n))
 
 __kernel __attribute__((reqd_work_group_size(THREADS_N, THREADS_M, 1)))
 void matmul_tiled(MATMUL_ARGS) {
@@ -140,7 +151,7 @@ __kernel void matmul_naive(MATMUL_ARGS) {
     __global float* restrict C, const int c_off,                                         \
     const int M, const int N, const int K,                                               \
     const int Cin, const int Cg, const int H, const int W, const int Cout,               \
-    const int Ho, const int Wo, const int sh, const int sw, const int ph, const int pw
+    const int Ho, const int Wo, const int sh, const int sw, const int ph, const int pw STORE_ARGS
 
 #define CONV_SETUP                                                                       \
     const int g = get_global_id(2);                                                      \
@@ -167,8 +178,8 @@ inline float conv_gather(__global const float* restrict X, const int4 t, const i
 #define CONV_STORE(m, n, v) {                                                            \
         const int oc = g * M + (m);                                                      \
         const int b = (n) / HoWo, p = (n) - b * HoWo;                                    \
-        C[c_off + (b * Cout + oc) * HoWo + p] =                                          \
-            conv_activation((v) + (has_bias ? bias[bias_off + oc] : 0.0f)); }
+        const int at = (b * Cout + oc) * HoWo + p;                                       \
+        C[c_off + at] = conv_activation(STORE_VALUE((v) + (has_bias ? bias[bias_off + oc] : 0.0f), at)); }
 
 __kernel __attribute__((reqd_work_group_size(THREADS_N, THREADS_M, 1)))
 void conv_tiled(CONV_ARGS) {

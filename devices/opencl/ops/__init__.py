@@ -4,6 +4,7 @@ package registers them all."""
 
 from graphexec.devices.opencl.ops import (  # noqa: F401  (imported for their registrations)
     attention,
+    chain,
     conv,
     elementwise,
     expression,

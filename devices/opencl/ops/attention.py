@@ -73,7 +73,7 @@ class MultiheadAttentionOp(Op):
         _, _, v_step, v_item = _layout(layer, value.shape)
 
         def project(x, rows, name, weight, bias, width):
-            out = device.alloc((rows, e))
+            out = launch.alloc((rows, e))
             w = device.constant(layer, name, lambda: np.asarray(weight, np.float32))
             b = None if bias is None else (device.constant(layer, name + "_bias", lambda: np.asarray(bias, np.float32)),
                                            0, 0, 1)
@@ -84,16 +84,16 @@ class MultiheadAttentionOp(Op):
         k = project(key, n * source, "w_k", layer.w_k, layer.b_k, layer.kdim)
         v = project(value, n * source, "w_v", layer.w_v, layer.b_v, layer.vdim)
         # scores[n, h] (length x source) = q[n, :, h] @ k[n, :, h]^T, read in place by strides
-        scores = device.alloc((n, heads, length, source))
+        scores = launch.alloc((n, heads, length, source))
         enqueue_matmul(launch, (q.buffer, q.offset, q_step * e, 1), (k.buffer, k.offset, 1, k_step * e), scores,
                        length, source, d, batch=(1, n, heads), a_batch=(0, q_item * e, d), b_batch=(0, k_item * e, d))
         self._weights(launch, layer, inputs, scores, n * heads * length, source, 1 / math.sqrt(d))
         # heads[n, h] (length x d) = weights[n, h] @ v[n, :, h]
-        per_head = device.alloc((n, heads, length, d))
+        per_head = launch.alloc((n, heads, length, d))
         enqueue_matmul(launch, (scores.buffer, scores.offset, source, 1), (v.buffer, v.offset, v_step * e, 1),
                        per_head, length, d, source, batch=(1, n, heads),
                        a_batch=(0, heads * length * source, length * source), b_batch=(0, v_item * e, d))
-        joined = device.alloc((n * length, e))  # the heads side by side, rows in the query's order
+        joined = launch.alloc((n * length, e))  # the heads side by side, rows in the query's order
         copy_strided(launch, per_head, 0, (heads * length * d, length * d, d, 1),
                      joined, 0, (q_item * e, d, q_step * e, 1), (n, heads, length, d))
         out = launch.output(0, query.shape)

@@ -114,6 +114,10 @@ class Launch:
         self.first_event: Any = None
         #: The kernel being enqueued, for error messages.
         self.kernel_name: str | None = None
+        #: Source put before every program's and arguments after every kernel's, while a
+        #: chain's producer enqueues (see :mod:`graphexec.devices.opencl.ops.chain`).
+        self.store_source = ""
+        self.store_args: tuple[Any, ...] = ()
         self._fresh: set[int] = set()
 
     # -- tensors ---------------------------------------------------------------------------
@@ -127,9 +131,18 @@ class Launch:
                 raise DeviceError(f"out[{index}] is {given.shape} {given.dtype}, the output is {shape} {dtype}")
             tensor = DeviceTensor(given.buffer, shape, dtype, None, given.offset, self.device)
         else:
-            tensor = self.device.alloc(shape, dtype)
+            tensor = self.new_output(shape, dtype)
         self._fresh.add(id(tensor))
         return tensor
+
+    def new_output(self, shape: tuple[int, ...], dtype: np.dtype) -> DeviceTensor:
+        """Memory for an output no tensor was given for (a view's copied output)."""
+        return self.device.alloc(shape, dtype)
+
+    def alloc(self, shape: Sequence[int], dtype: Any = F32) -> DeviceTensor:
+        """Working memory of the node, read by its own later commands only (attention's
+        projections and scores)."""
+        return self.device.alloc(shape, dtype)
 
     def view(self, source: DeviceTensor, shape: Sequence[int], offset: int = 0) -> DeviceTensor:
         """A contiguous view of ``source`` (its event included), ``offset`` elements further."""
@@ -138,7 +151,7 @@ class Launch:
 
     # -- enqueueing ------------------------------------------------------------------------
     def program(self, name: str, **defines: Any) -> Built:
-        return self.device.program(name, defines)
+        return self.device.program(name, defines, self.store_source)
 
     def row_program(self, name: str, kernel: str, length: int) -> tuple[Built, int]:
         """(program, LOCAL) for ``kernel`` of ``kernels/<name>.cl`` that gives each row of
@@ -157,8 +170,13 @@ class Launch:
     def enqueue(self, built: Built, name: str, global_size: Sequence[int], local_size: Sequence[int] | None,
                 *args: Any) -> Any:
         """Enqueue kernel ``name`` with ``args`` (ints as int32, floats as float32: see
-        :meth:`OpenCLDevice.kernel`)."""
+        :meth:`OpenCLDevice.kernel`), and the store's arguments."""
         self.kernel_name = name
+        return self.submit(built, name, global_size, local_size, args + self.store_args)
+
+    def submit(self, built: Built, name: str, global_size: Sequence[int], local_size: Sequence[int] | None,
+               args: tuple[Any, ...]) -> Any:
+        """Enqueue kernel ``name`` with all of its arguments."""
         kernel = self.device.cl_kernel(built, name, args)
         try:
             kernel.set_args(*args)
@@ -213,10 +231,14 @@ class Launch:
                 outputs[i] = target
         pending = [t for t in outputs if id(t) in self._fresh]
         if pending and self.last_event is None:
-            with self.device.host_calls:
-                marker = self.cl.enqueue_marker(self.queue, wait_for=self.wait_for or None)
-            self._enqueued(marker)
+            self.mark()
         for tensor in pending:
             tensor.event = self.last_event
             tensor.started = self.first_event
         return outputs
+
+    def mark(self) -> None:
+        """Enqueue a marker, the event of outputs no command wrote (empty ones)."""
+        with self.device.host_calls:
+            marker = self.cl.enqueue_marker(self.queue, wait_for=self.wait_for or None)
+        self._enqueued(marker)

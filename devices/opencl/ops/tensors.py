@@ -67,7 +67,8 @@ def _copyable(specs) -> str | None:
 # ------------------------------------------------------------------------------------------
 @implements(slicing.Cat, slicing.Stack)
 class JoinOp(Op):
-    """torch.cat / torch.stack: one copy per input into its place in the output."""
+    """torch.cat / torch.stack: one copy per input into its place in the output, but for
+    an input of a cat that its producer already wrote there."""
 
     float_only = False
 
@@ -96,10 +97,17 @@ class JoinOp(Op):
                              t.shape)
                 start += 1
             else:
-                copy_strided(launch, t, 0, contiguous_strides(t.shape), out, start * strides[axis], strides,
-                             t.shape)
+                place = start * strides[axis]
+                if not _lies_at(t, out, place, out_shape[:axis]):  # else its producer wrote it there
+                    copy_strided(launch, t, 0, contiguous_strides(t.shape), out, place, strides, t.shape)
                 start += t.shape[axis]
         return [out]
+
+
+def _lies_at(tensor: DeviceTensor, out: DeviceTensor, place: int, before: Sequence[int]) -> bool:
+    """Whether ``tensor`` already is its part of ``out``, ``place`` elements in (the memory
+    plan put it there, see ``Cat.input_offsets``): one contiguous run, at that offset."""
+    return tensor.buffer is out.buffer and tensor.offset == out.offset + place and math.prod(before) == 1
 
 
 @implements(slicing.ChannelShuffle)

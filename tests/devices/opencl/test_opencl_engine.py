@@ -425,6 +425,10 @@ def test_whole_detector_on_the_device(device):
     assert_same_detections(list(got), want, f"fasterrcnn_mobilenet_v3_320 on {device.name}")
     assert len(trace.stages) > 2 and all(p.rest is not None for p in trace.stages[:-1])
     assert sum(len(p.placement.on("opencl")) for p in trace.stages[1:]) > 0
+    with Engine.load(folder / "model.pnnx.param", device=device, threads=1) as sequential:  # stretches replayed
+        replayed = as_tuple(sequential.forward(x))
+        assert sequential._arenas(sequential.plan()).replay is not None
+    assert_same_detections(list(replayed), want, f"fasterrcnn_mobilenet_v3_320 on {device.name}, replayed")
 
 
 # -- the memory plan on the device -----------------------------------------------------------

@@ -95,20 +95,25 @@ def test_every_activation_the_store_applies_fuses(device, activations):
     assert_close(got, want, fused)
 
 
-@pytest.mark.parametrize("activations, expected", [
+@pytest.mark.parametrize("activations, apart", [
     ([("nn.GELU", {})], ["nn.Conv2d", "nn.GELU"]),
     ([("nn.ELU", {})], ["nn.Conv2d", "nn.ELU"]),
     ([("nn.Hardtanh", {"min_val": -1.0, "max_val": 1.0})], ["nn.Conv2d", "nn.Hardtanh"]),
     ([("nn.ReLU", {}), ("nn.SiLU", {})], ["nn.Conv2d+nn.ReLU", "nn.SiLU"]),
 ], ids=["gelu", "elu", "hardtanh(-1,1)", "relu-then-silu"])
-def test_an_activation_the_store_cannot_apply_stays_a_device_node_of_its_own(device, activations, expected):
-    """The CPU would fuse GELU, ELU and hardtanh too; on the device they stay separate
-    kernels rather than pull the convolution onto the CPU."""
+def test_an_activation_the_fused_store_cannot_apply_chains_into_the_convolution(device, activations, apart):
+    """GELU, ELU, hardtanh(-1, 1) and a ReLU then SiLU are beyond what a fused convolution's
+    store applies; the chain pass generates them into its store, one node. Without that
+    pass they stay separate device nodes rather than pull the convolution onto the CPU."""
     graph, ins = conv_then("conv2d_3x3_pad1_batch2", *activations)
     engine, got, want = device_and_cpu(graph, ins, device)
-    assert node_types(engine) == dict.fromkeys(expected, "opencl"), engine.placement
-    assert engine.placement.transfers == (1, 1)
-    assert_close(got, want, "+".join(expected))
+    chained = "+".join(["nn.Conv2d", *(t for t, _ in activations)])
+    assert node_types(engine) == {chained: "opencl"}, engine.placement
+    assert_close(got, want, chained)
+    unchained = Engine(graph, device=device, threads=1, passes_off={"fuse_chains"})
+    assert node_types(unchained) == dict.fromkeys(apart, "opencl"), unchained.placement
+    assert unchained.placement.transfers == (1, 1)
+    assert_close(unchained.forward(*ins), want, "+".join(apart))
 
 
 def test_bundled_model_runs_every_conv_relu_pair_as_one_node(device):

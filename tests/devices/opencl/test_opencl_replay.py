@@ -1,0 +1,415 @@
+"""Device stretches recorded once and replayed (graphexec/replay.py, devices/opencl/replay.py).
+
+A replayed run must give the bits of the node-by-node one (the same kernels with the same
+arguments), set no kernel argument, wait only where a dependency crosses queues, keep
+concurrent runs apart (each arena its own kernel objects), name a failing node, and leave
+to the node-by-node path whatever it cannot record; it must hold through new input shapes,
+timeouts and failures mid-run, engines sharing a device, plans completed at run time and
+chains, and cost the host less per node than the node-by-node path. Runs once per OpenCL
+device present (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+from graphexec.devices.opencl.ops.pooling import WindowPoolOp
+from graphexec.devices.opencl.replay import BoundReplay, KernelCall, Recorder
+
+from graphexec import DeviceError, Engine, RunTimeoutError, Trace
+from graphexec.replay import Replay
+from graphexec.transfers import Download, Upload, _Transfer
+from tests.devices.opencl.test_opencl_chains import CHAINS
+from tests.devices.opencl.test_opencl_engine import as_tuple, assert_close, bundled
+from tests.golden import OPS, assert_matches, load_io, more_io
+
+
+def replay_of(engine: Engine, *shapes):
+    """The engine's replay for the plan of ``shapes`` (the exported ones by default)."""
+    plan = engine.plan(*shapes)
+    return plan, engine._arenas(plan).replay
+
+
+def compute_nodes(plan) -> list[int]:
+    return [n.index for n in plan.nodes if n.device != "cpu" and not isinstance(n.step.layer, _Transfer)]
+
+
+def test_a_plan_all_on_the_device_is_one_stretch_with_the_node_by_node_bits(device):
+    param, ins, want = bundled("inception_mini")
+    with Engine.load(param, device=device, threads=1) as engine:
+        plan, replay = replay_of(engine)
+        uploads = [n.index for n in plan.nodes if isinstance(n.step.layer, Upload)]
+        assert replay is not None and len(replay.prepared.stretches) == 1
+        (stretch,) = replay.prepared.stretches
+        assert list(stretch) == sorted(uploads + compute_nodes(plan))
+        assert isinstance(plan.nodes[stretch[-1] + 1].step.layer, Download)
+        got = [engine.forward(*ins) for _ in range(3)]
+    with Engine.load(param, device=device, threads=1, reuse_memory=False) as apart:  # no arena: node by node
+        reference = apart.forward(*ins)
+    for g in got:
+        assert np.array_equal(g, reference)
+    assert_close(got[0], want[0], "inception_mini replayed vs PyTorch")
+
+
+def test_a_replayed_run_sets_no_kernel_argument_and_enqueues_what_was_recorded(device, monkeypatch):
+    import pyopencl as cl
+
+    param, ins, _ = bundled("inception_mini")
+    with Engine.load(param, device=device, threads=1) as engine:
+        want = engine.forward(*ins)  # binds the arena: its kernel objects get their arguments
+        _, replay = replay_of(engine)
+        recorded = sum(len(s.commands) for s in replay.prepared._stretches)
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("a replayed run set a kernel argument")
+
+        monkeypatch.setattr(cl.Kernel, "set_arg", refuse)
+        monkeypatch.setattr(cl.Kernel, "set_args", refuse)
+        with device.collect_launches() as found:
+            got = engine.forward(*ins)
+    assert np.array_equal(got, want)
+    assert len(found) == recorded
+    kernels = [call for s in replay.prepared._stretches for c in s.commands if isinstance(call := c.call, KernelCall)]
+    assert kernels and len(kernels) < recorded  # the upload is a recorded command too
+
+
+def test_only_a_dependency_that_crosses_queues_waits(device):
+    param, _, _ = bundled("inception_mini")
+    with Engine.load(param, device=device, threads=1) as engine:
+        plan, replay = replay_of(engine)
+    (stretch,) = replay.prepared._stretches
+    base = len(stretch.imports)
+    first_command: dict[int, int] = {}
+    for k, c in enumerate(stretch.commands):
+        first_command.setdefault(c.node, k)
+    producer = {name: n.index for n in plan.nodes for name in n.step.outputs}
+
+    def makers(name: str) -> set[int]:
+        """The nodes whose commands wrote ``name`` (through nodes that enqueue none: views,
+        joins whose inputs were written in place)."""
+        if name not in producer or producer[name] not in stretch.nodes:
+            return set()
+        node = producer[name]
+        if node in first_command:
+            return {node}
+        return set().union(*(makers(n) for n in plan.nodes[node].step.inputs))
+
+    crossing = 0
+    for k, c in enumerate(stretch.commands):
+        if k != first_command[c.node]:
+            assert c.waits == (), "only a node's first command may wait"
+            continue
+        waited = {stretch.commands[w - base].queue for w in c.waits if w >= base}
+        assert c.queue not in waited, "a command waits for its own queue"
+        queues = {plan.nodes[m].queue for n in plan.nodes[c.node].step.inputs for m in makers(n)}
+        assert waited == queues - {c.queue}, f"node {c.node} waits for queues {waited}, its inputs come from {queues}"
+        crossing += bool(waited)
+    assert {c.queue for c in stretch.commands} == {0, 1} and crossing > 0
+
+
+def test_a_plan_mixing_the_cpu_in_replays_each_device_stretch(device):
+    param, ins, want = bundled("inception_mini")
+    with Engine.load(param, device=device, threads=1, cpu_types={"nn.MaxPool2d"}) as engine:
+        plan, replay = replay_of(engine)
+        assert len(replay.prepared.stretches) >= 2
+        for stretch in replay.prepared.stretches:
+            assert all(plan.nodes[i].device == "opencl" for i in stretch)
+            assert list(stretch) == list(range(stretch[0], stretch[-1] + 1))
+        got = engine.forward(*ins)
+    with Engine.load(param, device=device, threads=1, cpu_types={"nn.MaxPool2d"}, reuse_memory=False) as apart:
+        assert np.array_equal(got, apart.forward(*ins))
+    assert_close(got, want[0], "inception_mini with pools on the CPU, replayed")
+
+
+def test_concurrent_callers_replay_each_with_their_own_arena_and_kernel_objects(device):
+    param, ins, _ = bundled("inception_mini")
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(ins[0].shape).astype(np.float32) for _ in range(6)]
+    with Engine.load(param, device=device, threads=1) as engine:
+        alone = [engine.forward(x) for x in xs]
+        start = threading.Barrier(3)
+
+        def call(k: int) -> list[np.ndarray]:
+            start.wait()
+            return [engine.forward(xs[(k + j) % len(xs)]) for j in range(8)]
+
+        with ThreadPoolExecutor(3) as pool:
+            results = list(pool.map(call, range(3)))
+        plan, replay = replay_of(engine)
+        pool_of_arenas = engine._arenas(plan)
+        bound = [views.bound[replay] for _, views in pool_of_arenas._free if replay in views.bound]
+    for k, runs in enumerate(results):
+        for j, got in enumerate(runs):
+            assert np.array_equal(got, alone[(k + j) % len(xs)]), f"caller {k}, run {j}"
+    assert pool_of_arenas.created >= 2 and len(bound) >= 2
+    kernels = [{id(entry[2]) for s in b.stretches for entry in s.program if entry[2] is not None} for b in bound]
+    for a in range(len(kernels)):
+        for b in range(a + 1, len(kernels)):
+            assert not kernels[a] & kernels[b], "two arenas share a kernel object"
+
+
+def test_a_failing_launch_in_a_replay_names_its_node_and_kernel(device, monkeypatch):
+    import pyopencl as cl
+
+    param, ins, _ = bundled("inception_mini")
+    engine = Engine.load(param, device=device, threads=1)
+    engine.forward(*ins)
+    plan, replay = replay_of(engine)
+    (stretch,) = replay.prepared._stretches
+    kernels = [c for c in stretch.commands if isinstance(c.call, KernelCall)]
+    target = kernels[len(kernels) // 2]  # a node in the middle of the stretch
+    node = plan.nodes[target.node]
+    count = [0]
+    real = cl.enqueue_nd_range_kernel
+
+    def enqueue(queue, kernel, *args, **kwargs):
+        count[0] += 1
+        if count[0] == len(kernels) // 2 + 1:
+            raise cl.RuntimeError(cl._cl._ErrorRecord(
+                msg="clEnqueueNDRangeKernel failed: OUT_OF_RESOURCES", code=-5, routine="clEnqueueNDRangeKernel"))
+        return real(queue, kernel, *args, **kwargs)
+
+    want = engine.forward(*ins)
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", enqueue)
+    with pytest.raises(DeviceError) as raised:
+        engine.forward(*ins)
+    text = str(raised.value)
+    assert f"node {node.name} ({node.type})" in text and f"kernel {target.call.name}" in text
+    assert device.name in text and "OUT_OF_RESOURCES" in text
+    assert count[0] == len(kernels) // 2 + 1, "the stretch went on after its failing launch"
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", real)
+    for _ in range(2):  # the engine goes on working, on the arena the failed run held, once launches go through
+        assert np.array_equal(engine.forward(*ins), want)
+    engine.close()
+
+
+def test_a_node_that_cannot_be_recorded_runs_node_by_node_between_stretches(device, monkeypatch):
+    param, ins, want = bundled("inception_mini")
+    real = WindowPoolOp.run
+
+    def not_while_recording(self, launch, layer, inputs):
+        if isinstance(launch, Recorder):
+            raise DeviceError("pretend this op cannot be recorded")
+        return real(self, launch, layer, inputs)
+
+    monkeypatch.setattr(WindowPoolOp, "run", not_while_recording)
+    with Engine.load(param, device=device, threads=1) as engine:
+        plan, replay = replay_of(engine)
+        pools = {n.index for n in plan.nodes if n.type == "nn.MaxPool2d"}
+        replayed = {i for s in replay.prepared.stretches for i in s}
+        assert pools and not pools & replayed and len(replay.prepared.stretches) >= 2
+        assert set(compute_nodes(plan)) - pools <= replayed
+        got = engine.forward(*ins)
+    assert_close(got, want[0], "inception_mini with its pools run node by node")
+
+
+def test_fallback_moves_a_node_to_the_cpu_and_the_rest_still_replays(device, monkeypatch):
+    def broken(self, launch, layer, inputs):
+        raise DeviceError(f"pretend kernel failure in {layer.name}")
+
+    monkeypatch.setattr(WindowPoolOp, "run", broken)
+    param, ins, want = bundled("inception_mini")
+    with Engine.load(param, device=device, threads=1, fallback=True) as engine:
+        plan, replay = replay_of(engine)
+        assert all(n.device == "cpu" for n in plan.nodes if n.type == "nn.MaxPool2d")
+        assert len(replay.prepared.stretches) >= 2
+        assert {i for s in replay.prepared.stretches for i in s} >= set(compute_nodes(plan))
+        assert_close(engine.forward(*ins), want[0], "inception_mini, pools moved to the CPU, replayed")
+
+
+# -- what replay must keep: the same bits through shape changes, timeouts, other engines and rests --
+def node_by_node(monkeypatch) -> None:
+    """Runs after this go node by node over the same plan and arena (no stretch is usable)."""
+    monkeypatch.setattr(Replay, "usable", lambda self, keep: False)
+
+
+def test_a_new_input_shape_gets_its_own_replay_with_the_node_by_node_bits(device):
+    param, ins, _ = bundled("inception_mini")
+    rng = np.random.default_rng(5)
+    shapes = [ins[0].shape, (1, 3, 40, 48), ins[0].shape, (1, 3, 72, 56)]
+    xs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    with Engine.load(param, device=device, threads=1) as engine, \
+            Engine.load(param, device=device, threads=1, reuse_memory=False) as apart, \
+            Engine.load(param, threads=1) as cpu:
+        got = [engine.forward(x) for x in xs]
+        replays = {shape: replay_of(engine, shape)[1] for shape in shapes}
+        for x, g in zip(xs, got):
+            assert np.array_equal(g, apart.forward(x)), f"replayed vs node by node at {x.shape}"
+            assert_close(g, cpu.forward(x), f"replayed vs the CPU at {x.shape}")
+    assert all(r is not None for r in replays.values()) and len({id(r) for r in replays.values()}) == 3
+
+
+def test_a_timeout_stops_before_a_stretch_and_leaves_the_arena_giving_the_same_bits(device):
+    """The deadline is checked as each stretch starts (a stretch is enqueued whole); a run that
+    times out with stretches in flight leaves the engine, and the arena it held, as before."""
+    from tests.graphexec.test_run_options import Ticks
+
+    param, ins, _ = bundled("inception_mini")
+    rng = np.random.default_rng(11)
+    xs = [rng.standard_normal(ins[0].shape).astype(np.float32) for _ in range(2)]
+    clock = Ticks(1.0)  # one second a read: the run reads it once, then before each node or stretch
+    with Engine.load(param, device=device, threads=1, cpu_types={"nn.MaxPool2d"}, clock=clock) as engine:
+        want = [engine.forward(x) for x in xs]
+        _, replay = replay_of(engine)
+        started: list[int] = []
+        real = BoundReplay.run
+
+        def run(self, k, values):
+            started.append(k)
+            return real(self, k, values)
+
+        BoundReplay.run = run
+        try:
+            with pytest.raises(RunTimeoutError):
+                engine.forward(xs[0], timeout=0.5)  # past the deadline at the first stretch's start
+            assert started == []
+            timed_out = 0
+            for timeout in np.arange(1.5, 3 * len(replay.prepared.stretches) + 4, 1.0):
+                started.clear()
+                try:
+                    engine.forward(xs[0], timeout=float(timeout))
+                except RunTimeoutError:
+                    timed_out += bool(started)
+                for x, w in zip(xs, want):
+                    assert np.array_equal(engine.forward(x), w), f"after a run timed out at {timeout} s"
+        finally:
+            BoundReplay.run = real
+    assert timed_out >= 2  # runs stopped with one stretch or more enqueued
+
+
+def test_engines_on_one_device_and_on_a_device_of_their_own_replay_at_once(device, tmp_path):
+    """Three engines share the device's two queues (all on the device, pools on the CPU, the
+    concurrent scheduler) beside one on a second device object of one queue; each call gives
+    what it gives alone."""
+    from graphexec.devices.opencl import open_device
+
+    param, ins, _ = bundled("inception_mini")
+    other = open_device(f"opencl:{device.info.index}", queues=1, cache_dir=tmp_path)
+    rng = np.random.default_rng(13)
+    xs = [rng.standard_normal(ins[0].shape).astype(np.float32) for _ in range(5)]
+    engines = [Engine.load(param, device=device, threads=1),
+               Engine.load(param, device=device, threads=1, cpu_types={"nn.MaxPool2d"}),
+               Engine.load(param, device=device, threads=2),
+               Engine.load(param, device=other, threads=1)]
+    try:
+        alone = [[e.forward(x) for x in xs] for e in engines]
+        start = threading.Barrier(len(engines) * 2)
+
+        def call(k: int) -> list[np.ndarray]:
+            start.wait()
+            engine = engines[k % len(engines)]
+            return [engine.forward(xs[(k + j) % len(xs)]) for j in range(6)]
+
+        with ThreadPoolExecutor(len(engines) * 2) as pool:
+            results = list(pool.map(call, range(len(engines) * 2)))
+        assert replay_of(engines[0])[1] is not None and replay_of(engines[3])[1] is not None
+    finally:
+        for e in engines:
+            e.close()
+        other.release()
+    for k, runs in enumerate(results):
+        for j, got in enumerate(runs):
+            assert np.array_equal(got, alone[k % len(engines)][(k + j) % len(xs)]), f"caller {k}, run {j}"
+
+
+def test_the_rests_planned_at_run_time_replay_their_stretches(device):
+    """A plan completed at run time replays its device stretches too (those with tensors in
+    the device arena: empty rows have none and run node by node): the same bits as the
+    traced (node by node) run and PyTorch's answer, for every saved input set."""
+    folder = OPS / "dynamic" / "after_a_threshold"
+    replayed: list[Any] = []
+    rests_replayed = 0
+    real = Replay.bind
+
+    def bind(self, views):
+        replayed.append(self)
+        return real(self, views)
+
+    with Engine.load(folder / "model.pnnx.param", device=device, threads=1) as engine:
+        Replay.bind = bind
+        try:
+            for ins, want in [load_io(folder), *more_io(folder)]:
+                trace = Trace()
+                traced = as_tuple(engine.forward(*ins, trace=trace))  # a traced run goes node by node
+                replayed.clear()
+                got = as_tuple(engine.forward(*ins))
+                for plan in trace.stages[1:]:
+                    pool = engine._arenas(plan)
+                    if "opencl" in pool.memory.homes.values():
+                        assert pool.replay is not None and pool.replay in replayed, \
+                            f"t={ins[3]}: {plan.placement}"
+                        rests_replayed += 1
+                for k, (g, t, w) in enumerate(zip(got, traced, want, strict=True)):
+                    assert g.tobytes() == t.tobytes(), f"t={ins[3]} out{k}: replayed vs node by node"
+                    assert_matches(g, w, what=f"t={ins[3]} out{k}")
+        finally:
+            Replay.bind = real
+    assert rests_replayed >= 4
+
+
+def test_chains_replayed_give_the_bits_of_chains_run_node_by_node(device, monkeypatch):
+    ins, want = load_io(CHAINS)
+    with Engine.load(CHAINS / "model.pnnx.param", device=device, threads=1) as engine:
+        plan, replay = replay_of(engine)
+        chains = {n.index for n in plan.nodes if n.type.count("+") >= 2}
+        assert chains and chains <= {i for s in replay.prepared.stretches for i in s}
+        got = [as_tuple(engine.forward(*ins)) for _ in range(2)]
+        node_by_node(monkeypatch)
+        apart = as_tuple(engine.forward(*ins))
+    for run in got:
+        for k, (g, a, w) in enumerate(zip(run, apart, want, strict=True)):
+            assert np.array_equal(g, a), f"out{k}"
+            assert_matches(g, w, what=f"conv2d_elementwise_chains out{k}, replayed")
+
+
+def test_a_replayed_run_costs_the_host_a_fraction_of_a_node_by_node_one(device, monkeypatch):
+    """The same plan and arena, replayed and node by node: the same kernels enqueued, and
+    per device node no kernel argument set and under a fifth of the Python and C calls."""
+    import pyopencl as cl
+
+    param, ins, _ = bundled("inception_mini")
+    counts = {"enqueue": 0, "set_args": 0}
+    enqueue, set_args = cl.enqueue_nd_range_kernel, cl.Kernel.set_args
+
+    def counted_enqueue(*args, **kwargs):
+        counts["enqueue"] += 1
+        return enqueue(*args, **kwargs)
+
+    def counted_set_args(self, *args):
+        counts["set_args"] += 1
+        return set_args(self, *args)
+
+    def measured(engine: Engine) -> tuple[int, int, int, np.ndarray]:
+        engine.forward(*ins)  # binds what a first run binds
+        for key in counts:
+            counts[key] = 0
+        calls = [0]
+
+        def profile(frame, event, arg):
+            if event in ("call", "c_call"):
+                calls[0] += 1
+
+        sys.setprofile(profile)
+        try:
+            out = engine.forward(*ins)
+        finally:
+            sys.setprofile(None)
+        return calls[0], counts["enqueue"], counts["set_args"], out
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", counted_enqueue)
+    monkeypatch.setattr(cl.Kernel, "set_args", counted_set_args)
+    with Engine.load(param, device=device, threads=1) as engine:
+        nodes = len([n for n in engine.plan().nodes if n.device != "cpu"])
+        replayed = measured(engine)
+        node_by_node(monkeypatch)
+        apart = measured(engine)
+    assert np.array_equal(replayed[3], apart[3])
+    assert replayed[1] == apart[1] > 0, "the same kernels are enqueued either way"
+    assert replayed[2] == 0 and apart[2] >= apart[1]
+    assert replayed[0] / nodes < apart[0] / nodes / 5, (
+        f"calls a device node: replayed {replayed[0] / nodes:.1f}, node by node {apart[0] / nodes:.1f}")

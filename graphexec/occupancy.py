@@ -10,8 +10,11 @@ run of such an engine asks :func:`room_for` first and, where the cores are taken
 
 Other processes' load is read from ``/proc/stat`` (the busy time of the CPUs this
 process may use) less this process's own CPU time, over the time since the last reading,
-at most every :data:`SAMPLE_SECONDS`; until a first interval is over (and where there is no
-``/proc/stat``), from the load average. Runs in flight are counted here by every engine of
+at most every :data:`SAMPLE_SECONDS`. A reading older than :data:`STALE_SECONDS` tells of
+the past, not of now (a server idle between requests while its neighbours worked, or the
+reverse): then, as before a first interval is over, the threads runnable at this moment
+(``/proc/loadavg``) less the caller's own say it; and where neither file is, the load
+average. Runs in flight are counted here by every engine of
 the process, whether it adapts or not.
 """
 
@@ -29,6 +32,8 @@ SAMPLE_SECONDS = 0.1
 #: How much of a core other processes may take, beyond the cores the engine leaves free,
 #: before it runs on one thread.
 SPARE_CORE = 0.3
+#: A busy-time reading older than this is not taken as the load of now.
+STALE_SECONDS = 1.0
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -36,8 +41,9 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 class Occupancy:
     """The process's view of its cores (one per process: :func:`occupancy`)."""
 
-    def __init__(self, stat_path: str = "/proc/stat"):
+    def __init__(self, stat_path: str = "/proc/stat", loadavg_path: str = "/proc/loadavg"):
         self.stat_path = stat_path
+        self.loadavg_path = loadavg_path
         self._lock = threading.Lock()
         #: Runs in flight in this process (every engine's).
         self.running = 0
@@ -68,17 +74,29 @@ class Occupancy:
         """Cores' worth of work of other processes on this process's CPUs, lately."""
         now = time.monotonic()
         last = self._last
-        if last is None or now - last[0] >= SAMPLE_SECONDS:
-            sample = self._sample(now)
-            if sample is not None:
-                if last is not None:
-                    busy, total, ours = sample[1] - last[1], sample[2] - last[2], (sample[3] - last[3]) * _TICKS
-                    cpus = max(1, len(_cpus()))
-                    self.foreign = max(0.0, busy - ours) / max(1, total) * cpus
-                self._last = sample
-        if self.foreign is not None:
-            return self.foreign
-        return _load_average()
+        if last is not None and now - last[0] < SAMPLE_SECONDS:
+            return self.foreign if self.foreign is not None else self._now()
+        sample = self._sample(now)
+        if sample is None:
+            return self._now()
+        self._last = sample
+        if last is None or now - last[0] > STALE_SECONDS:
+            self.foreign = None  # no interval to speak of now
+            return self._now()
+        busy, total, ours = sample[1] - last[1], sample[2] - last[2], (sample[3] - last[3]) * _TICKS
+        cpus = max(1, len(_cpus()))
+        self.foreign = max(0.0, busy - ours) / max(1, total) * cpus
+        return self.foreign
+
+    def _now(self) -> float:
+        """Threads runnable on the machine at this moment, less the caller (``/proc/loadavg``'s
+        fourth field); the load average where that file is not."""
+        try:
+            with open(self.loadavg_path, "rb") as f:
+                runnable = int(f.read().split()[3].split(b"/")[0])
+        except (OSError, ValueError, IndexError):
+            return _load_average()
+        return float(max(0, runnable - 1))
 
     def _sample(self, now: float) -> tuple[float, int, int, float] | None:
         """(time, busy ticks, all ticks) of this process's CPUs, and its own CPU seconds."""

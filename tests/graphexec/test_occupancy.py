@@ -11,7 +11,7 @@ import pytest
 
 from graphexec import Engine
 from graphexec import occupancy as occupancy_module
-from graphexec.occupancy import SAMPLE_SECONDS, Occupancy
+from graphexec.occupancy import SAMPLE_SECONDS, STALE_SECONDS, Occupancy
 from tests.paths import REPO
 
 MODELS = REPO / "examples" / "models"
@@ -31,6 +31,14 @@ def stat(tmp_path, busy: list[int], idle: list[int]):
     (tmp_path / "stat").write_text("\n".join(lines) + "\n")
 
 
+def runnable(tmp_path, threads: int):
+    (tmp_path / "loadavg").write_text(f"5.00 4.00 3.00 {threads}/321 4567\n")
+
+
+def watching(tmp_path, stat_name: str = "stat") -> Occupancy:
+    return Occupancy(str(tmp_path / stat_name), str(tmp_path / "loadavg"))
+
+
 @pytest.fixture
 def two_cpus(monkeypatch):
     monkeypatch.setattr(occupancy_module, "_cpus", lambda: {0, 1})
@@ -45,10 +53,10 @@ def two_cpus(monkeypatch):
 @pytest.mark.other_processes
 def test_other_processes_load_is_the_cpus_busy_time_less_this_processs(tmp_path, two_cpus, monkeypatch):
     clock, cpu = two_cpus
-    monkeypatch.setattr(occupancy_module, "_load_average", lambda: 5.0)
     stat(tmp_path, [0, 0], [100, 100])
-    watch = Occupancy(str(tmp_path / "stat"))
-    assert watch.foreign_cores() == 5.0  # no interval yet: the load average
+    runnable(tmp_path, 3)
+    watch = watching(tmp_path)
+    assert watch.foreign_cores() == 2.0  # no interval yet: the threads runnable now, less the caller
     clock.now += 1.0
     cpu.now += 0.8                       # this process: 80 ticks of the 150 busy ones of 200
     stat(tmp_path, [100, 50], [100, 150])
@@ -57,14 +65,14 @@ def test_other_processes_load_is_the_cpus_busy_time_less_this_processs(tmp_path,
     clock.now += SAMPLE_SECONDS / 2      # too soon to read again: the last estimate
     stat(tmp_path, [100, 50], [1000, 1000])
     assert watch.foreign_cores() == pytest.approx(0.7)
-    clock.now += 1.0
+    clock.now += STALE_SECONDS - SAMPLE_SECONDS
     stat(tmp_path, [110, 60], [190, 240])
     assert watch.foreign_cores() == pytest.approx(0.2) and watch.room_for(2, 2)
 
 
 def test_a_run_in_flight_leaves_no_room(tmp_path, two_cpus):
     stat(tmp_path, [0, 0], [0, 0])
-    watch = Occupancy(str(tmp_path / "stat"))
+    watch = watching(tmp_path)
     watch.foreign = 0.0
     watch._last = (two_cpus[0].now, 0, 0, 0.0)
     assert watch.room_for(2, 2)
@@ -74,9 +82,29 @@ def test_a_run_in_flight_leaves_no_room(tmp_path, two_cpus):
 
 
 @pytest.mark.other_processes
-def test_without_proc_stat_the_load_average_says(tmp_path, two_cpus, monkeypatch):
+def test_a_reading_older_than_a_second_gives_way_to_the_threads_runnable_now(tmp_path, two_cpus):
+    clock, cpu = two_cpus
+    stat(tmp_path, [0, 0], [100, 100])
+    runnable(tmp_path, 1)
+    watch = watching(tmp_path)
+    assert watch.foreign_cores() == 0.0
+    clock.now += STALE_SECONDS * 3       # the neighbours worked all that while, and stopped
+    stat(tmp_path, [300, 300], [100, 100])
+    assert watch.foreign_cores() == 0.0 and watch.room_for(2, 2)
+    clock.now += SAMPLE_SECONDS * 2      # a fresh interval: the busy time says again
+    stat(tmp_path, [310, 310], [110, 110])
+    runnable(tmp_path, 7)
+    assert watch.foreign_cores() == pytest.approx(1.0)
+    clock.now += STALE_SECONDS * 3       # idle here while the neighbours start: now they count
+    stat(tmp_path, [320, 320], [700, 700])
+    runnable(tmp_path, 3)
+    assert watch.foreign_cores() == 2.0 and not watch.room_for(2, 2)
+
+
+@pytest.mark.other_processes
+def test_without_proc_the_load_average_says(tmp_path, two_cpus, monkeypatch):
     monkeypatch.setattr(occupancy_module, "_load_average", lambda: 0.2)
-    watch = Occupancy(str(tmp_path / "missing"))
+    watch = Occupancy(str(tmp_path / "missing"), str(tmp_path / "missing_too"))
     assert watch.foreign_cores() == 0.2 and watch.room_for(2, 2)
 
 

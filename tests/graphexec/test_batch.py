@@ -256,11 +256,21 @@ def dask_cluster():
 
     import dask
 
+    # A nanny sets OMP_NUM_THREADS=1 and the like in the process that starts it; left there,
+    # every later test's engine would count one core (graphexec.threads.cpu_count).
+    before = {key: os.environ.get(key) for key in DASK_ENVIRON}
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):  # a task survives one death
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                            dashboard_address=":0", silence_logs=logging.ERROR)
-    with cluster:
-        yield cluster
+    try:
+        with cluster:
+            yield cluster
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def test_dask_on_an_existing_cluster(dask_cluster, folder, expected):
@@ -340,8 +350,8 @@ def ray_instance():
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         ray.shutdown()
-    # A Dask cluster started in this process (by the Dask tests) left OMP_NUM_THREADS=1 and
-    # the like in its environment; Ray's workers would inherit them.
+    # Ray's workers inherit this process's environment: none of a Dask nanny's settings
+    # (the Dask fixture gives them back, but a cluster of the user's kind may not).
     left = {key: os.environ.pop(key) for key in DASK_ENVIRON if key in os.environ}
     ray.init(num_cpus=2, include_dashboard=False, logging_level="error", log_to_driver=False)
     os.environ.update(left)

@@ -238,7 +238,13 @@ class Launch:
         return outputs
 
     def mark(self) -> None:
-        """Enqueue a marker, the event of outputs no command wrote (empty ones)."""
+        """Enqueue a marker, the event of outputs no command wrote (empty ones, joins in
+        place). A node with only a marker has no device span, as a view has none: a
+        marker's profiling stamps are not a command's (NVIDIA's driver gives one that waits
+        on another queue the stamps of the previous command on its own queue)."""
+        only = self.first_event is None
         with self.device.host_calls:
             marker = self.cl.enqueue_marker(self.queue, wait_for=self.wait_for or None)
         self._enqueued(marker)
+        if only:
+            self.first_event = None

@@ -244,6 +244,27 @@ def test_kernel_scalars_are_declared_on_first_use_and_packed_from_any_python_num
         launch.enqueue(built, "scalars", (1,), None, out.buffer, 2**31, 0.0)
 
 
+def test_a_node_that_enqueues_only_a_marker_has_no_device_span(device):
+    """A join whose inputs all lie in place enqueues only a marker, the event its readers
+    wait on; a marker's profiling stamps need not be a command's (on NVIDIA's driver, one
+    that waits on another queue carries the stamps of its queue's previous command), so
+    such a node gets no span, as a view gets none."""
+    from graphexec.devices.opencl.ops import Launch
+
+    before = device.upload(np.ones(4, np.float32), 1)
+    launch = Launch(device, device.queue(0), [before.event], None)
+    launch.mark()
+    assert launch.first_event is None and launch.last_event is not None
+    launch.last_event.wait()
+    built = device.source_program(SCALARS, "the scalars test")
+    out = device.alloc((2,), np.float32)
+    launch = Launch(device, device.queue(0), [], None)
+    launch.enqueue(built, "scalars", (1,), None, out.buffer, 1, 2.0)
+    launch.mark()  # after a command: the node's span starts at that command
+    assert launch.first_event is not None and launch.first_event is not launch.last_event
+    launch.last_event.wait()
+
+
 def test_threads_running_one_layer_at_once(device):
     """Each thread has its own kernel objects, so concurrent runs do not mix arguments."""
     layer = make_layer("nn.LeakyReLU", {"negative_slope": 0.5})

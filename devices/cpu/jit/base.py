@@ -60,3 +60,32 @@ class JitKernel(CpuKernel):
         from graphexec.devices.cpu.jit.compiler import ready
 
         return ready(module, name, *example)
+
+
+class BandKernel(JitKernel):
+    """A compiled kernel of one float32 output whose loop runs a band ``[start, end)`` of
+    an axis (:meth:`band`), on views of its input and output shaped ``shape`` and
+    ``out_shape``: a run is the whole axis, a piece one band of it."""
+
+    shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    #: The axis of ``out_shape`` whose bands the loop runs.
+    band_axis = 1
+
+    def band(self, x: np.ndarray, out: np.ndarray, start: int, end: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement band")
+
+    def _views(self, inputs: list[Any], outputs: list[Any] | None) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        x = fitted(np.asarray(inputs[0]).reshape(self.shape))
+        if outputs is not None and fits(outputs[0]):
+            return x, outputs[0].reshape(self.out_shape), outputs
+        out = np.empty(self.output_specs[0].shape, FLOAT32)
+        return x, out.reshape(self.out_shape), [out]
+
+    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
+        x, out, result = self._views(inputs, outputs)
+        self.band(x, out, 0, self.out_shape[self.band_axis])
+        if outputs is not None and result is not outputs:
+            np.copyto(outputs[0], result[0])
+            return outputs
+        return result

@@ -17,7 +17,7 @@ import numpy as np
 
 from graphexec.devices.base import Hints, Piece
 from graphexec.devices.cpu.conv import _lifted
-from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, bounds, fits, fitted
+from graphexec.devices.cpu.jit.base import FLOAT32, BandKernel, bounds, fits
 from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers.conv import Conv1d, Conv2d
 from graphexec.layers.specs import TensorSpec
@@ -50,7 +50,7 @@ def _depthwise_layer(layer: Any) -> bool:
 
 
 @cpu_kernel(Conv2d, Conv1d)
-class JitDepthwiseConv(JitKernel):
+class JitDepthwiseConv(BandKernel):
     """A float32 depthwise convolution by compiled loops."""
 
     @classmethod
@@ -96,7 +96,7 @@ class JitDepthwiseConv(JitKernel):
             self.run_loop = self.loop("conv", "depthwise_first", x, weights.first, weights.bias, x, *self.geometry,
                                       *self.grid, 0, 0, self.codes, self.params)
 
-    def _call(self, x: np.ndarray, out: np.ndarray, c0: int, c1: int) -> None:
+    def band(self, x: np.ndarray, out: np.ndarray, c0: int, c1: int) -> None:
         weights = self.weights
         if self.channels_last:
             self.run_loop(x, weights.last, weights.bias, out, *self.geometry, c0, c1, self.codes, self.params)
@@ -104,20 +104,6 @@ class JitDepthwiseConv(JitKernel):
             self.run_loop(x, weights.first, weights.bias, out, *self.geometry, *self.grid, c0, c1, self.codes,
                           self.params)
 
-    def _views(self, inputs: list[Any], outputs: list[Any] | None) -> tuple[np.ndarray, np.ndarray, list[Any]]:
-        x = fitted(np.asarray(inputs[0]).reshape(self.shape))
-        if outputs is not None and fits(outputs[0]):
-            return x, outputs[0].reshape(self.out_shape), outputs
-        out = np.empty(self.output_specs[0].shape, FLOAT32)
-        return x, out.reshape(self.out_shape), [out]
-
-    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
-        x, out, result = self._views(inputs, outputs)
-        self._call(x, out, 0, self.out_shape[1])
-        if outputs is not None and result is not outputs:
-            np.copyto(outputs[0], result[0])
-            return outputs
-        return result
 
     def splits(self) -> bool:
         return self.macs >= SHARE_MIN_MACS and self.out_shape[1] >= 2
@@ -127,12 +113,12 @@ class JitDepthwiseConv(JitKernel):
             return None
         x, out, _ = self._views(inputs, outputs)
         every = slice(None)
-        return [Piece(partial(self._call, x, out, c0, c1), (every, slice(c0, c1)))
+        return [Piece(partial(self.band, x, out, c0, c1), (every, slice(c0, c1)))
                 for c0, c1 in bounds(self.out_shape[1], count)]
 
 
 @cpu_kernel(Conv2d, Conv1d)
-class JitIm2colConv(JitKernel):
+class JitIm2colConv(BandKernel):
     """A dense float32 convolution by im2col: the columns filled by a compiled loop, then
     the numpy kernel's own product (with the bias folded into it where the numpy kernel
     folds it), so the same bits; in bands of output rows when it runs alone while threads
@@ -140,6 +126,7 @@ class JitIm2colConv(JitKernel):
     time (see docs/benchmarks.md)."""
 
     name = "jit im2col"
+    band_axis = 2  # rows of the output
 
     @classmethod
     def accepts(cls, layer, inputs, outputs, hints) -> bool:
@@ -175,7 +162,7 @@ class JitIm2colConv(JitKernel):
         x = np.zeros((1, 1, 1), np.float32)
         self.run_loop = self.loop("conv", "im2col", x, x[0], *self.geometry, 0, 0, 0, False)
 
-    def _rows(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
+    def band(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
         """Output rows ``r0:r1`` of every image."""
         _, cout, ho, wo = self.out_shape
         cols = self.device.scratch.take("jit cols", (self.depth, (r1 - r0) * wo), FLOAT32)
@@ -186,20 +173,6 @@ class JitIm2colConv(JitKernel):
             if self.column is not None:
                 np.add(band, self.column, out=band)
 
-    def _views(self, inputs: list[Any], outputs: list[Any] | None) -> tuple[np.ndarray, np.ndarray, list[Any]]:
-        x = fitted(np.asarray(inputs[0]).reshape(self.shape))
-        if outputs is not None and fits(outputs[0]):
-            return x, outputs[0].reshape(self.out_shape), outputs
-        out = np.empty(self.output_specs[0].shape, FLOAT32)
-        return x, out.reshape(self.out_shape), [out]
-
-    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
-        x, out, result = self._views(inputs, outputs)
-        self._rows(x, out, 0, self.out_shape[2])
-        if outputs is not None and result is not outputs:
-            np.copyto(outputs[0], result[0])
-            return outputs
-        return result
 
     def splits(self) -> bool:
         x = self.input_specs[0]
@@ -210,7 +183,7 @@ class JitIm2colConv(JitKernel):
             return None
         x, out, _ = self._views(inputs, outputs)
         every = slice(None)
-        return [Piece(partial(self._rows, x, out, r0, r1), (every, every, slice(r0, r1)))
+        return [Piece(partial(self.band, x, out, r0, r1), (every, every, slice(r0, r1)))
                 for r0, r1 in bounds(self.out_shape[2], count)]
 
 

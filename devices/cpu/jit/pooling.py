@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.devices.base import Piece
-from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, bounds, fits, fitted
+from graphexec.devices.cpu.jit.base import FLOAT32, BandKernel, bounds, fits
 from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers._pool_math import outer_product, window_counts
 from graphexec.layers.pooling import _AvgPool, _MaxPool
@@ -21,8 +21,10 @@ SHARE_MIN_READS = 1_000_000
 
 
 @cpu_kernel(_MaxPool, _AvgPool)
-class JitPool(JitKernel):
+class JitPool(BandKernel):
     """A float32 max or average pool of the last one or two dims, by compiled loops."""
+
+    band_axis = 0  # planes
 
     @classmethod
     def accepts(cls, layer, inputs, outputs, hints) -> bool:
@@ -72,23 +74,9 @@ class JitPool(JitKernel):
         self.run_loop = self.loop("pool", "pool", x, x, self.divisor, self.average, *self.geometry, 0, 0, self.codes,
                                   self.params)
 
-    def _call(self, x: np.ndarray, out: np.ndarray, b0: int, b1: int) -> None:
+    def band(self, x: np.ndarray, out: np.ndarray, b0: int, b1: int) -> None:
         self.run_loop(x, out, self.divisor, self.average, *self.geometry, b0, b1, self.codes, self.params)
 
-    def _views(self, inputs: list[Any], outputs: list[Any] | None) -> tuple[np.ndarray, np.ndarray, list[Any]]:
-        x = fitted(np.asarray(inputs[0])).reshape(self.shape)
-        if outputs is not None and fits(outputs[0]):
-            return x, outputs[0].reshape(self.out_shape), outputs
-        out = np.empty(self.output_specs[0].shape, FLOAT32)
-        return x, out.reshape(self.out_shape), [out]
-
-    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
-        x, out, result = self._views(inputs, outputs)
-        self._call(x, out, 0, self.planes)
-        if outputs is not None and result is not outputs:
-            np.copyto(outputs[0], result[0])
-            return outputs
-        return result
 
     def splits(self) -> bool:
         return self.reads >= SHARE_MIN_READS and self.planes >= 2
@@ -105,5 +93,5 @@ class JitPool(JitKernel):
         every = slice(None)
         if axis == 1 and lead[0] != 1:
             return None
-        return [Piece(partial(self._call, x, flat, a0 * per, a1 * per), (every,) * axis + (slice(a0, a1),))
+        return [Piece(partial(self.band, x, flat, a0 * per, a1 * per), (every,) * axis + (slice(a0, a1),))
                 for a0, a1 in bounds(lead[axis], count)]

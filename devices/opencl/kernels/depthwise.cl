@@ -2,30 +2,9 @@
 // oc / mult through its own kh x kw taps. One work-item per output element.
 // Compile-time options: PAD_MODE (0 zeros, 1 reflect, 2 replicate, 3 circular) and ACT,
 // the activation fused into the store after the bias (see conv_activation.cl); STORE_ARGS
-// and STORE_VALUE(v, i), the elementwise operators chained after it (see gemm.cl).
+// and STORE_VALUE(v, i), the elementwise operators chained after it (see conv_common.cl).
 
-#ifndef PAD_MODE
-#define PAD_MODE 0
-#endif
-#ifndef STORE_ARGS
-#define STORE_ARGS
-#endif
-#ifndef STORE_VALUE
-#define STORE_VALUE(v, i) (v)
-#endif
-
-inline int pad_index(int i, int n) {
-#if PAD_MODE == 1
-    if (i < 0) i = -i;
-    if (i >= n) i = 2 * n - 2 - i;
-#elif PAD_MODE == 2
-    i = clamp(i, 0, n - 1);
-#elif PAD_MODE == 3
-    i = ((i % n) + n) % n;
-#endif
-    return i;
-}
-
+#include "conv_common.cl"
 #include "conv_activation.cl"
 
 __kernel void depthwise_conv(

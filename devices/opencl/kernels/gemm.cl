@@ -32,33 +32,15 @@
 #ifndef WN
 #define WN 4
 #endif
-#ifndef PAD_MODE
-#define PAD_MODE 0
-#endif
-#ifndef STORE_ARGS
-#define STORE_ARGS
-#endif
-#ifndef STORE_VALUE
-#define STORE_VALUE(v, i) (v)
-#endif
+
+// PAD_MODE, STORE_ARGS, STORE_VALUE and pad_index:
+#include "conv_common.cl"
 
 #define THREADS_M (TM / WM)
 #define THREADS_N (TN / WN)
 #define THREADS (THREADS_M * THREADS_N)
 // B-tile elements each work-item loads per step (THREADS divides TN * TK by construction).
 #define B_SLOTS ((TK * TN) / THREADS)
-
-inline int pad_index(int i, int n) {
-#if PAD_MODE == 1
-    if (i < 0) i = -i;
-    if (i >= n) i = 2 * n - 2 - i;
-#elif PAD_MODE == 2
-    i = clamp(i, 0, n - 1);
-#elif PAD_MODE == 3
-    i = ((i % n) + n) % n;
-#endif
-    return i;
-}
 
 // The tile's inner loop: every work-item multiplies its WM rows of As by its WN columns of Bs.
 #define TILE_PRODUCT                                                              \

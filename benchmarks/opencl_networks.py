@@ -6,7 +6,10 @@ For each network (``artifacts/networks/<name>``, exported by ``tools/export_netw
 - ``nodes``: nodes that run on the device; ``launches``: commands one run enqueues there;
 - ``host us/node``: the calling thread's CPU time in ``forward``, less what it spends in the
   downloads (where it waits for the device), per device node: the Python and the driver
-  calls that enqueue the run (median of the timed rounds); ``host ms/run``: the same, whole;
+  calls that enqueue the run, median of as many rounds run back to back (as a loop over
+  inputs runs) after the interleaved ones; ``interleaved``: the same in the interleaved
+  rounds, where the other engines' runs between two of its own leave the host's caches
+  cold; ``host ms/run``: back to back, whole;
 - ``OpenCL ms``: wall-clock median of ``forward``;
 - ``kernels ms``: the device's time in the run's commands, summed from event profiling (a
   second engine on the same device opened with ``profiling=True``), and ``wall/kernels``;
@@ -78,9 +81,9 @@ def main() -> None:
         print(torch_gpu[1] if torch_gpu is not None else "PyTorch: no CUDA device visible, column left empty")
     print(f"{args.rounds} interleaved rounds, medians; input {'exported' if args.size is None else args.size}; "
           f"{'random' if args.random_weights else 'exported'} weights\n")
-    print("| network | nodes | launches | host us/node | host ms/run | OpenCL ms | kernels ms | wall/kernels "
-          "| PyTorch ms | CPU ms | err |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| network | nodes | launches | host us/node | host us/node interleaved | host ms/run | OpenCL ms | "
+          "kernels ms | wall/kernels | PyTorch ms | CPU ms | err |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         param = folder / name / "model.pnnx.param"
         if not param.exists():
@@ -256,7 +259,9 @@ def measure(name: str, param: Path, args: argparse.Namespace, device: Any, profi
             start = time.perf_counter()
             cpu.forward(x)
             runs["cpu"].append(time.perf_counter() - start)
+    alone = [host(x) for _ in range(args.rounds)]  # back to back, as a loop over inputs runs
     median = {k: statistics.median(v) if v else None for k, v in runs.items()}
+    median["alone"] = statistics.median(alone)
     engine.close()
     if timed is not None:
         timed.close()
@@ -265,8 +270,8 @@ def measure(name: str, param: Path, args: argparse.Namespace, device: Any, profi
         return "" if value is None else f"{value * 1e3:.2f}"
 
     ratio = "" if median["kernels"] is None else f"{median['wall'] / median['kernels']:.2f}"
-    return (f"| {name} | {nodes} | {'' if launches is None else launches} | {median['host'] * 1e6 / nodes:.1f} | "
-            f"{ms(median['host'])} | {ms(median['wall'])} | {ms(median['kernels'])} | {ratio} | {ms(median['torch'])} | "
+    return (f"| {name} | {nodes} | {'' if launches is None else launches} | {median['alone'] * 1e6 / nodes:.1f} | "
+            f"{median['host'] * 1e6 / nodes:.1f} | {ms(median['alone'])} | {ms(median['wall'])} | {ms(median['kernels'])} | {ratio} | {ms(median['torch'])} | "
             f"{ms(median['cpu'])} | {error:.1e} |")
 
 

@@ -137,6 +137,10 @@ class Kernel:
     #: Where the outputs live: ``"cpu"`` or a device's kind (each place has its own arena).
     home = "cpu"
 
+    #: Whether :meth:`run` computes on the host's cores (and may call BLAS); False for a
+    #: kernel that only enqueues device work or waits for it.
+    computes_on_host = True
+
     @property
     def joins_in_place(self) -> bool:
         """Whether, for a join (``Layer.input_offsets``), an input its producer already
@@ -181,6 +185,8 @@ class Kernel:
 class DeviceKernel(Kernel):
     """A kernel that runs on a device other than the host: its outputs are new tensors of
     the device (a view's share its input's memory), never written over an input."""
+
+    computes_on_host = False
 
     def __init__(self, device: Device, layer: Layer, inputs: Sequence[Spec], outputs: Sequence[Spec]):
         super().__init__(layer, inputs, outputs)

@@ -325,7 +325,10 @@ class Engine:
         options = self._inputs.run_options(timeout, check_finite, feeds, self.options.clock)
         parts: list[Trace] = []
         values: dict[str, Any] = dict(feeds)
-        with occupancy().run(), blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline):
+        # a run that only feeds a device (its plan whole) leaves BLAS's threads as they are
+        turn = (blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline)
+                if plan.host_work or plan.rest is not None else nullcontext())
+        with occupancy().run(), turn:
             while True:  # a plan, then the plans of what it left until the run told its sizes
                 part = Trace() if trace is not None else None
                 values.update(self._run_plan(policy, plan, values, wanted, part, options))

@@ -314,6 +314,9 @@ class Plan:
         #: :class:`graphexec.stages.Rest`; None: the plan holds every step). They are
         #: planned once a run has computed those values (``Planner.continuation``).
         set_(self, "rest", rest)
+        #: Whether a node computes on the host's cores (else a run only enqueues device
+        #: work and waits for it, and takes no turn at BLAS).
+        set_(self, "host_work", any(node.kernel is None or node.kernel.computes_on_host for node in self.nodes))
         #: The operands whose size the run decides (each spec a DynamicSpec, or a sequence
         #: holding one): the plan's outputs its rest reads or the caller gets.
         set_(self, "dynamic", tuple(name for name in analysis.program.outputs

@@ -61,6 +61,8 @@ class Download(_Transfer):
 class TransferKernel(Kernel):
     """An upload or download through ``device`` on command queue ``queue``."""
 
+    computes_on_host = False
+
     def __init__(self, layer: _Transfer, inputs: Sequence[Spec], device: Device, queue: int):
         super().__init__(layer, inputs, inputs)
         self.device = device

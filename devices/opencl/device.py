@@ -277,6 +277,21 @@ class OpenCLDevice(Device):
             buffer = self._cl.Buffer(self.context, self._cl.mem_flags.READ_WRITE, max(size * dtype.itemsize, 4))
         return DeviceTensor(buffer, shape, dtype, None, 0, self)
 
+    def staging(self, shape: Sequence[int], dtype: Any = np.float32) -> np.ndarray:
+        """A host array in memory the device allocated and mapped (``ALLOC_HOST_PTR``), kept
+        mapped while the array lives: a write to the device from it is a DMA from page-locked
+        memory, where one from a numpy array of its own first goes through the driver's
+        staging copy (NVIDIA's OpenCL guide recommends this for repeated uploads)."""
+        shape = tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        cl = self._cl
+        nbytes = max(math.prod(shape) * dtype.itemsize, 4)
+        with translated(f"allocating a {shape} {dtype} host staging array for {self.name}"), self.host_calls:
+            buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+            array, _ = cl.enqueue_map_buffer(self.queues[0], buffer, cl.map_flags.WRITE | cl.map_flags.READ, 0,
+                                             shape, dtype, is_blocking=True)
+        return array
+
     def region(self, arena: DeviceTensor, byte_offset: int, shape: tuple[int, ...], dtype: Any) -> DeviceTensor:
         """A tensor inside ``arena``'s buffer, ``byte_offset`` bytes in (no sub-buffer: the
         offset goes to the kernels as an argument)."""

@@ -22,7 +22,9 @@ it did not write where it was told) ends its stretch and runs node by node.
 order, so a node waits only for what crosses queues: the last command of a producer on
 another queue, or a tensor made outside the stretch (its event, read when the stretch
 runs). Before such a wait the producer's queue is flushed, once, as OpenCL asks of an
-event another queue waits on; every queue the stretch used is flushed at its end. The
+event another queue waits on; a queue is also flushed after its first command and then
+every :data:`FLUSH_EVERY`, so the device works while the host enqueues the rest, and every
+queue the stretch used is flushed at its end. The
 memory plan's reuse stays safe: it shares bytes only along paths of the DAG, and every
 edge of a path is either a wait or the order of one queue.
 
@@ -236,6 +238,18 @@ def _record(device: OpenCLDevice, node: ReplayNode, templates: dict[str, DeviceT
     return _Recorded(node, kernel.queue, tuple(recorder.calls), outputs)  # type: ignore[attr-defined]
 
 
+#: Commands a queue gathers before the replay flushes it, so that the device starts on them
+#: while the host enqueues the rest (a queue's first command goes at once): without it the
+#: driver may hold them all until the stretch's end, and the device idles meanwhile.
+FLUSH_EVERY = 4
+
+
+def _flush_after(last_flushed: int) -> int:
+    """How many unflushed commands a queue holds before it is flushed: 1 until its first
+    flush (the device starts at once), then :data:`FLUSH_EVERY`."""
+    return 1 if last_flushed < 0 else FLUSH_EVERY
+
+
 def _stretch(recorded: list[_Recorded], exported: set[str]) -> _Stretch:
     """The commands of consecutive recorded nodes with their waits and flushes (see the
     module doc), and the operands of ``exported`` they make."""
@@ -245,6 +259,7 @@ def _stretch(recorded: list[_Recorded], exported: set[str]) -> _Stretch:
     sources: dict[str, tuple[int, ...]] = {name: (k,) for k, name in enumerate(imports)}
     queue_of: list[int | None] = [None] * len(imports)  # None: made outside, always waited for
     flushed: dict[int, int] = {}  # queue -> the last event index flushed there
+    unflushed: dict[int, int] = {}  # queue -> its commands since it was last flushed
     commands: list[_Command] = []
     for r in recorded:
         reads = () if r.node.upload else r.node.inputs  # an upload reads a host value
@@ -252,13 +267,15 @@ def _stretch(recorded: list[_Recorded], exported: set[str]) -> _Stretch:
         waits = tuple(e for e in read if queue_of[e] != r.queue)
         for k, call in enumerate(r.calls):
             index = len(queue_of)
-            flushes: tuple[int, ...] = ()
-            if k == 0:
-                flushes = tuple(sorted({q for e in waits if (q := queue_of[e]) is not None and flushed.get(q, -1) < e}))
-                for q in flushes:
-                    flushed[q] = index - 1
+            wanted = {q for e in waits if (q := queue_of[e]) is not None and flushed.get(q, -1) < e} if k == 0 else set()
+            wanted |= {q for q, count in unflushed.items() if count >= _flush_after(flushed.get(q, -1))}
+            flushes = tuple(sorted(wanted))
+            for q in flushes:
+                flushed[q] = index - 1  # every command enqueued there so far
+                unflushed[q] = 0
             commands.append(_Command(r.node.index, r.queue, call, waits if k == 0 else (), flushes))
             queue_of.append(r.queue)
+            unflushed[r.queue] = unflushed.get(r.queue, 0) + 1
         made = (len(queue_of) - 1,) if r.calls else tuple(read)
         for name in r.node.outputs:
             sources[name] = made
@@ -357,7 +374,7 @@ class _Bound:
                         call.dst_offset)
                 program.append((COPY, queue, None, copy, command.waits, flushes))
             else:
-                staging = np.empty(call.shape, call.dtype)  # the run's values, taken as it enqueues
+                staging = device.staging(call.shape, call.dtype)  # the run's values, taken as it enqueues
                 write = (call.source, staging, _real(call.dst, buffers), call.dst_offset)
                 program.append((WRITE, queue, None, write, command.waits, flushes))
         self.program = tuple(program)

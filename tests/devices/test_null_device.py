@@ -47,3 +47,25 @@ def test_concurrent_runs_on_it_run_every_node_once_each():
     runs = [name for what, name in device.calls if what == "run"]
     per_node = {name: runs.count(name) for name in set(runs)}
     assert set(per_node.values()) == {8}
+
+
+def test_a_run_whose_nodes_all_run_on_the_device_leaves_blas_alone(monkeypatch):
+    import graphexec.engine as engine_module
+
+    turns = []
+    real = engine_module.blas_run
+
+    def counted(*args, **kwargs):
+        turns.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "blas_run", counted)
+    x = np.ones((1, 3, 32, 32), np.float32)
+    whole = Engine.load(MODEL, device=NullDevice(), threads=1)
+    assert not whole.plan().host_work, "uploads, downloads and device nodes compute nothing on the host"
+    whole.forward(x)
+    assert turns == []
+    mixed = Engine.load(MODEL, device=NullDevice(refuse={"nn.MaxPool2d"}), threads=1)
+    assert mixed.plan().host_work
+    mixed.forward(x)
+    assert len(turns) == 1, "a pool on the cpu may call BLAS: the run takes its turn"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from graphexec.devices.opencl.ops.pooling import WindowPoolOp
-from graphexec.devices.opencl.replay import BoundReplay, KernelCall, Recorder
+from graphexec.devices.opencl.replay import FLUSH_EVERY, BoundReplay, KernelCall, Recorder
 
 from graphexec import DeviceError, Engine, RunTimeoutError, Trace
 from graphexec.replay import Replay
@@ -78,11 +78,17 @@ def test_a_replayed_run_sets_no_kernel_argument_and_enqueues_what_was_recorded(d
     assert kernels and len(kernels) < recorded  # the upload is a recorded command too
 
 
-def test_only_a_dependency_that_crosses_queues_waits(device):
+def branchy_stretch(device):
+    """The plan of the bundled Inception block on ``device``, and its one stretch."""
     param, _, _ = bundled("inception_mini")
     with Engine.load(param, device=device, threads=1) as engine:
         plan, replay = replay_of(engine)
     (stretch,) = replay.prepared._stretches
+    return plan, stretch
+
+
+def test_only_a_dependency_that_crosses_queues_waits(device):
+    plan, stretch = branchy_stretch(device)
     base = len(stretch.imports)
     first_command: dict[int, int] = {}
     for k, c in enumerate(stretch.commands):
@@ -110,6 +116,24 @@ def test_only_a_dependency_that_crosses_queues_waits(device):
         assert waited == queues - {c.queue}, f"node {c.node} waits for queues {waited}, its inputs come from {queues}"
         crossing += bool(waited)
     assert {c.queue for c in stretch.commands} == {0, 1} and crossing > 0
+
+
+def test_queues_are_flushed_as_they_fill_and_before_another_queue_waits_on_them(device):
+    _, stretch = branchy_stretch(device)
+    base = len(stretch.imports)
+    unflushed: dict[int, list[int]] = {}  # queue -> its events enqueued since its last flush
+    seen: set[int] = set()
+    for k, c in enumerate(stretch.commands):
+        for q in c.flushes:
+            assert unflushed.get(q), f"command {k} flushes queue {q}, which holds nothing new"
+            unflushed[q] = []
+            seen.add(q)
+        pending = {e for events in unflushed.values() for e in events}
+        assert not pending.intersection(c.waits), f"command {k} waits on an event its queue has not flushed"
+        for q, events in unflushed.items():
+            assert len(events) <= (FLUSH_EVERY if q in seen else 1), f"queue {q} held {len(events)} unflushed"
+        unflushed.setdefault(c.queue, []).append(base + k)
+    assert seen == {0, 1}
 
 
 def test_a_plan_mixing_the_cpu_in_replays_each_device_stretch(device):

@@ -1,7 +1,9 @@
-"""Compiled depthwise convolutions (``nn.Conv1d``/``nn.Conv2d`` with one input channel per
-group), with the activations fused after them applied as each output plane is written.
+"""Compiled convolutions: depthwise ones (``nn.Conv1d``/``nn.Conv2d`` with one input
+channel per group), with the activations fused after them applied as each output plane is
+written; dense 3x3 stride-1 ones by Winograd with compiled transforms; the other dense ones
+by im2col with compiled columns, their products BLAS's.
 
-Which layout runs (see :mod:`graphexec.devices.cpu.jit._loops_conv`) is chosen per input
+Which depthwise layout runs (see :mod:`graphexec.devices.cpu.jit._loops_conv`) is chosen per input
 shape when the kernel is made. Measured per layer on the depthwise convolutions of
 MobileNet v3 and EfficientNet-B0 (2-core Xeon, one thread, against the numpy kernels):
 channels first took 0.2-0.4x their time on planes of 28 x 28 and larger, channels last
@@ -27,6 +29,28 @@ LAST_MAX_POSITIONS = 256
 #: A depthwise convolution is shared out by bands of channels from this many
 #: multiply-adds (outputs x taps): its loops release the GIL, so the bands run side by side.
 SHARE_MIN_MACS = 1_000_000
+#: The compiled Winograd runs a 3x3 stride-1 convolution of ``c`` to ``cout`` channels on
+#: one BLAS thread when ``c * cout`` exceeds this times ``c + cout`` (the numpy kernel's
+#: Winograd, whose transforms are numpy passes, asks 24): 32 -> 32 and 16 -> 64 gain,
+#: 16 -> 32 and 16 -> 48 lose; on several BLAS threads im2col's one product gains more
+#: (docs/design/convolutions.md, "Compiled Winograd").
+JIT_WINOGRAD_MIN_REDUCED_CHANNELS = 12
+#: About how many tiles the compiled Winograd transforms and multiplies at a time (its
+#: chunks of tile rows, an even count of them where there are several): the transformed
+#: tiles and the products stay in the cache between the three steps.
+WINOGRAD_CHUNK_TILES = 256
+
+
+def worth_winograd(shape: tuple[int, ...], out_shape: tuple[int, ...], blas_threads: int) -> bool:
+    """Whether the compiled Winograd runs a 3x3 stride-1 convolution of input ``shape`` (N,
+    C, H, W) into ``out_shape`` on ``blas_threads`` BLAS threads."""
+    from graphexec.devices.cpu._conv_math import WINOGRAD_MIN_TILES
+
+    n, c = shape[:2]
+    _, cout, ho, wo = out_shape
+    if blas_threads > 1 or n * -(-ho // 2) * -(-wo // 2) < WINOGRAD_MIN_TILES:
+        return False
+    return c * cout > JIT_WINOGRAD_MIN_REDUCED_CHANNELS * (c + cout)
 
 
 class _Weights:
@@ -117,6 +141,101 @@ class JitDepthwiseConv(BandKernel):
                 for c0, c1 in bounds(self.out_shape[1], count)]
 
 
+@cpu_kernel(Conv2d)
+class JitWinogradConv(BandKernel):
+    """A dense 3x3 stride-1 float32 convolution by Winograd F(2x2, 3x3): the input and
+    output transforms compiled loops (one pass each, the output's with the bias and the
+    activations), the 16 per-frequency products numpy's batched matmul on the weight the
+    numpy kernel transforms. The transforms compute the numpy path's sums in its order (see
+    :mod:`graphexec.devices.cpu.jit._loops_winograd`): where the numpy kernel takes
+    Winograd too, the same bits. Compiled, the transforms cost less, so it runs on more
+    convolutions than the numpy kernel's Winograd does (:func:`worth_winograd`). It runs
+    in chunks of tile rows, and is shared out in bands of them."""
+
+    name = "jit winograd"
+    band_axis = 2  # rows of the output, two to a tile row
+    fuses_activations = True
+
+    @classmethod
+    def accepts(cls, layer, inputs, outputs, hints) -> bool:
+        x = inputs[0] if inputs else None
+        if not (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and len(x.shape) in (3, 4) and layer.spatial == 2):
+            return False
+        geo = layer.geometry
+        dense_3x3 = (layer.weight.shape[2:] == (3, 3) and geo.groups == 1 and geo.stride == (1, 1)
+                     and geo.dilation == (1, 1) and geo.padding_mode == "zeros")
+        if not dense_3x3 or layer.weight.dtype != FLOAT32 or min(outputs[0].shape, default=1) < 1:
+            return False
+        return worth_winograd(_lifted(layer, x.shape), _lifted(layer, outputs[0].shape), hints.blas_threads)
+
+    def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
+        super().__init__(layer, inputs, outputs, hints, device)
+        self.conv = _Conv2dKernel.stored(layer, device)
+        self.shape = _lifted(layer, inputs[0].shape)
+        self.out_shape = _lifted(layer, outputs[0].shape)
+        _, _, ho, wo = self.out_shape
+        (self.top, _), (self.left, _) = self.conv.pads
+        self.tiles = (-(-ho // 2), -(-wo // 2))
+        #: Tile rows a run transforms and multiplies at a time; pieces are whole chunks, so
+        #: that every product is the same call whatever the pieces (BLAS may round a
+        #: product of other sizes otherwise): the same bits.
+        chunks = max(1, round(self.shape[0] * self.tiles[0] * self.tiles[1] / WINOGRAD_CHUNK_TILES))
+        chunks += chunks % 2 if chunks > 1 else 0  # an even count: two pieces of equal work
+        self.chunk = -(-self.tiles[0] // chunks)
+        self.weight = self.conv._winograd(2)  # (16, Cout, C), shared with the numpy kernel
+        bias = self.conv.bias
+        self.biased = bias is not None
+        self.bias = np.ascontiguousarray(bias, FLOAT32) if bias is not None else np.zeros(self.out_shape[1], FLOAT32)
+        self.input_loop: Any = None
+        self.output_loop: Any = None
+
+    def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
+        self.codes, self.params = codes, params
+        return True
+
+    def prepare(self) -> None:
+        x = np.zeros((1, 1, 1, 1), np.float32)
+        v = np.zeros((1, 1, 1), np.float32)
+        self.input_loop = self.loop("winograd", "winograd_input", x, v, 0, 0, 0, 0, 0, 0)
+        self.output_loop = self.loop("winograd", "winograd_output", v, self.bias, x, 0, 0, 0, 0, False, self.codes,
+                                     self.params)
+
+    def band(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
+        """Output rows ``r0:r1``, as the tile rows that hold them."""
+        self.rows(x, out, r0 // 2, -(-r1 // 2))
+
+    def rows(self, x: np.ndarray, out: np.ndarray, y0: int, y1: int) -> None:
+        """Tile rows ``y0:y1`` (whole chunks, see :data:`WINOGRAD_CHUNK_TILES`)."""
+        for a0 in range(y0, y1, self.chunk):
+            self._chunk(x, out, a0, min(y1, a0 + self.chunk))
+
+    def _chunk(self, x: np.ndarray, out: np.ndarray, y0: int, y1: int) -> None:
+        n, c = self.shape[:2]
+        th, tw = self.tiles
+        cout = self.weight.shape[1]
+        t = n * (y1 - y0) * tw
+        scratch = self.device.scratch
+        v = scratch.take("jit winograd tiles", (16, c, t), FLOAT32)
+        self.input_loop(x, v, self.top, self.left, th, tw, y0, y1)
+        products = scratch.take("jit winograd products", (16, cout, t), FLOAT32)
+        np.matmul(self.weight, v, out=products)
+        self.output_loop(products, self.bias, out, th, tw, y0, y1, self.biased, self.codes, self.params)
+
+    def splits(self) -> bool:
+        return (len(self.input_specs[0].shape) == 4 and -(-self.tiles[0] // self.chunk) >= 2
+                and self.conv.splits(self.shape, FLOAT32))
+
+    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
+        if count < 2 or not self.splits() or not fits(outputs[0]):
+            return None
+        x, out, _ = self._views(inputs, outputs)
+        every = slice(None)
+        ho, chunk = self.out_shape[2], self.chunk
+        return [Piece(partial(self.rows, x, out, k0 * chunk, min(self.tiles[0], k1 * chunk)),
+                      (every, every, slice(2 * k0 * chunk, min(ho, 2 * k1 * chunk))))
+                for k0, k1 in bounds(-(-self.tiles[0] // chunk), count)]
+
+
 @cpu_kernel(Conv2d, Conv1d)
 class JitIm2colConv(BandKernel):
     """A dense float32 convolution by im2col: the columns filled by a compiled loop, then
@@ -192,14 +311,21 @@ class _Conv2dKernel:
     :class:`graphexec.devices.cpu.conv.StoredConv` uses), as it runs with ``hints``."""
 
     @staticmethod
+    def stored(layer: Any, device: Any) -> Any:
+        """The layout itself, as the numpy kernel with one BLAS thread runs it."""
+        from graphexec.devices.cpu._conv_math import Conv2dKernel
+
+        return device.shared.get(layer, "conv2d", lambda: Conv2dKernel(
+            layer.weight, layer.bias, layer.geometry, scratch=device.scratch, biased=layer.weight_and_bias))
+
+    @staticmethod
     def shared(layer: Any, hints: Hints, device: Any = None) -> Any:
         from graphexec.devices.cpu._conv_math import Conv2dKernel
 
         if device is None:  # only asked which path it takes: a layout of its own (views of the layer's weight)
             conv = Conv2dKernel(layer.weight, layer.bias, layer.geometry, biased=layer.weight_and_bias)
             return conv.without_winograd() if hints.blas_threads > 1 else conv
-        conv = device.shared.get(layer, "conv2d", lambda: Conv2dKernel(
-            layer.weight, layer.bias, layer.geometry, scratch=device.scratch, biased=layer.weight_and_bias))
+        conv = _Conv2dKernel.stored(layer, device)
         if hints.blas_threads > 1:
             conv = device.shared.get(layer, "conv2d without winograd", conv.without_winograd)
         return conv

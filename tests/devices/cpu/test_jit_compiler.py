@@ -129,4 +129,5 @@ def test_an_engine_prepares_only_the_loops_its_model_uses():
     """)
     assert done.returncode == 0, done.stderr
     readied = set(done.stdout.split())
-    assert readied and readied <= {"im2col", "activate_rows"}  # no depthwise, pooling or exp loops
+    # its convolutions' loops (im2col, Winograd) and the activations': no depthwise, pooling or exp loops
+    assert readied and readied <= {"im2col", "winograd_input", "winograd_output", "activate_rows"}

@@ -14,7 +14,7 @@ from graphexec.devices.base import Hints  # noqa: E402
 from graphexec.devices.cpu import CpuDevice  # noqa: E402
 from graphexec.devices.cpu.jit.activation import JitActivation  # noqa: E402
 from graphexec.devices.cpu.jit.base import JitKernel  # noqa: E402
-from graphexec.devices.cpu.jit.conv import JitDepthwiseConv, JitIm2colConv  # noqa: E402
+from graphexec.devices.cpu.jit.conv import JitDepthwiseConv, JitIm2colConv, JitWinogradConv  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
 from graphexec.devices.cpu.jit.pooling import JitPool  # noqa: E402
 from graphexec.layers.fused import Fused  # noqa: E402
@@ -269,3 +269,69 @@ def test_im2col_of_1d_and_unbatched_inputs():
         k = kernel_for(layer, [x], device=JIT)
         assert isinstance(k, JitIm2colConv)
         np.testing.assert_array_equal(k.run([x])[0], kernel_for(layer, [x], device=NUMPY).run([x])[0])
+
+
+# -- 3x3 convolutions by Winograd F(2x2, 3x3) -------------------------------------------------
+WINOGRAD = [  # cin, cout, padding, bias, input shape
+    (64, 64, (1, 1), True, (1, 64, 28, 28)),
+    (64, 96, (1, 1), True, (1, 64, 56, 56)),     # large: in bands of tile rows
+    (48, 64, (1, 1), False, (2, 48, 17, 13)),    # a batch, odd sizes, no bias
+    (160, 320, (1, 1), True, (1, 160, 7, 7)),    # few tiles
+    (128, 128, (1, 1), True, (2, 128, 30, 30)),  # a batch in pieces
+    (64, 64, (0, 0), True, (1, 64, 11, 13)),     # no padding
+    (64, 64, (1, 1), True, (64, 28, 28)),        # unbatched
+]
+
+
+@pytest.mark.parametrize("cin, cout, padding, bias, shape", WINOGRAD)
+def test_winograd_gives_the_numpy_kernels_bits_whole_and_in_pieces(cin, cout, padding, bias, shape):
+    """The transforms compute the numpy path's sums in its order: the same bits where the
+    products are one call, as the numpy kernel's are; the same bits in pieces as whole."""
+    rng = np.random.default_rng(cin + cout)
+    layer, _, _ = conv_layer(rng, cin, cout, (3, 3), padding=padding, bias=bias)
+    x = rng.standard_normal(shape).astype(np.float32)
+    numpy_kernel = kernel_for(layer, [x], device=NUMPY)
+    assert numpy_kernel.name == "winograd"
+    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    assert isinstance(k, JitWinogradConv)
+    got = run_whole_and_in_pieces(k, [x], 2)
+    if k.chunk >= k.tiles[0]:  # one product, as the numpy kernel's: its very bits
+        np.testing.assert_array_equal(got, numpy_kernel.run([x])[0])
+    assert_near(got, layer.forward([x])[0], 2e-6)
+
+
+def test_winograd_with_fused_activations_applies_them_in_its_loops():
+    rng = np.random.default_rng(11)
+    conv, _, _ = conv_layer(rng, 64, 64, (3, 3), padding=(1, 1))
+    fused = Fused(conv, (make("nn.Hardswish", {}), make("nn.ReLU6", {})))
+    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    k = kernel_for(fused, [x], Hints(pieces=2), device=JIT)
+    assert isinstance(k, JitFused) and isinstance(k.head, JitWinogradConv) and k.inside
+    got = run_whole_and_in_pieces(k, [x], 2)
+    np.testing.assert_array_equal(got, kernel_for(fused, [x], device=NUMPY).run([x])[0])
+
+
+@pytest.mark.parametrize("cin, cout, shape", [
+    (32, 32, (1, 32, 32, 32)),    # the numpy kernel takes im2col: too few channels for its Winograd
+    (16, 64, (1, 16, 55, 55)),    # and in pieces
+])
+def test_winograd_runs_where_the_numpy_kernel_takes_im2col_within_its_accuracy(cin, cout, shape):
+    rng = np.random.default_rng(cin * 7 + cout)
+    layer, _, _ = conv_layer(rng, cin, cout, (3, 3), padding=(1, 1))
+    x = rng.standard_normal(shape).astype(np.float32)
+    hints = Hints(pieces=2)
+    assert kernel_for(layer, [x], hints, device=NUMPY).name != "winograd"
+    k = kernel_for(layer, [x], hints, device=JIT)
+    assert isinstance(k, JitWinogradConv)
+    assert_near(run_whole_and_in_pieces(k, [x], 2), layer.forward([x])[0], 2e-6)
+
+
+def test_winograd_leaves_small_convolutions_to_im2col():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    conv, _, _ = conv_layer(rng, 64, 64, (3, 3), padding=(1, 1))
+    assert isinstance(kernel_for(conv, [x], Hints(blas_threads=2), device=JIT), JitIm2colConv), "on 2 BLAS threads"
+    narrow, _, _ = conv_layer(rng, 16, 32, (3, 3), padding=(1, 1))
+    assert isinstance(kernel_for(narrow, [x[:, :16]], device=JIT), JitIm2colConv), "too few channels"
+    strided, _, _ = conv_layer(rng, 64, 64, (3, 3), stride=(2, 2), padding=(1, 1))
+    assert isinstance(kernel_for(strided, [x], device=JIT), JitIm2colConv)

@@ -178,9 +178,11 @@ class JitWinogradConv(BandKernel):
         self.tiles = (-(-ho // 2), -(-wo // 2))
         #: Tile rows a run transforms and multiplies at a time; pieces are whole chunks, so
         #: that every product is the same call whatever the pieces (BLAS may round a
-        #: product of other sizes otherwise): the same bits.
+        #: product of other sizes otherwise): the same bits. A kernel made for a node shared
+        #: among ``hints.pieces`` threads has a multiple of that many chunks.
         chunks = max(1, round(self.shape[0] * self.tiles[0] * self.tiles[1] / WINOGRAD_CHUNK_TILES))
-        chunks += chunks % 2 if chunks > 1 else 0  # an even count: two pieces of equal work
+        share = hints.pieces if hints.pieces > 1 else 2 if chunks > 1 else 1
+        chunks = min(self.tiles[0], -(-chunks // share) * share)  # pieces of equal work
         self.chunk = -(-self.tiles[0] // chunks)
         self.weight = self.conv._winograd(2)  # (16, Cout, C), shared with the numpy kernel
         bias = self.conv.bias

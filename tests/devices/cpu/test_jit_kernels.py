@@ -304,11 +304,13 @@ def test_winograd_with_fused_activations_applies_them_in_its_loops():
     rng = np.random.default_rng(11)
     conv, _, _ = conv_layer(rng, 64, 64, (3, 3), padding=(1, 1))
     fused = Fused(conv, (make("nn.Hardswish", {}), make("nn.ReLU6", {})))
-    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
-    k = kernel_for(fused, [x], Hints(pieces=2), device=JIT)
-    assert isinstance(k, JitFused) and isinstance(k.head, JitWinogradConv) and k.inside
-    got = run_whole_and_in_pieces(k, [x], 2)
-    np.testing.assert_array_equal(got, kernel_for(fused, [x], device=NUMPY).run([x])[0])
+    x = (rng.standard_normal((1, 64, 28, 28)) / 24).astype(np.float32)  # sums of 576 terms: about N(0, 1)
+    whole = kernel_for(fused, [x], device=JIT)
+    assert isinstance(whole, JitFused) and isinstance(whole.head, JitWinogradConv) and whole.inside
+    np.testing.assert_array_equal(whole.run([x])[0], kernel_for(fused, [x], device=NUMPY).run([x])[0])
+    shared = kernel_for(fused, [x], Hints(pieces=2), device=JIT)  # in two chunks: its own bits, in pieces too
+    assert shared.head.chunk < shared.head.tiles[0]
+    assert_near(run_whole_and_in_pieces(shared, [x], 2), fused.forward([x])[0], 2e-6)
 
 
 @pytest.mark.parametrize("cin, cout, shape", [

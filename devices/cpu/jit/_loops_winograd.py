@@ -8,9 +8,9 @@ numbers; what differs is the work around them. Each loop runs a band of tile row
 row of tiles at a time: each input row is copied once with its zero padding and split into
 its even and odd columns, so B^T along a tile's columns reads contiguous runs, and each of
 the 16 transformed values is one loop over the row of tiles, written contiguously (the
-products' layout, (16, C, tiles)). The output
-transform writes each output row band and applies the activations to it while it is in
-cache. Indices are unsigned and flat, as in :mod:`graphexec.devices.cpu.jit._loops_conv`.
+products' layout, (16, C, tiles)). The output transform writes each output row band and
+applies the activations to it while it is in cache. Indices are unsigned and flat, as in
+:mod:`graphexec.devices.cpu.jit._loops_conv`.
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ from graphexec.reach import NEVER, Chains
 
 if TYPE_CHECKING:
     from graphexec.plan import Plan
+    from graphexec.replay import Replay
 
 #: Every region starts on a multiple of this many bytes (a cache line; BLAS likes it).
 ALIGN = 64
@@ -493,7 +494,7 @@ class ArenaPool:
     ``replay``: the plan's device stretches prepared over these arenas (see
     :mod:`graphexec.replay`), or None."""
 
-    def __init__(self, memory: MemoryPlan, keep: int = 4, replay: Any = None):
+    def __init__(self, memory: MemoryPlan, keep: int = 4, replay: Replay | None = None):
         self.memory = memory
         self.keep = keep
         self.replay = replay

@@ -65,3 +65,11 @@ def run_both(device, layer, arrays, queue=0):
     tensors = [device.upload(a, queue) for a in arrays]
     outs = device.run(layer, tensors, queue)
     return [device.download(t) for t in outs], layer.forward([np.asarray(a) for a in arrays])
+
+
+def break_op(monkeypatch, op_class) -> None:
+    """Every run of ``op_class`` fails as a broken kernel would: a DeviceError naming its layer."""
+    def broken(self, launch, layer, inputs):
+        raise DeviceError(f"pretend kernel failure in {layer.name}")
+
+    monkeypatch.setattr(op_class, "run", broken)

@@ -18,6 +18,7 @@ from graphexec.devices.opencl.ops.chain import ChainOp
 from graphexec import DeviceError, Engine
 from graphexec.ir import OUTPUT_TYPE, Attribute, Graph
 from graphexec.pnnx import load
+from tests.devices.opencl.conftest import break_op
 from tests.devices.opencl.test_opencl_engine import as_tuple, assert_close
 from tests.golden import OPS, assert_matches, load_io
 
@@ -117,10 +118,7 @@ def test_a_chains_generated_program_is_built_once(device):
 
 
 def test_a_chain_whose_device_run_fails_falls_back_to_the_cpu(device, monkeypatch):
-    def broken(self, launch, layer, inputs):
-        raise DeviceError(f"pretend kernel failure in {layer.name}")
-
-    monkeypatch.setattr(ChainOp, "run", broken)
+    break_op(monkeypatch, ChainOp)
     ins, want = load_io(CHAINS)
     with pytest.raises(DeviceError, match=r"nn\.Conv2d\+pnnx\.Expression\+F\.relu"):
         Engine.load(CHAINS / "model.pnnx.param", device=device)

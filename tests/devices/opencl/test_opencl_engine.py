@@ -19,6 +19,7 @@ from graphexec.devices.opencl.device import OpenCLKernel
 from graphexec import DeviceError, Engine, OptionError, Trace
 from graphexec.placement import CONSTANT_FOR_HOST, FORCED, SIZED_BY_RUN
 from graphexec.transfers import Download, Upload
+from tests.devices.opencl.conftest import break_op
 from tests.golden import OPS, assert_matches, assert_same_detections, engine_cases, load_io, more_io
 from tests.paths import REPO
 
@@ -256,10 +257,7 @@ def test_extracting_an_intermediate_left_on_the_device_gives_numpy(device):
 def test_fallback_moves_a_failing_node_to_the_cpu(device, monkeypatch):
     from graphexec.devices.opencl.ops.pooling import WindowPoolOp
 
-    def broken(self, launch, layer, inputs):
-        raise DeviceError(f"pretend kernel failure in {layer.name}")
-
-    monkeypatch.setattr(WindowPoolOp, "run", broken)
+    break_op(monkeypatch, WindowPoolOp)
     param, ins, want = bundled("inception_mini")
     with pytest.raises(DeviceError) as raised:
         Engine.load(param, device=device)

@@ -16,6 +16,7 @@ from graphexec import DeviceError, Engine
 from graphexec.ir import OUTPUT_TYPE, Graph
 from graphexec.placement import FORCED
 from graphexec.pnnx import load
+from tests.devices.opencl.conftest import break_op
 from tests.devices.opencl.test_opencl_engine import as_tuple, assert_close, bundled
 from tests.golden import OPS, load_io
 
@@ -156,10 +157,7 @@ def test_cpu_types_of_either_part_keep_the_pair_apart(device, kept):
 def test_a_fused_node_whose_device_run_fails_falls_back_to_the_cpu(device, monkeypatch):
     from graphexec.devices.opencl.ops.conv import FusedConvOp
 
-    def broken(self, launch, layer, inputs):
-        raise DeviceError(f"pretend kernel failure in {layer.name}")
-
-    monkeypatch.setattr(FusedConvOp, "run", broken)
+    break_op(monkeypatch, FusedConvOp)
     param, ins, want = bundled("inception_mini")
     with pytest.raises(DeviceError, match=r"nn\.Conv2d\+nn\.ReLU"):
         Engine.load(param, device=device)

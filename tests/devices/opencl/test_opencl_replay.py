@@ -24,6 +24,7 @@ from graphexec.devices.opencl.replay import FLUSH_EVERY, BoundReplay, KernelCall
 from graphexec import DeviceError, Engine, RunTimeoutError, Trace
 from graphexec.replay import Replay
 from graphexec.transfers import Download, Upload, _Transfer
+from tests.devices.opencl.conftest import break_op
 from tests.devices.opencl.test_opencl_chains import CHAINS
 from tests.devices.opencl.test_opencl_engine import as_tuple, assert_close, bundled
 from tests.golden import OPS, assert_matches, load_io, more_io
@@ -233,10 +234,7 @@ def test_a_node_that_cannot_be_recorded_runs_node_by_node_between_stretches(devi
 
 
 def test_fallback_moves_a_node_to_the_cpu_and_the_rest_still_replays(device, monkeypatch):
-    def broken(self, launch, layer, inputs):
-        raise DeviceError(f"pretend kernel failure in {layer.name}")
-
-    monkeypatch.setattr(WindowPoolOp, "run", broken)
+    break_op(monkeypatch, WindowPoolOp)
     param, ins, want = bundled("inception_mini")
     with Engine.load(param, device=device, threads=1, fallback=True) as engine:
         plan, replay = replay_of(engine)

@@ -107,6 +107,7 @@ CASES = [
     ("GoogLeNet", "max pool 832, 7 3x3 s1 p1", max_pool(832, 7, 3, 1, 1, True)),
     ("SqueezeNet 1.1", "max pool 64, 111 3x3 s2 ceil", max_pool(64, 111, 3, 2, 0, True)),
     ("-", "SiLU, 200 K", activation("nn.SiLU", 200_000)),
+    ("-", "Sigmoid, 200 K", activation("nn.Sigmoid", 200_000)),
     ("-", "Hardswish, 200 K", activation("nn.Hardswish", 200_000)),
     ("-", "GELU, 200 K", activation("nn.GELU", 200_000)),
 ]

@@ -6,8 +6,10 @@ few calls, as loops that release the GIL.
     available()                  whether numba is installed (it is not imported here)
     compiler.py                  numba, its cache and the log line of each compile
     _loops_activation.py         activations, one pass per row in cache; exp and erf that vectorise
-    _loops_conv.py               depthwise convolutions with their activations
+    _loops_conv.py               depthwise convolutions with their activations; im2col's columns
+    _loops_winograd.py           Winograd's input and output transforms
     _loops_pool.py               max and average pooling with their activations
+    _intrinsics.py               fused multiply-add and 2^k, which numba does not spell
     activation.py, conv.py,      the kernels (tier "jit"), registered with the CPU device
     pooling.py, fused.py
 

@@ -2,19 +2,22 @@
 
 An activation chain is a row of codes (:data:`graphexec.devices.cpu.jit.activation.CODES`)
 and their parameters, applied in order to a contiguous stretch of float32 numbers by
-:func:`activate_into`, a loop per activation, each of which LLVM vectorises. Convolution,
+:func:`activate`, a loop per activation, each of which LLVM vectorises. Convolution,
 pooling and fused kernels call it on each output row they finish, while it is in cache.
 
 numba's ``math.exp`` and ``math.erf`` are scalar calls into libm here and no faster than
-numpy's, so exp is written out (:func:`exp_into`, Cephes' single-precision polynomial after
-a Cody-Waite reduction: within 2 ulp) and erf is the layers' own two pieces over it.
-Constants are float32, so the arithmetic stays in float32 as numpy's does.
+numpy's, so exp is written out (:func:`exp_of`, Cephes' single-precision polynomial after
+a Cody-Waite reduction, its steps fused multiply-adds: within 2 ulp) and erf is the
+layers' own two pieces over it. Each is a function of one number that numba inlines, so
+SiLU, sigmoid and GELU are each one vectorised loop over the numbers, with no temporary
+array. Constants are float32, so the arithmetic stays in float32 as numpy's does.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from graphexec.devices.cpu.jit._intrinsics import fma, pow2i
 from graphexec.devices.cpu.jit.compiler import loop
 from graphexec.layers.activation import _ERF_LARGE, _ERF_SMALL
 
@@ -23,8 +26,6 @@ import numba  # isort: skip
 f32 = np.float32
 
 RELU, CLAMP, LEAKY, HARDSWISH, HARDSIGMOID, SIGMOID, SILU, GELU = 1, 2, 3, 4, 5, 6, 7, 8
-#: Numbers per block of the exp loops, whose temporaries stay in L1.
-BLOCK = 512
 
 _LOG2E = f32(1.4426950408889634)
 _LN2_HI = f32(0.693359375)
@@ -40,85 +41,69 @@ _RSQRT2 = f32(0.7071067811865476)
 _S = tuple(f32(c) for c in _ERF_SMALL)
 _L = tuple(f32(c) for c in _ERF_LARGE)
 
-
-@numba.njit(nogil=True, fastmath=False, error_model="numpy")
-def exp_into(x, out, bits, sign):
-    """out[i] = exp(sign * x[i]) for the first len(out) numbers; ``bits`` (int32, as long)
-    holds the powers of two. NaN stays NaN, large arguments give inf."""
-    n = out.shape[0]
-    for i in range(n):
-        v = sign * x[i]
-        c = v if v < _EXP_HI else _EXP_HI
-        c = c if c > _EXP_LO else _EXP_LO
-        k = np.floor(c * _LOG2E + _HALF)
-        r = c - k * _LN2_HI - k * _LN2_LO
-        p = _P0
-        p = p * r + _P1
-        p = p * r + _P2
-        p = p * r + _P3
-        p = p * r + _P4
-        p = p * r + _P5
-        y = p * r * r + r + _ONE
-        out[i] = y if v == v else v
-        bits[i] = (np.int32(k) + np.int32(127)) << np.int32(23)
-    scale = bits[:n].view(np.float32)
-    for i in range(n):
-        out[i] *= scale[i]
+_INLINE = dict(nogil=True, fastmath=False, error_model="numpy", inline="always")
 
 
-@numba.njit(nogil=True, fastmath=False, error_model="numpy")
+@numba.njit(**_INLINE)
+def exp_of(v):
+    """exp(v) of a float32: NaN stays NaN, large arguments give inf."""
+    c = v if v < _EXP_HI else _EXP_HI
+    c = c if c > _EXP_LO else _EXP_LO
+    k = np.floor(fma(c, _LOG2E, _HALF))
+    r = fma(k, -_LN2_HI, c)
+    r = fma(k, -_LN2_LO, r)
+    p = fma(_P0, r, _P1)
+    p = fma(p, r, _P2)
+    p = fma(p, r, _P3)
+    p = fma(p, r, _P4)
+    p = fma(p, r, _P5)
+    y = fma(p, r * r, r + _ONE) * pow2i(np.int32(k))
+    return y if v == v else v
+
+
+@numba.njit(**_INLINE)
 def _horner_small(u):
-    acc = _S[7]
-    acc = acc * u + _S[6]
-    acc = acc * u + _S[5]
-    acc = acc * u + _S[4]
-    acc = acc * u + _S[3]
-    acc = acc * u + _S[2]
-    acc = acc * u + _S[1]
-    return acc * u + _S[0]
+    acc = fma(_S[7], u, _S[6])
+    acc = fma(acc, u, _S[5])
+    acc = fma(acc, u, _S[4])
+    acc = fma(acc, u, _S[3])
+    acc = fma(acc, u, _S[2])
+    acc = fma(acc, u, _S[1])
+    return fma(acc, u, _S[0])
 
 
-@numba.njit(nogil=True, fastmath=False, error_model="numpy")
+@numba.njit(**_INLINE)
 def _horner_large(u):
-    acc = _L[10]
-    acc = acc * u + _L[9]
-    acc = acc * u + _L[8]
-    acc = acc * u + _L[7]
-    acc = acc * u + _L[6]
-    acc = acc * u + _L[5]
-    acc = acc * u + _L[4]
-    acc = acc * u + _L[3]
-    acc = acc * u + _L[2]
-    acc = acc * u + _L[1]
-    return acc * u + _L[0]
+    acc = fma(_L[10], u, _L[9])
+    acc = fma(acc, u, _L[8])
+    acc = fma(acc, u, _L[7])
+    acc = fma(acc, u, _L[6])
+    acc = fma(acc, u, _L[5])
+    acc = fma(acc, u, _L[4])
+    acc = fma(acc, u, _L[3])
+    acc = fma(acc, u, _L[2])
+    acc = fma(acc, u, _L[1])
+    return fma(acc, u, _L[0])
+
+
+@numba.njit(**_INLINE)
+def gelu_of(v):
+    """v * Phi(v), erf as :func:`graphexec.layers.activation.erf` computes it."""
+    s = v * _RSQRT2
+    a = abs(s)
+    a = a if a < _FOUR else _FOUR
+    small = _horner_small(a * a * _TWO - _ONE) * a
+    large = _ONE - _horner_large((a * _TWO - _FIVE) * _THIRD) * exp_of(-(a * a))
+    e = small if a < _ONE else large
+    e = -e if s < _ZERO else e
+    e = e if s == s else s
+    return (e + _ONE) * v * _HALF
 
 
 @numba.njit(nogil=True, fastmath=False, error_model="numpy")
-def _gelu_into(x, work, bits):
-    """x = x * Phi(x) in place, erf as :func:`graphexec.layers.activation.erf` computes it."""
-    n = x.shape[0]
-    for i in range(n):  # -z for exp(-z), z = a^2, a = min(|x / sqrt 2|, 4)
-        a = abs(x[i] * _RSQRT2)
-        a = a if a < _FOUR else _FOUR
-        work[i] = a * a
-    exp_into(work, work, bits, f32(-1))
-    for i in range(n):
-        v = x[i]
-        s = v * _RSQRT2
-        a = abs(s)
-        a = a if a < _FOUR else _FOUR
-        small = _horner_small(a * a * _TWO - _ONE) * a
-        large = _ONE - _horner_large((a * _TWO - _FIVE) * _THIRD) * work[i]
-        e = small if a < _ONE else large
-        e = -e if s < _ZERO else e
-        e = e if s == s else s
-        x[i] = (e + _ONE) * v * _HALF
-
-
-@numba.njit(nogil=True, fastmath=False, error_model="numpy")
-def activate(x, codes, params, work, bits):
+def activate(x, codes, params):
     """Apply the chain ``codes`` (with ``params``, two numbers each) to the contiguous
-    float32 ``x`` in place; ``work`` and ``bits`` are BLOCK long."""
+    float32 ``x`` in place."""
     n = x.shape[0]
     for k in range(codes.shape[0]):
         code = codes[k]
@@ -149,29 +134,22 @@ def activate(x, codes, params, work, bits):
                 v = x[i] * _SIXTH + _HALF
                 v = _ZERO if v < _ZERO else v
                 x[i] = _ONE if v > _ONE else v
-        else:
-            for start in range(0, n, BLOCK):
-                stop = min(n, start + BLOCK)
-                part = x[start:stop]
-                m = stop - start
-                if code == GELU:
-                    _gelu_into(part, work, bits)
-                    continue
-                exp_into(part, work[:m], bits, f32(-1))
-                if code == SIGMOID:
-                    for i in range(m):
-                        part[i] = _ONE / (work[i] + _ONE)
-                else:  # SILU
-                    for i in range(m):
-                        part[i] = part[i] / (work[i] + _ONE)
+        elif code == SIGMOID:
+            for i in range(n):
+                x[i] = _ONE / (exp_of(-x[i]) + _ONE)
+        elif code == SILU:
+            for i in range(n):
+                v = x[i]
+                x[i] = v / (exp_of(-v) + _ONE)
+        else:  # GELU
+            for i in range(n):
+                x[i] = gelu_of(x[i])
 
 
 @loop
 def activate_rows(x, out, codes, params, r0, r1):
     """``out = chain(x)`` over rows ``r0:r1`` of the 2-D contiguous ``x`` and ``out``;
     ``out`` may be ``x`` itself."""
-    work = np.empty(BLOCK, np.float32)
-    bits = np.empty(BLOCK, np.int32)
     same = x.ctypes.data == out.ctypes.data
     for r in range(r0, r1):
         row = out[r]
@@ -179,4 +157,4 @@ def activate_rows(x, out, codes, params, r0, r1):
             source = x[r]
             for i in range(row.shape[0]):
                 row[i] = source[i]
-        activate(row, codes, params, work, bits)
+        activate(row, codes, params)

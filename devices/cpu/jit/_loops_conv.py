@@ -5,15 +5,18 @@ Two layouts, as the numpy kernels have (:mod:`graphexec.devices.cpu._depthwise_m
 
 * **channels first** (:func:`depthwise_first`), for planes large enough to fill long
   loops: each channel's input is copied, zero-padded and split into its stride phases, to
-  a "wide grid", on which every kernel tap is one contiguous multiply-add over the whole
-  output plane (outputs that land in the pad columns are cut off at the end);
+  a "wide grid", on which every kernel tap is a contiguous multiply-add over the output
+  plane, a chunk of it at a time (outputs that land in the pad columns are cut off at the
+  end);
 * **channels last** (:func:`depthwise_last`), for small planes with many channels: the
   input transposed to (H, W, C), and each tap a multiply-add over the channels of one
   output position.
 
 Every output starts as its channel's bias and gets the taps in the order ``ky``, ``kx``,
-whatever the band of channels a call covers, so pieces give a whole call's bits. The
-activations are applied to each output plane as it is written, while it is in cache.
+whatever the band of channels a call covers, so pieces give a whole call's bits. Up to
+three taps of a kernel row are added in one pass, ``((acc + a) + b) + c``: the sums of a
+pass per tap, with a third of the loads and stores of the accumulator. The activations
+are applied to each output plane as it is written, while it is in cache.
 
 Indices are unsigned and flat: numba checks a signed index for being negative (to count
 from the end), which stops the loops from vectorising, and a view made inside a loop
@@ -24,11 +27,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphexec.devices.cpu.jit._loops_activation import BLOCK, activate
+from graphexec.devices.cpu.jit._loops_activation import activate
 from graphexec.devices.cpu.jit.compiler import loop
+
+import numba  # isort: skip
 
 u64 = np.uint64
 _ZERO = np.float32(0)
+
+
+#: Output positions of a channels-first plane that get every tap before the next ones: with
+#: their wide grid's rows, they stay in L1 between the passes.
+CHUNK = 2048
+
+
+@numba.njit(nogil=True, fastmath=False, error_model="numpy", inline="always")
+def _tap_offset(ky, kx, dh, dw, sh, sw, phase, wq):
+    """Where tap (ky, kx) starts reading the stride phases' wide grids."""
+    return u64(((ky * dh) % sh * sw + (kx * dw) % sw) * phase + (ky * dh) // sh * wq + (kx * dw) // sw)
 
 
 @loop
@@ -50,8 +66,6 @@ def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0,
     grid = np.empty(sh * sw * phase, np.float32)
     span = ho * wq
     acc = np.empty(span, np.float32)
-    work = np.empty(BLOCK, np.float32)
-    bits = np.empty(BLOCK, np.int32)
     for plane in range(n * (c1 - c0)):
         image = plane // (c1 - c0)
         o = c0 + plane % (c1 - c0)
@@ -80,15 +94,36 @@ def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0,
                             grid[into + u64(q)] = xf[line + u64(q * sw)]
                     for q in range(q1, wq):
                         grid[row + u64(q)] = _ZERO
-        start = bias[o]
-        for p in range(span):
-            acc[p] = start
-        for ky in range(kh):
-            for kx in range(kw):
-                tap = wf[u64((o * kh + ky) * kw + kx)]
-                read = u64(((ky * dh) % sh * sw + (kx * dw) % sw) * phase + (ky * dh) // sh * wq + (kx * dw) // sw)
-                for p in range(span):
-                    acc[p] += tap * grid[read + u64(p)]
+        for p0 in range(0, span, CHUNK):  # every tap over one chunk of the plane, in L1
+            m = min(CHUNK, span - p0)
+            at = u64(p0)
+            start = bias[o]
+            for p in range(m):
+                acc[at + u64(p)] = start
+            for ky in range(kh):
+                kx = 0
+                while kx < kw:  # up to three taps of a row in one pass, added in order
+                    taps = min(3, kw - kx)
+                    k = u64((o * kh + ky) * kw + kx)
+                    t0 = wf[k]
+                    r0 = at + _tap_offset(ky, kx, dh, dw, sh, sw, phase, wq)
+                    if taps == 1:
+                        for p in range(m):
+                            acc[at + u64(p)] += t0 * grid[r0 + u64(p)]
+                    elif taps == 2:
+                        t1 = wf[k + u64(1)]
+                        r1 = at + _tap_offset(ky, kx + 1, dh, dw, sh, sw, phase, wq)
+                        for p in range(m):
+                            acc[at + u64(p)] = acc[at + u64(p)] + t0 * grid[r0 + u64(p)] + t1 * grid[r1 + u64(p)]
+                    else:
+                        t1 = wf[k + u64(1)]
+                        t2 = wf[k + u64(2)]
+                        r1 = at + _tap_offset(ky, kx + 1, dh, dw, sh, sw, phase, wq)
+                        r2 = at + _tap_offset(ky, kx + 2, dh, dw, sh, sw, phase, wq)
+                        for p in range(m):
+                            acc[at + u64(p)] = (acc[at + u64(p)] + t0 * grid[r0 + u64(p)] + t1 * grid[r1 + u64(p)]
+                                           + t2 * grid[r2 + u64(p)])
+                    kx += taps
         target = u64((image * cout + o) * ho * wo)
         for oy in range(ho):
             row = target + u64(oy * wo)
@@ -96,7 +131,7 @@ def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0,
             for ox in range(wo):
                 of[row + u64(ox)] = acc[at + u64(ox)]
         if codes.shape[0]:
-            activate(out[image, o].reshape(-1), codes, params, work, bits)
+            activate(out[image, o].reshape(-1), codes, params)
 
 
 @loop
@@ -110,8 +145,6 @@ def depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, c0, c1, codes,
     count = c1 - c0
     last = np.empty(h * w * count, np.float32)
     acc = np.empty(ho * wo * count, np.float32)
-    work = np.empty(BLOCK, np.float32)
-    bits = np.empty(BLOCK, np.int32)
     xf = x.reshape(-1)
     of = out.reshape(-1)
     tf = taps.reshape(-1)
@@ -129,20 +162,39 @@ def depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, c0, c1, codes,
                     iy = oy * sh - top + ky * dh
                     if iy < 0 or iy >= h:
                         continue
-                    for kx in range(kw):
+                    kx = 0
+                    while kx < kw:  # up to three taps inside the input in one pass, in order
                         ix = ox * sw - left + kx * dw
                         if ix < 0 or ix >= w:
+                            kx += 1
                             continue
-                        tap = u64((ky * kw + kx) * c + c0)
-                        read = u64((iy * w + ix) * count)
-                        for k in range(count):
-                            acc[into + u64(k)] += tf[tap + u64(k)] * last[read + u64(k)]
+                        taps = 1
+                        while taps < 3 and kx + taps < kw and ix + taps * dw < w:
+                            taps += 1
+                        t0 = u64((ky * kw + kx) * c + c0)
+                        r0 = u64((iy * w + ix) * count)
+                        if taps == 1:
+                            for k in range(count):
+                                acc[into + u64(k)] += tf[t0 + u64(k)] * last[r0 + u64(k)]
+                        elif taps == 2:
+                            t1, r1 = t0 + u64(c), r0 + u64(dw * count)
+                            for k in range(count):
+                                acc[into + u64(k)] = (acc[into + u64(k)] + tf[t0 + u64(k)] * last[r0 + u64(k)]
+                                                      + tf[t1 + u64(k)] * last[r1 + u64(k)])
+                        else:
+                            t1, r1 = t0 + u64(c), r0 + u64(dw * count)
+                            t2, r2 = t1 + u64(c), r1 + u64(dw * count)
+                            for k in range(count):
+                                acc[into + u64(k)] = (acc[into + u64(k)] + tf[t0 + u64(k)] * last[r0 + u64(k)]
+                                                      + tf[t1 + u64(k)] * last[r1 + u64(k)]
+                                                      + tf[t2 + u64(k)] * last[r2 + u64(k)])
+                        kx += taps
         for k in range(count):
             target = u64((image * c + c0 + k) * ho * wo)
             for p in range(ho * wo):
                 of[target + u64(p)] = acc[u64(p * count + k)]
             if codes.shape[0]:
-                activate(out[image, c0 + k].reshape(-1), codes, params, work, bits)
+                activate(out[image, c0 + k].reshape(-1), codes, params)
 
 
 @loop

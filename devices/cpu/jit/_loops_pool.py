@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphexec.devices.cpu.jit._loops_activation import BLOCK, activate
+from graphexec.devices.cpu.jit._loops_activation import activate
 from graphexec.devices.cpu.jit.compiler import loop
 
 u64 = np.uint64
@@ -40,8 +40,6 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
     hs = wp if sw == 1 else wo  # the row length of the pass along W
     along_w = np.empty(block * hp * hs, np.float32)
     wide = np.empty(block * hp * hs, np.float32)
-    work = np.empty(BLOCK, np.float32)
-    bits = np.empty(BLOCK, np.int32)
     for p in range(block * hp * wp):
         frames[p] = fill
     for first in range(b0, b1, block):
@@ -162,4 +160,4 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                 for p in range(ho * wo):
                     of[target + u64(p)] /= dv[u64(p)]
             if codes.shape[0]:
-                activate(out[first + b].reshape(-1), codes, params, work, bits)
+                activate(out[first + b].reshape(-1), codes, params)

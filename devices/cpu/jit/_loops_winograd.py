@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphexec.devices.cpu.jit._loops_activation import BLOCK, activate
+from graphexec.devices.cpu.jit._loops_activation import activate
 from graphexec.devices.cpu.jit.compiler import loop
 
 u64 = np.uint64
@@ -110,8 +110,6 @@ def winograd_output(prod, bias, out, th, tw, y0, y1, biased, codes, params):
     pf = prod.reshape(-1)
     of = out.reshape(-1)
     sums = np.empty(8 * tw, np.float32)  # A^T along the rows: (output row r, k, tx)
-    work = np.empty(BLOCK, np.float32)
-    bits = np.empty(BLOCK, np.int32)
     pairs = wo // 2                      # tiles whose two output columns are both inside
     for co in range(cout):
         add = bias[co] if biased else np.float32(0)
@@ -158,4 +156,4 @@ def winograd_output(prod, bias, out, th, tw, y0, y1, biased, codes, params):
                 stop = min(ho, 2 * y1)
                 if stop > start:
                     band = out[b, co].reshape(-1)[start * wo:stop * wo]
-                    activate(band, codes, params, work, bits)
+                    activate(band, codes, params)

@@ -32,13 +32,11 @@ from graphexec.layers.specs import TensorSpec
 RELU, CLAMP, LEAKY, HARDSWISH, HARDSIGMOID, SIGMOID, SILU, GELU_ERF = 1, 2, 3, 4, 5, 6, 7, 8
 
 #: The activations whose compiled pass beats numpy's on its own (after a BLAS convolution, or
-#: as a node): those numpy computes in several passes. Measured on 200 K float32 (2-core
-#: Xeon, AVX-512, numpy 2.4; benchmarks/jit_kernels.py): Hardswish took 0.29x numpy's
-#: time, GELU 0.67x; SiLU 1.40x, as numpy's exp2 loop runs on 16 lanes where numba's loops
-#: run on 8 (LLVM's preference on this CPU), and ReLU's one clip pass is as fast either
-#: way. Inside a compiled kernel's own loops (a depthwise convolution's) every code runs,
-#: as it saves the pass over memory.
-WINS_ALONE = frozenset({LEAKY, HARDSWISH, HARDSIGMOID, GELU_ERF})
+#: as a node): those numpy computes in several passes (measured in docs/benchmarks.md,
+#: "Compiled CPU kernels"); ReLU's one clip pass is as fast either way. Inside a compiled
+#: kernel's own loops (a depthwise convolution's) every code runs, as it saves the pass
+#: over memory.
+WINS_ALONE = frozenset({LEAKY, HARDSWISH, HARDSIGMOID, SIGMOID, SILU, GELU_ERF})
 #: Codes a chain may also hold and still run compiled on its own (no slower than numpy).
 EVEN_ALONE = frozenset({RELU, CLAMP})
 

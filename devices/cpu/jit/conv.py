@@ -27,8 +27,10 @@ from graphexec.layers.specs import TensorSpec
 #: Channels last on output planes of at most this many positions (14 x 14 is 196).
 LAST_MAX_POSITIONS = 256
 #: A depthwise convolution is shared out by bands of channels from this many
-#: multiply-adds (outputs x taps): its loops release the GIL, so the bands run side by side.
-SHARE_MIN_MACS = 1_000_000
+#: multiply-adds (outputs x taps): its loops release the GIL, so the bands run side by side,
+#: but below it a band's hand-over costs more than the band saves (docs/design/threads.md,
+#: "Nodes shared out"); the numpy kernel's floor too.
+SHARE_MIN_MACS = 5_000_000
 #: The compiled Winograd runs a 3x3 stride-1 convolution of ``c`` to ``cout`` channels on
 #: one BLAS thread when ``c * cout`` exceeds this times ``c + cout`` (the numpy kernel's
 #: Winograd, whose transforms are numpy passes, asks 24): 32 -> 32 and 16 -> 64 gain,

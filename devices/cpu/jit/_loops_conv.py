@@ -121,8 +121,8 @@ def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0,
                         r1 = at + _tap_offset(ky, kx + 1, dh, dw, sh, sw, phase, wq)
                         r2 = at + _tap_offset(ky, kx + 2, dh, dw, sh, sw, phase, wq)
                         for p in range(m):
-                            acc[at + u64(p)] = (acc[at + u64(p)] + t0 * grid[r0 + u64(p)] + t1 * grid[r1 + u64(p)]
-                                           + t2 * grid[r2 + u64(p)])
+                            acc[at + u64(p)] = (acc[at + u64(p)] + t0 * grid[r0 + u64(p)]
+                                                + t1 * grid[r1 + u64(p)] + t2 * grid[r2 + u64(p)])
                     kx += taps
         target = u64((image * cout + o) * ho * wo)
         for oy in range(ho):

@@ -4,10 +4,11 @@ written; dense 3x3 stride-1 ones by Winograd with compiled transforms; the other
 by im2col with compiled columns, their products BLAS's.
 
 Which depthwise layout runs (see :mod:`graphexec.devices.cpu.jit._loops_conv`) is chosen per input
-shape when the kernel is made. Measured per layer on the depthwise convolutions of
-MobileNet v3 and EfficientNet-B0 (2-core Xeon, one thread, against the numpy kernels):
-channels first took 0.2-0.4x their time on planes of 28 x 28 and larger, channels last
-0.3-0.5x on 14 x 14 and smaller, where channels first ran 0.7-1.3x.
+shape when the kernel is made (:data:`LAST_MAX_POSITIONS`). Measured per layer on the
+depthwise convolutions of MobileNet v3 and EfficientNet-B0 (2-core Xeon, one thread,
+against the numpy kernels): channels first took 0.2-0.4x their time on planes of 28 x 28
+and larger, channels last 0.3-0.5x on 14 x 14 and smaller, where channels first ran
+0.7-1.3x.
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers.conv import Conv1d, Conv2d
 from graphexec.layers.specs import TensorSpec
 
-#: Channels last on output planes of at most this many positions (14 x 14 is 196).
+#: Channels last on output planes of at most this many positions (14 x 14 is 196); of at
+#: most ``LAST_MAX_STRIDED_POSITIONS`` (7 x 7 is 49) where the stride is more than 1.
+#: Measured on one thread, 120-672 channels: on 7 x 7 outputs channels last took 0.3-0.5x
+#: channels first's time, on 14 x 14 ones at stride 1 0.8-1.1x, but on 14 x 14 ones at
+#: stride 2 (from 28 x 28, whose input it must transpose whole) 1.1-2.3x.
 LAST_MAX_POSITIONS = 256
+LAST_MAX_STRIDED_POSITIONS = 64
 #: A depthwise convolution is shared out by bands of channels from this many
 #: multiply-adds (outputs x taps): its loops release the GIL, so the bands run side by side,
 #: but below it a band's hand-over costs more than the band saves (docs/design/threads.md,
@@ -96,7 +102,9 @@ class JitDepthwiseConv(BandKernel):
         (top, _), (left, _) = layer.geometry.pads((kh, kw))
         geo = layer.geometry
         self.geometry = (*geo.stride, *geo.dilation, top, left)
-        self.channels_last = self.weights.last is not None and ho * wo <= LAST_MAX_POSITIONS
+        strided = max(geo.stride) > 1
+        self.channels_last = self.weights.last is not None and ho * wo <= (
+            LAST_MAX_STRIDED_POSITIONS if strided else LAST_MAX_POSITIONS)
         self.name = "jit depthwise " + ("last" if self.channels_last else "first")
         if not self.channels_last:
             shift_h, shift_w = (kh - 1) * geo.dilation[0] // geo.stride[0], (kw - 1) * geo.dilation[1] // geo.stride[1]

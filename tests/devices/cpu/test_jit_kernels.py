@@ -63,7 +63,7 @@ def run_whole_and_in_pieces(kernel, inputs, count=3):
 DEPTHWISE = [  # channels, multiplier, kernel, stride, padding, dilation, input shape
     (16, 1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 16, 30, 30)),       # channels first
     (16, 1, (3, 3), (2, 2), (1, 1), (1, 1), (1, 16, 31, 29)),
-    (24, 1, (5, 5), (2, 2), (2, 2), (1, 1), (2, 24, 28, 28)),
+    (24, 1, (5, 5), (2, 2), (2, 2), (1, 1), (2, 24, 28, 28)),      # strided to 14 x 14: first
     (96, 1, (5, 5), (1, 1), (2, 2), (1, 1), (1, 96, 7, 7)),         # channels last
     (96, 1, (3, 3), (2, 2), (1, 1), (1, 1), (2, 96, 14, 13)),
     (64, 1, (3, 3), (1, 1), (2, 2), (2, 2), (1, 64, 12, 12)),       # dilated
@@ -84,7 +84,8 @@ def test_depthwise_matches_the_layers_forward_whole_and_in_pieces(channels, mult
     x = rng.standard_normal(shape).astype(np.float32)
     k = kernel_for(layer, [x], Hints(pieces=3), device=JIT)
     assert isinstance(k, JitDepthwiseConv)
-    assert k.channels_last == (mult == 1 and k.out_shape[2] * k.out_shape[3] <= 256)
+    most = 64 if max(stride) > 1 else 256  # positions of an output plane that takes channels last
+    assert k.channels_last == (mult == 1 and k.out_shape[2] * k.out_shape[3] <= most)
     got = run_whole_and_in_pieces(k, [x])
     assert_near(got, layer.forward([x])[0])
 

@@ -37,9 +37,10 @@ from graphexec.layers.specs import spec_of  # isort: skip
 JIT, NUMPY = CpuDevice(("jit", "numpy")), CpuDevice(("numpy",))
 
 
-def layer(op_type: str, params: dict, attrs: dict | None = None):
-    op = Operator(op_type, "op", inputs=[Operand("in0")], outputs=[Operand("out")], params=params,
-                  attrs={k: Attribute.from_array(np.asarray(v)) for k, v in (attrs or {}).items()}, input_names=[""])
+def layer(op_type: str, params: dict, attrs: dict | None = None, inputs: int = 1):
+    op = Operator(op_type, "op", inputs=[Operand(f"in{k}") for k in range(inputs)], outputs=[Operand("out")],
+                  params=params, attrs={k: Attribute.from_array(np.asarray(v)) for k, v in (attrs or {}).items()},
+                  input_names=[""] * inputs)
     return lookup(op_type)(op)
 
 
@@ -76,6 +77,14 @@ def max_pool(channels: int, size: int, k: int, stride: int, padding: int, ceil: 
     return pool, np.random.default_rng(channels).standard_normal((1, channels, size, size)).astype(np.float32)
 
 
+def residual(channels: int, size: int, activation: str | None = None):
+    """A residual connection's sum (two inputs), with the activation after it."""
+    rng = np.random.default_rng(channels + size)
+    add = layer("pnnx.Expression", {"expr": "add(@0,@1)"}, inputs=2)
+    node = Fused(add, (layer(activation, {}),)) if activation else add
+    return node, tuple(rng.standard_normal((1, channels, size, size)).astype(np.float32) for _ in range(2))
+
+
 def activation(name: str, elements: int):
     return layer(name, {}), (3 * np.random.default_rng(elements).standard_normal(elements)).astype(np.float32)
 
@@ -106,6 +115,9 @@ CASES = [
     ("GoogLeNet", "max pool 192, 28 3x3 s1 p1", max_pool(192, 28, 3, 1, 1, True)),
     ("GoogLeNet", "max pool 832, 7 3x3 s1 p1", max_pool(832, 7, 3, 1, 1, True)),
     ("SqueezeNet 1.1", "max pool 64, 111 3x3 s2 ceil", max_pool(64, 111, 3, 2, 0, True)),
+    ("ResNet-50", "sum 256, 56 +ReLU", residual(256, 56, "nn.ReLU")),
+    ("ResNet-50", "sum 1024, 14 +ReLU", residual(1024, 14, "nn.ReLU")),
+    ("EfficientNet-B0", "sum 40, 28", residual(40, 28)),
     ("-", "SiLU, 200 K", activation("nn.SiLU", 200_000)),
     ("-", "Sigmoid, 200 K", activation("nn.Sigmoid", 200_000)),
     ("-", "Hardswish, 200 K", activation("nn.Hardswish", 200_000)),
@@ -129,18 +141,19 @@ def main() -> None:
     print(f"one thread; the fastest of {args.rounds} interleaved rounds, CPU time of the thread, us")
     print(f"{'network':<20}{'layer':<42}{'numpy':>9}{'jit':>9}{'jit/numpy':>11}  kernels")
     with blas_threads(1):
-        for network, label, (node, x) in CASES:
-            specs = [spec_of(x)]
+        for network, label, (node, given) in CASES:
+            inputs = list(given) if isinstance(given, tuple) else [given]
+            specs = [spec_of(x) for x in inputs]
             outs = node.infer(specs)
             kernels = [device.kernel(node, specs, outs) for device in (NUMPY, JIT)]
             out = np.empty(outs[0].shape, outs[0].dtype)
             best = [float("inf"), float("inf")]
             for kernel in kernels:
                 kernel.prepare()
-                kernel.run([x], [out])
+                kernel.run(inputs, [out])
             for _ in range(args.rounds):
                 for k, kernel in enumerate(kernels):
-                    best[k] = min(best[k], min(fastest(kernel, [x], [out], 1)))
+                    best[k] = min(best[k], min(fastest(kernel, inputs, [out], 1)))
             numpy_us, jit_us = best[0] / 1e3, best[1] / 1e3
             print(f"{network:<20}{label:<42}{numpy_us:>9.1f}{jit_us:>9.1f}{jit_us / numpy_us:>10.2f}x  "
                   f"{kernels[0].name} / {kernels[1].name}")

@@ -13,9 +13,9 @@ Two layouts, as the numpy kernels have (:mod:`graphexec.devices.cpu._depthwise_m
   output position.
 
 Every output starts as its channel's bias and gets the taps in the order ``ky``, ``kx``,
-whatever the band of channels a call covers, so pieces give a whole call's bits. Up to
-three taps of a kernel row are added in one pass, ``((acc + a) + b) + c``: the sums of a
-pass per tap, with a third of the loads and stores of the accumulator. The activations
+whatever the band of channels a call covers, so pieces give a whole call's bits. Channels
+first adds up to three taps of a kernel row in one pass, ``((acc + a) + b) + c``: the sums
+of a pass per tap, with a third of the loads and stores of the accumulator. The activations
 are applied to each output plane as it is written, while it is in cache.
 
 Indices are unsigned and flat: numba checks a signed index for being negative (to count
@@ -162,33 +162,14 @@ def depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, c0, c1, codes,
                     iy = oy * sh - top + ky * dh
                     if iy < 0 or iy >= h:
                         continue
-                    kx = 0
-                    while kx < kw:  # up to three taps inside the input in one pass, in order
+                    for kx in range(kw):
                         ix = ox * sw - left + kx * dw
                         if ix < 0 or ix >= w:
-                            kx += 1
                             continue
-                        taps = 1
-                        while taps < 3 and kx + taps < kw and ix + taps * dw < w:
-                            taps += 1
-                        t0 = u64((ky * kw + kx) * c + c0)
-                        r0 = u64((iy * w + ix) * count)
-                        if taps == 1:
-                            for k in range(count):
-                                acc[into + u64(k)] += tf[t0 + u64(k)] * last[r0 + u64(k)]
-                        elif taps == 2:
-                            t1, r1 = t0 + u64(c), r0 + u64(dw * count)
-                            for k in range(count):
-                                acc[into + u64(k)] = (acc[into + u64(k)] + tf[t0 + u64(k)] * last[r0 + u64(k)]
-                                                      + tf[t1 + u64(k)] * last[r1 + u64(k)])
-                        else:
-                            t1, r1 = t0 + u64(c), r0 + u64(dw * count)
-                            t2, r2 = t1 + u64(c), r1 + u64(dw * count)
-                            for k in range(count):
-                                acc[into + u64(k)] = (acc[into + u64(k)] + tf[t0 + u64(k)] * last[r0 + u64(k)]
-                                                      + tf[t1 + u64(k)] * last[r1 + u64(k)]
-                                                      + tf[t2 + u64(k)] * last[r2 + u64(k)])
-                        kx += taps
+                        tap = u64((ky * kw + kx) * c + c0)
+                        read = u64((iy * w + ix) * count)
+                        for k in range(count):
+                            acc[into + u64(k)] += tf[tap + u64(k)] * last[read + u64(k)]
         for k in range(count):
             target = u64((image * c + c0 + k) * ho * wo)
             for p in range(ho * wo):

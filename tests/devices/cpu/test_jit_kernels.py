@@ -15,6 +15,7 @@ from graphexec.devices.cpu import CpuDevice  # noqa: E402
 from graphexec.devices.cpu.jit.activation import JitActivation  # noqa: E402
 from graphexec.devices.cpu.jit.base import JitKernel  # noqa: E402
 from graphexec.devices.cpu.jit.conv import JitDepthwiseConv, JitIm2colConv, JitWinogradConv  # noqa: E402
+from graphexec.devices.cpu.jit.elementwise import JitSum  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
 from graphexec.devices.cpu.jit.pooling import JitPool  # noqa: E402
 from graphexec.layers.fused import Fused  # noqa: E402
@@ -180,6 +181,53 @@ def test_alone_only_the_activations_a_compiled_pass_does_faster_run_compiled():
     assert isinstance(kernel_for(Fused(dense, (make("nn.SiLU", {}),)), [x], device=JIT), JitFused)
     inside = kernel_for(Fused(depthwise, (make("nn.SiLU", {}),)), [x], device=JIT)
     assert isinstance(inside, JitFused) and inside.inside
+
+
+# -- sums --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("expr", ["add(@0,@1)", "add(@1,@0)"])
+@pytest.mark.parametrize("shape", [(1, 24, 9, 9), (1, 24, 70, 70), (3, 8, 70, 70), (140_001,)])  # from 100 K: pieces
+def test_a_sum_gives_numpys_bits_whole_in_pieces_and_in_place(expr, shape):
+    rng = np.random.default_rng(11)
+    a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    a.flat[:4] = [np.nan, np.inf, -np.inf, 1.0]
+    b.flat[:4] = [1.0, -np.inf, 2.0, -1.0]
+    layer = make("pnnx.Expression", {"expr": expr}, inputs=2)
+    k = kernel_for(layer, [a, b], Hints(pieces=2), device=JIT)
+    assert isinstance(k, JitSum)
+    with np.errstate(all="ignore"):
+        want = layer.forward([a, b])[0]
+    np.testing.assert_array_equal(run_whole_and_in_pieces(k, [a, b], 2), want)
+    into = a.copy()
+    k.run([into, b], [into])  # over its first input, as the planner may place it
+    np.testing.assert_array_equal(into, want)
+
+
+@pytest.mark.parametrize("name, params", ACTIVATIONS)
+def test_a_sum_applies_its_fused_activations_in_its_own_pass(name, params):
+    """A residual connection's sum and the activation after it: one compiled pass, the
+    sum's bits then the activation's (ReLU's: the numpy kernels' very bits)."""
+    rng = np.random.default_rng(12)
+    a, b = (rng.standard_normal((2, 16, 60, 60)).astype(np.float32) for _ in range(2))
+    fused = Fused(make("pnnx.Expression", {"expr": "add(@0,@1)"}, inputs=2), (make(name, params),))
+    k = kernel_for(fused, [a, b], Hints(pieces=2), device=JIT)
+    assert isinstance(k, JitFused) and isinstance(k.head, JitSum) and k.inside
+    got = run_whole_and_in_pieces(k, [a, b], 2)
+    want = kernel_for(fused, [a, b], device=NUMPY).run([a, b])[0]
+    if name == "nn.ReLU":
+        np.testing.assert_array_equal(got, want)
+    assert_near(got, want)
+
+
+@pytest.mark.parametrize("expr, shapes, dtype", [
+    ("add(@0,@1)", [(2, 8, 5, 5), (1, 8, 1, 1)], np.float32),   # broadcast
+    ("mul(@0,@1)", [(2, 8, 5, 5), (2, 8, 5, 5)], np.float32),
+    ("add(@0,2)", [(2, 8, 5, 5)], np.float32),
+    ("add(@0,@1)", [(2, 8, 5, 5), (2, 8, 5, 5)], np.float64),
+])
+def test_other_expressions_stay_with_numpy(expr, shapes, dtype):
+    inputs = [np.ones(shape, dtype) for shape in shapes]
+    layer = make("pnnx.Expression", {"expr": expr}, inputs=len(shapes))
+    assert not isinstance(kernel_for(layer, inputs, device=JIT), JitKernel)
 
 
 # -- pooling ---------------------------------------------------------------------------------

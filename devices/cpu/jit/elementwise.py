@@ -1,0 +1,104 @@
+"""Compiled elementwise arithmetic: the sum of two float32 tensors of one shape (``add(@0,@1)``,
+a residual connection), with the activations fused after it applied in the same pass.
+
+numpy adds in one pass and applies each activation in another over memory; this loop
+applies them to each block of sums while it is in L1. Measured on one thread (2-core
+Xeon, CPU time, ResNet-50's residual shapes, 256 x 56 x 56 down to 2048 x 7 x 7): a sum
+and a ReLU took 0.66-0.75x numpy's two passes, a sum alone 0.94-1.0x numpy's one.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from graphexec.devices.base import Hints, Piece, element_bands
+from graphexec.devices.cpu.jit.activation import SHARE_MIN_ELEMENTS
+from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fits, fitted
+from graphexec.devices.cpu.kernel import cpu_kernel
+from graphexec.layers._expr import Call, Input
+from graphexec.layers.expression import Expression
+from graphexec.layers.specs import TensorSpec
+
+
+def _summands(layer: Expression) -> tuple[int, int] | None:
+    """The input indices of an expression that is ``add(@i,@j)``; None for any other."""
+    tree = layer.tree
+    if isinstance(tree, Call) and tree.name == "add" and len(tree.args) == 2:
+        first, second = tree.args
+        if isinstance(first, Input) and isinstance(second, Input):
+            return first.index, second.index
+    return None
+
+
+@cpu_kernel(Expression)
+class JitSum(JitKernel):
+    """``add(@i,@j)`` of two float32 tensors shaped as its output, in one compiled pass with
+    the activations fused after it; in bands of elements when it runs alone while threads
+    idle."""
+
+    name = "jit add"
+    fuses_activations = True
+
+    @classmethod
+    def accepts(cls, layer, inputs, outputs, hints) -> bool:
+        found = _summands(layer)
+        out = outputs[0] if outputs else None
+        if found is None or not (isinstance(out, TensorSpec) and out.dtype == FLOAT32 and len(out.shape) >= 1):
+            return False
+        return all(isinstance(inputs[k], TensorSpec) and inputs[k].dtype == FLOAT32
+                   and tuple(inputs[k].shape) == tuple(out.shape) for k in found)
+
+    def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
+        super().__init__(layer, inputs, outputs, hints, device)
+        self.summands: tuple[int, int] = _summands(layer)  # type: ignore[assignment]
+        self.size = int(np.prod(outputs[0].shape))
+        self.run_loop: Any = None
+
+    def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
+        self.codes, self.params = codes, params
+        return True
+
+    def prepare(self) -> None:
+        v = np.zeros(1, np.float32)
+        self.run_loop = self.loop("elementwise", "add_into", v, v, v, self.codes, self.params, 0, 0)
+
+    def _flat(self, inputs: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        i, j = self.summands
+        return fitted(inputs[i]).reshape(-1), fitted(inputs[j]).reshape(-1)
+
+    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
+        a, b = self._flat(inputs)
+        given = outputs[0] if outputs is not None else None
+        out = given if given is not None and fits(given) else np.empty(self.output_specs[0].shape, FLOAT32)
+        self.run_loop(a, b, out.reshape(-1), self.codes, self.params, 0, self.size)
+        if given is not None and out is not given:
+            np.copyto(given, out)
+        return outputs if outputs is not None else [out]
+
+    def splits(self) -> bool:
+        return self.size >= SHARE_MIN_ELEMENTS
+
+    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
+        out = outputs[0]
+        if count < 2 or not self.splits() or not fits(out):
+            return None
+        bands = element_bands(out.shape, count)
+        spans = [_span(out, band) for band in bands]
+        if len(bands) < 2 or any(span is None for span in spans):
+            return None
+        a, b = self._flat(inputs)
+        flat = out.reshape(-1)
+        return [Piece(partial(self.run_loop, a, b, flat, self.codes, self.params, *span), band)  # type: ignore[misc]
+                for band, span in zip(bands, spans)]
+
+
+def _span(out: np.ndarray, band: tuple[slice, ...]) -> tuple[int, int] | None:
+    """The flat range of ``out[band]`` where that view is contiguous, else None."""
+    view = out[band]
+    if not view.flags.c_contiguous:
+        return None
+    start = (view.__array_interface__["data"][0] - out.__array_interface__["data"][0]) // out.itemsize
+    return start, start + view.size

@@ -6,7 +6,8 @@ planes is copied into frames of their padding (-inf for a max, 0 for a sum), red
 along W over each window's columns, then along H over its rows, and an average divided by
 its window's count. At stride 1 a pass runs over the block's frames flattened, one long
 vectorised loop per tap (outputs that land in the frames' padding are cut off at the
-end). A max lets NaN win, as numpy's maximum does. The activations are applied to each
+end). A strided max runs along H first (:func:`_max_rows_first`): the strided pass along
+W then reads only the output's rows. A max lets NaN win, as numpy's maximum does. The activations are applied to each
 output plane. Indices are unsigned and flat, as in
 :mod:`graphexec.devices.cpu.jit._loops_conv`.
 """
@@ -18,9 +19,51 @@ import numpy as np
 from graphexec.devices.cpu.jit._loops_activation import activate
 from graphexec.devices.cpu.jit.compiler import loop
 
+import numba  # isort: skip
+
 u64 = np.uint64
 #: Numbers of a block's frames (they and the passes' results stay in L2).
 FRAMES = 1 << 15
+
+
+@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False)
+def _max_rows_first(frames, by_rows, of, first, planes, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw):
+    """A strided max pool of a block of frames, along H first: each output row's window
+    rows at full width (contiguous, vectorised), then the strided pass along W over those
+    ``ho`` rows alone, where W first runs it over all ``hp``."""
+    for b in range(planes):
+        for oy in range(ho):
+            into = u64((b * ho + oy) * wp)
+            read = u64((b * hp + oy * sh) * wp)
+            for q in range(wp):
+                by_rows[into + u64(q)] = frames[read + u64(q)]
+            for ky in range(1, kh):
+                read = u64((b * hp + oy * sh + ky * dh) * wp)
+                for q in range(wp):
+                    v = frames[read + u64(q)]
+                    a = by_rows[into + u64(q)]
+                    by_rows[into + u64(q)] = v if (v > a) | (v != v) else a
+    for r in range(planes * ho):
+        row = u64(r * wp)
+        into = u64(first * ho * wo + r * wo)
+        if sw == 2:  # the stride a constant: LLVM vectorises the interleaved reads
+            for ox in range(wo):
+                of[into + u64(ox)] = by_rows[row + u64(2 * ox)]
+            for kx in range(1, kw):
+                read = row + u64(kx * dw)
+                for ox in range(wo):
+                    v = by_rows[read + u64(2 * ox)]
+                    a = of[into + u64(ox)]
+                    of[into + u64(ox)] = v if (v > a) | (v != v) else a
+        else:
+            for ox in range(wo):
+                of[into + u64(ox)] = by_rows[row + u64(ox * sw)]
+            for kx in range(1, kw):
+                read = row + u64(kx * dw)
+                for ox in range(wo):
+                    v = by_rows[read + u64(ox * sw)]
+                    a = of[into + u64(ox)]
+                    of[into + u64(ox)] = v if (v > a) | (v != v) else a
 
 
 @loop
@@ -40,6 +83,7 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
     hs = wp if sw == 1 else wo  # the row length of the pass along W
     along_w = np.empty(block * hp * hs, np.float32)
     wide = np.empty(block * hp * hs, np.float32)
+    by_rows = np.empty(block * ho * wp if sh > 1 and not average else 0, np.float32)
     for p in range(block * hp * wp):
         frames[p] = fill
     for first in range(b0, b1, block):
@@ -52,108 +96,111 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                 read = source + u64(y * w)
                 for q in range(w):
                     frames[into + u64(q)] = xf[read + u64(q)]
-        if sw == 1:  # along W, the frames flattened
-            count = rows * wp - (kw - 1) * dw
-            if kw == 1:
-                for p in range(count):
-                    along_w[p] = frames[p]
-            elif average:
-                for p in range(count):
-                    along_w[p] = frames[p] + frames[u64(dw) + u64(p)]
-            else:
-                for p in range(count):
-                    v = frames[u64(dw) + u64(p)]
-                    a = frames[p]
-                    along_w[p] = v if (v > a) | (v != v) else a
-            for kx in range(2, kw):
-                shift = u64(kx * dw)
-                if average:
+        if not average and sh > 1:
+            _max_rows_first(frames, by_rows, of, first, planes, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw)
+        else:
+            if sw == 1:  # along W, the frames flattened
+                count = rows * wp - (kw - 1) * dw
+                if kw == 1:
                     for p in range(count):
-                        along_w[p] += frames[shift + u64(p)]
+                        along_w[p] = frames[p]
+                elif average:
+                    for p in range(count):
+                        along_w[p] = frames[p] + frames[u64(dw) + u64(p)]
                 else:
                     for p in range(count):
-                        v = frames[shift + u64(p)]
-                        a = along_w[p]
+                        v = frames[u64(dw) + u64(p)]
+                        a = frames[p]
                         along_w[p] = v if (v > a) | (v != v) else a
-        elif sw == 2:  # the stride a constant: LLVM vectorises the interleaved reads
-            for y in range(rows):
-                row = u64(y * wp)
-                into = u64(y * hs)
-                for ox in range(wo):
-                    along_w[into + u64(ox)] = frames[row + u64(2 * ox)]
-                for kx in range(1, kw):
-                    read = row + u64(kx * dw)
+                for kx in range(2, kw):
+                    shift = u64(kx * dw)
                     if average:
-                        for ox in range(wo):
-                            along_w[into + u64(ox)] += frames[read + u64(2 * ox)]
+                        for p in range(count):
+                            along_w[p] += frames[shift + u64(p)]
                     else:
-                        for ox in range(wo):
-                            v = frames[read + u64(2 * ox)]
-                            a = along_w[into + u64(ox)]
-                            along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
-        else:
-            for y in range(rows):
-                row = u64(y * wp)
-                into = u64(y * hs)
-                for ox in range(wo):
-                    along_w[into + u64(ox)] = frames[row + u64(ox * sw)]
-                for kx in range(1, kw):
-                    read = row + u64(kx * dw)
-                    if average:
-                        for ox in range(wo):
-                            along_w[into + u64(ox)] += frames[read + u64(ox * sw)]
-                    else:
-                        for ox in range(wo):
-                            v = frames[read + u64(ox * sw)]
-                            a = along_w[into + u64(ox)]
-                            along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
-        if sh == 1:  # along H, the rows flattened
-            count = (rows - (kh - 1) * dh) * hs
-            shift = u64(dh * hs)
-            if kh == 1:
-                for p in range(count):
-                    wide[p] = along_w[p]
-            elif average:
-                for p in range(count):
-                    wide[p] = along_w[p] + along_w[shift + u64(p)]
+                        for p in range(count):
+                            v = frames[shift + u64(p)]
+                            a = along_w[p]
+                            along_w[p] = v if (v > a) | (v != v) else a
+            elif sw == 2:  # the stride a constant: LLVM vectorises the interleaved reads
+                for y in range(rows):
+                    row = u64(y * wp)
+                    into = u64(y * hs)
+                    for ox in range(wo):
+                        along_w[into + u64(ox)] = frames[row + u64(2 * ox)]
+                    for kx in range(1, kw):
+                        read = row + u64(kx * dw)
+                        if average:
+                            for ox in range(wo):
+                                along_w[into + u64(ox)] += frames[read + u64(2 * ox)]
+                        else:
+                            for ox in range(wo):
+                                v = frames[read + u64(2 * ox)]
+                                a = along_w[into + u64(ox)]
+                                along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
             else:
-                for p in range(count):
-                    v = along_w[shift + u64(p)]
-                    a = along_w[p]
-                    wide[p] = v if (v > a) | (v != v) else a
-            for ky in range(2, kh):
-                shift = u64(ky * dh * hs)
-                if average:
+                for y in range(rows):
+                    row = u64(y * wp)
+                    into = u64(y * hs)
+                    for ox in range(wo):
+                        along_w[into + u64(ox)] = frames[row + u64(ox * sw)]
+                    for kx in range(1, kw):
+                        read = row + u64(kx * dw)
+                        if average:
+                            for ox in range(wo):
+                                along_w[into + u64(ox)] += frames[read + u64(ox * sw)]
+                        else:
+                            for ox in range(wo):
+                                v = frames[read + u64(ox * sw)]
+                                a = along_w[into + u64(ox)]
+                                along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
+            if sh == 1:  # along H, the rows flattened
+                count = (rows - (kh - 1) * dh) * hs
+                shift = u64(dh * hs)
+                if kh == 1:
                     for p in range(count):
-                        wide[p] += along_w[shift + u64(p)]
+                        wide[p] = along_w[p]
+                elif average:
+                    for p in range(count):
+                        wide[p] = along_w[p] + along_w[shift + u64(p)]
                 else:
                     for p in range(count):
                         v = along_w[shift + u64(p)]
-                        a = wide[p]
+                        a = along_w[p]
                         wide[p] = v if (v > a) | (v != v) else a
-            for b in range(planes):
-                for oy in range(ho):
-                    into = u64(((first + b) * ho + oy) * wo)
-                    read = u64((b * hp + oy) * hs)
-                    for ox in range(wo):
-                        of[into + u64(ox)] = wide[read + u64(ox)]
-        else:
-            for b in range(planes):
-                for oy in range(ho):
-                    into = u64(((first + b) * ho + oy) * wo)
-                    read = u64((b * hp + oy * sh) * hs)
-                    for ox in range(wo):
-                        of[into + u64(ox)] = along_w[read + u64(ox)]
-                    for ky in range(1, kh):
-                        read = u64((b * hp + oy * sh + ky * dh) * hs)
-                        if average:
-                            for ox in range(wo):
-                                of[into + u64(ox)] += along_w[read + u64(ox)]
-                        else:
-                            for ox in range(wo):
-                                v = along_w[read + u64(ox)]
-                                a = of[into + u64(ox)]
-                                of[into + u64(ox)] = v if (v > a) | (v != v) else a
+                for ky in range(2, kh):
+                    shift = u64(ky * dh * hs)
+                    if average:
+                        for p in range(count):
+                            wide[p] += along_w[shift + u64(p)]
+                    else:
+                        for p in range(count):
+                            v = along_w[shift + u64(p)]
+                            a = wide[p]
+                            wide[p] = v if (v > a) | (v != v) else a
+                for b in range(planes):
+                    for oy in range(ho):
+                        into = u64(((first + b) * ho + oy) * wo)
+                        read = u64((b * hp + oy) * hs)
+                        for ox in range(wo):
+                            of[into + u64(ox)] = wide[read + u64(ox)]
+            else:
+                for b in range(planes):
+                    for oy in range(ho):
+                        into = u64(((first + b) * ho + oy) * wo)
+                        read = u64((b * hp + oy * sh) * hs)
+                        for ox in range(wo):
+                            of[into + u64(ox)] = along_w[read + u64(ox)]
+                        for ky in range(1, kh):
+                            read = u64((b * hp + oy * sh + ky * dh) * hs)
+                            if average:
+                                for ox in range(wo):
+                                    of[into + u64(ox)] += along_w[read + u64(ox)]
+                            else:
+                                for ox in range(wo):
+                                    v = along_w[read + u64(ox)]
+                                    a = of[into + u64(ox)]
+                                    of[into + u64(ox)] = v if (v > a) | (v != v) else a
         for b in range(planes):
             target = u64((first + b) * ho * wo)
             if average:

@@ -235,6 +235,7 @@ POOLS = [  # type, kernel, stride, padding, ceil_mode, extra params, input shape
     ("nn.MaxPool2d", 3, 2, 0, True, {}, (1, 16, 27, 27)),
     ("nn.MaxPool2d", 3, 1, 1, False, {}, (2, 8, 14, 14)),
     ("nn.MaxPool2d", 3, 2, 1, False, {"dilation": [2, 2]}, (1, 4, 21, 17)),
+    ("nn.MaxPool2d", 3, 3, 1, True, {}, (2, 6, 20, 22)),                       # strided, not by 2
     ("nn.AvgPool2d", 3, 1, 1, False, {"count_include_pad": False}, (1, 12, 17, 17)),
     ("nn.AvgPool2d", 2, 2, 0, False, {}, (2, 6, 28, 28)),
     ("nn.AvgPool2d", 3, 2, 1, True, {"count_include_pad": True}, (1, 5, 16, 15)),

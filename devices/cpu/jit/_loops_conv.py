@@ -41,10 +41,88 @@ _ZERO = np.float32(0)
 CHUNK = 2048
 
 
-@numba.njit(nogil=True, fastmath=False, error_model="numpy", inline="always")
+_INLINE = dict(nogil=True, fastmath=False, error_model="numpy", inline="always")
+
+
+@numba.njit(**_INLINE)
 def _tap_offset(ky, kx, dh, dw, sh, sw, phase, wq):
     """Where tap (ky, kx) starts reading the stride phases' wide grids."""
     return u64(((ky * dh) % sh * sw + (kx * dw) % sw) * phase + (ky * dh) // sh * wq + (kx * dw) // sw)
+
+
+@numba.njit(**_INLINE)
+def _fill_grid(xf, source, h, w, grid, base, sh, sw, top, left, hq, wq):
+    """The plane of ``xf`` at ``source`` (H x W), zero-padded and split into its stride
+    phases, into ``grid`` from ``base``: ``sh * sw`` wide grids of ``hq`` x ``wq``."""
+    phase = hq * wq
+    for a in range(sh):
+        for b in range(sw):
+            start = base + (a * sw + b) * phase
+            q0 = min(wq, max(0, (left - b + sw - 1) // sw))  # phase columns that hold input ones
+            q1 = max(q0, min(wq, (w - 1 + left - b) // sw + 1))
+            for y in range(hq):
+                iy = y * sh + a - top
+                row = u64(start + y * wq)
+                if iy < 0 or iy >= h:
+                    for q in range(wq):
+                        grid[row + u64(q)] = _ZERO
+                    continue
+                for q in range(q0):
+                    grid[row + u64(q)] = _ZERO
+                line = u64(source + iy * w + q0 * sw + b - left)
+                into = row + u64(q0)
+                if sw == 1:
+                    for q in range(q1 - q0):
+                        grid[into + u64(q)] = xf[line + u64(q)]
+                else:
+                    for q in range(q1 - q0):
+                        grid[into + u64(q)] = xf[line + u64(q * sw)]
+                for q in range(q1, wq):
+                    grid[row + u64(q)] = _ZERO
+
+
+@numba.njit(**_INLINE)
+def _add_taps(acc, at, m, grid, base, wf, taps, kh, kw, dh, dw, sh, sw, hq, wq):
+    """``acc[at:at + m] +=`` each tap of the kernel at ``wf[taps:]`` (kh x kw) times the
+    wide grids from ``base`` (see :func:`_fill_grid`) at those positions, in the order
+    ``ky``, ``kx``; up to three taps of a kernel row in one pass, ``((acc + a) + b) + c``:
+    the sums of a pass per tap, with a third of the loads and stores of ``acc``."""
+    phase = hq * wq
+    for ky in range(kh):
+        kx = 0
+        while kx < kw:
+            count = min(3, kw - kx)
+            k = u64(taps + ky * kw + kx)
+            t0 = wf[k]
+            r0 = u64(base) + at + _tap_offset(ky, kx, dh, dw, sh, sw, phase, wq)
+            if count == 1:
+                for p in range(m):
+                    acc[at + u64(p)] += t0 * grid[r0 + u64(p)]
+            elif count == 2:
+                t1 = wf[k + u64(1)]
+                r1 = u64(base) + at + _tap_offset(ky, kx + 1, dh, dw, sh, sw, phase, wq)
+                for p in range(m):
+                    acc[at + u64(p)] = acc[at + u64(p)] + t0 * grid[r0 + u64(p)] + t1 * grid[r1 + u64(p)]
+            else:
+                t1 = wf[k + u64(1)]
+                t2 = wf[k + u64(2)]
+                r1 = u64(base) + at + _tap_offset(ky, kx + 1, dh, dw, sh, sw, phase, wq)
+                r2 = u64(base) + at + _tap_offset(ky, kx + 2, dh, dw, sh, sw, phase, wq)
+                for p in range(m):
+                    acc[at + u64(p)] = (acc[at + u64(p)] + t0 * grid[r0 + u64(p)]
+                                        + t1 * grid[r1 + u64(p)] + t2 * grid[r2 + u64(p)])
+            kx += count
+
+
+@numba.njit(**_INLINE)
+def _store(acc, wq, of, target, ho, wo):
+    """The accumulated plane (rows ``wq`` apart) into ``of`` from ``target``, its pad
+    columns cut off."""
+    for oy in range(ho):
+        row = u64(target + oy * wo)
+        at = u64(oy * wq)
+        for ox in range(wo):
+            of[row + u64(ox)] = acc[at + u64(ox)]
 
 
 @loop
@@ -62,74 +140,21 @@ def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0,
     xf = x.reshape(-1)
     of = out.reshape(-1)
     wf = weight.reshape(-1)
-    phase = hq * wq
-    grid = np.empty(sh * sw * phase, np.float32)
+    grid = np.empty(sh * sw * hq * wq, np.float32)
     span = ho * wq
     acc = np.empty(span, np.float32)
     for plane in range(n * (c1 - c0)):
         image = plane // (c1 - c0)
         o = c0 + plane % (c1 - c0)
-        source = (image * c + o // mult) * h * w
-        for a in range(sh):  # the stride phases, zero-padded
-            for b in range(sw):
-                base = (a * sw + b) * phase
-                q0 = min(wq, max(0, (left - b + sw - 1) // sw))  # phase columns that hold input ones
-                q1 = max(q0, min(wq, (w - 1 + left - b) // sw + 1))
-                for y in range(hq):
-                    iy = y * sh + a - top
-                    row = u64(base + y * wq)
-                    if iy < 0 or iy >= h:
-                        for q in range(wq):
-                            grid[row + u64(q)] = _ZERO
-                        continue
-                    for q in range(q0):
-                        grid[row + u64(q)] = _ZERO
-                    line = u64(source + iy * w + q0 * sw + b - left)
-                    into = row + u64(q0)
-                    if sw == 1:
-                        for q in range(q1 - q0):
-                            grid[into + u64(q)] = xf[line + u64(q)]
-                    else:
-                        for q in range(q1 - q0):
-                            grid[into + u64(q)] = xf[line + u64(q * sw)]
-                    for q in range(q1, wq):
-                        grid[row + u64(q)] = _ZERO
+        _fill_grid(xf, (image * c + o // mult) * h * w, h, w, grid, 0, sh, sw, top, left, hq, wq)
         for p0 in range(0, span, CHUNK):  # every tap over one chunk of the plane, in L1
             m = min(CHUNK, span - p0)
             at = u64(p0)
             start = bias[o]
             for p in range(m):
                 acc[at + u64(p)] = start
-            for ky in range(kh):
-                kx = 0
-                while kx < kw:  # up to three taps of a row in one pass, added in order
-                    taps = min(3, kw - kx)
-                    k = u64((o * kh + ky) * kw + kx)
-                    t0 = wf[k]
-                    r0 = at + _tap_offset(ky, kx, dh, dw, sh, sw, phase, wq)
-                    if taps == 1:
-                        for p in range(m):
-                            acc[at + u64(p)] += t0 * grid[r0 + u64(p)]
-                    elif taps == 2:
-                        t1 = wf[k + u64(1)]
-                        r1 = at + _tap_offset(ky, kx + 1, dh, dw, sh, sw, phase, wq)
-                        for p in range(m):
-                            acc[at + u64(p)] = acc[at + u64(p)] + t0 * grid[r0 + u64(p)] + t1 * grid[r1 + u64(p)]
-                    else:
-                        t1 = wf[k + u64(1)]
-                        t2 = wf[k + u64(2)]
-                        r1 = at + _tap_offset(ky, kx + 1, dh, dw, sh, sw, phase, wq)
-                        r2 = at + _tap_offset(ky, kx + 2, dh, dw, sh, sw, phase, wq)
-                        for p in range(m):
-                            acc[at + u64(p)] = (acc[at + u64(p)] + t0 * grid[r0 + u64(p)]
-                                                + t1 * grid[r1 + u64(p)] + t2 * grid[r2 + u64(p)])
-                    kx += taps
-        target = u64((image * cout + o) * ho * wo)
-        for oy in range(ho):
-            row = target + u64(oy * wo)
-            at = u64(oy * wq)
-            for ox in range(wo):
-                of[row + u64(ox)] = acc[at + u64(ox)]
+            _add_taps(acc, at, m, grid, 0, wf, o * kh * kw, kh, kw, dh, dw, sh, sw, hq, wq)
+        _store(acc, wq, of, (image * cout + o) * ho * wo, ho, wo)
         if codes.shape[0]:
             activate(out[image, o].reshape(-1), codes, params)
 

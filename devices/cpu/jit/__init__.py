@@ -10,10 +10,11 @@ few calls, as loops that release the GIL.
     _loops_winograd.py           Winograd's input and output transforms
     _loops_pool.py               max and average pooling with their activations
     _loops_elementwise.py        a sum of two tensors with its activations
+    _loops_excitation.py         a squeeze-and-excitation block in one call
     _intrinsics.py               fused multiply-add and 2^k, which numba does not spell
     activation.py, conv.py,      the kernels (tier "jit"), registered with the CPU device
     pooling.py, fused.py,
-    elementwise.py
+    elementwise.py, excitation.py
 
 The kernel modules import neither numba nor the loop modules: a kernel compiles its loops
 in :meth:`~graphexec.devices.base.Kernel.prepare`, when the plan is built, so an engine

@@ -16,9 +16,11 @@ from graphexec.devices.cpu.jit.activation import JitActivation  # noqa: E402
 from graphexec.devices.cpu.jit.base import JitKernel  # noqa: E402
 from graphexec.devices.cpu.jit.conv import JitDepthwiseConv, JitIm2colConv, JitWinogradConv  # noqa: E402
 from graphexec.devices.cpu.jit.elementwise import JitSum  # noqa: E402
+from graphexec.devices.cpu.jit.excitation import JitSqueezeExcite  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
 from graphexec.devices.cpu.jit.pooling import JitPool  # noqa: E402
 from graphexec.layers.fused import Fused  # noqa: E402
+from graphexec.passes.excitation import SqueezeExcite  # noqa: E402
 from graphexec.layers.specs import spec_of  # noqa: E402
 
 from tests.devices.cpu.kernels import kernel_for  # noqa: E402
@@ -228,6 +230,36 @@ def test_other_expressions_stay_with_numpy(expr, shapes, dtype):
     inputs = [np.ones(shape, dtype) for shape in shapes]
     layer = make("pnnx.Expression", {"expr": expr}, inputs=len(shapes))
     assert not isinstance(kernel_for(layer, inputs, device=JIT), JitKernel)
+
+
+# -- squeeze and excitation ----------------------------------------------------------------------
+@pytest.mark.parametrize("tails, bias, shape", [
+    (("nn.ReLU", "nn.Hardsigmoid"), True, (1, 40, 7, 7)),     # MobileNet v3
+    (("nn.SiLU", "nn.Sigmoid"), True, (2, 24, 17, 19)),        # EfficientNet; not a whole number of lanes
+    (("nn.ReLU", "nn.Sigmoid"), False, (1, 8, 4, 4)),
+])
+def test_a_squeeze_excite_block_matches_its_layer(tails, bias, shape):
+    rng = np.random.default_rng(13)
+    c = shape[1]
+    reduce, _, _ = conv_layer(rng, c, c // 4, (1, 1), bias=bias)
+    expand, _, _ = conv_layer(rng, c // 4, c, (1, 1), bias=bias)
+    block = SqueezeExcite("se", reduce, (make(tails[0], {}),), expand, (make(tails[1], {}),))
+    x = (3 * rng.standard_normal(shape)).astype(np.float32)
+    k = kernel_for(block, [x], device=JIT)
+    assert isinstance(k, JitSqueezeExcite)
+    got = run_whole_and_in_pieces(k, [x])
+    assert_near(got, block.forward([x])[0])
+    into = x.copy()
+    k.run([into], [into])  # over its input, as the planner may place it
+    np.testing.assert_array_equal(into, got)
+
+
+def test_a_squeeze_excite_block_whose_activation_the_loops_lack_stays_with_numpy():
+    rng = np.random.default_rng(14)
+    reduce, _, _ = conv_layer(rng, 16, 4, (1, 1))
+    expand, _, _ = conv_layer(rng, 4, 16, (1, 1))
+    block = SqueezeExcite("se", reduce, (make("nn.GELU", {"approximate": "tanh"}),), expand, (make("nn.Sigmoid", {}),))
+    assert not isinstance(kernel_for(block, [np.ones((1, 16, 5, 5), np.float32)], device=JIT), JitKernel)
 
 
 # -- pooling ---------------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""A squeeze-and-excitation block (:class:`graphexec.passes.excitation.SqueezeExcite`) as
+one compiled call: the channel means, both small products with their biases and
+activations, and the gated copy, where the layer's numpy forward makes a dozen numpy
+calls of a few microseconds each (MobileNet v3 small runs nine such blocks, EfficientNet-B0
+sixteen)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphexec.devices.cpu.jit.activation import chain_of
+from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fits, fitted
+from graphexec.devices.cpu.kernel import cpu_kernel
+from graphexec.layers.specs import TensorSpec
+from graphexec.passes.excitation import SqueezeExcite
+
+
+@cpu_kernel(SqueezeExcite)
+class JitSqueezeExcite(JitKernel):
+    """A float32 squeeze-and-excitation block whose activations the loops compute."""
+
+    name = "jit squeeze-excite"
+
+    @classmethod
+    def accepts(cls, layer, inputs, outputs, hints) -> bool:
+        x = inputs[0] if inputs else None
+        return (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and len(x.shape) == 4
+                and chain_of(layer.reduce_tail) is not None and chain_of(layer.expand_tail) is not None)
+
+    def __init__(self, layer, inputs, outputs, hints, device) -> None:
+        super().__init__(layer, inputs, outputs, hints, device)
+        n, c, h, w = inputs[0].shape
+        self.shape = (n, c, h * w)
+        self.reduce_w = np.ascontiguousarray(layer.reduce_weight, FLOAT32)
+        self.expand_w = np.ascontiguousarray(layer.expand_weight, FLOAT32)
+        self.reduce_b = _bias(layer.reduce_bias, self.reduce_w.shape[1])
+        self.expand_b = _bias(layer.expand_bias, self.expand_w.shape[1])
+        self.reduce_chain = chain_of(layer.reduce_tail)
+        self.expand_chain = chain_of(layer.expand_tail)
+        self.run_loop: Any = None
+
+    def prepare(self) -> None:
+        x = np.zeros((1, 1, 1), np.float32)
+        self.run_loop = self.loop("excitation", "squeeze_excite", x, x, self.reduce_w, self.reduce_b, self.expand_w,
+                                  self.expand_b, *self.reduce_chain, *self.expand_chain)  # type: ignore[misc]
+
+    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
+        x = fitted(inputs[0]).reshape(self.shape)
+        given = outputs[0] if outputs is not None else None
+        out = given if given is not None and fits(given) else np.empty(self.output_specs[0].shape, FLOAT32)
+        self.run_loop(x, out.reshape(self.shape), self.reduce_w, self.reduce_b, self.expand_w, self.expand_b,
+                      *self.reduce_chain, *self.expand_chain)  # type: ignore[misc]
+        if given is not None and out is not given:
+            np.copyto(given, out)
+        return outputs if outputs is not None else [out]
+
+
+def _bias(bias: np.ndarray | None, size: int) -> np.ndarray:
+    return np.zeros(size, FLOAT32) if bias is None else np.ascontiguousarray(bias, FLOAT32)

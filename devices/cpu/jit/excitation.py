@@ -26,7 +26,7 @@ class JitSqueezeExcite(JitKernel):
     @classmethod
     def accepts(cls, layer, inputs, outputs, hints) -> bool:
         x = inputs[0] if inputs else None
-        return (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and len(x.shape) == 4
+        return (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and len(x.shape) == 4 and min(x.shape) > 0
                 and chain_of(layer.reduce_tail) is not None and chain_of(layer.expand_tail) is not None)
 
     def __init__(self, layer, inputs, outputs, hints, device) -> None:

@@ -7,24 +7,20 @@ two convolutions with their fused activations, a ``mul`` expression), each a nod
 work is a few microseconds of numpy on a vector and tens of microseconds of Python and
 dispatch around it: MobileNet v3 small runs nine such blocks, a third of its nodes.
 
-:class:`SqueezeExcite` runs a block as one node: the mean is one matrix-vector product
-(as the average pool computes it), each convolution one small product with its bias and
-the activation layers the model named, and the gate one broadcast multiply. Its
+A block runs as one node, a :class:`graphexec.layers.excitation.SqueezeExcite`. Its
 intermediate operands (the pooled vector, the hidden vector and the gate) count as fused
-away, so a run that extracts one takes the unfused plan. The sums run in another order than
-the convolution kernels' (within float32 rounding; tested against PyTorch), and the
-sequential and concurrent executors, which run the same plan, still agree bit for bit.
+away, so a run that extracts one takes the unfused plan. The sequential and concurrent
+executors, which run the same plan, still agree bit for bit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
-from graphexec.layers.base import Layer, Shape, ShapeMismatch
+from graphexec.layers.base import Layer
 from graphexec.layers.conv import Conv2d
+from graphexec.layers.excitation import SqueezeExcite
 from graphexec.layers.expression import Expression
 from graphexec.layers.fused import head_and_tail
 from graphexec.layers.pooling import AdaptiveAvgPool2d
@@ -34,83 +30,6 @@ from graphexec.program import Program, Step
 
 #: How pnnx writes the gate: ``scale * input``, either way round.
 _PRODUCTS = ("mul(@0,@1)", "mul(@1,@0)")
-
-
-class SqueezeExcite(Layer):
-    """``x * gate(W2 act(W1 mean_hw(x) + b1) + b2)`` over an (N, C, H, W) float32 input."""
-
-    fresh_outputs = True
-    writes_into = True
-
-    def __init__(self, name: str, reduce: Conv2d, reduce_tail: tuple[Layer, ...],
-                 expand: Conv2d, expand_tail: tuple[Layer, ...]):  # no Operator: built by the rewrite
-        self.name = name
-        self.type = "graphexec.SqueezeExcite"
-        self.num_inputs = 1
-        self.num_outputs = 1
-        self.input_names = ["input"]
-        # Transposed, so that each product leaves one image's vector per contiguous row.
-        self.reduce_weight = np.ascontiguousarray(reduce.weight[:, :, 0, 0].T)   # (C, Cr)
-        self.reduce_bias = reduce.bias
-        self.expand_weight = np.ascontiguousarray(expand.weight[:, :, 0, 0].T)   # (Cr, C)
-        self.expand_bias = expand.bias
-        self.reduce_tail, self.expand_tail = reduce_tail, expand_tail
-
-    @property
-    def channels(self) -> int:
-        return self.reduce_weight.shape[0]
-
-    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, 1)
-        shape = shapes[0]
-        if len(shape) != 4 or shape[1] != self.channels:
-            raise ShapeMismatch(f"expects (N, {self.channels}, H, W), got {shape}")
-        return [shape]
-
-    def forward(self, inputs: list[Any]) -> list[Any]:
-        out = np.empty(inputs[0].shape, np.float32)
-        self.forward_into(inputs, [out])
-        return [out]
-
-    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
-        x = inputs[0]
-        n, c, h, w = x.shape
-        means = np.matmul(x.reshape(n, c, h * w), self._average(h * w))       # (N, C)
-        hidden = self._linear(means, self.reduce_weight, self.reduce_bias)  # (N, Cr)
-        self._activate(self.reduce_tail, hidden)
-        gate = self._linear(hidden, self.expand_weight, self.expand_bias)   # (N, C)
-        self._activate(self.expand_tail, gate)
-        np.multiply(x, gate.reshape(n, c, 1, 1), out=outputs[0])
-
-    @staticmethod
-    def _average(count: int) -> np.ndarray:
-        """The vector of ``1/count`` that averages a row (the average pool's own)."""
-        return np.full(count, 1 / count, dtype=np.float32)
-
-    @staticmethod
-    def _linear(rows: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-        result = np.matmul(rows, weight)
-        if bias is not None:
-            result += bias
-        return result
-
-    @staticmethod
-    def _activate(tail: tuple[Layer, ...], rows: np.ndarray) -> None:
-        """The activations on (N, channels) in place, seen as the (N, channels, 1, 1) image
-        the convolution gave them (a view: ``rows`` is contiguous)."""
-        image = rows.reshape(rows.shape + (1, 1))
-        for layer in tail:
-            layer.forward_into([image], [image])
-
-    def flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
-        n, c, h, w = inputs[0].shape
-        return 2 * n * c * h * w + self.blas_flops(inputs, outputs)
-
-    def blas_flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
-        return 2 * inputs[0].shape[0] * (self.reduce_weight.size + self.expand_weight.size)
-
-    def work_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
-        return 3 * inputs[0].nbytes + 4 * (self.reduce_weight.size + self.expand_weight.size)
 
 
 class FuseExcitations(Pass):

@@ -1,4 +1,4 @@
-"""A squeeze-and-excitation block (:class:`graphexec.passes.excitation.SqueezeExcite`) as
+"""A squeeze-and-excitation block (:class:`graphexec.layers.excitation.SqueezeExcite`) as
 one compiled call: the channel means, both small products with their biases and
 activations, and the gated copy, where the layer's numpy forward makes a dozen numpy
 calls of a few microseconds each (MobileNet v3 small runs nine such blocks, EfficientNet-B0
@@ -14,7 +14,7 @@ from graphexec.devices.cpu.jit.activation import chain_of
 from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fits, fitted
 from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers.specs import TensorSpec
-from graphexec.passes.excitation import SqueezeExcite
+from graphexec.layers.excitation import SqueezeExcite
 
 
 @cpu_kernel(SqueezeExcite)

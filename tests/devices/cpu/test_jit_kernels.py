@@ -20,7 +20,7 @@ from graphexec.devices.cpu.jit.excitation import JitSqueezeExcite  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
 from graphexec.devices.cpu.jit.pooling import JitPool  # noqa: E402
 from graphexec.layers.fused import Fused  # noqa: E402
-from graphexec.passes.excitation import SqueezeExcite  # noqa: E402
+from graphexec.layers.excitation import SqueezeExcite  # noqa: E402
 from graphexec.layers.specs import spec_of  # noqa: E402
 
 from tests.devices.cpu.kernels import kernel_for  # noqa: E402

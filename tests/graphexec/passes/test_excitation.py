@@ -8,7 +8,7 @@ import pytest
 from graphexec.layers.base import ShapeMismatch
 
 from graphexec import Engine
-from graphexec.passes.excitation import SqueezeExcite
+from graphexec.layers.excitation import SqueezeExcite
 from tests.golden import OPS, assert_rewritten_runs_agree
 
 EXCITATIONS = OPS / "conv" / "conv2d_excitations_batch2"

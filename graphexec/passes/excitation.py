@@ -16,6 +16,7 @@ executors, which run the same plan, still agree bit for bit.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 import numpy as np
 
 from graphexec.layers.base import Layer

@@ -26,10 +26,9 @@ from graphexec.layers.conv import Conv1d, Conv2d
 from graphexec.layers.specs import TensorSpec
 
 #: Channels last on output planes of at most this many positions (14 x 14 is 196); of at
-#: most ``LAST_MAX_STRIDED_POSITIONS`` (7 x 7 is 49) where the stride is more than 1.
-#: Measured on one thread, 120-672 channels: on 7 x 7 outputs channels last took 0.3-0.5x
-#: channels first's time, on 14 x 14 ones at stride 1 0.8-1.1x, but on 14 x 14 ones at
-#: stride 2 (from 28 x 28, whose input it must transpose whole) 1.1-2.3x.
+#: most ``LAST_MAX_STRIDED_POSITIONS`` (7 x 7 is 49) where the stride is more than 1: from a
+#: larger input, which channels last transposes whole, channels first is faster
+#: (docs/benchmarks.md, "Compiled CPU kernels").
 LAST_MAX_POSITIONS = 256
 LAST_MAX_STRIDED_POSITIONS = 64
 #: A depthwise convolution is shared out by bands of channels from this many

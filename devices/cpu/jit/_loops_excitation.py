@@ -8,10 +8,23 @@ import numpy as np
 from graphexec.devices.cpu.jit._loops_activation import activate
 from graphexec.devices.cpu.jit.compiler import loop
 
+import numba  # isort: skip
+
 u64 = np.uint64
 #: Partial sums a channel's mean keeps, one per vector lane: a vectorised reduction in a
 #: fixed order (numba, without fastmath, reorders no sum itself).
 LANES = 16
+
+
+@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
+def _product(vector, matrix, bias, out):
+    """``out = bias + vector @ matrix``, a row of ``matrix`` at a time (contiguous, vectorised)."""
+    for j in range(out.shape[0]):
+        out[j] = bias[j]
+    for i in range(vector.shape[0]):
+        v = vector[i]
+        for j in range(out.shape[0]):
+            out[j] += v * matrix[i, j]
 
 
 @loop
@@ -44,19 +57,9 @@ def squeeze_excite(x, out, reduce_w, reduce_b, expand_w, expand_b, codes1, param
             for p in range(whole, hw):
                 total += xf[row + u64(p)]
             means[ch] = total * scale
-        for r in range(cr):
-            hidden[r] = reduce_b[r]
-        for ch in range(c):
-            m = means[ch]
-            for r in range(cr):
-                hidden[r] += m * reduce_w[ch, r]
+        _product(means, reduce_w, reduce_b, hidden)
         activate(hidden, codes1, params1)
-        for ch in range(c):
-            gate[ch] = expand_b[ch]
-        for r in range(cr):
-            v = hidden[r]
-            for ch in range(c):
-                gate[ch] += v * expand_w[r, ch]
+        _product(hidden, expand_w, expand_b, gate)
         activate(gate, codes2, params2)
         for ch in range(c):
             g = gate[ch]

@@ -26,6 +26,38 @@ u64 = np.uint64
 FRAMES = 1 << 15
 
 
+@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
+def _along_w(source, row, into, at, wo, kw, sw, dw, average):
+    """One row's pass along W at stride ``sw``: ``into[at:at + wo]`` the sum (``average``)
+    or the maximum of each window of ``source`` from ``row``."""
+    if sw == 2:  # the stride a constant: LLVM vectorises the interleaved reads
+        for ox in range(wo):
+            into[at + u64(ox)] = source[row + u64(2 * ox)]
+        for kx in range(1, kw):
+            read = row + u64(kx * dw)
+            if average:
+                for ox in range(wo):
+                    into[at + u64(ox)] += source[read + u64(2 * ox)]
+            else:
+                for ox in range(wo):
+                    v = source[read + u64(2 * ox)]
+                    a = into[at + u64(ox)]
+                    into[at + u64(ox)] = v if (v > a) | (v != v) else a
+    else:
+        for ox in range(wo):
+            into[at + u64(ox)] = source[row + u64(ox * sw)]
+        for kx in range(1, kw):
+            read = row + u64(kx * dw)
+            if average:
+                for ox in range(wo):
+                    into[at + u64(ox)] += source[read + u64(ox * sw)]
+            else:
+                for ox in range(wo):
+                    v = source[read + u64(ox * sw)]
+                    a = into[at + u64(ox)]
+                    into[at + u64(ox)] = v if (v > a) | (v != v) else a
+
+
 @numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False)
 def _max_rows_first(frames, by_rows, of, first, planes, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw):
     """A strided max pool of a block of frames, along H first: each output row's window
@@ -44,26 +76,7 @@ def _max_rows_first(frames, by_rows, of, first, planes, hp, wp, ho, wo, kh, kw, 
                     a = by_rows[into + u64(q)]
                     by_rows[into + u64(q)] = v if (v > a) | (v != v) else a
     for r in range(planes * ho):
-        row = u64(r * wp)
-        into = u64(first * ho * wo + r * wo)
-        if sw == 2:  # the stride a constant: LLVM vectorises the interleaved reads
-            for ox in range(wo):
-                of[into + u64(ox)] = by_rows[row + u64(2 * ox)]
-            for kx in range(1, kw):
-                read = row + u64(kx * dw)
-                for ox in range(wo):
-                    v = by_rows[read + u64(2 * ox)]
-                    a = of[into + u64(ox)]
-                    of[into + u64(ox)] = v if (v > a) | (v != v) else a
-        else:
-            for ox in range(wo):
-                of[into + u64(ox)] = by_rows[row + u64(ox * sw)]
-            for kx in range(1, kw):
-                read = row + u64(kx * dw)
-                for ox in range(wo):
-                    v = by_rows[read + u64(ox * sw)]
-                    a = of[into + u64(ox)]
-                    of[into + u64(ox)] = v if (v > a) | (v != v) else a
+        _along_w(by_rows, u64(r * wp), of, u64(first * ho * wo + r * wo), wo, kw, sw, dw, False)
 
 
 @loop
@@ -122,38 +135,9 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                             v = frames[shift + u64(p)]
                             a = along_w[p]
                             along_w[p] = v if (v > a) | (v != v) else a
-            elif sw == 2:  # the stride a constant: LLVM vectorises the interleaved reads
-                for y in range(rows):
-                    row = u64(y * wp)
-                    into = u64(y * hs)
-                    for ox in range(wo):
-                        along_w[into + u64(ox)] = frames[row + u64(2 * ox)]
-                    for kx in range(1, kw):
-                        read = row + u64(kx * dw)
-                        if average:
-                            for ox in range(wo):
-                                along_w[into + u64(ox)] += frames[read + u64(2 * ox)]
-                        else:
-                            for ox in range(wo):
-                                v = frames[read + u64(2 * ox)]
-                                a = along_w[into + u64(ox)]
-                                along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
             else:
                 for y in range(rows):
-                    row = u64(y * wp)
-                    into = u64(y * hs)
-                    for ox in range(wo):
-                        along_w[into + u64(ox)] = frames[row + u64(ox * sw)]
-                    for kx in range(1, kw):
-                        read = row + u64(kx * dw)
-                        if average:
-                            for ox in range(wo):
-                                along_w[into + u64(ox)] += frames[read + u64(ox * sw)]
-                        else:
-                            for ox in range(wo):
-                                v = frames[read + u64(ox * sw)]
-                                a = along_w[into + u64(ox)]
-                                along_w[into + u64(ox)] = v if (v > a) | (v != v) else a
+                    _along_w(frames, u64(y * wp), along_w, u64(y * hs), wo, kw, sw, dw, average)
             if sh == 1:  # along H, the rows flattened
                 count = (rows - (kh - 1) * dh) * hs
                 shift = u64(dh * hs)

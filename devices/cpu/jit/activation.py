@@ -164,16 +164,9 @@ class JitActivation(JitKernel):
         self.chain.prepare()
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
-        x = fitted(inputs[0])
-        if outputs is None or not fits(outputs[0]):
-            out = np.empty(x.shape, FLOAT32)
-            self.chain.apply(x, out)
-            if outputs is None:
-                return [out]
-            np.copyto(outputs[0], out)
-            return outputs
-        self.chain.apply(x, outputs[0])
-        return outputs
+        out = self._target(outputs)
+        self.chain.apply(fitted(inputs[0]), out)
+        return self._handed(outputs, out)
 
     def splits(self) -> bool:
         return math.prod(self.output_specs[0].shape) >= SHARE_MIN_ELEMENTS

@@ -54,6 +54,22 @@ class JitKernel(CpuKernel):
         kernel can (by default it cannot)."""
         return False
 
+    def _target(self, outputs: list[Any] | None) -> np.ndarray:
+        """Where the loops write output 0: the one given where they can (:func:`fits`),
+        else a new array (see :meth:`_handed`)."""
+        given = outputs[0] if outputs is not None else None
+        return given if given is not None and fits(given) else np.empty(self.output_specs[0].shape, FLOAT32)
+
+    @staticmethod
+    def _handed(outputs: list[Any] | None, out: np.ndarray) -> list[Any]:
+        """A run's result once the loops wrote ``out`` (from :meth:`_target`): the given
+        outputs, ``out`` copied into the first where it is another array."""
+        if outputs is None:
+            return [out]
+        if out is not outputs[0]:
+            np.copyto(outputs[0], out)
+        return outputs
+
     @staticmethod
     def loop(module: str, name: str, *example: Any) -> Any:
         """Loop ``name`` of ``_loops_<module>``, compiled for arguments like ``example``."""

@@ -70,12 +70,9 @@ class JitSum(JitKernel):
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         a, b = self._flat(inputs)
-        given = outputs[0] if outputs is not None else None
-        out = given if given is not None and fits(given) else np.empty(self.output_specs[0].shape, FLOAT32)
+        out = self._target(outputs)
         self.run_loop(a, b, out.reshape(-1), self.codes, self.params, 0, self.size)
-        if given is not None and out is not given:
-            np.copyto(given, out)
-        return outputs if outputs is not None else [out]
+        return self._handed(outputs, out)
 
     def splits(self) -> bool:
         return self.size >= SHARE_MIN_ELEMENTS
@@ -99,5 +96,5 @@ def _span(out: np.ndarray, band: tuple[slice, ...]) -> tuple[int, int] | None:
     view = out[band]
     if not view.flags.c_contiguous:
         return None
-    start = (view.__array_interface__["data"][0] - out.__array_interface__["data"][0]) // out.itemsize
+    start = (view.ctypes.data - out.ctypes.data) // out.itemsize
     return start, start + view.size

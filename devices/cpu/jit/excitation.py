@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.devices.cpu.jit.activation import chain_of
-from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fits, fitted
+from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fitted
 from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers.specs import TensorSpec
 from graphexec.layers.excitation import SqueezeExcite
@@ -48,13 +48,10 @@ class JitSqueezeExcite(JitKernel):
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         x = fitted(inputs[0]).reshape(self.shape)
-        given = outputs[0] if outputs is not None else None
-        out = given if given is not None and fits(given) else np.empty(self.output_specs[0].shape, FLOAT32)
+        out = self._target(outputs)
         self.run_loop(x, out.reshape(self.shape), self.reduce_w, self.reduce_b, self.expand_w, self.expand_b,
                       *self.reduce_chain, *self.expand_chain)  # type: ignore[misc]
-        if given is not None and out is not given:
-            np.copyto(given, out)
-        return outputs if outputs is not None else [out]
+        return self._handed(outputs, out)
 
 
 def _bias(bias: np.ndarray | None, size: int) -> np.ndarray:

@@ -14,11 +14,12 @@ BLOCK = 2048
 
 
 @loop
-def add_into(a, b, out, codes, params, start, stop):
-    """``out[start:stop] = chain(a + b)`` over flat float32 arrays (``out`` may be ``a`` or
-    ``b``), a block at a time."""
-    for s in range(start, stop, BLOCK):
-        e = min(stop, s + BLOCK)
+def add_into(a, b, out, codes, params):
+    """``out = chain(a + b)`` over flat float32 arrays (``out`` may be ``a`` or ``b``), a
+    block at a time."""
+    size = out.shape[0]
+    for s in range(0, size, BLOCK):
+        e = min(size, s + BLOCK)
         for i in range(e - s):
             k = u64(s + i)
             out[k] = a[k] + b[k]

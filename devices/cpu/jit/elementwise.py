@@ -8,14 +8,12 @@ applies them to each block of sums while it is in L1 (measured in docs/benchmark
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from graphexec.devices.base import Hints, Piece, element_bands
-from graphexec.devices.cpu.jit.activation import SHARE_MIN_ELEMENTS
-from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fits, fitted
+from graphexec.devices.base import Hints
+from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fitted
 from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers._expr import Call, Input
 from graphexec.layers.expression import Expression
@@ -35,8 +33,9 @@ def _summands(layer: Expression) -> tuple[int, int] | None:
 @cpu_kernel(Expression)
 class JitSum(JitKernel):
     """``add(@i,@j)`` of two float32 tensors shaped as its output, in one compiled pass with
-    the activations fused after it; in bands of elements when it runs alone while threads
-    idle."""
+    the activations fused after it. Always whole: the pass runs at memory speed, and
+    handing half of it to another thread cost more than it saved (docs/benchmarks.md,
+    "Compiled CPU kernels")."""
 
     name = "jit add"
     fuses_activations = True
@@ -53,7 +52,6 @@ class JitSum(JitKernel):
     def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
         super().__init__(layer, inputs, outputs, hints, device)
         self.summands: tuple[int, int] = _summands(layer)  # type: ignore[assignment]
-        self.size = int(np.prod(outputs[0].shape))
         self.run_loop: Any = None
 
     def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
@@ -62,39 +60,11 @@ class JitSum(JitKernel):
 
     def prepare(self) -> None:
         v = np.zeros(1, np.float32)
-        self.run_loop = self.loop("elementwise", "add_into", v, v, v, self.codes, self.params, 0, 0)
-
-    def _flat(self, inputs: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        i, j = self.summands
-        return fitted(inputs[i]).reshape(-1), fitted(inputs[j]).reshape(-1)
+        self.run_loop = self.loop("elementwise", "add_into", v, v, v, self.codes, self.params)
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
-        a, b = self._flat(inputs)
+        i, j = self.summands
         out = self._target(outputs)
-        self.run_loop(a, b, out.reshape(-1), self.codes, self.params, 0, self.size)
+        self.run_loop(fitted(inputs[i]).reshape(-1), fitted(inputs[j]).reshape(-1), out.reshape(-1),
+                      self.codes, self.params)
         return self._handed(outputs, out)
-
-    def splits(self) -> bool:
-        return self.size >= SHARE_MIN_ELEMENTS
-
-    def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
-        out = outputs[0]
-        if count < 2 or not self.splits() or not fits(out):
-            return None
-        bands = element_bands(out.shape, count)
-        spans = [_span(out, band) for band in bands]
-        if len(bands) < 2 or any(span is None for span in spans):
-            return None
-        a, b = self._flat(inputs)
-        flat = out.reshape(-1)
-        return [Piece(partial(self.run_loop, a, b, flat, self.codes, self.params, *span), band)  # type: ignore[misc]
-                for band, span in zip(bands, spans)]
-
-
-def _span(out: np.ndarray, band: tuple[slice, ...]) -> tuple[int, int] | None:
-    """The flat range of ``out[band]`` where that view is contiguous, else None."""
-    view = out[band]
-    if not view.flags.c_contiguous:
-        return None
-    start = (view.ctypes.data - out.ctypes.data) // out.itemsize
-    return start, start + view.size

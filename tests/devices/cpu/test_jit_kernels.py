@@ -187,15 +187,15 @@ def test_alone_only_the_activations_a_compiled_pass_does_faster_run_compiled():
 
 # -- sums --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("expr", ["add(@0,@1)", "add(@1,@0)"])
-@pytest.mark.parametrize("shape", [(1, 24, 9, 9), (1, 24, 70, 70), (3, 8, 70, 70), (140_001,)])  # from 100 K: pieces
-def test_a_sum_gives_numpys_bits_whole_in_pieces_and_in_place(expr, shape):
+@pytest.mark.parametrize("shape", [(1, 24, 9, 9), (1, 24, 70, 70), (3, 8, 70, 70), (140_001,)])
+def test_a_sum_gives_numpys_bits_whole_and_in_place(expr, shape):
     rng = np.random.default_rng(11)
     a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
     a.flat[:4] = [np.nan, np.inf, -np.inf, 1.0]
     b.flat[:4] = [1.0, -np.inf, 2.0, -1.0]
     layer = make("pnnx.Expression", {"expr": expr}, inputs=2)
     k = kernel_for(layer, [a, b], Hints(pieces=2), device=JIT)
-    assert isinstance(k, JitSum)
+    assert isinstance(k, JitSum) and not k.splits()  # memory-bound: never shared out
     with np.errstate(all="ignore"):
         want = layer.forward([a, b])[0]
     np.testing.assert_array_equal(run_whole_and_in_pieces(k, [a, b], 2), want)

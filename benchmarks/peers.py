@@ -7,7 +7,9 @@ ncnn the ncnn files of the same pnnx run (fp32 weights; a batch of 8 is 8 calls,
 serves batches), PyTorch the module itself. Each column runs in a process of its own (so
 no engine's thread pool or OpenMP runtime shares a process with another's), and rounds are
 interleaved: each round runs every column once at batch 1 and once at batch 8, in turn,
-with a short pause so that no engine's spinning workers eat into the next one's time.
+with a short pause so that no engine's spinning workers eat into the next one's time (over
+a second before graphexec's default engines, whose reading of the load must not count the
+other columns' calls: see ``ADAPTING``).
 After a warm-up a cell shows the median ms (per call of 1 image; per 8 images) over the
 rounds. Each engine's batch-1 output is checked against PyTorch's saved one and its
 batch-8 output against PyTorch's on the same 8 images (max |diff| / max |ref|); a column
@@ -67,6 +69,12 @@ PEER_COLUMNS = ["ort-1", "ort-2", "ort-par", "ncnn-1", "ncnn-2", "torch"]
 GE_RATIO = "ge-jit"
 #: Seconds between two timed calls, so that spinning worker threads go back to sleep.
 PAUSE = 0.002
+#: The columns whose engines adapt their threads to the load of other processes, which
+#: they read over the time since their last reading (graphexec/occupancy.py): the other
+#: columns' calls in between would count as such. Each of their rounds starts after a
+#: pause long enough for that reading to be stale, so that they see the machine as it is
+#: when they start, as in a quiet service.
+ADAPTING = ("ge-np", "ge-jit")
 #: The larger batch (throughput).
 BATCH = 8
 #: An output further than this from PyTorch's (relative to its largest) is a wrong answer.
@@ -289,6 +297,13 @@ def check_batches(columns: list[Column], folder: Path, notes: list[str], name: s
             column.batch_diff = rel_diff(outputs[column.column], reference)
 
 
+def pause_before(column: Column, batch: int) -> None:
+    """The pause before ``column``'s call at ``batch`` (see :data:`ADAPTING`)."""
+    from graphexec.occupancy import STALE_SECONDS
+
+    time.sleep(STALE_SECONDS + 0.05 if column.column in ADAPTING and batch == 1 else PAUSE)
+
+
 def measure(columns: list[Column], rounds: int, warmup: int) -> dict[tuple[str, int], list[float]]:
     for column in columns:
         for _ in range(warmup):
@@ -301,8 +316,8 @@ def measure(columns: list[Column], rounds: int, warmup: int) -> dict[tuple[str, 
     for _ in range(rounds):
         for column in columns:
             for batch in (1, BATCH) if column.batched else (1,):
+                pause_before(column, batch)
                 times.setdefault((column.column, batch), []).append(column.time(batch))
-                time.sleep(PAUSE)
     return times
 
 

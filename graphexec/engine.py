@@ -50,6 +50,7 @@ from graphexec.planner import Planner
 from graphexec.pools import Pools
 from graphexec.program import Program
 from graphexec.replay import Replay
+from graphexec.samples import batch_of, batchwise, leads_with, row_bounds
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.threads import ThreadPolicy, cpu_count
 from graphexec.trace import Trace
@@ -114,6 +115,9 @@ class Engine:
         self.policy = ThreadPolicy.decide(options, draft, on_device=self.device is not None)
         self.planner = drafting.with_policy(self.policy)
         self._alone: tuple[ThreadPolicy, Planner] | None = None
+        #: Per input specs, extracted operands and part count: the rows of each part a
+        #: batch runs in, or None where it runs whole (see :mod:`graphexec.samples`).
+        self._parted: dict[tuple, list[tuple[int, int]] | None] = {}
         first_plan = self.planner.plan(exported, given_by_user=False) if exported is not None else None
         for shapes in options.plan_for:  # kernels prepared (compiled loops ready) now, not in a run
             self.plan(*shapes)
@@ -143,8 +147,8 @@ class Engine:
 
         The keywords are the fields of :class:`~graphexec.options.EngineOptions` (threads,
         intra_op_threads, executor, memory_limit, reuse_memory, device, cpu_types, fallback,
-        pin_workers, share_nodes, passes_off, cpu_kernels, plan_for, clock), or ``options``
-        gives them whole.
+        pin_workers, share_nodes, batch_parts, passes_off, cpu_kernels, plan_for, clock), or
+        ``options`` gives them whole.
 
         An ONNX model (``model.onnx``) is converted with pnnx first, into a cache folder and
         reused (see :func:`graphexec.convert`, which also fixes sizes left dynamic).
@@ -312,16 +316,28 @@ class Engine:
         asked = self._inputs.extractable(extract)
         wanted = list(dict.fromkeys(o for operands in asked.values() for o in operands))
         given = {name: TensorSpec(v.shape, dtype_of(self.graph.operands[name].dtype)) for name, v in feeds.items()}
+        rows = self._batch_rows(given, wanted)
+        if rows is not None:
+            values = self._run_in_parts(rows, feeds, given, wanted, trace, timeout, check_finite)
+        else:
+            values = self._run_whole(feeds, given, wanted, trace, timeout, check_finite)
+        outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
+        if by_name:
+            result: Any = dict(zip(self.output_names, outputs))
+        else:
+            result = outputs[0] if len(outputs) == 1 else tuple(outputs)
+        if extract is not None:
+            return result, {name: values[ops[0]] if len(ops) == 1 else tuple(values[o] for o in ops)
+                            for name, ops in asked.items()}
+        return result
+
+    def _run_whole(self, feeds: dict[str, Any], given: dict[str, TensorSpec], wanted: list[str],
+                   trace: Trace | None, timeout: float | None, check_finite: bool) -> dict[str, Any]:
+        """One run of the whole inputs: the values of the outputs and of ``wanted``."""
         policy, planner = (self.policy, self.planner) if self.policy.room() else self._one_thread()
         plan = self._keeping(wanted, planner.plan(given), lambda off: planner.plan(given, off=off))
-        if plan.peak_bytes > self.memory_limit:
-            shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
-            raise InputShapeError(
-                f"inputs {shapes} need about {_mib(plan.peak_bytes)} MiB of tensors and working memory at once, "
-                f"more than the engine's memory_limit of {_mib(self.memory_limit)} MiB"
-            )
-        with quiet_floats():  # cast only now (a float64 view of no memory becomes a float32 copy); 1e300 is inf
-            feeds = {n: v if v.dtype == given[n].dtype else v.astype(given[n].dtype) for n, v in feeds.items()}
+        self._check_memory(plan.peak_bytes, feeds)
+        feeds = self._cast(feeds, given)
         options = self._inputs.run_options(timeout, check_finite, feeds, self.options.clock)
         parts: list[Trace] = []
         values: dict[str, Any] = dict(feeds)
@@ -341,15 +357,103 @@ class Engine:
                 values = {name: value for name, value in values.items() if name in needed}
         if trace is not None:
             trace.join(parts)
-        outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
-        if by_name:
-            result: Any = dict(zip(self.output_names, outputs))
-        else:
-            result = outputs[0] if len(outputs) == 1 else tuple(outputs)
-        if extract is not None:
-            return result, {name: values[ops[0]] if len(ops) == 1 else tuple(values[o] for o in ops)
-                            for name, ops in asked.items()}
-        return result
+        return values
+
+    def _check_memory(self, peak_bytes: int, feeds: dict[str, Any]) -> None:
+        if peak_bytes > self.memory_limit:
+            shapes = ", ".join(f"{a}={tuple(feeds[n].shape)}" for a, n in zip(self.input_names, self.program.inputs))
+            raise InputShapeError(
+                f"inputs {shapes} need about {_mib(peak_bytes)} MiB of tensors and working memory at once, "
+                f"more than the engine's memory_limit of {_mib(self.memory_limit)} MiB"
+            )
+
+    @staticmethod
+    def _cast(feeds: dict[str, Any], given: dict[str, TensorSpec]) -> dict[str, Any]:
+        """The inputs in the dtypes the model takes, cast only now (a float64 view of no
+        memory becomes a float32 copy; 1e300 becomes inf)."""
+        with quiet_floats():
+            return {n: v if v.dtype == given[n].dtype else v.astype(given[n].dtype) for n, v in feeds.items()}
+
+    # -- a batch in parts (see graphexec.samples) ------------------------------------------
+    def _part_count(self) -> int:
+        """How many parts a batch may run in now: ``batch_parts``, else one per core where
+        the engine chooses its threads on the CPU and the cores are free."""
+        if self.device is not None:
+            return 1
+        if self.options.batch_parts is not None:
+            return self.options.batch_parts
+        cores = self.policy.cores
+        if not self.options.chooses_threads or cores < 2 or not occupancy().room_for(cores, cores):
+            return 1
+        return cores
+
+    def _batch_rows(self, given: dict[str, TensorSpec], wanted: list[str]) -> list[tuple[int, int]] | None:
+        """The rows of each part a call of inputs ``given`` runs in, or None: whole."""
+        batch = batch_of(spec.shape for spec in given.values())
+        count = self._part_count() if batch is not None and batch >= 2 else 1
+        if batch is None or count < 2:
+            return None
+        key = (*given.items(), tuple(wanted), count)
+        with self._lock:
+            if key in self._parted:
+                return self._parted[key]
+        bounds = row_bounds(batch, count)
+        rows = bounds if self._runs_in_parts(given, wanted, batch, bounds) else None
+        with self._lock:
+            if len(self._parted) >= 64:
+                self._parted.clear()
+            self._parted[key] = rows
+        logger.debug("a batch of {} runs {}", batch, f"in {len(rows)} parts" if rows else "whole")
+        return rows
+
+    def _runs_in_parts(self, given: dict[str, TensorSpec], wanted: list[str], batch: int,
+                       rows: list[tuple[int, int]]) -> bool:
+        """Whether the model computes each sample alone for ``given`` and each part's own
+        plan gives outputs of its rows (see :mod:`graphexec.samples`)."""
+        try:
+            specs = self.planner.specs(given, given_by_user=True)
+        except GraphexecError:
+            return False  # the whole run says why
+        if not batchwise(self.program, specs, batch, wanted):
+            return False
+        _, planner = self._one_thread()
+        for start, stop in rows:
+            try:
+                plan = self._part_plan(planner, given, wanted, stop - start)
+            except GraphexecError:
+                return False
+            if plan.rest is not None or not all(leads_with(plan.specs.get(n), stop - start)
+                                                for n in (*self.program.outputs, *wanted)):
+                return False
+        return True
+
+    def _part_plan(self, planner: Planner, given: dict[str, TensorSpec], wanted: list[str], rows: int) -> Plan:
+        part = {name: TensorSpec((rows, *spec.shape[1:]), spec.dtype) for name, spec in given.items()}
+        return self._keeping(wanted, planner.plan(part), lambda off: planner.plan(part, off=off))
+
+    def _run_in_parts(self, rows: list[tuple[int, int]], feeds: dict[str, Any], given: dict[str, TensorSpec],
+                      wanted: list[str], trace: Trace | None, timeout: float | None,
+                      check_finite: bool) -> dict[str, Any]:
+        """The batch as ``rows`` run side by side, each part on one thread as
+        ``threads=1, intra_op_threads=1`` runs it; the outputs stacked."""
+        policy, planner = self._one_thread()
+        plans = [self._part_plan(planner, given, wanted, stop - start) for start, stop in rows]
+        self._check_memory(sum(plan.peak_bytes for plan in plans), feeds)
+        feeds = self._cast(feeds, given)
+        options = self._inputs.run_options(timeout, check_finite, feeds, self.options.clock)
+        traces: list[Trace | None] = [Trace() if trace is not None else None for _ in rows]
+
+        def run(k: int) -> dict[str, Any]:
+            start, stop = rows[k]
+            part = {name: value[start:stop] for name, value in feeds.items()}
+            return self._run_plan(policy, plans[k], part, wanted, traces[k], options)
+
+        with occupancy().run(), blas_run(1, False, options.deadline):
+            found = self.pools.run_parts(run, len(rows))
+        if trace is not None:
+            trace.join([part for part in traces if part is not None])
+            trace.samples = rows
+        return {name: np.concatenate([values[name] for values in found]) for name in found[0]}
 
     def _keeping(self, wanted: list[str], plan: Plan, replan: Callable[[frozenset[str]], Plan]) -> Plan:
         """``plan``, or where rewrites removed an operand the caller extracts, the plan

@@ -49,6 +49,10 @@ class EngineOptions:
         (see :mod:`graphexec.affinity`).
     share_nodes: idle cores work inside a large node that runs alone (None: only where the
         engine chooses its threads; see :mod:`graphexec.regions`).
+    batch_parts: a batch of several samples runs in this many parts side by side, one
+        thread each, where every layer of the model computes each sample alone (see
+        :mod:`graphexec.samples`); 1: always whole. None: one part per core where the
+        engine chooses its threads and the cores are free, else whole.
     passes_off: graph rewrites not to run, by name (see :mod:`graphexec.passes`).
     cpu_kernels: ``"auto"`` (compiled kernels where the jit extra is installed, else
         numpy; the ``GRAPHEXEC_CPU_KERNELS`` environment variable may choose), ``"numpy"``,
@@ -71,13 +75,14 @@ class EngineOptions:
     fallback: bool = False
     pin_workers: bool = True
     share_nodes: bool | None = None
+    batch_parts: int | None = None
     passes_off: frozenset[str] = field(default_factory=frozenset)
     cpu_kernels: str = "auto"
     plan_for: tuple[tuple[tuple[int, ...], ...], ...] = ()
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        for name in ("threads", "intra_op_threads", "memory_limit"):
+        for name in ("threads", "intra_op_threads", "memory_limit", "batch_parts"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise OptionError(f"{name} must be a positive integer or None, got {value!r}")

@@ -1,7 +1,8 @@
-"""The engine's own threads: the workers that run units of a concurrent run, and the
-threads that run a shared node's pieces beside a one-worker run (see :mod:`graphexec.spread`).
+"""The engine's own threads: the workers that run units of a concurrent run, the threads
+that run a shared node's pieces beside a one-worker run (see :mod:`graphexec.spread`), and
+those that run the parts of a batch beside the calling thread (see :mod:`graphexec.samples`).
 
-Both start on first use, may be pinned a core each (:mod:`graphexec.affinity`), and stop
+All start on first use, may be pinned a core each (:mod:`graphexec.affinity`), and stop
 with :meth:`Pools.close` or when the engine goes. A process forked while an engine lives
 gets none of them (threads do not survive a fork, and a pool that thinks it has workers
 would wait for them forever): after a fork the child's engines start fresh pools on first
@@ -13,10 +14,10 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from graphexec.affinity import CorePool, Pinner, cores_for, held_on_its_core
 from graphexec.blas import blas_workers_off
@@ -25,6 +26,8 @@ from graphexec.threads import ThreadPolicy
 
 if TYPE_CHECKING:
     from graphexec.memory import Lease
+
+T = TypeVar("T")
 
 #: Every live Pools object, so that a fork's child can forget their threads.
 _LIVE: weakref.WeakSet[Pools] = weakref.WeakSet()
@@ -41,6 +44,8 @@ class Pools:
         self._lock = threading.Lock()
         self._workers: ThreadPoolExecutor | None = None
         self._pieces: ThreadPoolExecutor | CorePool | None = None
+        self._parts: ThreadPoolExecutor | None = None
+        self._part_threads = 0
         _LIVE.add(self)
 
     def workers(self) -> Executor:
@@ -75,6 +80,37 @@ class Pools:
         for :meth:`spreader`)."""
         return Spreader(self.workers(), self.policy.threads, pinned=self.worker_cores is not None, lease=lease)
 
+    def run_parts(self, run: Callable[[int], T], count: int) -> list[T]:
+        """``[run(0), ..., run(count - 1)]``, side by side: ``run(0)`` on the calling thread,
+        each other on a thread of a pool of its own. Returns once every part is over (the
+        first failure raised then), so no part still runs when the call has left."""
+        executor = self._part_pool(count - 1)
+        futures = [executor.submit(run, k) for k in range(1, count)]
+        results: list[T] = []
+        failure: BaseException | None = None
+        try:
+            results.append(run(0))
+        except BaseException as exc:  # noqa: BLE001 - raised once the other parts are over
+            failure = exc
+        for future in futures:
+            try:
+                results.append(future.result())
+            except BaseException as exc:  # noqa: BLE001
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return results
+
+    def _part_pool(self, threads: int) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._parts is None or self._part_threads < threads:
+                old, self._part_threads = self._parts, max(1, threads)
+                self._parts = ThreadPoolExecutor(max_workers=self._part_threads, thread_name_prefix="graphexec-part")
+                weakref.finalize(self, self._parts.shutdown, wait=False)
+                if old is not None:
+                    old.shutdown(wait=False)
+            return self._parts
+
     @contextmanager
     def helpers_apart(self, wanted: bool) -> Iterator[None]:
         """For a one-worker run that uses several cores (BLAS threads, shared nodes): the
@@ -89,8 +125,8 @@ class Pools:
     def close(self) -> None:
         """Stop the threads (a later run starts them again)."""
         with self._lock:
-            pools = [self._workers, self._pieces]
-            self._workers = self._pieces = None
+            pools = [self._workers, self._pieces, self._parts]
+            self._workers = self._pieces = self._parts = None
         for pool in pools:
             if pool is not None:
                 pool.shutdown(wait=True)
@@ -99,7 +135,7 @@ class Pools:
         """In a fork's child: the threads stayed with the parent, so drop the pools (and a
         lock another thread of the parent may have held) without waiting for anything."""
         self._lock = threading.Lock()
-        self._workers = self._pieces = None
+        self._workers = self._pieces = self._parts = None
 
 
 def _after_fork_in_child() -> None:

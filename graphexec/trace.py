@@ -123,6 +123,9 @@ class Trace:
     stages: list[Plan] = field(default_factory=list)
     #: The number of each stage's first node in ``events`` (0 for the first).
     offsets: list[int] = field(default_factory=list)
+    #: The rows of the batch each part ran, when the run was a batch in parts side by side
+    #: (see :mod:`graphexec.samples`: each part a stage); empty when it ran whole.
+    samples: list[tuple[int, int]] = field(default_factory=list)
 
     def begin(self, plan: Plan) -> None:
         self.events = []
@@ -133,15 +136,17 @@ class Trace:
         self.plan = plan
         self.stages = [plan]
         self.offsets = [0]
+        self.samples = []
         self.start_ns = time.perf_counter_ns()
 
     def join(self, parts: Sequence[Trace]) -> None:
         """This trace as one run made of ``parts``, the traces of the plans it ran one after
-        the other: their events together, the nodes of each numbered after the last one's."""
+        the other (or side by side: a batch in parts): their events together, the nodes of
+        each numbered after the last one's."""
         first = parts[0]
         self.begin(first.plan)  # type: ignore[arg-type]
         self.stages, self.offsets = [], []
-        self.start_ns, self.end_ns = first.start_ns, parts[-1].end_ns
+        self.start_ns, self.end_ns = min(p.start_ns for p in parts), max(p.end_ns for p in parts)
         self.device_timing, self.device_profiled = first.device_timing, first.device_profiled
         offset = 0
         alone: set[int] = set()

@@ -355,6 +355,14 @@ class ListNode:
 Node = Union[Input, Literal, Call, ListNode]
 
 
+def elementwise(node: Node) -> bool:
+    """Whether ``node`` is elementwise arithmetic and casts over its inputs and literals:
+    no ``size``, no list."""
+    if isinstance(node, Call):
+        return node.name != "size" and all(elementwise(arg) for arg in node.args)
+    return isinstance(node, (Input, Literal))
+
+
 def to_text(node: Node) -> str:
     """The canonical pnnx text of ``node`` (floats written so they read back as floats)."""
     if isinstance(node, Input):

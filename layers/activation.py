@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.layers import _special
+from graphexec.layers._samples import off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, ShapeMismatch, normalize_axis
 from graphexec.layers.registry import register
 from graphexec.layers.specs import Shape
@@ -216,6 +217,9 @@ class _Unary(Layer):
             dtype = np.dtype(np.float32)
         return [dtype]
 
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs)
+
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = _real(inputs[0]) if self.real_only else np.asarray(inputs[0])
         if x.ndim == 0:  # numpy ufuncs give scalars for 0-d arrays; keep arrays throughout
@@ -386,6 +390,10 @@ class PReLU(Layer):
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         return [np.dtype(dtypes[0]) if np.dtype(dtypes[0]).kind == "f" else np.dtype(np.float32)]
+
+    def batchwise(self, inputs, outputs) -> bool:
+        # a weight given as input 1 is one vector for every sample (1-d), never a row of the batch
+        return rows_kept(inputs, outputs) and len(inputs[0].shape) >= 2
 
     def forward(self, inputs):
         x = _real(inputs[0])
@@ -664,6 +672,9 @@ class GLU(Layer):
     def build(self, params: Params) -> None:
         self.dim = params.int("dim", -1)
 
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and off_rows([self.dim], len(inputs[0].shape))
+
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)
         shape = shapes[0]
@@ -714,6 +725,9 @@ class _SoftmaxBase(Layer):
         if self.dim is None:  # PyTorch's legacy choice when no dim is given
             return 0 if rank in (0, 1, 3) else 1
         return normalize_axis(self.dim, rank)
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and off_rows([self.axis(len(inputs[0].shape))], len(inputs[0].shape))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)

@@ -14,8 +14,9 @@
     │   ├── blas_flops(in, out)     the part of it that matrix products do
     │   ├── work_bytes(in, out)     memory it streams through beyond inputs and outputs
     │   └── scratch_bytes(in, out)  working memory it holds at once (for the memory limit)
-    └── what its outputs are, for the memory plan:
-        flags is_view, fresh_outputs, writes_into, in_place; input_offsets(in, out)
+    ├── what its outputs are, for the memory plan:
+    │   flags is_view, fresh_outputs, writes_into, in_place; input_offsets(in, out)
+    └── batchwise(in, out)      whether each sample of a batch is computed alone
 
 A new operator is one subclass and one ``@register("pnnx.Type")`` line. The forward is
 the reference: faster ways to run a layer are kernels of a device
@@ -245,6 +246,15 @@ class Layer:
         write it there, so :meth:`forward_into` must leave an input it finds inside
         ``outputs[0]`` as it is. None (the default): no input can lie in the output."""
         return None
+
+    def batchwise(self, inputs: list[Spec], outputs: list[Spec]) -> bool:
+        """Whether, for inputs of these specs, the layer computes each sample of a batch
+        alone: row ``i`` (along dim 0) of every output depends only on row ``i`` of the
+        inputs that carry the batch, and the other inputs are the same for every sample (a
+        constant, a broadcast). A model whose layers all say so may run a batch in parts,
+        one per core (:mod:`graphexec.samples`); the default, False, never lets it.
+        :mod:`graphexec.layers._samples` holds the checks the layers that do share."""
+        return False
 
     # -- helpers for subclasses ----------------------------------------------------------
     def bind_inputs(self, params: Params, names: Sequence[str]) -> list[int]:

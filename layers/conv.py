@@ -36,6 +36,7 @@ from graphexec.layers._conv_base import (
     view_of,
 )
 from graphexec.layers._conv_reference import conv2d, conv_transpose2d, transposed_kernel
+from graphexec.layers._samples import rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch
 from graphexec.layers.registry import register
 from graphexec.layers.specs import TensorSpec
@@ -53,6 +54,10 @@ class _Conv(Layer):
     #: The output is always a new array, computed straight into the memory given.
     fresh_outputs = True
     writes_into = True
+
+    def batchwise(self, inputs, outputs) -> bool:
+        # a batched input and a stored weight (F.conv*'s weight is an input of its own)
+        return len(inputs) == 1 and rows_kept(inputs, outputs, self.spatial + 2)
 
     def flops(self, inputs, outputs) -> int:
         """2 x MACs: each output (each input, when transposed) meets C/groups x kernel weights."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from graphexec import dtypes
 from graphexec.layers import _expr, _promotion
+from graphexec.layers._samples import broadcast_rows
 from graphexec.layers.base import Layer, Params, ShapeMismatch
 from graphexec.layers.registry import register
 from graphexec.layers.specs import Spec
@@ -67,6 +68,11 @@ class Expression(Layer):
     def infer(self, specs: list[Spec]) -> list[Spec]:
         self.expect_inputs(specs, self.num_inputs)
         return [_expr.infer(self.tree, specs)]
+
+    def batchwise(self, inputs, outputs) -> bool:
+        # elementwise arithmetic over broadcast tensors; a size (of the batch, perhaps) or
+        # a list of them is not
+        return _expr.elementwise(self.tree) and broadcast_rows(inputs, outputs)
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         if len(inputs) != self.num_inputs:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.layers._conv_base import aligned
+from graphexec.layers._samples import rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis
 from graphexec.layers.registry import register
 
@@ -90,6 +91,9 @@ class _Product(Layer):
 @register("nn.Linear")
 class Linear(_Product):
     """``x @ weight.T + bias`` with a stored (out, in) weight."""
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and len(inputs[0].shape) >= 2  # rows of (N, ..., in)
 
     def build(self, params: Params) -> None:
         self.in_features = params.int("in_features")

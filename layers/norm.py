@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.layers.aten import constant_input, constant_number, required_constant
+from graphexec.layers._samples import rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis, numel
 from graphexec.layers.registry import register
 
@@ -140,6 +141,9 @@ class _BatchNormModule(Layer):
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [scale_and_shift(inputs[0], (self.scale, self.shift))]
 
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and len(inputs[0].shape) >= 2  # (N, C, ...): channel dim 1
+
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
         x, out = inputs[0], outputs[0]
         if x.dtype != np.float32 or out.dtype != np.float32:
@@ -228,6 +232,12 @@ class _LayerNormBase(Layer):
         if not self.normalized_shape or any(d < 1 for d in self.normalized_shape):
             raise params.error(f"normalized_shape={self.normalized_shape} must be non-empty and positive")
         self.eps = read_eps(params)
+
+    def batchwise(self, inputs, outputs) -> bool:
+        # the normalized dims are trailing ones; the affine weight and bias are stored or
+        # given at their shape, the same for every sample
+        return rows_kept(inputs, outputs) and len(self.normalized_shape) < len(inputs[0].shape) and all(
+            len(getattr(spec, "shape", ())) <= len(self.normalized_shape) for spec in inputs[1:])
 
     def _check_input(self, x: Shape) -> None:
         k = len(self.normalized_shape)
@@ -360,6 +370,9 @@ def _group_norm(x: np.ndarray, groups: int, eps: float, weight: np.ndarray | Non
 @register("nn.GroupNorm")
 class GroupNorm(Layer):
     """Normalises each group of ``num_channels / num_groups`` channels, per sample."""
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and len(inputs[0].shape) >= 2
 
     def build(self, params: Params) -> None:
         self.num_groups = params.int("num_groups")

@@ -51,6 +51,9 @@ class Attribute(Layer):
         self.expect_inputs(specs, 0)
         return [TensorSpec(self.value.shape, self.value.dtype)]
 
+    def batchwise(self, inputs, outputs) -> bool:
+        return True  # the same for every sample
+
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [self.value]
 

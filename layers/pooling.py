@@ -35,6 +35,7 @@ from graphexec.layers._pool_math import (
     reduce_windows,
     window_counts,
 )
+from graphexec.layers._samples import rows_kept
 from graphexec.layers.base import Layer, Params, SequenceSpec, Shape, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
 
@@ -128,6 +129,9 @@ class _Pool(Layer):
     """Pools the trailing ``spatial`` dims of a batched or unbatched input."""
 
     spatial = 2
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs, self.spatial + 2)
 
     def check_rank(self, shape: Shape) -> None:
         nd = self.spatial

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.layers._expr import TORCH_DTYPES
+from graphexec.layers._samples import off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, ShapeMismatch, normalize_axis
 from graphexec.layers.registry import register
 from graphexec.layers.specs import Shape
@@ -46,6 +47,10 @@ class _Reduction(Layer):
     def build(self, params: Params) -> None:
         self.dims = read_dims(params)
         self.keepdim = params.bool("keepdim", False)
+
+    def batchwise(self, inputs, outputs) -> bool:
+        rank = len(getattr(inputs[0], "shape", ())) if inputs else 0
+        return self.dims is not None and rows_kept(inputs, outputs) and off_rows(self.axes(rank), rank)
 
     def axes(self, rank: int) -> tuple[int, ...]:
         """The reduced axes for an input of ``rank`` (ShapeMismatch if a dim is out of range)."""

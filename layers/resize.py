@@ -25,6 +25,7 @@ from functools import lru_cache
 import numpy as np
 
 from graphexec.layers.aten import NOT_CONSTANT, constant_input
+from graphexec.layers._samples import rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
 from graphexec.layers.shape import known_ints, runtime_ints
@@ -209,6 +210,10 @@ class Interpolate(Layer):
             plan.append((size, out, None if self.recompute else float(value)))
         return plan
 
+    def batchwise(self, inputs, outputs) -> bool:
+        # the trailing dims of (N, C, *) resized; a size input comes from shapes, not values
+        return rows_kept(inputs, outputs) and len(inputs[0].shape) >= 3
+
     def infer(self, specs: list[Spec]) -> list[Spec]:
         if not self.size_input:
             return super().infer(specs)
@@ -275,6 +280,10 @@ class _PadBase(Layer):
         if len(pads) % 2 or not pads:
             raise params.error(f"{self.pad_key}={pads} should hold (before, after) pairs")
         self.pads = pads
+
+    def batchwise(self, inputs, outputs) -> bool:
+        pads = getattr(self, "pads", None)
+        return pads is not None and rows_kept(inputs, outputs) and len(pads) // 2 < len(inputs[0].shape)
 
     def _pairs(self, shape: Shape, pads: tuple[int, ...] | None = None) -> list[tuple[int, int, int]]:
         """(axis, before, after) for each padded axis (``pads``: this call's, else the layer's)."""

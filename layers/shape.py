@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.ir import Operator
+from graphexec.layers._samples import off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, ShapeMismatch, normalize_axis, numel
 from graphexec.layers.registry import register
 from graphexec.layers.specs import SequenceSpec, Shape, Spec, TensorSpec
@@ -215,6 +216,9 @@ class Reshape(_Targeted):
     def compute(self, x, target, shape):
         return x.reshape(shape)
 
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs)  # dim 0 kept: each sample's elements stay its own
+
 
 @register("Tensor.reshape_as")
 class ReshapeAs(Layer):
@@ -240,6 +244,9 @@ class Flatten(Layer):
     def build(self, params: Params) -> None:
         self.start = params.int("start_dim", 0)
         self.end = params.int("end_dim", -1)
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and off_rows([self.start], len(inputs[0].shape))
 
     def infer_shapes(self, shapes):
         self.expect_inputs(shapes, 1)
@@ -348,6 +355,9 @@ class Permute(Layer):
     def build(self, params: Params) -> None:
         self.dims = params.ints("dims")
 
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and self._order(len(inputs[0].shape))[0] == 0
+
     def _order(self, rank: int) -> tuple[int, ...]:
         if len(self.dims) != rank:
             raise ShapeMismatch(f"dims {self.dims} name {len(self.dims)} dims, the tensor has {rank}")
@@ -371,6 +381,9 @@ class Transpose(Layer):
     def build(self, params: Params) -> None:
         self.dim0 = params.int("dim0")
         self.dim1 = params.int("dim1")
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and off_rows([self.dim0, self.dim1], len(inputs[0].shape))
 
     def _pair(self, rank: int) -> tuple[int, int]:
         if rank == 0:  # PyTorch lets a scalar swap dim 0 (or -1) with itself

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.layers._samples import all_rows, off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
 
@@ -107,6 +108,9 @@ class _Pieces(Layer):
     def _read_dim(self, params: Params) -> None:
         self.dim = params.int("dim", 0)
 
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and off_rows([self.dim], len(inputs[0].shape))
+
     def bounds(self, size: int) -> list[tuple[int, int]]:
         """``(start, stop)`` of each piece along a dim of ``size``."""
         raise NotImplementedError
@@ -140,6 +144,10 @@ class Cat(Layer):
 
     def build(self, params: Params) -> None:
         self.dim = params.int("dim", 0)
+
+    def batchwise(self, inputs, outputs) -> bool:
+        # rows of the batch joined along another dim
+        return all_rows(inputs, outputs) and off_rows([self.dim], len(outputs[0].shape))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if not shapes:
@@ -630,6 +638,9 @@ class ChannelShuffle(Layer):
         self.groups = params.int("groups")
         if self.groups < 1:
             raise params.error(f"groups={self.groups} must be positive")
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and len(inputs[0].shape) >= 3  # (N, C, *): channel dim 1
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)

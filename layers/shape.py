@@ -299,6 +299,11 @@ class Squeeze(Layer):
         dim = params.raw("dim", None)
         self.dims: tuple[int, ...] | None = None if dim is None else params.ints("dim")
 
+    def batchwise(self, inputs, outputs) -> bool:
+        # named dims only: squeezing all would drop the batch's dim in a part of one sample
+        return (self.dims is not None and rows_kept(inputs, outputs)
+                and off_rows(self.dims, len(inputs[0].shape)))
+
     def _drop(self, shape: Shape) -> tuple[int, ...]:
         if not shape:
             if self.dims is not None and any(d not in (0, -1) for d in self.dims):
@@ -325,6 +330,9 @@ class Unsqueeze(Layer):
 
     def build(self, params: Params) -> None:
         self.dim = params.int("dim")
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs) and self._axis(len(inputs[0].shape)) != 0
 
     def _axis(self, rank: int) -> int:
         if not -rank - 1 <= self.dim <= rank:
@@ -691,6 +699,9 @@ class Tile(Layer):
 class Clone(Layer):
     """A fresh copy that shares no memory with the input."""
 
+    def batchwise(self, inputs, outputs) -> bool:
+        return rows_kept(inputs, outputs)
+
     def infer_shapes(self, shapes):
         self.expect_inputs(shapes, 1)
         return [shapes[0]]
@@ -754,6 +765,9 @@ class To(Layer):
 
     #: The output may be the input itself (as in PyTorch), so it counts as a view.
     is_view = True
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return len(inputs) == 1 and rows_kept(inputs, outputs)  # elementwise
 
     def build(self, params: Params) -> None:
         name = params.raw("dtype", None)

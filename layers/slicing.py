@@ -234,6 +234,10 @@ class Stack(Layer):
     def build(self, params: Params) -> None:
         self.dim = params.int("dim", 0)
 
+    def batchwise(self, inputs, outputs) -> bool:
+        # rows of the batch side by side along a new dim after it
+        return all_rows(inputs, outputs) and off_rows([self.dim], len(outputs[0].shape))
+
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if not shapes:
             raise ShapeMismatch("takes at least 1 input, got 0")
@@ -425,6 +429,12 @@ class Slice(Layer):
             return tuple(s == 0 for s in steps)
         return None
 
+    def batchwise(self, inputs, outputs) -> bool:
+        # fixed bounds on other dims than the batch's (bounds computed in the run may come
+        # from any sample)
+        return (all(bound.values is not None for bound in self.bounds) and rows_kept(inputs, outputs)
+                and off_rows(self.dims, len(inputs[0].shape)))
+
     def _axes(self, rank: int) -> list[int]:
         axes = [_axis(d, rank) for d in self.dims]
         if len(set(axes)) != len(axes):
@@ -566,6 +576,9 @@ class Select(Layer):
         self.dim = params.int("dim")
         self.index_input = runtime_input(params, "index")
         self.index = params.int("index") if self.index_input is None else None
+
+    def batchwise(self, inputs, outputs) -> bool:
+        return self.index_input is None and rows_kept(inputs, outputs) and off_rows([self.dim], len(inputs[0].shape))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1 if self.index_input is None else 2)

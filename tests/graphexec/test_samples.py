@@ -169,6 +169,14 @@ def test_row_bounds_cover_the_batch_in_nearly_equal_runs():
     ("torch.cat", {"dim": 0}, [(4, 3), (4, 3)], [(8, 3)], False),
     ("Tensor.reshape", {"shape": [4, 6]}, [(4, 3, 2)], [(4, 6)], True),
     ("Tensor.reshape", {"shape": [8, 3]}, [(4, 3, 2)], [(8, 3)], False),
+    ("torch.squeeze", {"dim": [2]}, [(4, 3, 1)], [(4, 3)], True),
+    ("torch.squeeze", {}, [(4, 3, 1)], [(4, 3)], False),      # a part of one sample would lose its dim 0
+    ("torch.unsqueeze", {"dim": 1}, [(4, 3)], [(4, 1, 3)], True),
+    ("torch.unsqueeze", {"dim": 0}, [(4, 3)], [(1, 4, 3)], False),
+    ("Tensor.slice", {"dim": 1, "start": 1, "end": 3, "step": 1}, [(4, 5)], [(4, 2)], True),
+    ("Tensor.slice", {"dim": 0, "start": 1, "end": 3, "step": 1}, [(4, 5)], [(2, 5)], False),
+    ("torch.stack", {"dim": 1}, [(4, 3), (4, 3)], [(4, 2, 3)], True),
+    ("torch.stack", {"dim": 0}, [(4, 3), (4, 3)], [(2, 4, 3)], False),
 ])
 def test_layers_say_which_dims_keep_samples_apart(op_type, params, inputs, outputs, batchwise):
     from graphexec.ir import Operand, Operator

@@ -38,7 +38,12 @@ def off_rows(axes: Iterable[int], rank: int) -> bool:
 def broadcast_rows(inputs: list[Spec], outputs: list[Spec]) -> bool:
     """Whether an elementwise layer keeps samples apart: each input either carries the
     output's batch (the output's rank and dim 0) or is broadcast along dim 0 (fewer
-    dims, or dim 0 of 1) and so is the same for every sample."""
+    dims, or dim 0 of 1) and so is the same for every sample.
+
+    An input of fewer dims whose first is the batch's size may be rows of the batch
+    (every batchwise layer keeps them in dim 0): broadcast, they would line up with
+    another dim of the output and mix samples, so such an input refuses, even where it
+    is a constant of that size by chance."""
     if len(outputs) != 1 or not isinstance(outputs[0], TensorSpec) or not outputs[0].shape:
         return False
     shape = outputs[0].shape
@@ -47,6 +52,8 @@ def broadcast_rows(inputs: list[Spec], outputs: list[Spec]) -> bool:
             return False
         rank = len(spec.shape)
         if rank == len(shape) and spec.shape[0] not in (shape[0], 1):
+            return False
+        if 0 < rank < len(shape) and spec.shape[0] == shape[0]:
             return False
     return any(isinstance(spec, TensorSpec) and len(spec.shape) == len(shape) and spec.shape[0] == shape[0]
                for spec in inputs)

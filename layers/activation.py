@@ -392,8 +392,8 @@ class PReLU(Layer):
         return [np.dtype(dtypes[0]) if np.dtype(dtypes[0]).kind == "f" else np.dtype(np.float32)]
 
     def batchwise(self, inputs, outputs) -> bool:
-        # a weight given as input 1 is one vector for every sample (1-d), never a row of the batch
-        return rows_kept(inputs, outputs) and len(inputs[0].shape) >= 2
+        # a stored weight (a given one might be computed from the batch)
+        return self.weight is not None and rows_kept(inputs, outputs) and len(inputs[0].shape) >= 2
 
     def forward(self, inputs):
         x = _real(inputs[0])

@@ -234,10 +234,8 @@ class _LayerNormBase(Layer):
         self.eps = read_eps(params)
 
     def batchwise(self, inputs, outputs) -> bool:
-        # the normalized dims are trailing ones; the affine weight and bias are stored or
-        # given at their shape, the same for every sample
-        return rows_kept(inputs, outputs) and len(self.normalized_shape) < len(inputs[0].shape) and all(
-            len(getattr(spec, "shape", ())) <= len(self.normalized_shape) for spec in inputs[1:])
+        # trailing dims normalized, with a stored weight and bias (given ones might be rows)
+        return len(inputs) == 1 and rows_kept(inputs, outputs) and len(self.normalized_shape) < len(inputs[0].shape)
 
     def _check_input(self, x: Shape) -> None:
         k = len(self.normalized_shape)

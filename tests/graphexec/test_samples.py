@@ -193,6 +193,7 @@ def test_layers_say_which_dims_keep_samples_apart(op_type, params, inputs, outpu
     ("mul(@0,@1)", [(4, 3), (1, 3)], True),       # a row broadcast to every sample
     ("mul(@0,@1)", [(4, 3), (3,)], True),
     ("mul(@0,size(@1,0))", [(4, 3), (4, 3)], False),  # the batch's size
+    ("mul(@0,@1)", [(4, 4), (4,)], False),       # 4 rows of the batch would line up with dim 1
 ])
 def test_an_expression_keeps_samples_apart_when_it_is_elementwise(expr, inputs, batchwise):
     from graphexec.ir import Operand, Operator
@@ -200,4 +201,5 @@ def test_an_expression_keeps_samples_apart_when_it_is_elementwise(expr, inputs, 
     op = Operator("pnnx.Expression", "expr", inputs=[Operand(f"in{i}") for i in range(len(inputs))],
                   outputs=[Operand("out")], params={"expr": expr}, attrs={}, input_names=[""] * len(inputs))
     layer = lookup("pnnx.Expression")(op)
-    assert layer.batchwise([TensorSpec(s, F32) for s in inputs], [TensorSpec((4, 3), F32)]) is batchwise
+    out = TensorSpec((4, inputs[0][1]), F32)
+    assert layer.batchwise([TensorSpec(s, F32) for s in inputs], [out]) is batchwise

@@ -102,6 +102,22 @@ def test_extracted_operands_are_stacked_too():
     np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
 
 
+def test_calls_from_several_threads_at_once_each_get_their_batchs_outputs():
+    """Parts of several calls at once, each in arenas of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    whole, _ = _batch("shuffle_mini", 4)
+    rng = np.random.default_rng(3)
+    batches = [rng.standard_normal((4, *whole.input_shapes["in0"][1:])).astype(np.float32) for _ in range(6)]
+    wants = [whole.forward(x) for x in batches]
+    engine = Engine.load(MODELS / "shuffle_mini.pnnx.param", batch_parts=2)
+    with ThreadPoolExecutor(3) as pool:
+        for _ in range(3):
+            gots = list(pool.map(engine.forward, batches))
+            for got, want in zip(gots, wants):
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 class _Ticks:
     """A clock that moves on ``step`` seconds each time it is read."""
 

@@ -50,7 +50,7 @@ from graphexec.planner import Planner
 from graphexec.pools import Pools
 from graphexec.program import Program
 from graphexec.replay import Replay
-from graphexec.samples import batch_of, batchwise, leads_with, row_bounds
+from graphexec.samples import ALONE_SECONDS, batch_of, batchwise, leads_with, row_bounds
 from graphexec.scheduler import SynchronousExecutor, run_concurrent
 from graphexec.threads import ThreadPolicy, cpu_count
 from graphexec.trace import Trace
@@ -377,15 +377,17 @@ class Engine:
     # -- a batch in parts (see graphexec.samples) ------------------------------------------
     def _part_count(self) -> int:
         """How many parts a batch may run in now: ``batch_parts``, else one per core where
-        the engine chooses its threads on the CPU and the cores are free."""
+        the engine chooses its threads on the CPU, the cores are free and the process has
+        made one call at a time lately (see :mod:`graphexec.samples`)."""
         if self.device is not None:
             return 1
         if self.options.batch_parts is not None:
             return self.options.batch_parts
         cores = self.policy.cores
-        if not self.options.chooses_threads or cores < 2 or not occupancy().room_for(cores, cores):
+        if not self.options.chooses_threads or cores < 2:
             return 1
-        return cores
+        machine = occupancy()
+        return cores if machine.alone_for(ALONE_SECONDS) and machine.room_for(cores, cores) else 1
 
     def _batch_rows(self, given: dict[str, TensorSpec], wanted: list[str]) -> list[tuple[int, int]] | None:
         """The rows of each part a call of inputs ``given`` runs in, or None: whole."""

@@ -20,6 +20,7 @@ the process, whether it adapts or not.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -47,6 +48,8 @@ class Occupancy:
         self._lock = threading.Lock()
         #: Runs in flight in this process (every engine's).
         self.running = 0
+        #: When a run last started while another was in flight (monotonic seconds).
+        self.overlapped = -math.inf
         self._last: tuple[float, int, int, float] | None = None
         #: Cores' worth of other processes' work over the last interval (None: not yet known).
         self.foreign: float | None = None
@@ -55,6 +58,8 @@ class Occupancy:
     def run(self) -> Iterator[None]:
         """Counts a run in flight for the duration of the block."""
         with self._lock:
+            if self.running:
+                self.overlapped = time.monotonic()
             self.running += 1
         try:
             yield
@@ -69,6 +74,11 @@ class Occupancy:
             return False
         foreign = self.foreign_cores()
         return foreign <= cores - threads + SPARE_CORE
+
+    def alone_for(self, seconds: float) -> bool:
+        """Whether no two runs of this process have overlapped in the last ``seconds``: the
+        process makes one call at a time, lately."""
+        return time.monotonic() - self.overlapped > seconds
 
     def foreign_cores(self) -> float:
         """Cores' worth of work of other processes on this process's CPUs, lately."""

@@ -52,7 +52,8 @@ class EngineOptions:
     batch_parts: a batch of several samples runs in this many parts side by side, one
         thread each, where every layer of the model computes each sample alone (see
         :mod:`graphexec.samples`); 1: always whole. None: one part per core where the
-        engine chooses its threads and the cores are free, else whole.
+        engine chooses its threads, the cores are free and the process makes one call at a
+        time, else whole.
     passes_off: graph rewrites not to run, by name (see :mod:`graphexec.passes`).
     cpu_kernels: ``"auto"`` (compiled kernels where the jit extra is installed, else
         numpy; the ``GRAPHEXEC_CPU_KERNELS`` environment variable may choose), ``"numpy"``,

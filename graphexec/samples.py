@@ -3,7 +3,8 @@
 Where every layer of a model computes each sample of a batch alone
 (:meth:`graphexec.layers.base.Layer.batchwise`), a batch's outputs are its parts' outputs
 stacked. So an engine that chooses its threads runs a batch of two samples or more as one
-part per core it may use, when the cores are free: each part the model's plan for its rows,
+part per core it may use, when the cores are free and the process makes one call at a time
+(:data:`ALONE_SECONDS`): each part the model's plan for its rows,
 run as ``threads=1, intra_op_threads=1`` runs it, on a thread of its own, the parts'
 outputs stacked along dim 0. The cores then work side by side for the whole run, with no
 hand-over inside it, where a run of the whole batch gives the second core only BLAS's
@@ -29,6 +30,15 @@ from collections.abc import Iterable, Mapping
 
 from graphexec.layers.specs import Spec, TensorSpec
 from graphexec.program import Program
+
+#: A batch runs in parts only where no two runs of the process have overlapped for this
+#: many seconds: a process that makes calls side by side already shares the cores among
+#: them, and a call in parts beside another makes three threads on two cores that also
+#: take turns at the GIL. With every call free to run in parts, two engines in one
+#: process, each called by a thread of its own on batches of 8 at the same moments, took
+#: 1.0-2.0x the time of one-thread engines (median calls; MobileNet v3 small, SqueezeNet
+#: 1.1); how much of that the parts caused was not separated.
+ALONE_SECONDS = 60.0
 
 
 def row_bounds(batch: int, parts: int) -> list[tuple[int, int]]:

@@ -123,6 +123,16 @@ def test_a_default_engine_on_busy_cores_runs_as_one_thread_would(monkeypatch, ro
     np.testing.assert_allclose(got, one.forward(x), rtol=1e-4, atol=1e-5)
 
 
+def test_a_run_that_starts_beside_another_marks_the_process_as_calling_side_by_side():
+    watch = Occupancy()
+    assert watch.alone_for(60)
+    with watch.run():
+        assert watch.alone_for(60)  # one run alone
+        with watch.run():
+            pass
+    assert not watch.alone_for(60)
+
+
 def test_runs_in_flight_are_counted_across_engines():
     engine = Engine.load(MODELS / "wide.pnnx.param", threads=1, intra_op_threads=1)
     x = np.load(MODELS / "wide.io.npz")["in0"]

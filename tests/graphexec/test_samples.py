@@ -83,6 +83,21 @@ def test_a_batch_runs_whole_when_told_or_when_it_is_one_sample():
         assert trace.samples == []
 
 
+@pytest.mark.parametrize("alone", [True, False])
+def test_a_default_engine_runs_a_batch_in_parts_only_where_the_process_calls_one_at_a_time(monkeypatch, alone):
+    from graphexec.occupancy import Occupancy
+
+    engine = Engine.load(MODELS / "inception_mini.pnnx.param")
+    if engine.policy.cores < 2:
+        pytest.skip("one core: nothing to run beside")
+    monkeypatch.setattr(Occupancy, "room_for", lambda self, threads, cores: True)
+    monkeypatch.setattr(Occupancy, "alone_for", lambda self, seconds: alone)
+    _, inputs = _batch("inception_mini", 4)
+    trace = Trace()
+    engine.forward(inputs[0], trace=trace)
+    assert trace.samples == (row_bounds(4, engine.policy.cores) if alone else [])
+
+
 def test_more_parts_than_samples_give_one_sample_each():
     whole, inputs = _batch("inception_mini", 3)
     trace = Trace()

@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 from graphexec.blas import ask_for_short_spins  # isort: skip
 
 ask_for_short_spins()  # as the CLI does, before numpy loads OpenBLAS (see graphexec.blas)
+from graphexec.occupancy import STALE_SECONDS  # isort: skip
 import numpy as np  # isort: skip
 from benchmarks._checks import model_files  # isort: skip
 
@@ -299,8 +300,6 @@ def check_batches(columns: list[Column], folder: Path, notes: list[str], name: s
 
 def pause_before(column: Column, batch: int) -> None:
     """The pause before ``column``'s call at ``batch`` (see :data:`ADAPTING`)."""
-    from graphexec.occupancy import STALE_SECONDS
-
     time.sleep(STALE_SECONDS + 0.05 if column.column in ADAPTING and batch == 1 else PAUSE)
 
 

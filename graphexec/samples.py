@@ -4,9 +4,9 @@ Where every layer of a model computes each sample of a batch alone
 (:meth:`graphexec.layers.base.Layer.batchwise`), a batch's outputs are its parts' outputs
 stacked. So an engine that chooses its threads runs a batch of two samples or more as one
 part per core it may use, when the cores are free and the process makes one call at a time
-(:data:`ALONE_SECONDS`): each part the model's plan for its rows,
-run as ``threads=1, intra_op_threads=1`` runs it, on a thread of its own, the parts'
-outputs stacked along dim 0. The cores then work side by side for the whole run, with no
+(:data:`ALONE_SECONDS`): each part the model's plan for its rows, run as ``threads=1,
+intra_op_threads=1`` runs it, on a thread of its own, the parts' outputs stacked along
+dim 0. The cores then work side by side for the whole run, with no
 hand-over inside it, where a run of the whole batch gives the second core only BLAS's
 products and the nodes shared out (measured in docs/benchmarks.md, "Batches in parts").
 ``batch_parts`` sets the number of parts (1: never in parts).

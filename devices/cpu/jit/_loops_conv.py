@@ -82,32 +82,45 @@ def _fill_grid(xf, source, h, w, grid, base, sh, sw, top, left, hq, wq):
 
 
 @numba.njit(**_INLINE)
-def _add_taps(acc, at, m, grid, base, wf, taps, kh, kw, dh, dw, sh, sw, hq, wq):
+def _tap_offsets(kh, kw, dh, dw, sh, sw, hq, wq):
+    """Where each tap (in the order ``ky``, ``kx``) starts reading the stride phases' wide
+    grids: the same for every plane, so worked out once a call (its divisions cost more
+    than a small plane's pass)."""
+    offsets = np.empty(kh * kw, np.uint64)
+    for ky in range(kh):
+        for kx in range(kw):
+            offsets[ky * kw + kx] = _tap_offset(ky, kx, dh, dw, sh, sw, hq * wq, wq)
+    return offsets
+
+
+@numba.njit(**_INLINE)
+def _add_taps(acc, at, m, grid, base, wf, taps, offsets, kh, kw):
     """``acc[at:at + m] +=`` each tap of the kernel at ``wf[taps:]`` (kh x kw) times the
-    wide grids from ``base`` (see :func:`_fill_grid`) at those positions, in the order
-    ``ky``, ``kx``; up to three taps of a kernel row in one pass, ``((acc + a) + b) + c``:
-    the sums of a pass per tap, with a third of the loads and stores of ``acc``."""
-    phase = hq * wq
+    wide grids from ``base`` (see :func:`_fill_grid`) at its offset (:func:`_tap_offsets`),
+    in the order ``ky``, ``kx``; up to three taps of a kernel row in one pass,
+    ``((acc + a) + b) + c``: the sums of a pass per tap, with a third of the loads and
+    stores of ``acc``."""
+    start = u64(base) + at
     for ky in range(kh):
         kx = 0
         while kx < kw:
             count = min(3, kw - kx)
-            k = u64(taps + ky * kw + kx)
-            t0 = wf[k]
-            r0 = u64(base) + at + _tap_offset(ky, kx, dh, dw, sh, sw, phase, wq)
+            k = u64(ky * kw + kx)
+            t0 = wf[u64(taps) + k]
+            r0 = start + offsets[k]
             if count == 1:
                 for p in range(m):
                     acc[at + u64(p)] += t0 * grid[r0 + u64(p)]
             elif count == 2:
-                t1 = wf[k + u64(1)]
-                r1 = u64(base) + at + _tap_offset(ky, kx + 1, dh, dw, sh, sw, phase, wq)
+                t1 = wf[u64(taps) + k + u64(1)]
+                r1 = start + offsets[k + u64(1)]
                 for p in range(m):
                     acc[at + u64(p)] = acc[at + u64(p)] + t0 * grid[r0 + u64(p)] + t1 * grid[r1 + u64(p)]
             else:
-                t1 = wf[k + u64(1)]
-                t2 = wf[k + u64(2)]
-                r1 = u64(base) + at + _tap_offset(ky, kx + 1, dh, dw, sh, sw, phase, wq)
-                r2 = u64(base) + at + _tap_offset(ky, kx + 2, dh, dw, sh, sw, phase, wq)
+                t1 = wf[u64(taps) + k + u64(1)]
+                t2 = wf[u64(taps) + k + u64(2)]
+                r1 = start + offsets[k + u64(1)]
+                r2 = start + offsets[k + u64(2)]
                 for p in range(m):
                     acc[at + u64(p)] = (acc[at + u64(p)] + t0 * grid[r0 + u64(p)]
                                         + t1 * grid[r1 + u64(p)] + t2 * grid[r2 + u64(p)])
@@ -143,6 +156,7 @@ def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0,
     grid = np.empty(sh * sw * hq * wq, np.float32)
     span = ho * wq
     acc = np.empty(span, np.float32)
+    offsets = _tap_offsets(kh, kw, dh, dw, sh, sw, hq, wq)
     for plane in range(n * (c1 - c0)):
         image = plane // (c1 - c0)
         o = c0 + plane % (c1 - c0)
@@ -153,7 +167,7 @@ def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0,
             start = bias[o]
             for p in range(m):
                 acc[at + u64(p)] = start
-            _add_taps(acc, at, m, grid, 0, wf, o * kh * kw, kh, kw, dh, dw, sh, sw, hq, wq)
+            _add_taps(acc, at, m, grid, 0, wf, o * kh * kw, offsets, kh, kw)
         _store(acc, wq, of, (image * cout + o) * ho * wo, ho, wo)
         if codes.shape[0]:
             activate(out[image, o].reshape(-1), codes, params)

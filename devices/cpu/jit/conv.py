@@ -4,11 +4,8 @@ written; dense 3x3 stride-1 ones by Winograd with compiled transforms; the other
 by im2col with compiled columns, their products BLAS's.
 
 Which depthwise layout runs (see :mod:`graphexec.devices.cpu.jit._loops_conv`) is chosen per input
-shape when the kernel is made (:data:`LAST_MAX_POSITIONS`). Measured per layer on the
-depthwise convolutions of MobileNet v3 and EfficientNet-B0 (2-core Xeon, one thread,
-against the numpy kernels): channels first took 0.2-0.4x their time on planes of 28 x 28
-and larger, channels last 0.3-0.5x on 14 x 14 and smaller, where channels first ran
-0.7-1.3x.
+shape when the kernel is made (:data:`LAST_MAX_POSITIONS`; the measurements are in
+docs/benchmarks.md, "Compiled CPU kernels").
 """
 
 from __future__ import annotations
@@ -25,11 +22,11 @@ from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers.conv import Conv1d, Conv2d
 from graphexec.layers.specs import TensorSpec
 
-#: Channels last on output planes of at most this many positions (14 x 14 is 196); of at
-#: most ``LAST_MAX_STRIDED_POSITIONS`` (7 x 7 is 49) where the stride is more than 1: from a
-#: larger input, which channels last transposes whole, channels first is faster
-#: (docs/benchmarks.md, "Compiled CPU kernels").
-LAST_MAX_POSITIONS = 256
+#: Channels last on output planes of at most this many positions (10 x 10); of at most
+#: ``LAST_MAX_STRIDED_POSITIONS`` (7 x 7 is 49) where the stride is more than 1: on larger
+#: planes channels first is faster, and from a larger input, which channels last transposes
+#: whole (docs/benchmarks.md, "Compiled CPU kernels").
+LAST_MAX_POSITIONS = 100
 LAST_MAX_STRIDED_POSITIONS = 64
 #: A depthwise convolution is shared out by bands of channels from this many
 #: multiply-adds (outputs x taps): its loops release the GIL, so the bands run side by side,

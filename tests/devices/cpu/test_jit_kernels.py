@@ -14,7 +14,8 @@ from graphexec.devices.base import Hints  # noqa: E402
 from graphexec.devices.cpu import CpuDevice  # noqa: E402
 from graphexec.devices.cpu.jit.activation import JitActivation  # noqa: E402
 from graphexec.devices.cpu.jit.base import JitKernel  # noqa: E402
-from graphexec.devices.cpu.jit.conv import JitDepthwiseConv, JitIm2colConv, JitWinogradConv  # noqa: E402
+from graphexec.devices.cpu.jit.conv import (  # noqa: E402
+    LAST_MAX_POSITIONS, LAST_MAX_STRIDED_POSITIONS, JitDepthwiseConv, JitIm2colConv, JitWinogradConv)
 from graphexec.devices.cpu.jit.elementwise import JitSum  # noqa: E402
 from graphexec.devices.cpu.jit.excitation import JitSqueezeExcite  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
@@ -73,6 +74,7 @@ DEPTHWISE = [  # channels, multiplier, kernel, stride, padding, dilation, input 
     (8, 2, (3, 3), (1, 1), (1, 1), (1, 1), (1, 8, 20, 20)),         # two outputs per channel
     (12, 1, (3, 5), (1, 2), (0, 2), (1, 1), (1, 12, 9, 40)),        # unequal, no padding on top
     (128, 1, (3, 3), (1, 1), (0, 0), (1, 1), (1, 128, 5, 5)),
+    (144, 1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 144, 10, 10)),    # the most positions channels last takes
     (32, 1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 32, 112, 112)),     # large: in pieces
     (576, 1, (5, 5), (1, 1), (2, 2), (1, 1), (1, 576, 14, 14)),
 ]
@@ -87,7 +89,7 @@ def test_depthwise_matches_the_layers_forward_whole_and_in_pieces(channels, mult
     x = rng.standard_normal(shape).astype(np.float32)
     k = kernel_for(layer, [x], Hints(pieces=3), device=JIT)
     assert isinstance(k, JitDepthwiseConv)
-    most = 64 if max(stride) > 1 else 256  # positions of an output plane that takes channels last
+    most = LAST_MAX_STRIDED_POSITIONS if max(stride) > 1 else LAST_MAX_POSITIONS  # positions that take channels last
     assert k.channels_last == (mult == 1 and k.out_shape[2] * k.out_shape[3] <= most)
     got = run_whole_and_in_pieces(k, [x])
     assert_near(got, layer.forward([x])[0])

@@ -1,7 +1,6 @@
 """The compiled depthwise convolution's two layouts, channels first and channels last, on
-the same layers: the A/B behind ``LAST_MAX_POSITIONS`` and ``LAST_MAX_STRIDED_POSITIONS``
-(``devices/cpu/jit/conv.py``). Output planes from 7 x 7 to 16 x 16 at stride 1 and from
-7 x 7 to 14 x 14 at stride 2, with few and many channels, 3x3 and 5x5 kernels.
+the same layers: the A/B behind ``channels_last`` (``devices/cpu/jit/conv.py``). Output planes from 7 x 7 to 14 x 14 at stride 1 and at
+stride 2, with few and many channels, 3x3 and 5x5 kernels.
 
 Each layer runs both loops on one thread, interleaved, and the table gives the medians and
 the paired median of last / first over the rounds. Usage::
@@ -25,10 +24,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # isort: skip
 
 from graphexec.devices.cpu.jit.compiler import ready  # isort: skip
-from graphexec.devices.cpu.jit.conv import LAST_MAX_POSITIONS, LAST_MAX_STRIDED_POSITIONS  # isort: skip
+from graphexec.devices.cpu.jit.conv import LAST_MAX_INPUT_BYTES, LAST_MAX_POSITIONS, channels_last  # isort: skip
 
 #: (input size, stride) x (channels, kernel size)
-SIZES = ((7, 1), (10, 1), (12, 1), (14, 1), (16, 1), (14, 2), (20, 2), (28, 2))
+SIZES = ((7, 1), (8, 1), (10, 1), (12, 1), (14, 1), (14, 2), (16, 2), (20, 2), (28, 2))
 LAYERS = ((96, 3), (576, 3), (240, 5), (1152, 5))
 
 
@@ -57,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     print(f"one thread; median us of {args.rounds} interleaved rounds; channels last on at most "
-          f"{LAST_MAX_POSITIONS} output positions ({LAST_MAX_STRIDED_POSITIONS} strided)")
+          f"{LAST_MAX_POSITIONS} output positions from at most {LAST_MAX_INPUT_BYTES >> 10} KB of input")
     print(f"{'layer':34s} {'last':>8s} {'first':>8s} {'last/first':>11s}  chosen")
     for size, stride in SIZES:
         for channels, k in LAYERS:
@@ -74,7 +73,7 @@ def main() -> None:
             if not np.array_equal(outs[0], outs[1]):
                 raise SystemExit(f"the layouts disagree on {channels} x {size}, {k}x{k} s{stride}")
             positions = outs[0].shape[2] * outs[0].shape[3]
-            chosen = "last" if positions <= (LAST_MAX_STRIDED_POSITIONS if stride > 1 else LAST_MAX_POSITIONS) else "first"
+            chosen = "last" if channels_last(channels, size * size, positions) else "first"
             ratio = statistics.median(a / b for a, b in zip(*times))
             name = f"{channels}, {size} -> {outs[0].shape[2]}, {k}x{k} s{stride}"
             print(f"{name:34s} {statistics.median(times[0]) * 1e6:8.1f} {statistics.median(times[1]) * 1e6:8.1f} "

@@ -16,7 +16,9 @@ Every output starts as its channel's bias and gets the taps in the order ``ky``,
 whatever the band of channels a call covers, so pieces give a whole call's bits. Channels
 first adds up to three taps of a kernel row in one pass, ``((acc + a) + b) + c``: the sums
 of a pass per tap, with a third of the loads and stores of the accumulator. The activations
-are applied to each output plane as it is written, while it is in cache.
+are applied while the outputs are in cache: channels first to each plane as it is written,
+channels last to an image's band of channels at once, before it is transposed back (one
+long loop, where a plane of 7 x 7 is too short to vectorise well).
 
 Indices are unsigned and flat: numba checks a signed index for being negative (to count
 from the end), which stops the loops from vectorising, and a view made inside a loop
@@ -52,33 +54,31 @@ def _tap_offset(ky, kx, dh, dw, sh, sw, phase, wq):
 
 @numba.njit(**_INLINE)
 def _fill_grid(xf, source, h, w, grid, base, sh, sw, top, left, hq, wq):
-    """The plane of ``xf`` at ``source`` (H x W), zero-padded and split into its stride
-    phases, into ``grid`` from ``base``: ``sh * sw`` wide grids of ``hq`` x ``wq``."""
+    """The plane of ``xf`` at ``source`` (H x W), split into its stride phases, into
+    ``grid`` from ``base``: ``sh * sw`` wide grids of ``hq`` x ``wq``. Only the cells that
+    hold the input's are written: the padding around them is the same for every plane, so
+    the caller zeroes the grid once a call (per plane, writing it had cost more than the
+    copy)."""
     phase = hq * wq
     for a in range(sh):
+        y0 = max(0, (top - a + sh - 1) // sh)  # phase rows that hold input ones
+        y1 = min(hq, (h - 1 + top - a) // sh + 1)
         for b in range(sw):
             start = base + (a * sw + b) * phase
             q0 = min(wq, max(0, (left - b + sw - 1) // sw))  # phase columns that hold input ones
             q1 = max(q0, min(wq, (w - 1 + left - b) // sw + 1))
-            for y in range(hq):
-                iy = y * sh + a - top
-                row = u64(start + y * wq)
-                if iy < 0 or iy >= h:
-                    for q in range(wq):
-                        grid[row + u64(q)] = _ZERO
-                    continue
-                for q in range(q0):
-                    grid[row + u64(q)] = _ZERO
-                line = u64(source + iy * w + q0 * sw + b - left)
-                into = row + u64(q0)
+            for y in range(y0, y1):
+                line = u64(source + (y * sh + a - top) * w + q0 * sw + b - left)
+                into = u64(start + y * wq + q0)
                 if sw == 1:
                     for q in range(q1 - q0):
                         grid[into + u64(q)] = xf[line + u64(q)]
+                elif sw == 2:  # the stride a constant: LLVM vectorises it as shuffles, not gathers
+                    for q in range(q1 - q0):
+                        grid[into + u64(q)] = xf[line + u64(2 * q)]
                 else:
                     for q in range(q1 - q0):
                         grid[into + u64(q)] = xf[line + u64(q * sw)]
-                for q in range(q1, wq):
-                    grid[row + u64(q)] = _ZERO
 
 
 @numba.njit(**_INLINE)
@@ -153,7 +153,7 @@ def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0,
     xf = x.reshape(-1)
     of = out.reshape(-1)
     wf = weight.reshape(-1)
-    grid = np.empty(sh * sw * hq * wq, np.float32)
+    grid = np.zeros(sh * sw * hq * wq, np.float32)  # the padding, for every plane
     span = ho * wq
     acc = np.empty(span, np.float32)
     offsets = _tap_offsets(kh, kw, dh, dw, sh, sw, hq, wq)
@@ -209,12 +209,12 @@ def depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, c0, c1, codes,
                         read = u64((iy * w + ix) * count)
                         for k in range(count):
                             acc[into + u64(k)] += tf[tap + u64(k)] * last[read + u64(k)]
+        if codes.shape[0]:  # on every output of the image at once, still channels last
+            activate(acc, codes, params)
         for k in range(count):
             target = u64((image * c + c0 + k) * ho * wo)
             for p in range(ho * wo):
                 of[target + u64(p)] = acc[u64(p * count + k)]
-            if codes.shape[0]:
-                activate(out[image, c0 + k].reshape(-1), codes, params)
 
 
 @loop

@@ -4,7 +4,7 @@ written; dense 3x3 stride-1 ones by Winograd with compiled transforms; the other
 by im2col with compiled columns, their products BLAS's.
 
 Which depthwise layout runs (see :mod:`graphexec.devices.cpu.jit._loops_conv`) is chosen per input
-shape when the kernel is made (:data:`LAST_MAX_POSITIONS`; the measurements are in
+shape when the kernel is made (:func:`channels_last`; the measurements are in
 docs/benchmarks.md, "Compiled CPU kernels").
 """
 
@@ -22,12 +22,19 @@ from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers.conv import Conv1d, Conv2d
 from graphexec.layers.specs import TensorSpec
 
-#: Channels last on output planes of at most this many positions (10 x 10); of at most
-#: ``LAST_MAX_STRIDED_POSITIONS`` (7 x 7 is 49) where the stride is more than 1: on larger
-#: planes channels first is faster, and from a larger input, which channels last transposes
-#: whole (docs/benchmarks.md, "Compiled CPU kernels").
-LAST_MAX_POSITIONS = 100
-LAST_MAX_STRIDED_POSITIONS = 64
+#: Channels last on output planes of at most this many positions (8 x 8), where the input
+#: it transposes takes at most ``LAST_MAX_INPUT_BYTES`` (a band of channels of one image):
+#: on larger planes channels first is faster, and from a larger input, which channels last
+#: transposes whole, too (docs/benchmarks.md, "Compiled CPU kernels").
+LAST_MAX_POSITIONS = 64
+LAST_MAX_INPUT_BYTES = 256 << 10
+
+
+def channels_last(channels: int, in_positions: int, out_positions: int) -> bool:
+    """Whether a depthwise layer of one output channel per input one runs channels last."""
+    return out_positions <= LAST_MAX_POSITIONS and channels * in_positions * 4 <= LAST_MAX_INPUT_BYTES
+
+
 #: A depthwise convolution is shared out by bands of channels from this many
 #: multiply-adds (outputs x taps): its loops release the GIL, so the bands run side by side,
 #: but below it a band's hand-over costs more than the band saves (docs/design/threads.md,
@@ -98,9 +105,7 @@ class JitDepthwiseConv(BandKernel):
         (top, _), (left, _) = layer.geometry.pads((kh, kw))
         geo = layer.geometry
         self.geometry = (*geo.stride, *geo.dilation, top, left)
-        strided = max(geo.stride) > 1
-        self.channels_last = self.weights.last is not None and ho * wo <= (
-            LAST_MAX_STRIDED_POSITIONS if strided else LAST_MAX_POSITIONS)
+        self.channels_last = self.weights.last is not None and channels_last(c, h * w, ho * wo)
         self.name = "jit depthwise " + ("last" if self.channels_last else "first")
         if not self.channels_last:
             shift_h, shift_w = (kh - 1) * geo.dilation[0] // geo.stride[0], (kw - 1) * geo.dilation[1] // geo.stride[1]

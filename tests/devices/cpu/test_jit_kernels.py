@@ -15,7 +15,7 @@ from graphexec.devices.cpu import CpuDevice  # noqa: E402
 from graphexec.devices.cpu.jit.activation import JitActivation  # noqa: E402
 from graphexec.devices.cpu.jit.base import JitKernel  # noqa: E402
 from graphexec.devices.cpu.jit.conv import (  # noqa: E402
-    LAST_MAX_POSITIONS, LAST_MAX_STRIDED_POSITIONS, JitDepthwiseConv, JitIm2colConv, JitWinogradConv)
+    JitDepthwiseConv, JitIm2colConv, JitWinogradConv, channels_last)
 from graphexec.devices.cpu.jit.elementwise import JitSum  # noqa: E402
 from graphexec.devices.cpu.jit.excitation import JitSqueezeExcite  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
@@ -74,7 +74,9 @@ DEPTHWISE = [  # channels, multiplier, kernel, stride, padding, dilation, input 
     (8, 2, (3, 3), (1, 1), (1, 1), (1, 1), (1, 8, 20, 20)),         # two outputs per channel
     (12, 1, (3, 5), (1, 2), (0, 2), (1, 1), (1, 12, 9, 40)),        # unequal, no padding on top
     (128, 1, (3, 3), (1, 1), (0, 0), (1, 1), (1, 128, 5, 5)),
-    (144, 1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 144, 10, 10)),    # the most positions channels last takes
+    (144, 1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 144, 8, 8)),      # the most positions channels last takes
+    (672, 1, (5, 5), (2, 2), (2, 2), (1, 1), (1, 672, 14, 14)),    # to 7 x 7, but too large an input: first
+    (12, 1, (3, 3), (3, 3), (1, 1), (1, 1), (1, 12, 20, 19)),      # strided by 3
     (32, 1, (3, 3), (1, 1), (1, 1), (1, 1), (1, 32, 112, 112)),     # large: in pieces
     (576, 1, (5, 5), (1, 1), (2, 2), (1, 1), (1, 576, 14, 14)),
 ]
@@ -89,8 +91,7 @@ def test_depthwise_matches_the_layers_forward_whole_and_in_pieces(channels, mult
     x = rng.standard_normal(shape).astype(np.float32)
     k = kernel_for(layer, [x], Hints(pieces=3), device=JIT)
     assert isinstance(k, JitDepthwiseConv)
-    most = LAST_MAX_STRIDED_POSITIONS if max(stride) > 1 else LAST_MAX_POSITIONS  # positions that take channels last
-    assert k.channels_last == (mult == 1 and k.out_shape[2] * k.out_shape[3] <= most)
+    assert k.channels_last == (mult == 1 and channels_last(channels, shape[2] * shape[3], k.out_shape[2] * k.out_shape[3]))
     got = run_whole_and_in_pieces(k, [x])
     assert_near(got, layer.forward([x])[0])
 
@@ -116,15 +117,19 @@ def test_depthwise_takes_strided_and_read_only_inputs():
     assert_near(k.run([frozen])[0], want)
 
 
+@pytest.mark.parametrize("size, last", [(20, False), (14, True)])  # to 10 x 10 channels first, 7 x 7 last
 @pytest.mark.parametrize("name, params", ACTIVATIONS)
-def test_depthwise_with_a_fused_activation_applies_it_in_its_loops(name, params):
+def test_depthwise_with_a_fused_activation_applies_it_in_its_loops(name, params, size, last):
     rng = np.random.default_rng(3)
     head, _, _ = conv_layer(rng, 32, 32, (3, 3), stride=(2, 2), padding=(1, 1), groups=32)
     fused = Fused(head, (make(name, params),))
-    x = (3 * rng.standard_normal((1, 32, 20, 20))).astype(np.float32)
+    x = (3 * rng.standard_normal((2, 32, size, size))).astype(np.float32)
     k = kernel_for(fused, [x], Hints(pieces=2), device=JIT)
-    assert isinstance(k, JitFused) and k.inside
-    assert_near(run_whole_and_in_pieces(k, [x], 2), fused.forward([x])[0])
+    assert isinstance(k, JitFused) and k.inside and k.head.channels_last == last
+    want = fused.forward([x])[0]
+    # the error is the convolution's, on the scale of its outputs before a clamp
+    before = float(np.abs(head.forward([x])[0]).max()) / max(float(np.abs(want).max()), 1e-30)
+    assert_near(run_whole_and_in_pieces(k, [x], 2), want, 1e-6 * max(1.0, before))
 
 
 @pytest.mark.parametrize("kernel, padding, head", [((1, 1), (0, 0), None), ((3, 3), (1, 1), JitIm2colConv)])

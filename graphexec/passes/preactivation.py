@@ -12,7 +12,7 @@ and a 1x1 convolution (no padding) is the same linear map at every position, so
     conv(W, relu(s x + t)) + b = conv(W diag(s), max(x, -t / s)) + (b + W t).
 
 The pair becomes one pass of ``np.maximum`` against a per-channel floor
-(:class:`ChannelFloor`, 2.4x as fast as the three passes on DenseNet-121's tensors), and the
+(:class:`~graphexec.layers.floor.ChannelFloor`, 2.4x as fast as the three passes on DenseNet-121's tensors), and the
 convolution takes the scaled weight and the shifted bias, made once per engine. The
 floor's output is not what the ReLU gave, so its operand counts as fused away: a run that
 extracts it takes the unfused plan. The sums are the same up to float32 rounding of the
@@ -23,43 +23,17 @@ run the same plan, still agree bit for bit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from graphexec.layers.activation import ReLU
-from graphexec.layers.base import Layer, Shape
+from graphexec.layers.base import Layer
 from graphexec.layers.conv import Conv2d
+from graphexec.layers.floor import ChannelFloor
 from graphexec.layers.fused import Fused, head_and_tail
 from graphexec.layers.norm import BatchNorm2d
 from graphexec.layers.specs import Spec, TensorSpec
 from graphexec.passes import Pass, PassContext, Rewrite
 from graphexec.program import Program, Step
-
-
-class ChannelFloor(Layer):
-    """``max(x, floor[c])`` over each channel ``c`` of an (N, C, H, W) input: one pass."""
-
-    fresh_outputs = True
-    writes_into = in_place = True
-
-    def __init__(self, name: str, floor: np.ndarray):  # no Operator: built by the rewrite
-        self.name = name
-        self.type = "graphexec.ChannelFloor"
-        self.num_inputs = 1
-        self.num_outputs = 1
-        self.input_names = ["input"]
-        self.floor = floor.astype(np.float32).reshape(1, -1, 1, 1)
-
-    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, 1)
-        return [shapes[0]]
-
-    def forward(self, inputs: list[Any]) -> list[Any]:
-        return [np.maximum(inputs[0], self.floor)]
-
-    def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
-        np.maximum(inputs[0], self.floor, out=outputs[0])
 
 
 class FoldPreactivations(Pass):

@@ -9,7 +9,7 @@ few calls, as loops that release the GIL.
     _loops_conv.py               depthwise convolutions with their activations; im2col's columns
     _loops_winograd.py           Winograd's input and output transforms
     _loops_pool.py               max and average pooling with their activations
-    _loops_elementwise.py        a sum of two tensors with its activations
+    _loops_elementwise.py        a sum of two tensors with its activations; a per-channel floor
     _loops_excitation.py         a squeeze-and-excitation block in one call
     _intrinsics.py               fused multiply-add and 2^k, which numba does not spell
     activation.py, conv.py,      the kernels (tier "jit"), registered with the CPU device

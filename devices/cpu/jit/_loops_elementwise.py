@@ -1,5 +1,6 @@
-"""Elementwise arithmetic with the activations fused after it, as numba loops (imported only
-by :mod:`graphexec.devices.cpu.jit.compiler`)."""
+"""Elementwise arithmetic, as numba loops (imported only by
+:mod:`graphexec.devices.cpu.jit.compiler`): sums with the activations fused after them, and
+per-channel floors."""
 
 from __future__ import annotations
 
@@ -25,3 +26,19 @@ def add_into(a, b, out, codes, params):
             out[k] = a[k] + b[k]
         if codes.shape[0]:
             activate(out[s:e], codes, params)
+
+
+@loop
+def channel_floor(x, floor, out):
+    """``out = max(x, floor[c])`` over each channel ``c`` of (N, C, H, W) float32 arrays
+    (``out`` may be ``x``), NaN where ``x`` or the floor is NaN, as ``np.maximum`` gives."""
+    n, c = x.shape[0], x.shape[1]
+    plane = x.shape[2] * x.shape[3]
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    for i in range(n * c):
+        f = floor[i % c]
+        base = u64(i * plane)
+        for p in range(plane):
+            v = xf[base + u64(p)]
+            of[base + u64(p)] = v if (v > f or v != v) else f

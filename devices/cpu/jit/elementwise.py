@@ -1,9 +1,11 @@
 """Compiled elementwise arithmetic: the sum of two float32 tensors of one shape (``add(@0,@1)``,
-a residual connection), with the activations fused after it applied in the same pass.
+a residual connection), with the activations fused after it applied in the same pass; and
+the per-channel floor that DenseNet's folded batch norm and ReLU become.
 
 numpy adds in one pass and applies each activation in another over memory; this loop
-applies them to each block of sums while it is in L1 (measured in docs/benchmarks.md,
-"Compiled CPU kernels"). The sum has numpy's bits: one rounding either way.
+applies them to each block of sums while it is in L1. numpy's floor broadcasts the
+channel's value along each row; the loop takes it once a plane. (Both measured in
+docs/benchmarks.md, "Compiled CPU kernels".) Both give numpy's bits.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fitted
 from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers._expr import Call, Input
 from graphexec.layers.expression import Expression
+from graphexec.layers.floor import ChannelFloor
 from graphexec.layers.specs import TensorSpec
 
 
@@ -67,4 +70,32 @@ class JitSum(JitKernel):
         out = self._target(outputs)
         self.run_loop(fitted(inputs[i]).reshape(-1), fitted(inputs[j]).reshape(-1), out.reshape(-1),
                       self.codes, self.params)
+        return self._handed(outputs, out)
+
+
+@cpu_kernel(ChannelFloor)
+class JitChannelFloor(JitKernel):
+    """``max(x, floor[c])`` over a float32 (N, C, H, W) tensor, a plane at a time. Always
+    whole, as the sum: a pass at memory speed."""
+
+    name = "jit floor"
+
+    @classmethod
+    def accepts(cls, layer, inputs, outputs, hints) -> bool:
+        x = inputs[0] if inputs else None
+        return (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and len(x.shape) == 4
+                and layer.floor.size == x.shape[1])
+
+    def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
+        super().__init__(layer, inputs, outputs, hints, device)
+        self.floor = np.ascontiguousarray(layer.floor.reshape(-1), np.float32)
+        self.run_loop: Any = None
+
+    def prepare(self) -> None:
+        x = np.zeros((1, 1, 1, 1), np.float32)
+        self.run_loop = self.loop("elementwise", "channel_floor", x, self.floor, x)
+
+    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
+        out = self._target(outputs)
+        self.run_loop(fitted(inputs[0]), self.floor, out)
         return self._handed(outputs, out)

@@ -16,12 +16,13 @@ from graphexec.devices.cpu.jit.activation import JitActivation  # noqa: E402
 from graphexec.devices.cpu.jit.base import JitKernel  # noqa: E402
 from graphexec.devices.cpu.jit.conv import (  # noqa: E402
     JitDepthwiseConv, JitIm2colConv, JitWinogradConv, channels_last)
-from graphexec.devices.cpu.jit.elementwise import JitSum  # noqa: E402
+from graphexec.devices.cpu.jit.elementwise import JitChannelFloor, JitSum  # noqa: E402
 from graphexec.devices.cpu.jit.excitation import JitSqueezeExcite  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
 from graphexec.devices.cpu.jit.pooling import JitPool  # noqa: E402
 from graphexec.layers.fused import Fused  # noqa: E402
 from graphexec.layers.excitation import SqueezeExcite  # noqa: E402
+from graphexec.layers.floor import ChannelFloor  # noqa: E402
 from graphexec.layers.specs import spec_of  # noqa: E402
 
 from tests.devices.cpu.kernels import kernel_for  # noqa: E402
@@ -209,6 +210,27 @@ def test_a_sum_gives_numpys_bits_whole_and_in_place(expr, shape):
     into = a.copy()
     k.run([into, b], [into])  # over its first input, as the planner may place it
     np.testing.assert_array_equal(into, want)
+
+
+@pytest.mark.parametrize("shape", [(1, 24, 9, 9), (2, 16, 56, 56)])
+def test_a_channel_floor_gives_numpys_bits_whole_and_in_place(shape):
+    rng = np.random.default_rng(12)
+    floor = rng.standard_normal(shape[1]).astype(np.float32)
+    floor[:3] = [0.0, -np.inf, np.nan]
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, :4] = [-1.0, np.nan, np.inf, 0.0]
+    x[0, 1, 0, :2] = [-np.inf, np.nan]
+    layer = ChannelFloor("floor", floor)
+    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    assert isinstance(k, JitChannelFloor) and not k.splits()
+    want = layer.forward([x])[0]
+    got = run_whole_and_in_pieces(k, [x], 2)
+    np.testing.assert_array_equal(got, want)
+    into = x.copy()
+    k.run([into], [into])  # over its input, as the planner may place it
+    np.testing.assert_array_equal(into, want)
+    strided = np.repeat(x, 2, axis=3)[..., ::2]  # a view: copied for the loop
+    np.testing.assert_array_equal(k.run([strided])[0], want)
 
 
 @pytest.mark.parametrize("name, params", ACTIVATIONS)

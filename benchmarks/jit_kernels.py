@@ -1,7 +1,8 @@
 """The compiled CPU kernels against the numpy ones, layer by layer (the A/B that decides
 where the compiled ones run): depthwise convolutions of MobileNet v3 and EfficientNet-B0
 (with their activation fused), dense convolutions by im2col, the max pools of GoogLeNet and
-SqueezeNet, and activations alone and after a BLAS convolution.
+SqueezeNet, residual sums, DenseNet's channel floors, and activations alone and after a
+BLAS convolution.
 
 Each kernel is timed on one thread in CPU time of that thread, the fastest of the rounds,
 the two kernels interleaved: on a busy machine that is the steadiest measure of the
@@ -30,6 +31,7 @@ import numpy as np  # isort: skip
 from graphexec.blas import blas_threads  # isort: skip
 from graphexec.devices.cpu import CpuDevice  # isort: skip
 from graphexec.ir import Attribute, Operand, Operator  # isort: skip
+from graphexec.layers.floor import ChannelFloor  # isort: skip
 from graphexec.layers.fused import Fused  # isort: skip
 from graphexec.layers.registry import lookup  # isort: skip
 from graphexec.layers.specs import spec_of  # isort: skip
@@ -85,6 +87,13 @@ def residual(channels: int, size: int, activation: str | None = None):
     return node, tuple(rng.standard_normal((1, channels, size, size)).astype(np.float32) for _ in range(2))
 
 
+def channel_floor(channels: int, size: int):
+    """DenseNet's folded batch norm and ReLU: a floor per channel."""
+    rng = np.random.default_rng(channels + size)
+    floor = ChannelFloor("floor", rng.standard_normal(channels).astype(np.float32))
+    return floor, rng.standard_normal((1, channels, size, size)).astype(np.float32)
+
+
 def activation(name: str, elements: int):
     return layer(name, {}), (3 * np.random.default_rng(elements).standard_normal(elements)).astype(np.float32)
 
@@ -118,6 +127,10 @@ CASES = [
     ("ResNet-50", "sum 256, 56 +ReLU", residual(256, 56, "nn.ReLU")),
     ("ResNet-50", "sum 1024, 14 +ReLU", residual(1024, 14, "nn.ReLU")),
     ("EfficientNet-B0", "sum 40, 28", residual(40, 28)),
+    ("DenseNet-121", "channel floor 256, 56", channel_floor(256, 56)),
+    ("DenseNet-121", "channel floor 512, 28", channel_floor(512, 28)),
+    ("DenseNet-121", "channel floor 1024, 14", channel_floor(1024, 14)),
+    ("DenseNet-121", "channel floor 1024, 7", channel_floor(1024, 7)),
     ("-", "SiLU, 200 K", activation("nn.SiLU", 200_000)),
     ("-", "Sigmoid, 200 K", activation("nn.Sigmoid", 200_000)),
     ("-", "Hardswish, 200 K", activation("nn.Hardswish", 200_000)),

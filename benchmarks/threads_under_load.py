@@ -13,6 +13,7 @@ threads of one process, each calling its own engine, and the median is over both
 
     python benchmarks/threads_under_load.py
     python benchmarks/threads_under_load.py --rounds 30 googlenet wide
+    python benchmarks/threads_under_load.py --batch 8 mobilenet_v3_small --conditions "2 engines, 1 process"
 
 The cgroup condition needs a writable cgroup v1 ``cpu`` hierarchy or cgroup v2 (as root); it
 is skipped, with a note, where there is none. The busy processes this script starts are
@@ -42,8 +43,9 @@ CGROUP_V1 = Path("/sys/fs/cgroup/cpu/graphexec_threads_bench")
 BUSY = "while True:\n    pass\n"
 
 
-def worker(name: str, condition: str, rounds: int, warmup: int) -> None:
-    """Time the default engine and the one-thread one on ``name``; print one JSON line."""
+def worker(name: str, condition: str, rounds: int, warmup: int, batch: int = 1) -> None:
+    """Time the default engine and the one-thread one on ``name`` (a batch of ``batch``
+    copies of its input); print one JSON line."""
     if condition == "affinity 1 CPU":
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # before numpy loads OpenBLAS
     from graphexec.blas import ask_for_short_spins
@@ -56,7 +58,7 @@ def worker(name: str, condition: str, rounds: int, warmup: int) -> None:
 
     param, io = model_files(name)
     with np.load(io) as data:
-        x = data["in0"]
+        x = np.concatenate([data["in0"]] * batch) if batch > 1 else data["in0"]
     kinds = {"default": {}, "one": {"threads": 1, "intra_op_threads": 1}}
     copies = 2 if condition.startswith("2 engines") else 1
     engines = {kind: [Engine.load(param, **options) for _ in range(copies)] for kind, options in kinds.items()}
@@ -107,7 +109,7 @@ def cgroup_ready() -> str | None:
         return f"no writable cgroup v1 cpu hierarchy ({exc.strerror})"
 
 
-def run_condition(name: str, condition: str, rounds: int, warmup: int) -> dict | str:
+def run_condition(name: str, condition: str, rounds: int, warmup: int, batch: int = 1) -> dict | str:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     if condition == "OMP_NUM_THREADS=1":
@@ -117,7 +119,8 @@ def run_condition(name: str, condition: str, rounds: int, warmup: int) -> dict |
         busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(2)]
         time.sleep(1.0)  # so that the engines see them
     try:
-        process = subprocess.Popen([sys.executable, __file__, "--worker", name, condition, str(rounds), str(warmup)],
+        process = subprocess.Popen([sys.executable, __file__, "--worker", name, condition, str(rounds), str(warmup),
+                                    str(batch)],
                                    stdout=subprocess.PIPE, text=True, env=env)
         if condition == "cgroup quota 1 CPU":
             (CGROUP_V1 / "cgroup.procs").write_text(str(process.pid))  # before it loads anything
@@ -138,16 +141,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds (default 15)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
     parser.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=CONDITIONS)
-    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=1, help="copies of the input in one call (default 1)")
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        name, condition, rounds, warmup = args.worker
-        worker(name, condition, int(rounds), int(warmup))
+        name, condition, rounds, warmup, batch = args.worker
+        worker(name, condition, int(rounds), int(warmup), int(batch))
         return
     from graphexec.threads import cpu_count
 
-    print(f"{cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; median ms over {args.rounds} interleaved "
-          f"rounds after {args.warmup}; default = Engine.load(path), one = threads=1, intra_op_threads=1")
+    print(f"{cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; batch {args.batch}; median ms over "
+          f"{args.rounds} interleaved rounds after {args.warmup}; default = Engine.load(path), one = threads=1, "
+          "intra_op_threads=1")
     print(f"{'condition':<24}{'network':<18}{'default':>9}{'one':>9}{'ratio':>8}{'chose':>8}{'several':>9}"
           f"{'others':>8}")
     notes = []
@@ -159,7 +164,7 @@ def main() -> None:
                 notes.append(f"{condition}: skipped, {skip_cgroup}")
                 continue
             for name in args.names or MODELS:
-                found = run_condition(name, condition, args.rounds, args.warmup)
+                found = run_condition(name, condition, args.rounds, args.warmup, args.batch)
                 if isinstance(found, str):
                     print(f"{condition:<24}{name:<18}{found}")
                     continue

@@ -316,11 +316,12 @@ class Engine:
         asked = self._inputs.extractable(extract)
         wanted = list(dict.fromkeys(o for operands in asked.values() for o in operands))
         given = {name: TensorSpec(v.shape, dtype_of(self.graph.operands[name].dtype)) for name, v in feeds.items()}
-        rows = self._batch_rows(given, wanted)
-        if rows is not None:
-            values = self._run_in_parts(rows, feeds, given, wanted, trace, timeout, check_finite)
-        else:
-            values = self._run_whole(feeds, given, wanted, trace, timeout, check_finite)
+        with occupancy().run() as alone:  # counted before the threads are chosen: see Occupancy.run
+            rows = self._batch_rows(given, wanted, alone)
+            if rows is not None:
+                values = self._run_in_parts(rows, feeds, given, wanted, trace, timeout, check_finite)
+            else:
+                values = self._run_whole(feeds, given, wanted, trace, timeout, check_finite, alone)
         outputs = [leaf for n in self.program.outputs for leaf in _leaves(values[n])]
         if by_name:
             result: Any = dict(zip(self.output_names, outputs))
@@ -332,9 +333,10 @@ class Engine:
         return result
 
     def _run_whole(self, feeds: dict[str, Any], given: dict[str, TensorSpec], wanted: list[str],
-                   trace: Trace | None, timeout: float | None, check_finite: bool) -> dict[str, Any]:
-        """One run of the whole inputs: the values of the outputs and of ``wanted``."""
-        policy, planner = (self.policy, self.planner) if self.policy.room() else self._one_thread()
+                   trace: Trace | None, timeout: float | None, check_finite: bool, alone: bool) -> dict[str, Any]:
+        """One run of the whole inputs: the values of the outputs and of ``wanted``; ``alone``:
+        no other run was in flight as this one began."""
+        policy, planner = (self.policy, self.planner) if self.policy.room(alone) else self._one_thread()
         plan = self._keeping(wanted, planner.plan(given), lambda off: planner.plan(given, off=off))
         self._check_memory(plan.peak_bytes, feeds)
         feeds = self._cast(feeds, given)
@@ -344,7 +346,7 @@ class Engine:
         # a run that only feeds a device (its plan whole) leaves BLAS's threads as they are
         turn = (blas_run(policy.intra_op_threads, policy.boost is not None, options.deadline)
                 if plan.host_work or plan.rest is not None else nullcontext())
-        with occupancy().run(), turn:
+        with turn:
             while True:  # a plan, then the plans of what it left until the run told its sizes
                 part = Trace() if trace is not None else None
                 values.update(self._run_plan(policy, plan, values, wanted, part, options))
@@ -375,10 +377,11 @@ class Engine:
             return {n: v if v.dtype == given[n].dtype else v.astype(given[n].dtype) for n, v in feeds.items()}
 
     # -- a batch in parts (see graphexec.samples) ------------------------------------------
-    def _part_count(self) -> int:
+    def _part_count(self, alone: bool) -> int:
         """How many parts a batch may run in now: ``batch_parts``, else one per core where
-        the engine chooses its threads on the CPU, the cores are free and the process has
-        made one call at a time lately (see :mod:`graphexec.samples`)."""
+        the engine chooses its threads on the CPU, the cores are free (``alone``: no other
+        run was in flight as this one began) and the process has made one call at a time
+        lately (see :mod:`graphexec.samples`)."""
         if self.device is not None:
             return 1
         if self.options.batch_parts is not None:
@@ -387,12 +390,13 @@ class Engine:
         if not self.options.chooses_threads or cores < 2:
             return 1
         machine = occupancy()
-        return cores if machine.alone_for(ALONE_SECONDS) and machine.room_for(cores, cores) else 1
+        return cores if machine.alone_for(ALONE_SECONDS) and machine.room_for(cores, cores, alone) else 1
 
-    def _batch_rows(self, given: dict[str, TensorSpec], wanted: list[str]) -> list[tuple[int, int]] | None:
+    def _batch_rows(self, given: dict[str, TensorSpec], wanted: list[str],
+                    alone: bool) -> list[tuple[int, int]] | None:
         """The rows of each part a call of inputs ``given`` runs in, or None: whole."""
         batch = batch_of(spec.shape for spec in given.values())
-        count = self._part_count() if batch is not None and batch >= 2 else 1
+        count = self._part_count(alone) if batch is not None and batch >= 2 else 1
         if batch is None or count < 2:
             return None
         key = (*given.items(), tuple(wanted), count)
@@ -450,7 +454,7 @@ class Engine:
             part = {name: value[start:stop] for name, value in feeds.items()}
             return self._run_plan(policy, plans[k], part, wanted, traces[k], options)
 
-        with occupancy().run(), blas_run(1, False, options.deadline):
+        with blas_run(1, False, options.deadline):
             found = self.pools.run_parts(run, len(rows))
         if trace is not None:
             trace.join([part for part in traces if part is not None])

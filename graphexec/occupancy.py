@@ -5,8 +5,8 @@ An engine that chose its own threads (:mod:`graphexec.threads`) runs on several 
 they are really free. Threads the machine cannot give slow a run down rather than speed it
 up: a worker waits for a core, a BLAS thread spins while its partner is descheduled, and
 a run that should take 10 ms took 30-300 ms at a load average of 6-10 on 2 cores. So each
-run of such an engine asks :func:`room_for` first and, where the cores are taken, runs as
-``threads=1, intra_op_threads=1`` would.
+run of such an engine is counted (:meth:`Occupancy.run`), then asks :meth:`Occupancy.room_for`
+and, where the cores are taken, runs as ``threads=1, intra_op_threads=1`` would.
 
 Other processes' load is read from ``/proc/stat`` (the busy time of the CPUs this
 process may use) less this process's own CPU time, over the time since the last reading,
@@ -55,22 +55,28 @@ class Occupancy:
         self.foreign: float | None = None
 
     @contextmanager
-    def run(self) -> Iterator[None]:
-        """Counts a run in flight for the duration of the block."""
+    def run(self) -> Iterator[bool]:
+        """Counts a run in flight for the duration of the block, and yields whether it is
+        alone: no other run was in flight as it began. Counted and asked under one lock, so
+        of runs that begin at the same moment only one is alone (asked first and counted
+        after, two engines called in step had both taken their threads, and each call took
+        1.3x a one-thread engine's time)."""
         with self._lock:
-            if self.running:
+            alone = not self.running
+            if not alone:
                 self.overlapped = time.monotonic()
             self.running += 1
         try:
-            yield
+            yield alone
         finally:
             with self._lock:
                 self.running -= 1
 
-    def room_for(self, threads: int, cores: int) -> bool:
+    def room_for(self, threads: int, cores: int, alone: bool | None = None) -> bool:
         """Whether a run may use ``threads`` of the process's ``cores`` now: no other run in
-        flight here, and other processes leave that many cores (within :data:`SPARE_CORE`)."""
-        if self.running:
+        flight here (``alone``, as :meth:`run` yielded it, for a run already counted), and
+        other processes leave that many cores (within :data:`SPARE_CORE`)."""
+        if not (self.running == 0 if alone is None else alone):
             return False
         foreign = self.foreign_cores()
         return foreign <= cores - threads + SPARE_CORE

@@ -12,6 +12,11 @@ back every piece still queued (a pool busy with another run's units may not have
 them) and runs it itself. Only the caller, which is not one of the pool's workers, waits
 for queued pieces; the workers always get to them, since none of them waits on the queue.
 
+A run shares nodes out only while it is the process's only run in flight: one that began
+alone took the cores, and where another begins meanwhile (which then runs on one thread,
+see :mod:`graphexec.occupancy`), its later nodes' pieces run one after another on its own
+thread. Two engines called side by side then keep to a thread each.
+
 A piece writes into its node's outputs, which may lie in the run's arena: each piece
 handed to a thread holds the run's arena lease (:class:`graphexec.memory.Lease`) until it
 is over, so a caller that leaves on Ctrl-C never gives the arena back under a piece still
@@ -28,6 +33,7 @@ from graphexec.affinity import CorePool, current_core, on_pinned_worker
 from graphexec.blas import blas_threads
 from graphexec.devices.base import Piece
 from graphexec.floats import quiet_floats
+from graphexec.occupancy import occupancy
 
 if TYPE_CHECKING:
     from graphexec.memory import Lease
@@ -61,8 +67,11 @@ class Spreader:
             self._run_all(pieces, stopped)
 
     def _run_all(self, pieces: list[Piece], stopped: Callable[[], None]) -> None:
-        hand_all = self.pinned and not on_pinned_worker()
-        mine = [] if hand_all else pieces[:1]
+        # Another run in flight in the process took the cores after this one began: the
+        # pieces run here, one after another (their output is the whole node's either way).
+        crowded = occupancy().running > 1
+        hand_all = self.pinned and not on_pinned_worker() and not crowded
+        mine = pieces if crowded else [] if hand_all else pieces[:1]
         handed = pieces[len(mine):]
         executors = (self.executor.away_from(current_core(), len(handed)) if isinstance(self.executor, CorePool)
                      else [self.executor] * len(handed))

@@ -160,12 +160,16 @@ class ThreadPolicy:
     injected: bool = False
     #: Whether each run first checks that the cores are free, and runs as ``threads=1,
     #: intra_op_threads=1`` would where they are not (see :mod:`graphexec.occupancy`):
-    #: engines that chose several threads themselves.
+    #: engines that chose several threads themselves, or that may share nodes out (one
+    #: worker and one BLAS thread at the exported shapes, a batch of 8 has nodes large
+    #: enough to share).
     adapts: bool = False
 
-    def room(self) -> bool:
-        """Whether a run may use this policy's threads now (always, unless it adapts)."""
-        return not self.adapts or occupancy().room_for(max(self.threads, self.intra_op_threads), self.cores)
+    def room(self, alone: bool | None = None) -> bool:
+        """Whether a run may use this policy's threads now (always, unless it adapts);
+        ``alone``: whether the run, already counted, began with no other in flight (see
+        :meth:`~graphexec.occupancy.Occupancy.run`)."""
+        return not self.adapts or occupancy().room_for(max(self.threads, self.intra_op_threads), self.cores, alone)
 
     @staticmethod
     def decide(options: EngineOptions, draft: Callable[[int], Analysis | Plan] | None, on_device: bool,
@@ -198,7 +202,7 @@ class ThreadPolicy:
         policy = ThreadPolicy(threads, intra, cores, share, boost, merge_where_alone=chooses,
                               tune=not on_device and (intra > 1 or boost is not None),
                               injected=options.executor is not None,
-                              adapts=chooses and not on_device and (threads > 1 or intra > 1))
+                              adapts=chooses and not on_device and (threads > 1 or intra > 1 or share))
         logger.debug("threads: {} workers x {} BLAS threads{}{}", threads, intra,
                      ", nodes shared out when alone" if share else "", f", boost to {boost}" if boost else "")
         return policy

@@ -114,13 +114,35 @@ def test_a_default_engine_on_busy_cores_runs_as_one_thread_would(monkeypatch, ro
     if not engine.policy.adapts:
         pytest.skip("one core: the default engine is on one thread already")
     one = Engine.load(MODELS / "inception_mini.pnnx.param", threads=1, intra_op_threads=1)
-    monkeypatch.setattr(Occupancy, "room_for", lambda self, threads, cores: room)
+    monkeypatch.setattr(Occupancy, "room_for", lambda self, threads, cores, alone=None: room)
     x = np.random.default_rng(0).standard_normal(engine.input_shapes["in0"]).astype(np.float32)
     got = engine.forward(x)
     assert (engine._alone is not None) != room
     if not room:
         np.testing.assert_array_equal(got, one.forward(x))  # the same plan, so the same bits
     np.testing.assert_allclose(got, one.forward(x), rtol=1e-4, atol=1e-5)
+
+
+def test_of_runs_that_begin_at_once_only_one_is_alone():
+    watch = Occupancy()
+    count = 8
+    begin, inside = threading.Barrier(count), threading.Barrier(count)
+    seen: list[bool] = []
+
+    def call() -> None:
+        begin.wait()
+        with watch.run() as alone:
+            seen.append(alone)
+            inside.wait(timeout=10)  # every run in flight at once
+            assert not watch.room_for(1, 2, alone=False)
+
+    threads = [threading.Thread(target=call) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(seen) == [False] * (count - 1) + [True]
+    assert watch.running == 0 and not watch.alone_for(60)
 
 
 def test_a_run_that_starts_beside_another_marks_the_process_as_calling_side_by_side():

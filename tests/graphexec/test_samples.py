@@ -90,7 +90,7 @@ def test_a_default_engine_runs_a_batch_in_parts_only_where_the_process_calls_one
     engine = Engine.load(MODELS / "inception_mini.pnnx.param")
     if engine.policy.cores < 2:
         pytest.skip("one core: nothing to run beside")
-    monkeypatch.setattr(Occupancy, "room_for", lambda self, threads, cores: True)
+    monkeypatch.setattr(Occupancy, "room_for", lambda self, threads, cores, alone=None: True)
     monkeypatch.setattr(Occupancy, "alone_for", lambda self, seconds: alone)
     _, inputs = _batch("inception_mini", 4)
     trace = Trace()

@@ -18,6 +18,7 @@ from graphexec.devices.cpu import _conv_math
 from threadpoolctl import threadpool_info
 
 from graphexec import Engine, ExecutionError, Trace, regions
+from graphexec.occupancy import occupancy
 from graphexec.spread import Spreader
 from tests.paths import REPO
 
@@ -50,6 +51,16 @@ def test_with_pinned_workers_a_caller_hands_every_piece_over():
         Spreader(pool, 2, pinned=True).run(recording_pieces(2, log, lock, sleep=0.02))
     assert sorted(k for k, _, _ in log) == [0, 1]
     assert all(name.startswith("worker") for _, name, _ in log)
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_beside_another_run_in_flight_every_piece_runs_on_the_caller(pinned):
+    log, lock = [], threading.Lock()
+    watch = occupancy()
+    with ThreadPoolExecutor(2, thread_name_prefix="helper") as pool, watch.run(), watch.run():
+        Spreader(pool, 2, pinned=pinned).run(recording_pieces(3, log, lock))
+    assert sorted(k for k, _, _ in log) == [0, 1, 2]
+    assert {name for _, name, _ in log} == {threading.current_thread().name}
 
 
 def test_a_busy_pool_never_hangs_a_node_its_caller_takes_the_queued_pieces_back():

@@ -72,7 +72,11 @@ def test_network_runs_other_batches_and_sizes_like_pytorch(name, tag):
     scale = float(np.abs(want).max())
     diff = float(np.abs(got - want).max())
     assert diff <= 1e-4 * scale, f"{name} at {x.shape}: max|diff| {diff:.3g} > 1e-4 x {scale:.3g}"
-    assert np.array_equal(engine.forward(x), got), "the second call (cached plan and arena) differs"
+    # The cached plan and arena again. Not bit for bit: a default engine runs a batch in
+    # parts once the process has made one call at a time for a minute, and on one thread
+    # while the cores are busy, each rounding its own way; a stale arena would be far off.
+    again = engine.forward(x)
+    assert float(np.abs(again - got).max()) <= 1e-5 * scale, "the second call (cached plan and arena) differs"
 
 
 # -- a detector: torchvision's Faster R-CNN (MobileNetV3-Large 320 FPN), exported by

@@ -1,6 +1,7 @@
 """The compiled depthwise convolution's two layouts, channels first and channels last, on
-the same layers: the A/B behind ``channels_last`` (``devices/cpu/jit/conv.py``). Output planes from 7 x 7 to 14 x 14 at stride 1 and at
-stride 2, with few and many channels, 3x3 and 5x5 kernels.
+the same layers: the A/B behind ``channels_last`` (``devices/cpu/jit/conv.py``). Output
+planes from 7 x 7 to 14 x 14 at stride 1 and at stride 2, with few and many channels, 3x3
+and 5x5 kernels.
 
 Each layer runs both loops on one thread, interleaved, and the table gives the medians and
 the paired median of last / first over the rounds. Usage::
@@ -47,7 +48,8 @@ def loops(channels: int, size: int, k: int, stride: int, rng: np.random.Generato
     geometry = (stride, stride, 1, 1, pad, pad)
     calls = [(x, last, bias, outs[0], *geometry, 0, channels, codes, params),
              (x, first, bias, outs[1], *geometry, hq, wq, 0, channels, codes, params)]
-    return [(ready("conv", name, *args), args) for name, args in zip(("depthwise_last", "depthwise_first"), calls)], outs
+    names = ("depthwise_last", "depthwise_first")
+    return [(ready("conv", name, *args), args) for name, args in zip(names, calls)], outs
 
 
 def main() -> None:
@@ -76,8 +78,8 @@ def main() -> None:
             chosen = "last" if channels_last(channels, size * size, positions) else "first"
             ratio = statistics.median(a / b for a, b in zip(*times))
             name = f"{channels}, {size} -> {outs[0].shape[2]}, {k}x{k} s{stride}"
-            print(f"{name:34s} {statistics.median(times[0]) * 1e6:8.1f} {statistics.median(times[1]) * 1e6:8.1f} "
-                  f"{ratio:10.2f}x  {chosen}", flush=True)
+            last_us, first_us = (statistics.median(t) * 1e6 for t in times)
+            print(f"{name:34s} {last_us:8.1f} {first_us:8.1f} {ratio:10.2f}x  {chosen}", flush=True)
 
 
 if __name__ == "__main__":

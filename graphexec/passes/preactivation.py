@@ -12,8 +12,9 @@ and a 1x1 convolution (no padding) is the same linear map at every position, so
     conv(W, relu(s x + t)) + b = conv(W diag(s), max(x, -t / s)) + (b + W t).
 
 The pair becomes one pass of ``np.maximum`` against a per-channel floor
-(:class:`~graphexec.layers.floor.ChannelFloor`, 2.4x as fast as the three passes on DenseNet-121's tensors), and the
-convolution takes the scaled weight and the shifted bias, made once per engine. The
+(:class:`~graphexec.layers.floor.ChannelFloor`, 2.4x as fast as the three passes on
+DenseNet-121's tensors; a compiled loop with the ``jit`` extra), and the convolution takes
+the scaled weight and the shifted bias, made once per engine. The
 floor's output is not what the ReLU gave, so its operand counts as fused away: a run that
 extracts it takes the unfused plan. The sums are the same up to float32 rounding of the
 folded weights (tested against PyTorch); the sequential and concurrent executors, which
@@ -23,6 +24,7 @@ run the same plan, still agree bit for bit.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 import numpy as np
 
 from graphexec.layers.activation import ReLU

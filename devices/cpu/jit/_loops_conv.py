@@ -35,7 +35,6 @@ from graphexec.devices.cpu.jit.compiler import loop
 import numba  # isort: skip
 
 u64 = np.uint64
-_ZERO = np.float32(0)
 
 
 #: Output positions of a channels-first plane that get every tap before the next ones: with

@@ -58,9 +58,8 @@ class Occupancy:
     def run(self) -> Iterator[bool]:
         """Counts a run in flight for the duration of the block, and yields whether it is
         alone: no other run was in flight as it began. Counted and asked under one lock, so
-        of runs that begin at the same moment only one is alone (asked first and counted
-        after, two engines called in step had both taken their threads, and each call took
-        1.3x a one-thread engine's time)."""
+        of runs that begin at the same moment only one is alone (asked before being counted,
+        with a run's planning between the two, both could find the cores free)."""
         with self._lock:
             alone = not self.running
             if not alone:

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # isort: skip
 
+from graphexec.devices.cpu._depthwise_math import wide_grid  # isort: skip
 from graphexec.devices.cpu.jit.compiler import ready  # isort: skip
 from graphexec.devices.cpu.jit.conv import LAST_MAX_INPUT_BYTES, LAST_MAX_POSITIONS, channels_last  # isort: skip
 
@@ -40,9 +41,7 @@ def loops(channels: int, size: int, k: int, stride: int, rng: np.random.Generato
     bias = rng.standard_normal(channels).astype(np.float32)
     pad = k // 2
     out = (size + 2 * pad - k) // stride + 1
-    shift = (k - 1) // stride
-    wq = max(out + shift, -(-(pad + size) // stride))
-    hq = max(out + shift + (1 if shift else 0), -(-(pad + size) // stride))
+    hq, wq = wide_grid((size, size), (out, out), (k, k), (stride, stride), (1, 1), pad, pad)
     codes, params = np.zeros(0, np.int64), np.zeros((0, 2), np.float32)
     outs = [np.empty((1, channels, out, out), np.float32) for _ in range(2)]
     geometry = (stride, stride, 1, 1, pad, pad)

@@ -34,10 +34,7 @@ from graphexec.program import Program
 #: A batch runs in parts only where no two runs of the process have overlapped for this
 #: many seconds: a process that makes calls side by side already shares the cores among
 #: them, and a call in parts beside another makes three threads on two cores that also
-#: take turns at the GIL. With every call free to run in parts, two engines in one
-#: process, each called by a thread of its own on batches of 8 at the same moments, took
-#: 1.0-2.0x the time of one-thread engines (median calls; MobileNet v3 small, SqueezeNet
-#: 1.1); how much of that the parts caused was not separated.
+#: take turns at the GIL (measured in docs/design/threads.md, "A batch in parts").
 ALONE_SECONDS = 60.0
 
 

@@ -160,10 +160,9 @@ class ThreadPolicy:
     injected: bool = False
     #: Whether each run first checks that the cores are free, and runs as ``threads=1,
     #: intra_op_threads=1`` would where they are not (see :mod:`graphexec.occupancy`):
-    #: engines that chose several threads themselves, or that may share nodes out (two
-    #: MobileNet v3 small engines, one worker and one BLAS thread each, called side by side
-    #: at batch 8, took 1.16x the time of one-thread engines where they did not adapt and
-    #: 1.04x where they did: docs/benchmarks.md, "Threads under load").
+    #: engines that chose several threads themselves, or that may share nodes out though
+    #: they chose one worker and one BLAS thread (measured in docs/benchmarks.md, "Threads
+    #: under load").
     adapts: bool = False
 
     def room(self, alone: bool | None = None) -> bool:

@@ -129,6 +129,17 @@ def depthwise_banded(x: np.ndarray, kernel: Conv2dKernel, pads: tuple[Pair, Pair
                 product += bias[c0:c1]
 
 
+def wide_grid(size: Pair, out: Pair, kernel: Pair, stride: Pair, dilation: Pair, top: int, left: int) -> Pair:
+    """(hq, wq): the size of each stride phase's "wide grid" (see :func:`depthwise`) of a
+    depthwise convolution of an ``size`` (H, W) input to an ``out`` (Ho, Wo) output,
+    padded by ``top`` and ``left`` before."""
+    (h, w), (ho, wo), (kh, kw), (sh, sw), (dh, dw) = size, out, kernel, stride, dilation
+    shift_h, shift_w = (kh - 1) * dh // sh, (kw - 1) * dw // sw
+    wq = max(wo + shift_w, -(-(left + w) // sw))
+    hq = max(ho + shift_h + (1 if shift_w else 0), -(-(top + h) // sh))
+    return hq, wq
+
+
 def _wide_grid(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, Pair]) -> tuple[int, int, int, int]:
     """(ho, wo, hq, wq) of a depthwise convolution of an input of ``shape``: the output's
     size and that of the stride phases' "wide grid" (see :func:`depthwise`)."""
@@ -138,9 +149,7 @@ def _wide_grid(shape: tuple[int, ...], kernel: Conv2dKernel, pads: tuple[Pair, P
     (sh, sw), (dh, dw) = kernel.geo.stride, kernel.geo.dilation
     ho = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
     wo = (w + left + right - dw * (kw - 1) - 1) // sw + 1
-    shift_h, shift_w = (kh - 1) * dh // sh, (kw - 1) * dw // sw
-    wq = max(wo + shift_w, -(-(left + w) // sw))
-    hq = max(ho + shift_h + (1 if shift_w else 0), -(-(top + h) // sh))
+    hq, wq = wide_grid((h, w), (ho, wo), (kh, kw), (sh, sw), (dh, dw), top, left)
     return ho, wo, hq, wq
 
 

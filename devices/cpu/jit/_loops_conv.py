@@ -144,7 +144,7 @@ def depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0,
     o // (Cout // C)), zero-padded by ``top`` and ``left`` (and as the output's size asks
     after), into ``out`` (N, Cout, Ho, Wo), then the activations ``codes``. ``hq`` x
     ``wq`` is the size of a stride phase's wide grid (see
-    :func:`graphexec.devices.cpu._depthwise_math._wide_grid`)."""
+    :func:`graphexec.devices.cpu._depthwise_math.wide_grid`)."""
     n, c, h, w = x.shape
     cout, kh, kw = weight.shape
     ho, wo = out.shape[2], out.shape[3]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.devices.base import Hints, Piece
+from graphexec.devices.cpu._depthwise_math import wide_grid
 from graphexec.devices.cpu.conv import _lifted
 from graphexec.devices.cpu.jit.base import FLOAT32, BandKernel, bounds, fits
 from graphexec.devices.cpu.kernel import cpu_kernel
@@ -108,10 +109,7 @@ class JitDepthwiseConv(BandKernel):
         self.channels_last = self.weights.last is not None and channels_last(c, h * w, ho * wo)
         self.name = "jit depthwise " + ("last" if self.channels_last else "first")
         if not self.channels_last:
-            shift_h, shift_w = (kh - 1) * geo.dilation[0] // geo.stride[0], (kw - 1) * geo.dilation[1] // geo.stride[1]
-            wq = max(wo + shift_w, -(-(left + w) // geo.stride[1]))
-            hq = max(ho + shift_h + (1 if shift_w else 0), -(-(top + h) // geo.stride[0]))
-            self.grid = (hq, wq)
+            self.grid = wide_grid((h, w), (ho, wo), (kh, kw), geo.stride, geo.dilation, top, left)
         self.macs = n * cout * ho * wo * kh * kw
         self.run_loop: Any = None
 

@@ -6,9 +6,10 @@ planes is copied into frames of their padding (-inf for a max, 0 for a sum), red
 along W over each window's columns, then along H over its rows, and an average divided by
 its window's count. At stride 1 a pass runs over the block's frames flattened, one long
 vectorised loop per tap (outputs that land in the frames' padding are cut off at the
-end). A strided max runs along H first (:func:`_max_rows_first`): the strided pass along
-W then reads only the output's rows. A max lets NaN win, as numpy's maximum does. The activations are applied to each
-output plane. Indices are unsigned and flat, as in
+end). A max strided along H reads the input in place, along H first
+(:func:`_strided_max`): no frame is copied, and the strided pass along W reads only the
+output's rows. A max lets NaN win, as numpy's maximum does. The activations are applied
+to each output plane. Indices are unsigned and flat, as in
 :mod:`graphexec.devices.cpu.jit._loops_conv`.
 """
 
@@ -59,24 +60,38 @@ def _along_w(source, row, into, at, wo, kw, sw, dw, average):
 
 
 @numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False)
-def _max_rows_first(frames, by_rows, of, first, planes, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw):
-    """A strided max pool of a block of frames, along H first: each output row's window
-    rows at full width (contiguous, vectorised), then the strided pass along W over those
-    ``ho`` rows alone, where W first runs it over all ``hp``."""
-    for b in range(planes):
+def _strided_max(xf, of, b0, b1, h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left, wp):
+    """A strided max pool of planes ``b0:b1`` read straight from the input: each output
+    row's window rows that lie in the plane, at full width (contiguous, vectorised), into
+    one row with -inf padding either side, then the strided pass along W over it."""
+    row = np.empty(wp, np.float32)
+    for q in range(wp):
+        row[q] = np.float32(-np.inf)
+    at = u64(left)
+    for b in range(b0, b1):
+        source = u64(b * h * w)
+        target = u64(b * ho * wo)
         for oy in range(ho):
-            into = u64((b * ho + oy) * wp)
-            read = u64((b * hp + oy * sh) * wp)
-            for q in range(wp):
-                by_rows[into + u64(q)] = frames[read + u64(q)]
-            for ky in range(1, kh):
-                read = u64((b * hp + oy * sh + ky * dh) * wp)
-                for q in range(wp):
-                    v = frames[read + u64(q)]
-                    a = by_rows[into + u64(q)]
-                    by_rows[into + u64(q)] = v if (v > a) | (v != v) else a
-    for r in range(planes * ho):
-        _along_w(by_rows, u64(r * wp), of, u64(first * ho * wo + r * wo), wo, kw, sw, dw, False)
+            y0 = oy * sh - top
+            started = False
+            for ky in range(kh):
+                y = y0 + ky * dh
+                if y < 0 or y >= h:
+                    continue
+                read = source + u64(y * w)
+                if started:
+                    for q in range(w):
+                        v = xf[read + u64(q)]
+                        a = row[at + u64(q)]
+                        row[at + u64(q)] = v if (v > a) | (v != v) else a
+                else:
+                    for q in range(w):
+                        row[at + u64(q)] = xf[read + u64(q)]
+                    started = True
+            if not started:  # a window wholly in the padding
+                for q in range(w):
+                    row[at + u64(q)] = np.float32(-np.inf)
+            _along_w(row, u64(0), of, target + u64(oy * wo), wo, kw, sw, dw, False)
 
 
 @loop
@@ -90,13 +105,18 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
     xf = x.reshape(-1)
     of = out.reshape(-1)
     dv = divisor.reshape(-1)
+    if not average and sh > 1:
+        _strided_max(xf, of, b0, b1, h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left, wp)
+        if codes.shape[0]:
+            for b in range(b0, b1):
+                activate(out[b].reshape(-1), codes, params)
+        return
     fill = np.float32(0) if average else np.float32(-np.inf)
     block = max(1, min(b1 - b0, FRAMES // (hp * wp)))
     frames = np.empty(block * hp * wp, np.float32)
     hs = wp if sw == 1 else wo  # the row length of the pass along W
     along_w = np.empty(block * hp * hs, np.float32)
     wide = np.empty(block * hp * hs, np.float32)
-    by_rows = np.empty(block * ho * wp if sh > 1 and not average else 0, np.float32)
     for p in range(block * hp * wp):
         frames[p] = fill
     for first in range(b0, b1, block):
@@ -109,82 +129,79 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                 read = source + u64(y * w)
                 for q in range(w):
                     frames[into + u64(q)] = xf[read + u64(q)]
-        if not average and sh > 1:
-            _max_rows_first(frames, by_rows, of, first, planes, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw)
-        else:
-            if sw == 1:  # along W, the frames flattened
-                count = rows * wp - (kw - 1) * dw
-                if kw == 1:
+        if sw == 1:  # along W, the frames flattened
+            count = rows * wp - (kw - 1) * dw
+            if kw == 1:
+                for p in range(count):
+                    along_w[p] = frames[p]
+            elif average:
+                for p in range(count):
+                    along_w[p] = frames[p] + frames[u64(dw) + u64(p)]
+            else:
+                for p in range(count):
+                    v = frames[u64(dw) + u64(p)]
+                    a = frames[p]
+                    along_w[p] = v if (v > a) | (v != v) else a
+            for kx in range(2, kw):
+                shift = u64(kx * dw)
+                if average:
                     for p in range(count):
-                        along_w[p] = frames[p]
-                elif average:
-                    for p in range(count):
-                        along_w[p] = frames[p] + frames[u64(dw) + u64(p)]
+                        along_w[p] += frames[shift + u64(p)]
                 else:
                     for p in range(count):
-                        v = frames[u64(dw) + u64(p)]
-                        a = frames[p]
+                        v = frames[shift + u64(p)]
+                        a = along_w[p]
                         along_w[p] = v if (v > a) | (v != v) else a
-                for kx in range(2, kw):
-                    shift = u64(kx * dw)
-                    if average:
-                        for p in range(count):
-                            along_w[p] += frames[shift + u64(p)]
-                    else:
-                        for p in range(count):
-                            v = frames[shift + u64(p)]
-                            a = along_w[p]
-                            along_w[p] = v if (v > a) | (v != v) else a
+        else:
+            for y in range(rows):
+                _along_w(frames, u64(y * wp), along_w, u64(y * hs), wo, kw, sw, dw, average)
+        if sh == 1:  # along H, the rows flattened
+            count = (rows - (kh - 1) * dh) * hs
+            shift = u64(dh * hs)
+            if kh == 1:
+                for p in range(count):
+                    wide[p] = along_w[p]
+            elif average:
+                for p in range(count):
+                    wide[p] = along_w[p] + along_w[shift + u64(p)]
             else:
-                for y in range(rows):
-                    _along_w(frames, u64(y * wp), along_w, u64(y * hs), wo, kw, sw, dw, average)
-            if sh == 1:  # along H, the rows flattened
-                count = (rows - (kh - 1) * dh) * hs
-                shift = u64(dh * hs)
-                if kh == 1:
+                for p in range(count):
+                    v = along_w[shift + u64(p)]
+                    a = along_w[p]
+                    wide[p] = v if (v > a) | (v != v) else a
+            for ky in range(2, kh):
+                shift = u64(ky * dh * hs)
+                if average:
                     for p in range(count):
-                        wide[p] = along_w[p]
-                elif average:
-                    for p in range(count):
-                        wide[p] = along_w[p] + along_w[shift + u64(p)]
+                        wide[p] += along_w[shift + u64(p)]
                 else:
                     for p in range(count):
                         v = along_w[shift + u64(p)]
-                        a = along_w[p]
+                        a = wide[p]
                         wide[p] = v if (v > a) | (v != v) else a
-                for ky in range(2, kh):
-                    shift = u64(ky * dh * hs)
-                    if average:
-                        for p in range(count):
-                            wide[p] += along_w[shift + u64(p)]
-                    else:
-                        for p in range(count):
-                            v = along_w[shift + u64(p)]
-                            a = wide[p]
-                            wide[p] = v if (v > a) | (v != v) else a
-                for b in range(planes):
-                    for oy in range(ho):
-                        into = u64(((first + b) * ho + oy) * wo)
-                        read = u64((b * hp + oy) * hs)
-                        for ox in range(wo):
-                            of[into + u64(ox)] = wide[read + u64(ox)]
-            else:
-                for b in range(planes):
-                    for oy in range(ho):
-                        into = u64(((first + b) * ho + oy) * wo)
-                        read = u64((b * hp + oy * sh) * hs)
-                        for ox in range(wo):
-                            of[into + u64(ox)] = along_w[read + u64(ox)]
-                        for ky in range(1, kh):
-                            read = u64((b * hp + oy * sh + ky * dh) * hs)
-                            if average:
-                                for ox in range(wo):
-                                    of[into + u64(ox)] += along_w[read + u64(ox)]
-                            else:
-                                for ox in range(wo):
-                                    v = along_w[read + u64(ox)]
-                                    a = of[into + u64(ox)]
-                                    of[into + u64(ox)] = v if (v > a) | (v != v) else a
+            for b in range(planes):
+                for oy in range(ho):
+                    into = u64(((first + b) * ho + oy) * wo)
+                    read = u64((b * hp + oy) * hs)
+                    for ox in range(wo):
+                        of[into + u64(ox)] = wide[read + u64(ox)]
+        else:
+            for b in range(planes):
+                for oy in range(ho):
+                    into = u64(((first + b) * ho + oy) * wo)
+                    read = u64((b * hp + oy * sh) * hs)
+                    for ox in range(wo):
+                        of[into + u64(ox)] = along_w[read + u64(ox)]
+                    for ky in range(1, kh):
+                        read = u64((b * hp + oy * sh + ky * dh) * hs)
+                        if average:
+                            for ox in range(wo):
+                                of[into + u64(ox)] += along_w[read + u64(ox)]
+                        else:
+                            for ox in range(wo):
+                                v = along_w[read + u64(ox)]
+                                a = of[into + u64(ox)]
+                                of[into + u64(ox)] = v if (v > a) | (v != v) else a
         for b in range(planes):
             target = u64((first + b) * ho * wo)
             if average:

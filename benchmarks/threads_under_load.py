@@ -92,7 +92,7 @@ def worker(name: str, condition: str, rounds: int, warmup: int, batch: int = 1) 
 
     print(json.dumps({
         "default": statistics.median(times["default"]) * 1e3, "one": statistics.median(times["one"]) * 1e3,
-        "threads": f"{chosen.threads}x{chosen.intra_op_threads}",
+        "threads": f"{chosen.threads}x{chosen.intra_op_threads}" + ("+p" if chosen.policy.parts else ""),
         "several": sum(wide[warmup:]) / max(1, len(wide[warmup:])) if wide else None,
         "foreign": occupancy().foreign,  # None where no run asked
     }), flush=True)
@@ -181,7 +181,8 @@ def main() -> None:
             except OSError:
                 pass
     print(f"\nlargest ratio {worst:.2f}x; load average at the end {os.getloadavg()[0]:.2f}. chose: the default "
-          "engine's workers x BLAS threads; several: its runs that used them (the rest ran on one thread); "
+          "engine's workers x BLAS threads (+p: its large nodes in compiled parts on every core); several: its "
+          "runs that used them (the rest ran on one thread); "
           "others: other processes' load, in cores, as the engine saw it at the end")
     for note in notes:
         print(f"  {note}")

@@ -99,6 +99,9 @@ class Hints:
     blas_threads: int = 1
     #: Threads the node may be shared out among when it runs alone (1: never).
     pieces: int = 1
+    #: Whether it is shared out in compiled parts (:meth:`Kernel.across`) rather than as
+    #: pieces on a pool's threads.
+    parts: bool = False
     #: The command queue a device node's work goes to.
     queue: int = 0
 
@@ -176,6 +179,17 @@ class Kernel:
         """``run(inputs, outputs)`` as up to ``count`` pieces that may run at once, for a node
         that runs alone while threads idle; None: it runs whole."""
         return None
+
+    def crosses(self) -> bool:
+        """Whether :meth:`across` runs this node on several threads (asked of a kernel made
+        for a node that may be shared out, ``Hints.pieces`` > 1); by default not."""
+        return False
+
+    def across(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> bool:
+        """``run(inputs, outputs)`` on ``count`` threads in one call of compiled code, with no
+        hand-over between Python threads; False where the kernel cannot (by default), and
+        then nothing ran."""
+        return False
 
     def trace_span(self, node: int, outputs: list[Any], start_ns: int, end_ns: int) -> Any:
         """The node's span on a device queue for a trace (None: it ran on the host)."""

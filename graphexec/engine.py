@@ -526,7 +526,7 @@ class Engine:
         :mod:`graphexec.occupancy`); made on first use."""
         with self._lock:
             if self._alone is None:
-                one = dataclasses.replace(self.options, threads=1, intra_op_threads=1)
+                one = dataclasses.replace(self.options, threads=1, intra_op_threads=1, share_nodes=False)
                 policy = ThreadPolicy.decide(one, None, on_device=self.device is not None)
                 self._alone = (policy, self.planner.with_policy(policy))
                 logger.debug("the cores are busy: runs go on one thread while they are")

@@ -55,6 +55,11 @@ def _call(node: Node, inputs: list[Any], buffers: dict[str, np.ndarray] | None,
           spreader: Spreader | None) -> tuple[list[Any], int]:
     """The node's kernel on ``inputs``: its outputs, and how many pieces it ran in."""
     step, kernel = node.step, node.kernel
+    if spreader is not None and kernel.crosses():
+        outputs = ([buffers[name] for name in step.outputs] if buffers is not None and step.outputs
+                   and step.outputs[0] in buffers else _fresh(kernel))
+        if spreader.across(kernel, inputs, outputs):
+            return outputs, spreader.count
     if buffers is not None and step.outputs and step.outputs[0] in buffers:
         outputs = [buffers[name] for name in step.outputs]
         pieces = kernel.pieces(inputs, outputs, spreader.count) if spreader is not None else None
@@ -63,6 +68,11 @@ def _call(node: Node, inputs: list[Any], buffers: dict[str, np.ndarray] | None,
             return outputs, len(pieces)
         return kernel.run(inputs, outputs), 0
     return kernel.run(inputs), 0
+
+
+def _fresh(kernel: Any) -> list[np.ndarray]:
+    """New arrays for the outputs of a node that has no arena regions."""
+    return [np.empty(spec.shape, spec.dtype) for spec in kernel.output_specs]
 
 
 def run_step(

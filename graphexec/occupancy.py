@@ -13,7 +13,7 @@ process may use) less this process's own CPU time, over the time since the last 
 at most every :data:`SAMPLE_SECONDS`. A reading older than :data:`STALE_SECONDS` tells of
 the past, not of now (a server idle between requests while its neighbours worked, or the
 reverse): then, as before a first interval is over, the threads runnable at this moment
-(``/proc/loadavg``) less the caller's own say it; and where neither file is, the load
+(``/proc/loadavg``) less this process's own say it; and where neither file is, the load
 average. Runs in flight are counted here by every engine of
 the process, whether it adapts or not.
 """
@@ -42,9 +42,11 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 class Occupancy:
     """The process's view of its cores (one per process: :func:`occupancy`)."""
 
-    def __init__(self, stat_path: str = "/proc/stat", loadavg_path: str = "/proc/loadavg"):
+    def __init__(self, stat_path: str = "/proc/stat", loadavg_path: str = "/proc/loadavg",
+                 tasks_path: str = "/proc/self/task"):
         self.stat_path = stat_path
         self.loadavg_path = loadavg_path
+        self.tasks_path = tasks_path
         self._lock = threading.Lock()
         #: Runs in flight in this process (every engine's).
         self.running = 0
@@ -104,14 +106,33 @@ class Occupancy:
         return self.foreign
 
     def _now(self) -> float:
-        """Threads runnable on the machine at this moment, less the caller (``/proc/loadavg``'s
-        fourth field); the load average where that file is not."""
+        """Threads runnable on the machine at this moment, less this process's own
+        (``/proc/loadavg``'s fourth field, less the threads of ``/proc/self/task`` running
+        now: the caller, and numba's threads still spinning after a run's compiled parts);
+        the load average where that file is not."""
         try:
             with open(self.loadavg_path, "rb") as f:
                 runnable = int(f.read().split()[3].split(b"/")[0])
         except (OSError, ValueError, IndexError):
             return _load_average()
-        return float(max(0, runnable - 1))
+        return float(max(0, runnable - self._own_runnable()))
+
+    def _own_runnable(self) -> int:
+        """This process's threads running or runnable now, the caller among them (1 where
+        they cannot be read)."""
+        found = 0
+        try:
+            tasks = os.listdir(self.tasks_path)
+        except OSError:
+            return 1
+        for task in tasks:
+            try:
+                with open(os.path.join(self.tasks_path, task, "stat"), "rb") as f:
+                    state = f.read().rpartition(b")")[2].split(maxsplit=1)[0]
+            except (OSError, IndexError):
+                continue
+            found += state == b"R"
+        return max(1, found)
 
     def _sample(self, now: float) -> tuple[float, int, int, float] | None:
         """(time, busy ticks, all ticks) of this process's CPUs, and its own CPU seconds."""

@@ -202,7 +202,7 @@ class Planner:
         if notes:
             logger.debug("rewrites: {}", "; ".join(notes))
         pieces = policy.cores if policy.threads == 1 else policy.threads
-        placement, analysis, kernels, queues = self._placed(program, specs, pieces, warm=True)
+        placement, analysis, kernels, queues = self._placed(program, specs, pieces, warm=True, parts=policy.parts)
         draft = Plan(analysis, kernels, queues=queues, placement=placement)
         regions = policy.regions(draft)
         blas = policy.blas_threads(draft, regions) if policy.tune else {}
@@ -211,7 +211,8 @@ class Planner:
         final: list[Kernel] = []
         for node, kernel in zip(analysis.nodes, kernels):  # the drafts were asked what they would do
             if node.device == CPU and not isinstance(node.step.layer, _Transfer):
-                hints = Hints(blas_threads=blas.get(node.index, 1), pieces=pieces if node.index in shared else 1)
+                hints = Hints(blas_threads=blas.get(node.index, 1), pieces=pieces if node.index in shared else 1,
+                              parts=policy.parts and node.index in shared)
                 kernel = self._cpu_kernel(node.step, analysis.specs, hints)
                 if runnable:
                     _prepare(kernel, node, analysis.specs)
@@ -239,11 +240,12 @@ class Planner:
         kernels = [self._cpu_kernel(node.step, specs, Hints(pieces=policy.cores)) for node in analysis.nodes]
         return policy.merges(Plan(analysis, kernels))
 
-    def _placed(self, program: Program, specs: dict[str, Spec], pieces: int, warm: bool
+    def _placed(self, program: Program, specs: dict[str, Spec], pieces: int, warm: bool, parts: bool = False
                 ) -> tuple[Placement, Analysis, list[Kernel], list[int]]:
         """The program placed, its analysis, each node's kernel (CPU ones chosen for nodes
-        shared among ``pieces`` threads, none prepared) and queue; device kernels warmed up
-        where ``warm`` (failures move the node to the CPU with ``fallback``)."""
+        shared among ``pieces`` threads, in compiled ``parts`` or not; none prepared) and
+        queue; device kernels warmed up where ``warm`` (failures move the node to the CPU
+        with ``fallback``)."""
         device = self.device
         while True:
             if device is not None:
@@ -262,7 +264,7 @@ class Planner:
                 if isinstance(step.layer, _Transfer):
                     kernels.append(TransferKernel(step.layer, ins, device, queue))
                 elif node.device == CPU:
-                    kernels.append(self._cpu_kernel(step, analysis.specs, Hints(pieces=pieces)))
+                    kernels.append(self._cpu_kernel(step, analysis.specs, Hints(pieces=pieces, parts=parts)))
                 else:
                     outs = [analysis.specs[n] for n in step.outputs]
                     kernel = device.kernel(step.layer, ins, outs, Hints(queue=queue))  # type: ignore[union-attr]

@@ -56,6 +56,12 @@ SPLIT_SCALING = 0.6
 #: What sharing a node out costs on top of its work: waking a thread for each other piece
 #: and waiting for it.
 SPLIT_SECONDS = 40e-6
+#: Throughput each thread beyond the first adds to a node run in compiled parts (one call,
+#: its parts on numba's threads), relative to the first.
+PARTS_SCALING = 0.8
+#: What running a node in compiled parts costs on top of its work: waking numba's threads
+#: and joining them.
+PARTS_SECONDS = 20e-6
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,28 @@ def shared_nodes(plan: Analysis | Plan, workers: int) -> frozenset[int]:
     return frozenset(node.index for node in plan.nodes
                      if node.device == "cpu" and _shared(node.cost, workers) < node.cost.seconds
                      and splits(plan, node.index))
+
+
+def parts_nodes(plan: Analysis | Plan, workers: int) -> frozenset[int]:
+    """Nodes worth running in compiled parts on ``workers`` threads when they run alone
+    (:meth:`~graphexec.devices.base.Kernel.across`): their kernels can, and they are large
+    enough to pay for waking the threads."""
+    if workers < 2:
+        return frozenset()
+    return frozenset(node.index for node in plan.nodes
+                     if node.device == "cpu" and _parted(node.cost, workers) < node.cost.seconds
+                     and crosses(plan, node.index))
+
+
+def _parted(cost: Cost, workers: int) -> float:
+    """A node's estimated time when it runs in compiled parts on ``workers`` threads."""
+    return cost.seconds / (1 + PARTS_SCALING * (workers - 1)) + PARTS_SECONDS
+
+
+def crosses(plan: Analysis | Plan, index: int) -> bool:
+    """Whether node ``index``'s kernel runs in compiled parts for the plan's specs."""
+    kernel = plan.nodes[index].kernel
+    return kernel is not None and kernel.crosses()
 
 
 def regions(plan: Analysis | Plan, workers: int, cores: int, shared: frozenset[int] = frozenset()) -> tuple[Region, ...]:

@@ -1,5 +1,7 @@
 """Sharing one node's work among threads: its layer's pieces run at once, one on the thread
-that runs the node and the others on a pool's threads.
+that runs the node and the others on a pool's threads; or, for a kernel made for compiled
+parts, one call on the node's thread whose parts run on numba's threads
+(:meth:`Spreader.across`, no piece handed to any other Python thread).
 
 Where the pool's workers are pinned to a core each (see :mod:`graphexec.affinity`) and
 the node runs on the caller's thread, every piece goes to the workers and the caller
@@ -27,11 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from graphexec.affinity import CorePool, current_core, on_pinned_worker
 from graphexec.blas import blas_threads
-from graphexec.devices.base import Piece
+from graphexec.devices.base import Kernel, Piece
 from graphexec.floats import quiet_floats
 from graphexec.occupancy import occupancy
 
@@ -65,6 +67,15 @@ class Spreader:
         :meth:`~graphexec.devices.base.Kernel.stopped`)."""
         with blas_threads(1):
             self._run_all(pieces, stopped)
+
+    def across(self, kernel: Kernel, inputs: list[Any], outputs: list[Any]) -> bool:
+        """Run the node on every thread through compiled parts (see
+        :meth:`~graphexec.devices.base.Kernel.across`), unless another run in flight took
+        the cores; whether it ran."""
+        if occupancy().running > 1:
+            return False
+        with blas_threads(1):
+            return kernel.across(inputs, outputs, self.count)
 
     def _run_all(self, pieces: list[Piece], stopped: Callable[[], None]) -> None:
         # Another run in flight in the process took the cores after this one began: the

@@ -12,7 +12,9 @@ threads each (one for one worker where BLAS threads are estimated to save less t
 where they run alone (:mod:`graphexec.passes.siblings`), gives a large node that runs alone
 every core (BLAS threads, or pieces of its work on every core, ``share_nodes``), and agrees
 with the sequential one to rounding, not bit for bit (OpenBLAS's results change with its
-thread count).
+thread count). On the compiled kernels, where numba's threads may run a loop's parts, it
+runs one worker and one BLAS thread, and its large nodes in compiled parts on every core
+instead (:attr:`ThreadPolicy.parts`).
 
 The policy holds for the engine's life; what a run of one plan follows (its serial units,
 boosted and shared nodes) comes from :meth:`ThreadPolicy.regions`, once per plan. An
@@ -34,7 +36,8 @@ from graphexec.occupancy import occupancy
 from graphexec.options import EngineOptions
 from graphexec.plan import Analysis, Plan
 from graphexec.program import Step
-from graphexec.regions import MIN_BLAS_GAIN, RegionChoice, blas_threads_gain, choose, shared_nodes, worth_workers
+from graphexec.regions import (
+    MIN_BLAS_GAIN, RegionChoice, blas_threads_gain, choose, parts_nodes, shared_nodes, worth_workers)
 
 
 def cpu_count() -> int:
@@ -138,6 +141,16 @@ def default_threads(analysis: Analysis | Plan, cores: int, mixing: bool, shared:
     return cores if worth_workers(analysis, cores, mixing, shared) else 1
 
 
+def _parts(options: EngineOptions) -> bool:
+    """Whether this engine's CPU kernels run nodes in compiled parts (the jit tier, where
+    numba's threading layer allows it)."""
+    if "jit" not in options.kernel_tiers():
+        return False
+    from graphexec.devices.cpu.jit import parts_supported
+
+    return parts_supported()
+
+
 @dataclass(frozen=True)
 class ThreadPolicy:
     """The threads of one engine (see the module docstring)."""
@@ -164,12 +177,17 @@ class ThreadPolicy:
     #: they chose one worker and one BLAS thread (measured in docs/benchmarks.md, "Threads
     #: under load").
     adapts: bool = False
+    #: Whether the nodes shared out run in compiled parts on numba's threads (one call each,
+    #: no hand-over between Python threads), with every product inside them on one BLAS
+    #: thread (docs/design/threads.md, "Compiled parts").
+    parts: bool = False
 
     def room(self, alone: bool | None = None) -> bool:
         """Whether a run may use this policy's threads now (always, unless it adapts);
         ``alone``: whether the run, already counted, began with no other in flight (see
         :meth:`~graphexec.occupancy.Occupancy.run`)."""
-        return not self.adapts or occupancy().room_for(max(self.threads, self.intra_op_threads), self.cores, alone)
+        threads = self.cores if self.parts else max(self.threads, self.intra_op_threads)
+        return not self.adapts or occupancy().room_for(threads, self.cores, alone)
 
     @staticmethod
     def decide(options: EngineOptions, draft: Callable[[int], Analysis | Plan] | None, on_device: bool,
@@ -186,6 +204,15 @@ class ThreadPolicy:
         # first, ResNet-50, GoogLeNet and Inception v3 ran 1.13-1.26x slower shared out).
         share = (share_nodes and options.executor is None and cores > 1
                  and (mixing or bool(options.share_nodes)) and not on_device)
+        if (share_nodes and options.executor is None and cores > 1 and not on_device and options.threads in (None, 1)
+                and options.intra_op_threads in (None, 1) and _parts(options)):
+            # One worker, one BLAS thread: the nodes large enough run in compiled parts on
+            # every core, their products included; numba's threads, spinning between
+            # parts, would starve BLAS's own or the workers' (docs/design/threads.md).
+            policy = ThreadPolicy(1, 1, cores, True, None, merge_where_alone=chooses, injected=False,
+                                  adapts=True, parts=True)
+            logger.debug("threads: 1 worker x 1 BLAS thread, nodes in compiled parts on {} threads when alone", cores)
+            return policy
         analysis = draft(cores if share else 1) if draft is not None and options.threads is None else None
         threads = options.threads
         if threads is None:
@@ -209,7 +236,9 @@ class ThreadPolicy:
 
     def shared(self, analysis: Analysis | Plan) -> frozenset[int]:
         """The nodes of ``analysis`` shared out among threads when they run alone."""
-        return shared_nodes(analysis, self.cores) if self.share else frozenset()
+        if not self.share:
+            return frozenset()
+        return parts_nodes(analysis, self.cores) if self.parts else shared_nodes(analysis, self.cores)
 
     def regions(self, analysis: Analysis | Plan) -> RegionChoice | None:
         """The regions a run of ``analysis`` follows; None: every node runs alike. With one

@@ -75,6 +75,7 @@ def command(args: argparse.Namespace) -> None:
     chosen = args.threads is None and args.intra_op_threads is None
     pinned = engine.worker_cores
     print(f"threads: {engine.threads} worker(s) x {engine.intra_op_threads} BLAS thread(s)"
+          + (f", large nodes in compiled parts on {engine.policy.cores} threads" if engine.policy.parts else "")
           + (" (the defaults for this plan on this machine)" if chosen else "")
           + (f", workers pinned to cores {', '.join(map(str, pinned))}" if pinned else ""))
     placement = engine.plan().placement if engine.device is not None else None
@@ -104,7 +105,9 @@ def describe_plan(engine: Engine, plan: Plan) -> None:
           f"with every core for BLAS")
     if shared:
         kinds = Counter(plan.nodes[i].type for i in shared)
-        print(f"shared out: {len(shared)} large nodes are cut into pieces for every core when they run alone "
+        how = ("run in compiled parts on every core" if engine.policy.parts
+               else "are cut into pieces for every core when they run alone")
+        print(f"shared out: {len(shared)} large nodes {how} "
               f"({', '.join(f'{n} {t}' for t, n in kinds.most_common())})")
 
 

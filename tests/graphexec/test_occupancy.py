@@ -36,7 +36,7 @@ def runnable(tmp_path, threads: int):
 
 
 def watching(tmp_path, stat_name: str = "stat") -> Occupancy:
-    return Occupancy(str(tmp_path / stat_name), str(tmp_path / "loadavg"))
+    return Occupancy(str(tmp_path / stat_name), str(tmp_path / "loadavg"), str(tmp_path / "task"))
 
 
 @pytest.fixture
@@ -177,3 +177,16 @@ def test_runs_in_flight_are_counted_across_engines():
     finally:
         del kernel.run
     assert seen[0] == 1 and max(seen) >= 1 and occupancy_module.occupancy().running == 0
+
+
+@pytest.mark.other_processes
+def test_the_threads_runnable_now_leave_out_this_processs_own(tmp_path, two_cpus):
+    """numba's threads spin a while after a run's compiled parts: runnable, but ours, so
+    they are no other process's load."""
+    watch = watching(tmp_path)
+    stat(tmp_path, [100, 100], [900, 900])
+    runnable(tmp_path, 4)
+    for tid, state in ((101, "R"), (102, "R"), (103, "S")):  # the caller, a spinning thread, a sleeping one
+        (tmp_path / "task" / str(tid)).mkdir(parents=True)
+        (tmp_path / "task" / str(tid) / "stat").write_text(f"{tid} (python (x)) {state} 1 2 3\n")
+    assert watch.foreign_cores() == 2.0

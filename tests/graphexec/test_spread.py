@@ -18,6 +18,7 @@ from graphexec.devices.cpu import _conv_math
 from threadpoolctl import threadpool_info
 
 from graphexec import Engine, ExecutionError, Trace, regions
+from graphexec import threads as policy_module
 from graphexec.occupancy import occupancy
 from graphexec.spread import Spreader
 from tests.paths import REPO
@@ -188,6 +189,8 @@ def test_shared_depthwise_convolutions_give_the_bits_of_an_engine_that_shares_no
         monkeypatch.setattr(jit_conv, "SHARE_MIN_MACS", 0)
     monkeypatch.setattr(_conv_math, "SPLIT_MIN_DEPTHWISE_MACS", 0)
     monkeypatch.setattr(regions, "SPLIT_SECONDS", -1.0)
+    # pieces on the pool's threads (compiled parts are below: their products run in bands)
+    monkeypatch.setattr(policy_module, "_parts", lambda options: False)
     x, want = reference("shuffle_mini")
     path = MODELS / "shuffle_mini.pnnx.param"
     with (Engine.load(path, cpu_kernels=kernels) as engine,
@@ -258,9 +261,11 @@ def test_info_says_which_nodes_are_shared_out(small_convs_split, capsys):
         pytest.skip("needs two cores")
     assert main(["info", str(MODELS / "inception_mini.pnnx.param")]) == 0
     out = capsys.readouterr().out
-    assert "large nodes are cut into pieces for every core when they run alone" in out
+    assert ("large nodes are cut into pieces for every core when they run alone" in out
+            or "large nodes run in compiled parts on every core" in out)  # on the compiled kernels
     assert main(["info", str(MODELS / "inception_mini.pnnx.param"), "--intra-op-threads", "1"]) == 0
-    assert "cut into pieces" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "cut into pieces" not in out and "compiled parts" not in out
 
 
 def test_nothing_is_shared_out_beside_long_blas_spins_unless_asked(monkeypatch, small_convs_split):
@@ -271,6 +276,7 @@ def test_nothing_is_shared_out_beside_long_blas_spins_unless_asked(monkeypatch, 
 
     if cpu_count() < 2:
         pytest.skip("needs two cores")
+    monkeypatch.setattr(policy_module, "_parts", lambda options: False)  # compiled parts run beside no BLAS thread
     path = MODELS / "inception_mini.pnnx.param"
     with Engine.load(path) as sleeping:
         assert sleeping.shared_nodes(sleeping.plan())

@@ -4,6 +4,8 @@ few calls, as loops that release the GIL.
 ::
 
     available()                  whether numba is installed (it is not imported here)
+    parts_supported()            whether a node's loops may run on several threads in one call
+    cblas.py                     numpy's own cblas_sgemm, for loops that multiply without Python
     compiler.py                  numba, its cache and the log line of each compile
     _loops_activation.py         activations, one pass per row in cache; exp and erf that vectorise
     _loops_conv.py               depthwise convolutions with their activations; im2col's columns
@@ -11,10 +13,12 @@ few calls, as loops that release the GIL.
     _loops_pool.py               max and average pooling with their activations
     _loops_elementwise.py        a sum of two tensors with its activations; a per-channel floor
     _loops_excitation.py         a squeeze-and-excitation block in one call
+    _loops_linear.py             nn.Linear, its product by numpy's OpenBLAS from the loop
     _intrinsics.py               fused multiply-add and 2^k, which numba does not spell
     activation.py, conv.py,      the kernels (tier "jit"), registered with the CPU device
     pooling.py, fused.py,
-    elementwise.py, excitation.py
+    elementwise.py, excitation.py,
+    linear.py
 
 The kernel modules import neither numba nor the loop modules: a kernel compiles its loops
 in :meth:`~graphexec.devices.base.Kernel.prepare`, when the plan is built, so an engine
@@ -24,6 +28,16 @@ compiles only the loops its model uses, and importing graphexec never loads numb
 from __future__ import annotations
 
 import importlib.util
+
+
+def parts_supported() -> bool:
+    """Whether compiled loops may run a node's parts on several threads in one call here
+    (imports numba; see :func:`graphexec.devices.cpu.jit.compiler.parts_supported`)."""
+    if not available():
+        return False
+    from graphexec.devices.cpu.jit.compiler import parts_supported as supported
+
+    return supported()
 
 
 def available() -> bool:

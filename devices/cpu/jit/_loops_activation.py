@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.devices.cpu.jit._intrinsics import fma, pow2i
-from graphexec.devices.cpu.jit.compiler import loop
+from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
 from graphexec.layers.activation import _ERF_LARGE, _ERF_SMALL
 
 import numba  # isort: skip
@@ -158,3 +158,10 @@ def activate_rows(x, out, codes, params, r0, r1):
             for i in range(row.shape[0]):
                 row[i] = source[i]
         activate(row, codes, params)
+
+
+@parallel_loop
+def activate_rows_parts(count, x, out, codes, params, r0, r1):
+    """:func:`activate_rows` on ``count`` threads, each a band of the rows."""
+    for part in numba.prange(count):
+        activate_rows(x, out, codes, params, r0 + (r1 - r0) * part // count, r0 + (r1 - r0) * (part + 1) // count)

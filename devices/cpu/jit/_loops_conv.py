@@ -1,5 +1,8 @@
 """Depthwise convolutions, and im2col's columns for dense ones, as numba loops (imported
-only by :mod:`graphexec.devices.cpu.jit.compiler`).
+only by :mod:`graphexec.devices.cpu.jit.compiler`); and dense convolutions whose products
+the loops call from numpy's OpenBLAS (:func:`pointwise` for 1x1, :func:`im2col_rows`), each
+whole (``*_whole``: its parts one after another) or in parts on numba's threads
+(``*_parts``), the same calls either way.
 
 Two layouts, as the numpy kernels have (:mod:`graphexec.devices.cpu._depthwise_math`):
 
@@ -29,8 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphexec.devices.cpu.jit._intrinsics import sgemm_at
 from graphexec.devices.cpu.jit._loops_activation import activate
-from graphexec.devices.cpu.jit.compiler import loop
+from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
 
 import numba  # isort: skip
 
@@ -258,3 +262,149 @@ def im2col(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ones):
         base = u64(c * kh * kw * span)
         for q in range(span):
             cf[base + u64(q)] = np.float32(1)
+
+
+@parallel_loop
+def depthwise_first_parts(count, x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0, c1, codes, params):
+    """:func:`depthwise_first` on ``count`` threads, each a band of the channels."""
+    for part in numba.prange(count):
+        depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0 + (c1 - c0) * part // count,
+                        c0 + (c1 - c0) * (part + 1) // count, codes, params)
+
+
+@parallel_loop
+def depthwise_last_parts(count, x, taps, bias, out, sh, sw, dh, dw, top, left, c0, c1, codes, params):
+    """:func:`depthwise_last` on ``count`` threads, each a band of the channels."""
+    for part in numba.prange(count):
+        depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, c0 + (c1 - c0) * part // count,
+                       c0 + (c1 - c0) * (part + 1) // count, codes, params)
+
+
+@numba.njit(**_INLINE)
+def _finish_rows(of, bias, start, rows, stride, length, added, codes, params):
+    """``rows`` runs of ``length`` outputs, ``stride`` apart from ``start`` in ``of``: each
+    plus its channel's bias where ``added``, then the activations."""
+    for r in range(rows):
+        run = of[start + r * stride:start + r * stride + length]
+        if added:
+            b = bias[r]
+            for q in range(length):
+                run[q] += b
+        if codes.shape[0]:
+            activate(run, codes, params)
+
+
+@loop
+def pointwise(x, weight, lda, bias, out, r0, r1, p0, p1, added, codes, params, gemm, ilp64):
+    """Output channels ``r0:r1`` at positions ``p0:p1`` of a 1x1 convolution of every image
+    of ``x`` (N, C, P) into ``out`` (N, Cout, P): the product with ``weight`` (Cout, C, its
+    rows ``lda`` apart) by the ``cblas_sgemm`` at ``gemm``, plus ``bias`` where ``added``,
+    then the activations, on each channel's run while it is in cache."""
+    n, c, positions = x.shape
+    cout = out.shape[1]
+    w_at = np.int64(weight.ctypes.data)
+    x_at = np.int64(x.ctypes.data)
+    o_at = np.int64(out.ctypes.data)
+    of = out.reshape(-1)
+    for b in range(n):
+        first = (b * cout + r0) * positions + p0
+        sgemm_at(gemm, ilp64, r1 - r0, p1 - p0, c, w_at + 4 * r0 * lda, lda, x_at + 4 * (b * c * positions + p0),
+                 positions, o_at + 4 * first, positions)
+        if added or codes.shape[0]:
+            _finish_rows(of, bias[r0:r1], first, r1 - r0, positions, p1 - p0, added, codes, params)
+
+
+#: Parts of a 1x1 convolution's positions start on multiples of this many (a cache line).
+_ALIGN = 16
+
+
+@numba.njit(**_INLINE)
+def _pointwise_part(part, count, by_rows, x, weight, lda, bias, out, added, codes, params, gemm, ilp64):
+    """Part ``part`` of ``count`` of a 1x1 convolution: a band of the output channels
+    (``by_rows``), or of the positions in whole cache lines."""
+    positions = x.shape[2]
+    cout = out.shape[1]
+    if by_rows:
+        r0 = cout * part // count
+        r1 = cout * (part + 1) // count
+        if r0 < r1:
+            pointwise(x, weight, lda, bias, out, r0, r1, 0, positions, added, codes, params, gemm, ilp64)
+    else:
+        blocks = (positions + _ALIGN - 1) // _ALIGN
+        p0 = min(positions, blocks * part // count * _ALIGN)
+        p1 = min(positions, blocks * (part + 1) // count * _ALIGN)
+        if p0 < p1:
+            pointwise(x, weight, lda, bias, out, 0, cout, p0, p1, added, codes, params, gemm, ilp64)
+
+
+@loop
+def pointwise_whole(count, by_rows, x, weight, lda, bias, out, added, codes, params, gemm, ilp64):
+    """A 1x1 convolution as the ``count`` parts of :func:`pointwise_parts`, one after
+    another: its products are the same calls, so run whole or in parts it gives one result."""
+    for part in range(count):
+        _pointwise_part(part, count, by_rows, x, weight, lda, bias, out, added, codes, params, gemm, ilp64)
+
+
+@parallel_loop
+def pointwise_parts(count, by_rows, x, weight, lda, bias, out, added, codes, params, gemm, ilp64):
+    """A 1x1 convolution on ``count`` threads, a part each (see :func:`_pointwise_part`)."""
+    for part in numba.prange(count):
+        _pointwise_part(part, count, by_rows, x, weight, lda, bias, out, added, codes, params, gemm, ilp64)
+
+
+@loop
+def im2col_rows(x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, r0, r1, ones, added, codes, params,
+                gemm, ilp64):
+    """Output rows ``r0:r1`` of a dense convolution of every image of ``x`` (N, C, H, W)
+    into ``out`` (N, Cout, Ho, Wo): :func:`im2col`'s columns into ``cols`` (flat scratch),
+    their product with ``matrix`` (Cout, depth, rows ``lda`` apart; with ``ones``, the
+    bias its last column) by the ``cblas_sgemm`` at ``gemm``, then ``bias`` where
+    ``added`` and the activations, on each channel's rows while they are in cache: the
+    calls the numpy kernel makes, so its bits."""
+    n = x.shape[0]
+    cout, ho, wo = out.shape[1], out.shape[2], out.shape[3]
+    depth = matrix.shape[1]
+    span = (r1 - r0) * wo
+    plane = ho * wo
+    m_at = np.int64(matrix.ctypes.data)
+    c_at = np.int64(cols.ctypes.data)
+    o_at = np.int64(out.ctypes.data)
+    of = out.reshape(-1)
+    for b in range(n):
+        im2col(x[b], cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ones)
+        first = b * cout * plane + r0 * wo
+        sgemm_at(gemm, ilp64, cout, span, depth, m_at, lda, c_at, span, o_at + 4 * first, plane)
+        if added or codes.shape[0]:
+            _finish_rows(of, bias, first, cout, plane, span, added, codes, params)
+
+
+@numba.njit(**_INLINE)
+def _im2col_part(part, count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, ones, added, codes,
+                 params, gemm, ilp64):
+    """Part ``part`` of ``count`` of a dense convolution: a band of the output rows, its
+    columns in row ``part`` of ``cols``."""
+    ho = out.shape[2]
+    r0 = ho * part // count
+    r1 = ho * (part + 1) // count
+    if r0 < r1:
+        im2col_rows(x, cols[part], matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, r0, r1, ones, added,
+                    codes, params, gemm, ilp64)
+
+
+@loop
+def im2col_whole(count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, ones, added, codes, params,
+                 gemm, ilp64):
+    """A dense convolution as the ``count`` parts of :func:`im2col_parts`, one after
+    another: the same calls, so run whole or in parts it gives one result."""
+    for part in range(count):
+        _im2col_part(part, count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, ones, added,
+                     codes, params, gemm, ilp64)
+
+
+@parallel_loop
+def im2col_parts(count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, ones, added, codes,
+                 params, gemm, ilp64):
+    """A dense convolution on ``count`` threads, a part each (see :func:`_im2col_part`)."""
+    for part in numba.prange(count):
+        _im2col_part(part, count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, ones, added,
+                     codes, params, gemm, ilp64)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.devices.cpu.jit._loops_activation import activate
-from graphexec.devices.cpu.jit.compiler import loop
+from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
+
+import numba  # isort: skip
 
 u64 = np.uint64
 #: Numbers summed before the activations run over them, while they are in L1.
@@ -29,16 +31,40 @@ def add_into(a, b, out, codes, params):
 
 
 @loop
-def channel_floor(x, floor, out):
-    """``out = max(x, floor[c])`` over each channel ``c`` of (N, C, H, W) float32 arrays
-    (``out`` may be ``x``), NaN where ``x`` or the floor is NaN, as ``np.maximum`` gives."""
-    n, c = x.shape[0], x.shape[1]
+def channel_floor(x, floor, out, i0, i1):
+    """``out = max(x, floor[c])`` over planes ``i0:i1`` (of N x C) of (N, C, H, W) float32
+    arrays, each of channel ``c`` (``out`` may be ``x``), NaN where ``x`` or the floor is
+    NaN, as ``np.maximum`` gives."""
+    c = x.shape[1]
     plane = x.shape[2] * x.shape[3]
     xf = x.reshape(-1)
     of = out.reshape(-1)
-    for i in range(n * c):
+    for i in range(i0, i1):
         f = floor[i % c]
         base = u64(i * plane)
         for p in range(plane):
             v = xf[base + u64(p)]
             of[base + u64(p)] = v if (v > f or v != v) else f
+
+
+#: Parts of a flat pass start on multiples of this many numbers (a cache line).
+_ALIGN = 16
+
+
+@parallel_loop
+def add_parts(count, a, b, out, codes, params):
+    """:func:`add_into` on ``count`` threads, each a run of the numbers."""
+    blocks = (out.shape[0] + _ALIGN - 1) // _ALIGN
+    for part in numba.prange(count):
+        s = min(out.shape[0], blocks * part // count * _ALIGN)
+        e = min(out.shape[0], blocks * (part + 1) // count * _ALIGN)
+        if s < e:
+            add_into(a[s:e], b[s:e], out[s:e], codes, params)
+
+
+@parallel_loop
+def channel_floor_parts(count, x, floor, out):
+    """:func:`channel_floor` on ``count`` threads, each a band of the planes."""
+    planes = x.shape[0] * x.shape[1]
+    for part in numba.prange(count):
+        channel_floor(x, floor, out, planes * part // count, planes * (part + 1) // count)

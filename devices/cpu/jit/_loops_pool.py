@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.devices.cpu.jit._loops_activation import activate
-from graphexec.devices.cpu.jit.compiler import loop
+from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
 
 import numba  # isort: skip
 
@@ -209,3 +209,11 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                     of[target + u64(p)] /= dv[u64(p)]
             if codes.shape[0]:
                 activate(out[first + b].reshape(-1), codes, params)
+
+
+@parallel_loop
+def pool_parts(count, x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0, b1, codes, params):
+    """:func:`pool` on ``count`` threads, each a band of the planes."""
+    for part in numba.prange(count):
+        pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0 + (b1 - b0) * part // count,
+             b0 + (b1 - b0) * (part + 1) // count, codes, params)

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphexec.devices.cpu.jit._intrinsics import sgemm_at
 from graphexec.devices.cpu.jit._loops_activation import activate
-from graphexec.devices.cpu.jit.compiler import loop
+from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
+
+import numba  # isort: skip
 
 u64 = np.uint64
 
@@ -157,3 +160,39 @@ def winograd_output(prod, bias, out, th, tw, y0, y1, biased, codes, params):
                 if stop > start:
                     band = out[b, co].reshape(-1)[start * wo:stop * wo]
                     activate(band, codes, params)
+
+
+@loop
+def winograd_rows(x, v, prod, weight, bias, out, top, left, th, tw, y0, y1, chunk, biased, codes, params, gemm,
+                  ilp64):
+    """Tile rows ``y0:y1``, ``chunk`` of them at a time: their transform into ``v``, the 16
+    products with ``weight`` (16, Cout, C) into ``prod`` (flat scratch, each the size of a
+    chunk's) by the ``cblas_sgemm`` at ``gemm``, and the output transform with its bias and
+    activations: the calls numpy's matmul makes, so the same bits."""
+    n, c = x.shape[0], x.shape[1]
+    cout = weight.shape[1]
+    w_at = np.int64(weight.ctypes.data)
+    v_at = np.int64(v.ctypes.data)
+    p_at = np.int64(prod.ctypes.data)
+    for a0 in range(y0, y1, chunk):
+        a1 = min(y1, a0 + chunk)
+        t = n * (a1 - a0) * tw
+        winograd_input(x, v, top, left, th, tw, a0, a1)
+        for q in range(16):
+            sgemm_at(gemm, ilp64, cout, t, c, w_at + 4 * q * cout * c, c, v_at + 4 * q * c * t, t,
+                     p_at + 4 * q * cout * t, t)
+        winograd_output(prod, bias, out, th, tw, a0, a1, biased, codes, params)
+
+
+@parallel_loop
+def winograd_parts(count, x, v, prod, weight, bias, out, top, left, th, tw, y0, y1, chunk, biased, codes, params,
+                   gemm, ilp64):
+    """:func:`winograd_rows` on ``count`` threads, each a run of whole chunks with its own
+    row of ``v`` and ``prod``: every chunk as the whole node computes it."""
+    chunks = (y1 - y0 + chunk - 1) // chunk
+    for part in numba.prange(count):
+        c0 = chunks * part // count
+        c1 = chunks * (part + 1) // count
+        if c0 < c1:
+            winograd_rows(x, v[part], prod[part], weight, bias, out, top, left, th, tw, y0 + c0 * chunk,
+                          min(y1, y0 + c1 * chunk), chunk, biased, codes, params, gemm, ilp64)

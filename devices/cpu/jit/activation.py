@@ -122,9 +122,20 @@ class Activations:
         self.rows = row_shape(self.shape) if shape else None
         self.run: Any = None
 
-    def prepare(self) -> None:
+    def prepare(self, parts: bool = False) -> None:
         example = np.zeros((1, 1), np.float32)
         self.run = JitKernel.loop("activation", "activate_rows", example, example, self.codes, self.params, 0, 0)
+        if parts:
+            self.run_parts = JitKernel.loop("activation", "activate_rows_parts", 0, example, example, self.codes,
+                                            self.params, 0, 0)
+
+    #: The loop of :meth:`apply_parts` (readied by ``prepare(parts=True)``).
+    run_parts: Any = None
+
+    def apply_parts(self, x: np.ndarray, out: np.ndarray, count: int) -> None:
+        """:meth:`apply` on ``count`` threads, each a band of the rows (the same bits)."""
+        rows = self.rows if x.shape == self.shape else row_shape(x.shape)
+        self.run_parts(count, x.reshape(rows), out.reshape(rows), self.codes, self.params, 0, rows[0])  # type: ignore[arg-type]
 
     def apply(self, x: np.ndarray, out: np.ndarray, r0: int = 0, r1: int | None = None) -> None:
         if x.shape == self.shape:
@@ -161,12 +172,22 @@ class JitActivation(JitKernel):
         self.chain = Activations(*chain_of([layer]), outputs[0].shape)  # type: ignore[misc]
 
     def prepare(self) -> None:
-        self.chain.prepare()
+        self.chain.prepare(self._parts())
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         out = self._target(outputs)
         self.chain.apply(fitted(inputs[0]), out)
         return self._handed(outputs, out)
+
+    def _can_cross(self) -> bool:
+        return (self.chain.rows or (0,))[0] >= 2 and self._parts()
+
+    def across(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> bool:
+        x = inputs[0]
+        if not (self._crossing(count, outputs, self.chain.run_parts) and fits(x) and x.shape == outputs[0].shape):
+            return False
+        self.chain.apply_parts(x, outputs[0], count)
+        return True
 
     def splits(self) -> bool:
         return math.prod(self.output_specs[0].shape) >= SHARE_MIN_ELEMENTS

@@ -51,8 +51,47 @@ class JitKernel(CpuKernel):
 
     def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
         """Apply the activation chain ``codes`` to the output as it is written; whether this
-        kernel can (by default it cannot)."""
+        kernel can (where it :attr:`fuses_activations`: its loops take ``codes``)."""
+        if not self.fuses_activations:
+            return False
+        self.codes, self.params = codes, params
+        return True
+
+    def crosses(self) -> bool:
+        found = self.__dict__.get("_crosses")
+        if found is None:  # asked at every run of a shared node: worked out once
+            found = self.__dict__["_crosses"] = self._can_cross()
+        return found
+
+    def _can_cross(self) -> bool:
+        """What :meth:`crosses` answers (by default, no)."""
         return False
+
+    def _parts(self) -> bool:
+        """Whether :meth:`prepare` readies the loops :meth:`across` runs (their parts on
+        numba's threads, see :func:`~graphexec.devices.cpu.jit.compiler.parts_supported`): for a node that
+        may be shared out in compiled parts (``hints.pieces``, ``hints.parts``), where numba's
+        threads may run them."""
+        if self.hints.pieces < 2 or not self.hints.parts:
+            return False
+        from graphexec.devices.cpu.jit.compiler import parts_supported
+
+        return parts_supported()
+
+    def _bands(self) -> int:
+        """How many parts a whole run of this node computes one after another: those of a
+        node shared out in compiled parts (so that it gives one result however it runs),
+        else one."""
+        return max(1, self.hints.pieces) if self.hints.parts else 1
+
+    def _crossing(self, count: int, outputs: list[Any], loop: Any) -> bool:
+        """Whether :meth:`across` may run ``loop`` (its parts loop, None if not readied) on
+        ``count`` threads into ``outputs`` now."""
+        if loop is None or count < 2 or not fits(outputs[0]):
+            return False
+        from graphexec.devices.cpu.jit.compiler import parts_live
+
+        return parts_live()
 
     def _target(self, outputs: list[Any] | None) -> np.ndarray:
         """Where the loops write output 0: the one given where they can (:func:`fits`),
@@ -88,8 +127,27 @@ class BandKernel(JitKernel):
     #: The axis of ``out_shape`` whose bands the loop runs.
     band_axis = 1
 
+    #: The loop that runs bands of the axis as parts on numba's threads (readied by
+    #: :meth:`prepare` where :meth:`_parts`; None otherwise).
+    parts_loop: Any = None
+
     def band(self, x: np.ndarray, out: np.ndarray, start: int, end: int) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement band")
+
+    def parts(self, x: np.ndarray, out: np.ndarray, count: int) -> None:
+        """The whole axis as ``count`` bands on numba's threads, in one call of
+        :attr:`parts_loop`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement parts")
+
+    def _can_cross(self) -> bool:
+        return self.out_shape[self.band_axis] >= 2 and self._parts()
+
+    def across(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> bool:
+        if not self._crossing(count, outputs, self.parts_loop):
+            return False
+        x, out, _ = self._views(inputs, outputs)
+        self.parts(x, out, count)
+        return True
 
     def _views(self, inputs: list[Any], outputs: list[Any] | None) -> tuple[np.ndarray, np.ndarray, list[Any]]:
         x = fitted(np.asarray(inputs[0]).reshape(self.shape))

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from loguru import logger
 
 from graphexec.errors import DeviceError
@@ -93,15 +94,67 @@ class Readied:
 READIED: list[Readied] = []
 
 
-def loop(function: Callable) -> Any:
+def loop(function: Callable, parallel: bool = False) -> Any:
     """Decorator for the functions of the ``_loops_*`` modules: a numba dispatcher, cached
     as the module docstring says (numba's own ``cache=True`` where that cannot be done)."""
-    dispatcher = numba.njit(**OPTIONS)(function)
+    dispatcher = numba.njit(**OPTIONS, parallel=parallel)(function)
     try:
         dispatcher._cache = _Cache(function)
     except Exception:  # noqa: BLE001 - a numba without these internals: its own locators
         dispatcher.enable_caching()
     return dispatcher
+
+
+def parallel_loop(function: Callable) -> Any:
+    """Decorator for a loop that runs its parts (``numba.prange``) on numba's threads, in
+    one call: see :func:`parts_supported`."""
+    return loop(function, parallel=True)
+
+
+@parallel_loop
+def _touch(out):
+    for k in numba.prange(out.shape[0]):
+        out[k] = k
+
+
+_PARTS: list[bool] = []
+
+
+def parts_supported() -> bool:
+    """Whether loops may run parts on several threads in one call here: numba has two
+    threads or more, under a threading layer that lets several threads launch parallel
+    loops at once (OpenMP or TBB; its own workqueue aborts the process then). Checked once
+    a process, by launching a loop of two parts."""
+    with _LOOPS_LOCK:
+        if not _PARTS:
+            supported = False
+            if numba.config.NUMBA_NUM_THREADS >= 2:
+                try:
+                    _touch(np.zeros(2, np.int64))
+                    supported = numba.threading_layer() in ("omp", "tbb")
+                except Exception as exc:  # noqa: BLE001 - no layer could start
+                    logger.debug("numba's threads cannot start: {}", exc)
+            if not supported:
+                logger.debug("compiled loops run whole: numba's threading layer is not omp or tbb, or it has one thread")
+            _PARTS.append(supported)
+        return _PARTS[0]
+
+
+def parts_live() -> bool:
+    """Whether loops readied for parts may launch them now (no lock: a kernel asks before
+    each run of its parts)."""
+    return bool(_PARTS) and _PARTS[0]
+
+
+def _after_fork_in_child() -> None:
+    # GNU OpenMP cannot start its threads again in a fork's child (numba stops the process
+    # there), so a child of a process that ran parts runs every loop whole.
+    if _PARTS:
+        _PARTS[:] = [False]
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Loop:

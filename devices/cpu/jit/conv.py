@@ -1,7 +1,10 @@
 """Compiled convolutions: depthwise ones (``nn.Conv1d``/``nn.Conv2d`` with one input
 channel per group), with the activations fused after them applied as each output plane is
-written; dense 3x3 stride-1 ones by Winograd with compiled transforms; the other dense ones
-by im2col with compiled columns, their products BLAS's.
+written; dense 3x3 stride-1 ones by Winograd with compiled transforms; 1x1 ones as one
+product; the other dense ones by im2col with compiled columns. The products are BLAS's,
+called from the compiled loops where numpy's OpenBLAS is found
+(:mod:`graphexec.devices.cpu.jit.cblas`), so that a node runs in one call, whole or in
+compiled parts.
 
 Which depthwise layout runs (see :mod:`graphexec.devices.cpu.jit._loops_conv`) is chosen per input
 shape when the kernel is made (:func:`channels_last`; the measurements are in
@@ -19,6 +22,7 @@ from graphexec.devices.base import Hints, Piece
 from graphexec.devices.cpu._depthwise_math import wide_grid
 from graphexec.devices.cpu.conv import _lifted
 from graphexec.devices.cpu.jit.base import FLOAT32, BandKernel, bounds, fits
+from graphexec.devices.cpu.jit.cblas import sgemm
 from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers.conv import Conv1d, Conv2d
 from graphexec.layers.specs import TensorSpec
@@ -115,10 +119,6 @@ class JitDepthwiseConv(BandKernel):
 
     fuses_activations = True
 
-    def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
-        self.codes, self.params = codes, params
-        return True
-
     def prepare(self) -> None:
         x = np.zeros((1, 1, 1, 1), np.float32)
         weights = self.weights
@@ -128,6 +128,13 @@ class JitDepthwiseConv(BandKernel):
         else:
             self.run_loop = self.loop("conv", "depthwise_first", x, weights.first, weights.bias, x, *self.geometry,
                                       *self.grid, 0, 0, self.codes, self.params)
+        if self._parts():
+            if self.channels_last:
+                self.parts_loop = self.loop("conv", "depthwise_last_parts", 0, x, weights.last, weights.bias, x,
+                                            *self.geometry, 0, 0, self.codes, self.params)
+            else:
+                self.parts_loop = self.loop("conv", "depthwise_first_parts", 0, x, weights.first, weights.bias, x,
+                                            *self.geometry, *self.grid, 0, 0, self.codes, self.params)
 
     def band(self, x: np.ndarray, out: np.ndarray, c0: int, c1: int) -> None:
         weights = self.weights
@@ -136,6 +143,15 @@ class JitDepthwiseConv(BandKernel):
         else:
             self.run_loop(x, weights.first, weights.bias, out, *self.geometry, *self.grid, c0, c1, self.codes,
                           self.params)
+
+    def parts(self, x: np.ndarray, out: np.ndarray, count: int) -> None:
+        weights, channels = self.weights, self.out_shape[1]
+        if self.channels_last:
+            self.parts_loop(count, x, weights.last, weights.bias, out, *self.geometry, 0, channels, self.codes,
+                            self.params)
+        else:
+            self.parts_loop(count, x, weights.first, weights.bias, out, *self.geometry, *self.grid, 0, channels,
+                            self.codes, self.params)
 
 
     def splits(self) -> bool:
@@ -200,16 +216,36 @@ class JitWinogradConv(BandKernel):
         self.input_loop: Any = None
         self.output_loop: Any = None
 
-    def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
-        self.codes, self.params = codes, params
-        return True
-
     def prepare(self) -> None:
         x = np.zeros((1, 1, 1, 1), np.float32)
         v = np.zeros((1, 1, 1), np.float32)
-        self.input_loop = self.loop("winograd", "winograd_input", x, v, 0, 0, 0, 0, 0, 0)
-        self.output_loop = self.loop("winograd", "winograd_output", v, self.bias, x, 0, 0, 0, 0, False, self.codes,
-                                     self.params)
+        gemm = sgemm()
+        if gemm is None:  # transforms compiled, products through numpy
+            self.input_loop = self.loop("winograd", "winograd_input", x, v, 0, 0, 0, 0, 0, 0)
+            self.output_loop = self.loop("winograd", "winograd_output", v, self.bias, x, 0, 0, 0, 0, False,
+                                         self.codes, self.params)
+            return
+        self.gemm = (gemm.address, gemm.ilp64)
+        flat, rows = np.zeros(1, np.float32), np.zeros((1, 1), np.float32)
+        self.rows_loop = self.loop("winograd", "winograd_rows", x, flat, flat, self.weight, self.bias, x,
+                                   *(0,) * 7, False, self.codes, self.params, *self.gemm)
+        if self._parts():
+            self.parts_loop = self.loop("winograd", "winograd_parts", 0, x, rows, rows, self.weight, self.bias, x,
+                                        *(0,) * 7, False, self.codes, self.params, *self.gemm)
+
+    #: The compiled loops of the whole node and of its parts, with the products inside
+    #: (None without numpy's OpenBLAS: then a chunk is three calls, see :meth:`_chunk`).
+    rows_loop: Any = None
+    parts_loop: Any = None
+    gemm: tuple[int, bool] = (0, False)
+
+    def _scratch(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Room for ``count`` chunks' transformed tiles and products at once."""
+        n, c = self.shape[:2]
+        t = n * self.chunk * self.tiles[1]
+        scratch = self.device.scratch
+        return (scratch.take("jit winograd tiles", (count, 16 * c * t), FLOAT32),
+                scratch.take("jit winograd products", (count, 16 * self.weight.shape[1] * t), FLOAT32))
 
     def band(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
         """Output rows ``r0:r1``, as the tile rows that hold them."""
@@ -217,8 +253,21 @@ class JitWinogradConv(BandKernel):
 
     def rows(self, x: np.ndarray, out: np.ndarray, y0: int, y1: int) -> None:
         """Tile rows ``y0:y1`` (whole chunks, see :data:`WINOGRAD_CHUNK_TILES`)."""
+        if self.rows_loop is not None:
+            v, products = self._scratch(1)
+            self.rows_loop(x, v[0], products[0], self.weight, self.bias, out, self.top, self.left, *self.tiles, y0, y1,
+                           self.chunk, self.biased, self.codes, self.params, *self.gemm)
+            return
         for a0 in range(y0, y1, self.chunk):
             self._chunk(x, out, a0, min(y1, a0 + self.chunk))
+
+    def _can_cross(self) -> bool:
+        return -(-self.tiles[0] // self.chunk) >= 2 and sgemm() is not None and self._parts()
+
+    def parts(self, x: np.ndarray, out: np.ndarray, count: int) -> None:
+        v, products = self._scratch(count)
+        self.parts_loop(count, x, v, products, self.weight, self.bias, out, self.top, self.left, *self.tiles, 0,
+                        self.tiles[0], self.chunk, self.biased, self.codes, self.params, *self.gemm)
 
     def _chunk(self, x: np.ndarray, out: np.ndarray, y0: int, y1: int) -> None:
         n, c = self.shape[:2]
@@ -247,29 +296,33 @@ class JitWinogradConv(BandKernel):
                 for k0, k1 in bounds(-(-self.tiles[0] // chunk), count)]
 
 
+def _dense_path(layer: Any, inputs: Any, outputs: Any, hints: Hints) -> str | None:
+    """The numpy kernel's path for a float32 convolution of one group (None for another)."""
+    x = inputs[0] if inputs else None
+    if not (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and len(x.shape) in (layer.spatial + 1,
+                                                                                      layer.spatial + 2)):
+        return None
+    if layer.geometry.groups != 1 or layer.weight.dtype != FLOAT32 or min(outputs[0].shape, default=1) < 1:
+        return None
+    conv = _Conv2dKernel.shared(layer, hints)
+    return None if conv is None else conv.path(_lifted(layer, x.shape), x.dtype)
+
+
 @cpu_kernel(Conv2d, Conv1d)
 class JitIm2colConv(BandKernel):
     """A dense float32 convolution by im2col: the columns filled by a compiled loop, then
     the numpy kernel's own product (with the bias folded into it where the numpy kernel
-    folds it), so the same bits; in bands of output rows when it runs alone while threads
-    idle. numpy's copy from a 7-D strided view of the padded input took 2-4x the loop's
-    time (see docs/benchmarks.md)."""
+    folds it), so the same bits; where numpy's OpenBLAS is found, the product is called from
+    the same compiled loop and the activations are fused after it. In bands of output rows
+    when it runs alone while threads idle. numpy's copy from a 7-D strided view of the
+    padded input took 2-4x the loop's time (see docs/benchmarks.md)."""
 
     name = "jit im2col"
     band_axis = 2  # rows of the output
 
     @classmethod
     def accepts(cls, layer, inputs, outputs, hints) -> bool:
-        x = inputs[0] if inputs else None
-        if not (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and len(x.shape) in (layer.spatial + 1,
-                                                                                          layer.spatial + 2)):
-            return False
-        geo = layer.geometry
-        if geo.groups != 1 or geo.padding_mode != "zeros" or layer.weight.dtype != FLOAT32 or min(outputs[0].shape) < 1:
-            return False
-        shape = _lifted(layer, x.shape)
-        conv = _Conv2dKernel.shared(layer, hints)
-        return conv is not None and conv.path(shape, x.dtype) == "im2col"
+        return layer.geometry.padding_mode == "zeros" and _dense_path(layer, inputs, outputs, hints) == "im2col"
 
     def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
         super().__init__(layer, inputs, outputs, hints, device)
@@ -285,16 +338,51 @@ class JitIm2colConv(BandKernel):
         self.fold = self.conv.biased is not None and self.conv.biased.dtype == FLOAT32
         self.matrix = self.conv.biased[0] if self.fold else self.conv.matrix[0]
         self.column = None if self.fold or self.conv.bias is None else self.conv.bias.reshape(cout, 1)
+        self.bias = (np.ascontiguousarray(self.conv.bias, FLOAT32) if self.column is not None
+                     else np.zeros(cout, FLOAT32))
         self.depth = c * kh * kw + (1 if self.fold else 0)
+        self.gemm = sgemm()
         self.run_loop: Any = None
+        self.rows_loop: Any = None
+        self.whole_loop: Any = None
+        self.parts_loop: Any = None
+
+    fuses_activations = True  # in its compiled call, where numpy's OpenBLAS is found
+
+    def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
+        return self.gemm is not None and super().activations(codes, params)
 
     def prepare(self) -> None:
         x = np.zeros((1, 1, 1), np.float32)
-        self.run_loop = self.loop("conv", "im2col", x, x[0], *self.geometry, 0, 0, 0, False)
+        if self.gemm is None:  # the columns compiled, the product numpy's
+            self.run_loop = self.loop("conv", "im2col", x, x[0], *self.geometry, 0, 0, 0, False)
+            return
+        x4, flat, rows = np.zeros((1, 1, 1, 1), np.float32), np.zeros(1, np.float32), np.zeros((1, 1), np.float32)
+        common = (self.matrix, 0, self.bias, x4, *self.geometry)
+        tail = (False, False, self.codes, self.params, self.gemm.address, self.gemm.ilp64)
+        self.rows_loop = self.loop("conv", "im2col_rows", x4, flat, *common, 0, 0, *tail)
+        self.whole_loop = self.loop("conv", "im2col_whole", 0, x4, rows, *common, *tail)
+        if self._parts():
+            self.parts_loop = self.loop("conv", "im2col_parts", 0, x4, rows, *common, *tail)
+
+    def _lda(self) -> int:
+        return self.matrix.strides[0] // FLOAT32.itemsize
 
     def band(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
-        """Output rows ``r0:r1`` of every image."""
+        """Output rows ``r0:r1`` of every image: the whole as the parts a node shared out
+        runs in, one after another, so that it gives one result however it runs."""
         _, cout, ho, wo = self.out_shape
+        if self.rows_loop is not None and (r0, r1) == (0, ho):
+            count = min(self._bands(), ho)
+            self.whole_loop(count, x, self._cols(count), self.matrix, self._lda(), self.bias, out, *self.geometry,
+                            self.fold, self.column is not None, self.codes, self.params, self.gemm.address,
+                            self.gemm.ilp64)
+            return
+        if self.rows_loop is not None:
+            cols = self.device.scratch.take("jit cols", (self.depth * (r1 - r0) * wo,), FLOAT32)
+            self.rows_loop(x, cols, self.matrix, self._lda(), self.bias, out, *self.geometry, r0, r1, self.fold,
+                           self.column is not None, self.codes, self.params, self.gemm.address, self.gemm.ilp64)
+            return
         cols = self.device.scratch.take("jit cols", (self.depth, (r1 - r0) * wo), FLOAT32)
         for image in range(self.shape[0]):
             self.run_loop(x[image], cols, *self.geometry, r0, r1, wo, self.fold)
@@ -303,6 +391,18 @@ class JitIm2colConv(BandKernel):
             if self.column is not None:
                 np.add(band, self.column, out=band)
 
+    def _can_cross(self) -> bool:
+        return self.gemm is not None and super()._can_cross()
+
+    def _cols(self, count: int) -> np.ndarray:
+        """Room for the columns of ``count`` bands of output rows at once."""
+        _, _, ho, wo = self.out_shape
+        return self.device.scratch.take("jit cols", (count, self.depth * -(-ho // count) * wo), FLOAT32)
+
+    def parts(self, x: np.ndarray, out: np.ndarray, count: int) -> None:
+        cols = self._cols(count)
+        self.parts_loop(count, x, cols, self.matrix, self._lda(), self.bias, out, *self.geometry, self.fold,
+                        self.column is not None, self.codes, self.params, self.gemm.address, self.gemm.ilp64)
 
     def splits(self) -> bool:
         x = self.input_specs[0]
@@ -315,6 +415,61 @@ class JitIm2colConv(BandKernel):
         every = slice(None)
         return [Piece(partial(self.band, x, out, r0, r1), (every, every, slice(r0, r1)))
                 for r0, r1 in bounds(self.out_shape[2], count)]
+
+
+@cpu_kernel(Conv2d, Conv1d)
+class JitPointwiseConv(BandKernel):
+    """A float32 1x1 convolution (stride 1, no padding, one group) as one product an image by
+    numpy's OpenBLAS called from a compiled loop, the bias and the activations fused after
+    it on each channel's run while it is in cache. Taken only where that BLAS is found
+    (:mod:`graphexec.devices.cpu.jit.cblas`); on several threads, in bands of the output
+    channels where the weight is the larger operand (each part then reads its share of
+    it), else of the positions."""
+
+    name = "jit 1x1"
+    band_axis = 1  # output channels
+    fuses_activations = True
+
+    @classmethod
+    def accepts(cls, layer, inputs, outputs, hints) -> bool:
+        return (hints.blas_threads == 1 and sgemm() is not None
+                and _dense_path(layer, inputs, outputs, hints) == "1x1")
+
+    def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
+        super().__init__(layer, inputs, outputs, hints, device)
+        conv = _Conv2dKernel.shared(layer, hints, device)
+        n, c, h, w = _lifted(layer, inputs[0].shape)
+        _, cout, _, _ = _lifted(layer, outputs[0].shape)
+        self.shape = (n, c, h * w)
+        self.out_shape = (n, cout, h * w)
+        self.weight = conv.matrix[0]  # (Cout, C), perhaps a view of the matrix with the bias beside it
+        self.lda = self.weight.strides[0] // FLOAT32.itemsize
+        self.added = conv.bias is not None
+        self.bias = np.ascontiguousarray(conv.bias, FLOAT32) if self.added else np.zeros(cout, FLOAT32)
+        self.by_rows = cout > h * w
+        self.gemm: Any = sgemm()
+        self.run_loop: Any = None
+        self.parts_loop: Any = None
+
+    def prepare(self) -> None:
+        x = np.zeros((1, 1, 1), np.float32)
+        tail = (self.added, self.codes, self.params, self.gemm.address, self.gemm.ilp64)
+        self.run_loop = self.loop("conv", "pointwise_whole", 0, False, x, self.weight, 0, self.bias, x, *tail)
+        if self._parts():
+            self.parts_loop = self.loop("conv", "pointwise_parts", 0, False, x, self.weight, 0, self.bias, x, *tail)
+
+    def band(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
+        """The whole node (it is never cut into pieces), as the parts a node shared out runs
+        in, one after another: one result however it runs."""
+        self.run_loop(self._bands(), self.by_rows, x, self.weight, self.lda, self.bias, out, self.added,
+                      self.codes, self.params, self.gemm.address, self.gemm.ilp64)
+
+    def _can_cross(self) -> bool:
+        return (self.out_shape[1] if self.by_rows else self.shape[2]) >= 2 and self._parts()
+
+    def parts(self, x: np.ndarray, out: np.ndarray, count: int) -> None:
+        self.parts_loop(count, self.by_rows, x, self.weight, self.lda, self.bias, out, self.added, self.codes,
+                        self.params, self.gemm.address, self.gemm.ilp64)
 
 
 class _Conv2dKernel:

@@ -10,6 +10,7 @@ docs/benchmarks.md, "Compiled CPU kernels".) Both give numpy's bits.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,9 @@ from graphexec.layers._expr import Call, Input
 from graphexec.layers.expression import Expression
 from graphexec.layers.floor import ChannelFloor
 from graphexec.layers.specs import TensorSpec
+
+#: A sum runs in parts of whole cache lines (16 numbers; see ``add_parts``).
+PARTS_ALIGN = 16
 
 
 def _summands(layer: Expression) -> tuple[int, int] | None:
@@ -36,9 +40,9 @@ def _summands(layer: Expression) -> tuple[int, int] | None:
 @cpu_kernel(Expression)
 class JitSum(JitKernel):
     """``add(@i,@j)`` of two float32 tensors shaped as its output, in one compiled pass with
-    the activations fused after it. Always whole: the pass runs at memory speed, and
+    the activations fused after it. Never in pieces: the pass runs at memory speed, and
     handing half of it to another thread cost more than it saved (docs/benchmarks.md,
-    "Compiled CPU kernels")."""
+    "Compiled CPU kernels"); in compiled parts, where no thread is handed anything."""
 
     name = "jit add"
     fuses_activations = True
@@ -57,13 +61,13 @@ class JitSum(JitKernel):
         self.summands: tuple[int, int] = _summands(layer)  # type: ignore[assignment]
         self.run_loop: Any = None
 
-    def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
-        self.codes, self.params = codes, params
-        return True
-
     def prepare(self) -> None:
         v = np.zeros(1, np.float32)
         self.run_loop = self.loop("elementwise", "add_into", v, v, v, self.codes, self.params)
+        if self._parts():
+            self.parts_loop = self.loop("elementwise", "add_parts", 0, v, v, v, self.codes, self.params)
+
+    parts_loop: Any = None
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         i, j = self.summands
@@ -72,11 +76,22 @@ class JitSum(JitKernel):
                       self.codes, self.params)
         return self._handed(outputs, out)
 
+    def _can_cross(self) -> bool:
+        return math.prod(self.output_specs[0].shape) >= 2 * PARTS_ALIGN and self._parts()
+
+    def across(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> bool:
+        if not self._crossing(count, outputs, self.parts_loop):
+            return False
+        i, j = self.summands
+        self.parts_loop(count, fitted(inputs[i]).reshape(-1), fitted(inputs[j]).reshape(-1), outputs[0].reshape(-1),
+                        self.codes, self.params)
+        return True
+
 
 @cpu_kernel(ChannelFloor)
 class JitChannelFloor(JitKernel):
-    """``max(x, floor[c])`` over a float32 (N, C, H, W) tensor, a plane at a time. Always
-    whole, as the sum: a pass at memory speed."""
+    """``max(x, floor[c])`` over a float32 (N, C, H, W) tensor, a plane at a time. Never in
+    pieces, as the sum: a pass at memory speed; in compiled parts."""
 
     name = "jit floor"
 
@@ -93,9 +108,24 @@ class JitChannelFloor(JitKernel):
 
     def prepare(self) -> None:
         x = np.zeros((1, 1, 1, 1), np.float32)
-        self.run_loop = self.loop("elementwise", "channel_floor", x, self.floor, x)
+        self.run_loop = self.loop("elementwise", "channel_floor", x, self.floor, x, 0, 0)
+        if self._parts():
+            self.parts_loop = self.loop("elementwise", "channel_floor_parts", 0, x, self.floor, x)
+
+    parts_loop: Any = None
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         out = self._target(outputs)
-        self.run_loop(fitted(inputs[0]), self.floor, out)
+        n, c = out.shape[:2]
+        self.run_loop(fitted(inputs[0]), self.floor, out, 0, n * c)
         return self._handed(outputs, out)
+
+    def _can_cross(self) -> bool:
+        n, c = self.output_specs[0].shape[:2]
+        return n * c >= 2 and self._parts()
+
+    def across(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> bool:
+        if not self._crossing(count, outputs, self.parts_loop):
+            return False
+        self.parts_loop(count, fitted(inputs[0]), self.floor, outputs[0])
+        return True

@@ -48,7 +48,7 @@ class JitFused(JitKernel):
     def prepare(self) -> None:
         self.head.prepare()
         if self.chain is not None:
-            self.chain.prepare()
+            self.chain.prepare(self.crosses())
 
     def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
         outputs = self.head.run(inputs, outputs)
@@ -70,6 +70,20 @@ class JitFused(JitKernel):
         if found is None or self.chain is None:
             return found
         return [Piece(partial(self._piece, piece, outputs[0]), piece.region) for piece in found]
+
+    def crosses(self) -> bool:
+        return self.head.crosses()
+
+    def across(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> bool:
+        if not self.head.across(inputs, outputs, count):
+            return False
+        if self.chain is not None:
+            out = outputs[0]
+            if fits(out) and self.chain.run_parts is not None:
+                self.chain.apply_parts(out, out, count)
+            else:
+                self._finish(out)
+        return True
 
     def _piece(self, piece: Piece, out: np.ndarray) -> None:
         piece.run()

@@ -65,17 +65,20 @@ class JitPool(BandKernel):
 
     fuses_activations = True
 
-    def activations(self, codes: np.ndarray, params: np.ndarray) -> bool:
-        self.codes, self.params = codes, params
-        return True
-
     def prepare(self) -> None:
         x = np.zeros((1, 1, 1), np.float32)
         self.run_loop = self.loop("pool", "pool", x, x, self.divisor, self.average, *self.geometry, 0, 0, self.codes,
                                   self.params)
+        if self._parts():
+            self.parts_loop = self.loop("pool", "pool_parts", 0, x, x, self.divisor, self.average, *self.geometry, 0,
+                                        0, self.codes, self.params)
 
     def band(self, x: np.ndarray, out: np.ndarray, b0: int, b1: int) -> None:
         self.run_loop(x, out, self.divisor, self.average, *self.geometry, b0, b1, self.codes, self.params)
+
+    def parts(self, x: np.ndarray, out: np.ndarray, count: int) -> None:
+        self.parts_loop(count, x, out, self.divisor, self.average, *self.geometry, 0, self.planes, self.codes,
+                        self.params)
 
 
     def splits(self) -> bool:

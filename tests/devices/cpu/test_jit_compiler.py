@@ -129,5 +129,9 @@ def test_an_engine_prepares_only_the_loops_its_model_uses():
     """)
     assert done.returncode == 0, done.stderr
     readied = set(done.stdout.split())
-    # its convolutions' loops (im2col, Winograd) and the activations': no depthwise, pooling or exp loops
-    assert readied and readied <= {"im2col", "winograd_input", "winograd_output", "activate_rows"}
+    # its convolutions' and Linear's loops (im2col, Winograd, alone or with their products;
+    # whole or in parts), the sums' and the activations': no depthwise, pooling or exp loops
+    convolutions = {"im2col", "winograd_input", "winograd_output", "im2col_rows", "im2col_whole", "im2col_parts",
+                    "winograd_rows", "winograd_parts", "pointwise_whole", "pointwise_parts"}
+    linear = {"linear_whole", "linear_parts"}
+    assert readied and readied <= convolutions | linear | {"activate_rows", "activate_rows_parts", "add_into", "add_parts"}

@@ -15,7 +15,8 @@ from graphexec.devices.cpu import CpuDevice  # noqa: E402
 from graphexec.devices.cpu.jit.activation import JitActivation  # noqa: E402
 from graphexec.devices.cpu.jit.base import JitKernel  # noqa: E402
 from graphexec.devices.cpu.jit.conv import (  # noqa: E402
-    JitDepthwiseConv, JitIm2colConv, JitWinogradConv, channels_last)
+    JitDepthwiseConv, JitIm2colConv, JitPointwiseConv, JitWinogradConv, channels_last)
+from graphexec.devices.cpu.jit.cblas import sgemm  # noqa: E402
 from graphexec.devices.cpu.jit.elementwise import JitChannelFloor, JitSum  # noqa: E402
 from graphexec.devices.cpu.jit.excitation import JitSqueezeExcite  # noqa: E402
 from graphexec.devices.cpu.jit.fused import JitFused  # noqa: E402
@@ -48,7 +49,8 @@ def assert_near(got: np.ndarray, want: np.ndarray, rel: float = 1e-6) -> None:
 
 def run_whole_and_in_pieces(kernel, inputs, count=3):
     """The kernel's output run whole twice (the same bits) and, when it cuts itself into
-    pieces, run as them (the same bits again)."""
+    pieces, run as them (the same bits again); where it runs in compiled parts on numba's
+    threads, run so twice (the same bits again)."""
     (first,) = kernel.run(inputs)
     out = np.full_like(first, np.nan)
     kernel.run(inputs, [out])
@@ -61,6 +63,11 @@ def run_whole_and_in_pieces(kernel, inputs, count=3):
         for piece in reversed(pieces):
             piece.run()
         np.testing.assert_array_equal(into, first)
+    if kernel.crosses():
+        for _ in range(2):
+            into = np.full_like(first, np.nan)
+            assert kernel.across(inputs, [into], count)
+            np.testing.assert_array_equal(into, first)
     return first
 
 
@@ -90,7 +97,7 @@ def test_depthwise_matches_the_layers_forward_whole_and_in_pieces(channels, mult
     layer, _, _ = conv_layer(rng, channels, channels * mult, kernel, stride=stride, padding=padding,
                              dilation=dilation, groups=channels)
     x = rng.standard_normal(shape).astype(np.float32)
-    k = kernel_for(layer, [x], Hints(pieces=3), device=JIT)
+    k = kernel_for(layer, [x], Hints(parts=True, pieces=3), device=JIT)
     assert isinstance(k, JitDepthwiseConv)
     assert k.channels_last == (mult == 1 and channels_last(channels, shape[2] * shape[3], k.out_shape[2] * k.out_shape[3]))
     got = run_whole_and_in_pieces(k, [x])
@@ -125,7 +132,7 @@ def test_depthwise_with_a_fused_activation_applies_it_in_its_loops(name, params,
     head, _, _ = conv_layer(rng, 32, 32, (3, 3), stride=(2, 2), padding=(1, 1), groups=32)
     fused = Fused(head, (make(name, params),))
     x = (3 * rng.standard_normal((2, 32, size, size))).astype(np.float32)
-    k = kernel_for(fused, [x], Hints(pieces=2), device=JIT)
+    k = kernel_for(fused, [x], Hints(parts=True, pieces=2), device=JIT)
     assert isinstance(k, JitFused) and k.inside and k.head.channels_last == last
     want = fused.forward([x])[0]
     # the error is the convolution's, on the scale of its outputs before a clamp
@@ -133,18 +140,46 @@ def test_depthwise_with_a_fused_activation_applies_it_in_its_loops(name, params,
     assert_near(run_whole_and_in_pieces(k, [x], 2), want, 1e-6 * max(1.0, before))
 
 
-@pytest.mark.parametrize("kernel, padding, head", [((1, 1), (0, 0), None), ((3, 3), (1, 1), JitIm2colConv)])
-def test_a_blas_convolution_with_fused_activations_applies_them_in_one_pass(kernel, padding, head):
-    """A 1x1 convolution is the numpy kernel's product, a 3x3 one by im2col fills its
-    columns compiled; either way the activations follow in one compiled pass."""
+@pytest.mark.parametrize("kernel, padding, head", [((1, 1), (0, 0), JitPointwiseConv), ((3, 3), (1, 1), JitIm2colConv)])
+def test_a_blas_convolution_with_fused_activations_applies_them_in_its_compiled_call(kernel, padding, head):
+    """With numpy's OpenBLAS at hand, a 1x1 convolution and an im2col one multiply inside
+    their compiled call and apply the activations there; without it (another BLAS) the
+    1x1 one is the numpy kernel's product, and the activations follow in one compiled pass."""
     rng = np.random.default_rng(4)
     conv, _, _ = conv_layer(rng, 16, 24, kernel, padding=padding)
     fused = Fused(conv, (make("nn.Hardswish", {}), make("nn.ReLU6", {})))
     x = (2 * rng.standard_normal((2, 16, 15, 15))).astype(np.float32)
-    k = kernel_for(fused, [x], device=JIT)
-    assert isinstance(k, JitFused) and not k.inside
-    assert isinstance(k.head, head) if head is not None else not isinstance(k.head, JitKernel)
-    assert_near(run_whole_and_in_pieces(k, [x]), fused.forward([x])[0])
+    k = kernel_for(fused, [x], Hints(parts=True, pieces=2), device=JIT)
+    assert isinstance(k, JitFused)
+    if sgemm() is not None:
+        assert k.inside and isinstance(k.head, head)
+    else:
+        assert not k.inside and (isinstance(k.head, head) if head is JitIm2colConv else not isinstance(k.head, JitKernel))
+    want = fused.forward([x])[0]
+    # the error is the convolution's, on the scale of its outputs before a clamp
+    before = float(np.abs(conv.forward([x])[0]).max()) / max(float(np.abs(want).max()), 1e-30)
+    assert_near(run_whole_and_in_pieces(k, [x], 2), want, 1e-6 * max(1.0, before))
+
+
+POINTWISE = [  # cin, cout, bias, input shape, spatial dims
+    (64, 256, True, (1, 64, 56, 56), 2),     # wider than the input: parts by positions
+    (512, 1000, True, (1, 512, 13, 13), 2),  # more channels than positions: parts by channels
+    (256, 64, False, (2, 256, 9, 7), 2),     # a batch, no bias
+    (24, 40, True, (24, 1, 1), 2),           # unbatched, one position
+    (32, 48, True, (1, 32, 5), 1),           # 1-D
+]
+
+
+@pytest.mark.parametrize("cin, cout, bias, shape, spatial", POINTWISE)
+def test_a_1x1_convolution_in_its_compiled_call_matches_the_layer_whole_and_in_parts(cin, cout, bias, shape, spatial):
+    if sgemm() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS here")
+    rng = np.random.default_rng(cin + cout)
+    layer, _, _ = conv_layer(rng, cin, cout, (1,) * spatial, bias=bias, spatial=spatial)
+    x = rng.standard_normal(shape).astype(np.float32)
+    k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
+    assert isinstance(k, JitPointwiseConv)
+    assert_near(run_whole_and_in_pieces(k, [x], 2), layer.forward([x])[0], 2e-6)
 
 
 # -- activations -----------------------------------------------------------------------------
@@ -155,7 +190,7 @@ def test_activation_matches_the_layers_forward_with_nan_and_infinities(name, par
     x = (8 * rng.standard_normal((3, 100, 401))).astype(np.float32)
     x.flat[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 100.0, -100.0, 89.0]
     specs = [spec_of(x)]
-    k = JitActivation(layer, specs, layer.infer(specs), Hints(pieces=3), JIT)  # whether the device takes it or not
+    k = JitActivation(layer, specs, layer.infer(specs), Hints(parts=True, pieces=3), JIT)  # whether the device takes it or not
     k.prepare()
     got = run_whole_and_in_pieces(k, [x])
     with np.errstate(all="ignore"):
@@ -175,8 +210,9 @@ def test_activations_the_loops_do_not_compute_stay_on_numpy():
 
 def test_alone_only_the_activations_a_compiled_pass_does_faster_run_compiled():
     """Activations of several numpy passes (Hardswish, GELU, SiLU, sigmoid ...) alone, or
-    after a BLAS convolution, run compiled; ReLU and clamps there stay with numpy (its one
-    pass is as fast); inside a compiled convolution's loops every activation runs compiled."""
+    after a convolution that numpy multiplies, run compiled; ReLU and clamps there stay with
+    numpy (its one pass is as fast); inside a compiled convolution's loops (the products
+    too, where numpy's OpenBLAS is found) every activation runs compiled."""
     x = np.zeros((1, 8, 6, 6), np.float32)
     taken = {name: isinstance(kernel_for(make(name, params), [x], device=JIT), JitKernel)
              for name, params in ACTIVATIONS}
@@ -186,7 +222,8 @@ def test_alone_only_the_activations_a_compiled_pass_does_faster_run_compiled():
     rng = np.random.default_rng(8)
     dense, _, _ = conv_layer(rng, 8, 8, (3, 3), padding=(1, 1))
     depthwise, _, _ = conv_layer(rng, 8, 8, (3, 3), padding=(1, 1), groups=8)
-    assert not isinstance(kernel_for(Fused(dense, (make("nn.ReLU", {}),)), [x], device=JIT), JitKernel)
+    relu = kernel_for(Fused(dense, (make("nn.ReLU", {}),)), [x], device=JIT)
+    assert isinstance(relu, JitFused) and relu.inside == (sgemm() is not None)
     assert isinstance(kernel_for(Fused(dense, (make("nn.Hardswish", {}),)), [x], device=JIT), JitFused)
     assert isinstance(kernel_for(Fused(dense, (make("nn.SiLU", {}),)), [x], device=JIT), JitFused)
     inside = kernel_for(Fused(depthwise, (make("nn.SiLU", {}),)), [x], device=JIT)
@@ -202,7 +239,7 @@ def test_a_sum_gives_numpys_bits_whole_and_in_place(expr, shape):
     a.flat[:4] = [np.nan, np.inf, -np.inf, 1.0]
     b.flat[:4] = [1.0, -np.inf, 2.0, -1.0]
     layer = make("pnnx.Expression", {"expr": expr}, inputs=2)
-    k = kernel_for(layer, [a, b], Hints(pieces=2), device=JIT)
+    k = kernel_for(layer, [a, b], Hints(parts=True, pieces=2), device=JIT)
     assert isinstance(k, JitSum) and not k.splits()  # memory-bound: never shared out
     with np.errstate(all="ignore"):
         want = layer.forward([a, b])[0]
@@ -221,7 +258,7 @@ def test_a_channel_floor_gives_numpys_bits_whole_and_in_place(shape):
     x[0, 0, 0, :4] = [-1.0, np.nan, np.inf, 0.0]
     x[0, 1, 0, :2] = [-np.inf, np.nan]
     layer = ChannelFloor("floor", floor)
-    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
     assert isinstance(k, JitChannelFloor) and not k.splits()
     want = layer.forward([x])[0]
     got = run_whole_and_in_pieces(k, [x], 2)
@@ -240,7 +277,7 @@ def test_a_sum_applies_its_fused_activations_in_its_own_pass(name, params):
     rng = np.random.default_rng(12)
     a, b = (rng.standard_normal((2, 16, 60, 60)).astype(np.float32) for _ in range(2))
     fused = Fused(make("pnnx.Expression", {"expr": "add(@0,@1)"}, inputs=2), (make(name, params),))
-    k = kernel_for(fused, [a, b], Hints(pieces=2), device=JIT)
+    k = kernel_for(fused, [a, b], Hints(parts=True, pieces=2), device=JIT)
     assert isinstance(k, JitFused) and isinstance(k.head, JitSum) and k.inside
     got = run_whole_and_in_pieces(k, [a, b], 2)
     want = kernel_for(fused, [a, b], device=NUMPY).run([a, b])[0]
@@ -315,7 +352,7 @@ def test_pool_matches_the_layers_forward(name, k, s, p, ceil, extra, shape):
     rng = np.random.default_rng(6)
     x = rng.standard_normal(shape).astype(np.float32)
     x.flat[5] = np.nan
-    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
     assert isinstance(k, JitPool)
     want = layer.forward([x])[0]
     got = run_whole_and_in_pieces(k, [x], 2)
@@ -328,7 +365,7 @@ def test_pool_matches_the_layers_forward(name, k, s, p, ceil, extra, shape):
 def test_large_pools_are_cut_into_pieces_of_the_same_bits():
     layer = make("nn.MaxPool2d", {"kernel_size": [3, 3], "stride": [2, 2], "padding": [0, 0], "ceil_mode": True})
     x = np.random.default_rng(7).standard_normal((1, 64, 112, 112)).astype(np.float32)
-    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
     assert k.splits()
     np.testing.assert_array_equal(run_whole_and_in_pieces(k, [x], 2), layer.forward([x])[0])
 
@@ -363,14 +400,19 @@ IM2COL = [  # cin, cout, kernel, stride, padding, dilation, input shape
 
 @pytest.mark.parametrize("cin, cout, kernel, stride, padding, dilation, shape", IM2COL)
 def test_im2col_gives_the_numpy_kernels_bits_whole_and_in_pieces(cin, cout, kernel, stride, padding, dilation, shape):
+    """Made for one thread, the numpy kernel's very bits. Made for a node shared out, the
+    whole node runs as the bands of its pieces and parts: one result however it runs, each
+    band its own product (so within rounding of the numpy kernel's one)."""
     rng = np.random.default_rng(cin * cout)
     layer, _, _ = conv_layer(rng, cin, cout, kernel, stride=stride, padding=padding, dilation=dilation)
     x = rng.standard_normal(shape).astype(np.float32)
-    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
     if not isinstance(k, JitIm2colConv):
         pytest.skip(f"the numpy kernel takes another path here: {k.name}")
+    want = kernel_for(layer, [x], device=NUMPY).run([x])[0]
+    np.testing.assert_array_equal(kernel_for(layer, [x], device=JIT).run([x])[0], want)
     got = run_whole_and_in_pieces(k, [x], 2)
-    np.testing.assert_array_equal(got, kernel_for(layer, [x], device=NUMPY).run([x])[0])
+    assert_near(got, want, 2e-6)
     assert_near(got, layer.forward([x])[0], 2e-6)
 
 
@@ -404,7 +446,7 @@ def test_winograd_gives_the_numpy_kernels_bits_whole_and_in_pieces(cin, cout, pa
     x = rng.standard_normal(shape).astype(np.float32)
     numpy_kernel = kernel_for(layer, [x], device=NUMPY)
     assert numpy_kernel.name == "winograd"
-    k = kernel_for(layer, [x], Hints(pieces=2), device=JIT)
+    k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
     assert isinstance(k, JitWinogradConv)
     got = run_whole_and_in_pieces(k, [x], 2)
     if k.chunk >= k.tiles[0]:  # one product, as the numpy kernel's: its very bits
@@ -420,7 +462,7 @@ def test_winograd_with_fused_activations_applies_them_in_its_loops():
     whole = kernel_for(fused, [x], device=JIT)
     assert isinstance(whole, JitFused) and isinstance(whole.head, JitWinogradConv) and whole.inside
     np.testing.assert_array_equal(whole.run([x])[0], kernel_for(fused, [x], device=NUMPY).run([x])[0])
-    shared = kernel_for(fused, [x], Hints(pieces=2), device=JIT)  # in two chunks: its own bits, in pieces too
+    shared = kernel_for(fused, [x], Hints(parts=True, pieces=2), device=JIT)  # in two chunks: its own bits, in pieces too
     assert shared.head.chunk < shared.head.tiles[0]
     assert_near(run_whole_and_in_pieces(shared, [x], 2), fused.forward([x])[0], 2e-6)
 
@@ -433,7 +475,7 @@ def test_winograd_runs_where_the_numpy_kernel_takes_im2col_within_its_accuracy(c
     rng = np.random.default_rng(cin * 7 + cout)
     layer, _, _ = conv_layer(rng, cin, cout, (3, 3), padding=(1, 1))
     x = rng.standard_normal(shape).astype(np.float32)
-    hints = Hints(pieces=2)
+    hints = Hints(parts=True, pieces=2)
     assert kernel_for(layer, [x], hints, device=NUMPY).name != "winograd"
     k = kernel_for(layer, [x], hints, device=JIT)
     assert isinstance(k, JitWinogradConv)
@@ -449,3 +491,35 @@ def test_winograd_leaves_small_convolutions_to_im2col():
     assert isinstance(kernel_for(narrow, [x[:, :16]], device=JIT), JitIm2colConv), "too few channels"
     strided, _, _ = conv_layer(rng, 64, 64, (3, 3), stride=(2, 2), padding=(1, 1))
     assert isinstance(kernel_for(strided, [x], device=JIT), JitIm2colConv)
+
+
+# -- nn.Linear ---------------------------------------------------------------------------------
+LINEAR = [  # in features, out features, bias, input shape
+    (1024, 1000, True, (1, 1024)),       # one row: by cblas_sgemv
+    (96, 200, False, (8, 96)),           # a batch of rows, no bias
+    (64, 40, True, (2, 3, 64)),          # leading dims as rows
+    (33, 17, True, (33,)),               # one vector, features not a multiple of a cache line
+]
+
+
+@pytest.mark.parametrize("fin, fout, bias, shape", LINEAR)
+def test_a_linear_in_its_compiled_call_matches_the_layer_whole_and_in_parts(fin, fout, bias, shape):
+    from graphexec.devices.cpu.jit.linear import JitLinear
+
+    if sgemm() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS here")
+    rng = np.random.default_rng(fin + fout)
+    attrs = {"weight": rng.standard_normal((fout, fin)).astype(np.float32)}
+    if bias:
+        attrs["bias"] = rng.standard_normal(fout).astype(np.float32)
+    layer = make("nn.Linear", {"in_features": fin, "out_features": fout, "bias": bias}, attrs)
+    x = rng.standard_normal(shape).astype(np.float32)
+    k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
+    assert isinstance(k, JitLinear)
+    assert_near(run_whole_and_in_pieces(k, [x], 2), layer.forward([x])[0], 2e-6)
+    fused = Fused(layer, (make("nn.Hardswish", {}),))
+    k = kernel_for(fused, [x], Hints(parts=True, pieces=2), device=JIT)
+    assert isinstance(k, JitFused) and k.inside and isinstance(k.head, JitLinear)
+    want = fused.forward([x])[0]
+    before = float(np.abs(layer.forward([x])[0]).max()) / max(float(np.abs(want).max()), 1e-30)
+    assert_near(run_whole_and_in_pieces(k, [x], 2), want, 2e-6 * max(1.0, before))

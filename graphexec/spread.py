@@ -71,11 +71,11 @@ class Spreader:
     def across(self, kernel: Kernel, inputs: list[Any], outputs: list[Any]) -> bool:
         """Run the node on every thread through compiled parts (see
         :meth:`~graphexec.devices.base.Kernel.across`), unless another run in flight took
-        the cores; whether it ran."""
+        the cores; whether it ran. BLAS is on one thread already: only runs of a policy with
+        compiled parts (one BLAS thread for the whole run) have kernels made for them."""
         if occupancy().running > 1:
             return False
-        with blas_threads(1):
-            return kernel.across(inputs, outputs, self.count)
+        return kernel.across(inputs, outputs, self.count)
 
     def _run_all(self, pieces: list[Piece], stopped: Callable[[], None]) -> None:
         # Another run in flight in the process took the cores after this one began: the

@@ -14,7 +14,8 @@ few calls, as loops that release the GIL.
     _loops_elementwise.py        a sum of two tensors with its activations; a per-channel floor
     _loops_excitation.py         a squeeze-and-excitation block in one call
     _loops_linear.py             nn.Linear, its product by numpy's OpenBLAS from the loop
-    _intrinsics.py               fused multiply-add and 2^k, which numba does not spell
+    _loops_parts.py              how a loop's range is cut into parts for numba's threads
+    _intrinsics.py               fused multiply-add, 2^k and BLAS calls by address, which numba does not spell
     activation.py, conv.py,      the kernels (tier "jit"), registered with the CPU device
     pooling.py, fused.py,
     elementwise.py, excitation.py,

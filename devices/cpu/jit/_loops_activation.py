@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.devices.cpu.jit._intrinsics import fma, pow2i
+from graphexec.devices.cpu.jit._loops_parts import part_of
 from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
 from graphexec.layers.activation import _ERF_LARGE, _ERF_SMALL
 
@@ -164,4 +165,4 @@ def activate_rows(x, out, codes, params, r0, r1):
 def activate_rows_parts(count, x, out, codes, params, r0, r1):
     """:func:`activate_rows` on ``count`` threads, each a band of the rows."""
     for part in numba.prange(count):
-        activate_rows(x, out, codes, params, r0 + (r1 - r0) * part // count, r0 + (r1 - r0) * (part + 1) // count)
+        activate_rows(x, out, codes, params, *part_of(r0, r1, part, count))

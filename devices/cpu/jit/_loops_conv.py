@@ -34,6 +34,7 @@ import numpy as np
 
 from graphexec.devices.cpu.jit._intrinsics import sgemm_at
 from graphexec.devices.cpu.jit._loops_activation import activate
+from graphexec.devices.cpu.jit._loops_parts import aligned_part, part_of
 from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
 
 import numba  # isort: skip
@@ -268,16 +269,16 @@ def im2col(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ones):
 def depthwise_first_parts(count, x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0, c1, codes, params):
     """:func:`depthwise_first` on ``count`` threads, each a band of the channels."""
     for part in numba.prange(count):
-        depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, c0 + (c1 - c0) * part // count,
-                        c0 + (c1 - c0) * (part + 1) // count, codes, params)
+        p0, p1 = part_of(c0, c1, part, count)
+        depthwise_first(x, weight, bias, out, sh, sw, dh, dw, top, left, hq, wq, p0, p1, codes, params)
 
 
 @parallel_loop
 def depthwise_last_parts(count, x, taps, bias, out, sh, sw, dh, dw, top, left, c0, c1, codes, params):
     """:func:`depthwise_last` on ``count`` threads, each a band of the channels."""
     for part in numba.prange(count):
-        depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, c0 + (c1 - c0) * part // count,
-                       c0 + (c1 - c0) * (part + 1) // count, codes, params)
+        p0, p1 = part_of(c0, c1, part, count)
+        depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, p0, p1, codes, params)
 
 
 @numba.njit(**_INLINE)
@@ -314,10 +315,6 @@ def pointwise(x, weight, lda, bias, out, r0, r1, p0, p1, added, codes, params, g
             _finish_rows(of, bias[r0:r1], first, r1 - r0, positions, p1 - p0, added, codes, params)
 
 
-#: Parts of a 1x1 convolution's positions start on multiples of this many (a cache line).
-_ALIGN = 16
-
-
 @numba.njit(**_INLINE)
 def _pointwise_part(part, count, by_rows, x, weight, lda, bias, out, added, codes, params, gemm, ilp64):
     """Part ``part`` of ``count`` of a 1x1 convolution: a band of the output channels
@@ -325,14 +322,11 @@ def _pointwise_part(part, count, by_rows, x, weight, lda, bias, out, added, code
     positions = x.shape[2]
     cout = out.shape[1]
     if by_rows:
-        r0 = cout * part // count
-        r1 = cout * (part + 1) // count
+        r0, r1 = part_of(0, cout, part, count)
         if r0 < r1:
             pointwise(x, weight, lda, bias, out, r0, r1, 0, positions, added, codes, params, gemm, ilp64)
     else:
-        blocks = (positions + _ALIGN - 1) // _ALIGN
-        p0 = min(positions, blocks * part // count * _ALIGN)
-        p1 = min(positions, blocks * (part + 1) // count * _ALIGN)
+        p0, p1 = aligned_part(positions, part, count)
         if p0 < p1:
             pointwise(x, weight, lda, bias, out, 0, cout, p0, p1, added, codes, params, gemm, ilp64)
 
@@ -384,8 +378,7 @@ def _im2col_part(part, count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, d
     """Part ``part`` of ``count`` of a dense convolution: a band of the output rows, its
     columns in row ``part`` of ``cols``."""
     ho = out.shape[2]
-    r0 = ho * part // count
-    r1 = ho * (part + 1) // count
+    r0, r1 = part_of(0, ho, part, count)
     if r0 < r1:
         im2col_rows(x, cols[part], matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, r0, r1, ones, added,
                     codes, params, gemm, ilp64)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.devices.cpu.jit._loops_activation import activate
+from graphexec.devices.cpu.jit._loops_parts import aligned_part, part_of
 from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
 
 import numba  # isort: skip
@@ -47,17 +48,11 @@ def channel_floor(x, floor, out, i0, i1):
             of[base + u64(p)] = v if (v > f or v != v) else f
 
 
-#: Parts of a flat pass start on multiples of this many numbers (a cache line).
-_ALIGN = 16
-
-
 @parallel_loop
 def add_parts(count, a, b, out, codes, params):
     """:func:`add_into` on ``count`` threads, each a run of the numbers."""
-    blocks = (out.shape[0] + _ALIGN - 1) // _ALIGN
     for part in numba.prange(count):
-        s = min(out.shape[0], blocks * part // count * _ALIGN)
-        e = min(out.shape[0], blocks * (part + 1) // count * _ALIGN)
+        s, e = aligned_part(out.shape[0], part, count)
         if s < e:
             add_into(a[s:e], b[s:e], out[s:e], codes, params)
 
@@ -67,4 +62,4 @@ def channel_floor_parts(count, x, floor, out):
     """:func:`channel_floor` on ``count`` threads, each a band of the planes."""
     planes = x.shape[0] * x.shape[1]
     for part in numba.prange(count):
-        channel_floor(x, floor, out, planes * part // count, planes * (part + 1) // count)
+        channel_floor(x, floor, out, *part_of(0, planes, part, count))

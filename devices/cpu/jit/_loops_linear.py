@@ -9,12 +9,10 @@ import numpy as np
 
 from graphexec.devices.cpu.jit._intrinsics import sgemm_at, sgemv_t_at
 from graphexec.devices.cpu.jit._loops_activation import activate
+from graphexec.devices.cpu.jit._loops_parts import aligned_part
 from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
 
 import numba  # isort: skip
-
-#: Parts of the output features start on multiples of this many (a cache line).
-_ALIGN = 16
 
 
 @numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False)
@@ -42,10 +40,7 @@ def _features(x, weight_t, bias, out, o0, o1, added, codes, params, gemm, gemv, 
 
 @numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
 def _part(part, count, x, weight_t, bias, out, added, codes, params, gemm, gemv, ilp64):
-    n = out.shape[1]
-    blocks = (n + _ALIGN - 1) // _ALIGN
-    o0 = min(n, blocks * part // count * _ALIGN)
-    o1 = min(n, blocks * (part + 1) // count * _ALIGN)
+    o0, o1 = aligned_part(out.shape[1], part, count)
     if o0 < o1:
         _features(x, weight_t, bias, out, o0, o1, added, codes, params, gemm, gemv, ilp64)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.devices.cpu.jit._loops_activation import activate
+from graphexec.devices.cpu.jit._loops_parts import part_of
 from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
 
 import numba  # isort: skip
@@ -215,5 +216,5 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
 def pool_parts(count, x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0, b1, codes, params):
     """:func:`pool` on ``count`` threads, each a band of the planes."""
     for part in numba.prange(count):
-        pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0 + (b1 - b0) * part // count,
-             b0 + (b1 - b0) * (part + 1) // count, codes, params)
+        p0, p1 = part_of(b0, b1, part, count)
+        pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, p0, p1, codes, params)

@@ -19,6 +19,7 @@ import numpy as np
 
 from graphexec.devices.cpu.jit._intrinsics import sgemm_at
 from graphexec.devices.cpu.jit._loops_activation import activate
+from graphexec.devices.cpu.jit._loops_parts import part_of
 from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
 
 import numba  # isort: skip
@@ -191,8 +192,7 @@ def winograd_parts(count, x, v, prod, weight, bias, out, top, left, th, tw, y0, 
     row of ``v`` and ``prod``: every chunk as the whole node computes it."""
     chunks = (y1 - y0 + chunk - 1) // chunk
     for part in numba.prange(count):
-        c0 = chunks * part // count
-        c1 = chunks * (part + 1) // count
+        c0, c1 = part_of(0, chunks, part, count)
         if c0 < c1:
             winograd_rows(x, v[part], prod[part], weight, bias, out, top, left, th, tw, y0 + c0 * chunk,
                           min(y1, y0 + c1 * chunk), chunk, biased, codes, params, gemm, ilp64)

@@ -10,6 +10,8 @@ import numpy as np
 from graphexec.devices.cpu.kernel import CpuKernel
 
 FLOAT32 = np.dtype(np.float32)
+#: Parts of a flat run of float32 numbers start on multiples of this many (a cache line).
+PARTS_ALIGN = 16
 #: No activations: the chain of a kernel that has none.
 NO_CODES = np.zeros(0, np.int64)
 NO_PARAMS = np.zeros((0, 2), np.float32)

@@ -16,15 +16,12 @@ from typing import Any
 import numpy as np
 
 from graphexec.devices.base import Hints
-from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fitted
+from graphexec.devices.cpu.jit.base import FLOAT32, PARTS_ALIGN, JitKernel, fitted
 from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers._expr import Call, Input
 from graphexec.layers.expression import Expression
 from graphexec.layers.floor import ChannelFloor
 from graphexec.layers.specs import TensorSpec
-
-#: A sum runs in parts of whole cache lines (16 numbers; see ``add_parts``).
-PARTS_ALIGN = 16
 
 
 def _summands(layer: Expression) -> tuple[int, int] | None:

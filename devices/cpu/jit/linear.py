@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.devices.base import Hints
-from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fitted
+from graphexec.devices.cpu.jit.base import FLOAT32, PARTS_ALIGN, JitKernel, fitted
 from graphexec.devices.cpu.jit.cblas import sgemm
 from graphexec.devices.cpu.kernel import cpu_kernel
 from graphexec.layers.linear import Linear
@@ -62,7 +62,7 @@ class JitLinear(JitKernel):
         return self._handed(outputs, out)
 
     def _can_cross(self) -> bool:
-        return self.out_rows[1] >= 32 and self._parts()
+        return self.out_rows[1] >= 2 * PARTS_ALIGN and self._parts()
 
     def across(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> bool:
         if not self._crossing(count, outputs, self.parts_loop):

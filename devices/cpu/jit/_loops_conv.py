@@ -228,12 +228,29 @@ def im2col(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ones):
     tap (i, j) of channel c at each output position, and with ``ones`` a last row of ones
     (the bias's, in the weight matrix's last column). Each output row's stretch is one
     contiguous copy of an input row at stride 1; the padding is written as zeros, never read."""
+    _im2col_channels(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, 0, x.shape[0])
+    if ones:
+        _ones_row(cols, x.shape[0] * kh * kw, (r1 - r0) * wo)
+
+
+@numba.njit(**_INLINE)
+def _ones_row(cols, row, span):
+    """Row ``row`` of ``cols`` (rows ``span`` long), all ones: the bias's."""
+    cf = cols.reshape(-1)
+    base = u64(row * span)
+    for q in range(span):
+        cf[base + u64(q)] = np.float32(1)
+
+
+@numba.njit(**_INLINE)
+def _im2col_channels(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ch0, ch1):
+    """The rows of :func:`im2col`'s columns that channels ``ch0:ch1`` give."""
     c, h, w = x.shape
     xf = x.reshape(-1)
     cf = cols.reshape(-1)
     span = (r1 - r0) * wo
     zero = np.float32(0)
-    for ch in range(c):
+    for ch in range(ch0, ch1):
         for i in range(kh):
             for j in range(kw):
                 row = u64(((ch * kh + i) * kw + j) * span)
@@ -259,10 +276,6 @@ def im2col(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ones):
                             cf[at + u64(q)] = xf[read + u64(q * sw)]
                     for q in range(last, wo):
                         cf[into + u64(q)] = zero
-    if ones:
-        base = u64(c * kh * kw * span)
-        for q in range(span):
-            cf[base + u64(q)] = np.float32(1)
 
 
 @parallel_loop
@@ -401,3 +414,53 @@ def im2col_parts(count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw,
     for part in numba.prange(count):
         _im2col_part(part, count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, ones, added,
                      codes, params, gemm, ilp64)
+
+
+@numba.njit(**_INLINE)
+def _im2col_channels_part(part, count, b, cols, matrix, lda, bias, out, added, codes, params, gemm, ilp64):
+    """Part ``part`` of ``count`` of the output channels of image ``b`` from its columns
+    ``cols`` (of the whole output plane): their rows of the product, each part reading only
+    its rows of ``matrix``, then ``bias`` where ``added`` and the activations."""
+    cout = out.shape[1]
+    plane = out.shape[2] * out.shape[3]
+    r0, r1 = part_of(0, cout, part, count)
+    if r0 < r1:
+        first = (b * cout + r0) * plane
+        sgemm_at(gemm, ilp64, r1 - r0, plane, matrix.shape[1], np.int64(matrix.ctypes.data) + 4 * r0 * lda, lda,
+                 np.int64(cols.ctypes.data), plane, np.int64(out.ctypes.data) + 4 * first, plane)
+        if added or codes.shape[0]:
+            _finish_rows(out.reshape(-1), bias[r0:r1], first, r1 - r0, plane, plane, added, codes, params)
+
+
+@loop
+def im2col_channels_whole(count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, ones, added,
+                          codes, params, gemm, ilp64):
+    """A dense convolution image by image, each image's columns at once and its product in
+    ``count`` bands of the output channels one after another: the calls
+    :func:`im2col_channels_parts` makes, so one result however it runs."""
+    ho, wo = out.shape[2], out.shape[3]
+    for b in range(x.shape[0]):
+        im2col(x[b], cols, kh, kw, sh, sw, dh, dw, top, left, 0, ho, wo, ones)
+        for part in range(count):
+            _im2col_channels_part(part, count, b, cols, matrix, lda, bias, out, added, codes, params, gemm, ilp64)
+
+
+@parallel_loop
+def im2col_channels_parts(count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, ones, added,
+                          codes, params, gemm, ilp64):
+    """A dense convolution on ``count`` threads for a small output plane and a large weight:
+    for each image, first each part fills the columns of a band of the input channels, then
+    each computes a band of the output channels (:func:`_im2col_channels_part`), so that each
+    reads its share of the weight rather than all of it."""
+    c, ho, wo = x.shape[1], out.shape[2], out.shape[3]
+    for b in range(x.shape[0]):
+        for step in range(2):  # two parallel loops, one after the other: the product reads every column
+            for part in numba.prange(count):
+                if step == 0:
+                    ch0, ch1 = part_of(0, c, part, count)
+                    _im2col_channels(x[b], cols, kh, kw, sh, sw, dh, dw, top, left, 0, ho, wo, ch0, ch1)
+                    if ones and part == count - 1:
+                        _ones_row(cols, c * kh * kw, ho * wo)
+                else:
+                    _im2col_channels_part(part, count, b, cols, matrix, lda, bias, out, added, codes, params, gemm,
+                                          ilp64)

@@ -28,10 +28,10 @@ u64 = np.uint64
 
 
 @loop
-def winograd_input(x, v, top, left, th, tw, y0, y1):
-    """B^T d B of the tiles of tile rows ``y0:y1`` (of ``th``) of every image of ``x`` (N,
-    C, H, W), zero-padded by ``top`` and ``left``, into ``v`` (16, C, N * (y1 - y0) * tw):
-    tile (b, ty, tx) in column ``(b * (y1 - y0) + ty - y0) * tw + tx``.
+def winograd_input(x, v, top, left, th, tw, y0, y1, ch0, ch1):
+    """B^T d B of the tiles of tile rows ``y0:y1`` (of ``th``) of channels ``ch0:ch1`` of
+    every image of ``x`` (N, C, H, W), zero-padded by ``top`` and ``left``, into ``v`` (16,
+    C, N * (y1 - y0) * tw): tile (b, ty, tx) in column ``(b * (y1 - y0) + ty - y0) * tw + tx``.
 
     B^T along the columns is a function of one input row: each row's four combinations are
     made once, into one of four slots (by the row's number mod 4), and two tile rows that
@@ -49,7 +49,7 @@ def winograd_input(x, v, top, left, th, tw, y0, y1):
     zero = np.float32(0)
     first = min(span, max(0, left))         # padded columns that hold input columns
     last = max(first, min(span, w + left))
-    for ch in range(c):
+    for ch in range(ch0, ch1):
         for b in range(n):
             plane = u64((b * c + ch) * h * w)
             for ty in range(y0, y1):
@@ -103,11 +103,12 @@ def winograd_input(x, v, top, left, th, tw, y0, y1):
 
 
 @loop
-def winograd_output(prod, bias, out, th, tw, y0, y1, biased, codes, params):
+def winograd_output(prod, bias, out, th, tw, y0, y1, co0, co1, biased, codes, params):
     """A^T m A of the products ``prod`` (16, Cout, N * (y1 - y0) * tw) of tile rows
     ``y0:y1`` (laid out as :func:`winograd_input` lays out its tiles), plus ``bias`` where
-    ``biased``, into the output rows ``2 * y0`` to ``2 * y1`` (or the last) of ``out`` (N,
-    Cout, Ho, Wo); then the activations ``codes`` on each channel's rows."""
+    ``biased``, into the output rows ``2 * y0`` to ``2 * y1`` (or the last) of channels
+    ``co0:co1`` of ``out`` (N, Cout, Ho, Wo); then the activations ``codes`` on each
+    channel's rows."""
     n, cout, ho, wo = out.shape
     rows = y1 - y0
     t = n * rows * tw
@@ -115,7 +116,7 @@ def winograd_output(prod, bias, out, th, tw, y0, y1, biased, codes, params):
     of = out.reshape(-1)
     sums = np.empty(8 * tw, np.float32)  # A^T along the rows: (output row r, k, tx)
     pairs = wo // 2                      # tiles whose two output columns are both inside
-    for co in range(cout):
+    for co in range(co0, co1):
         add = bias[co] if biased else np.float32(0)
         for b in range(n):
             for ty in range(y0, y1):
@@ -178,11 +179,11 @@ def winograd_rows(x, v, prod, weight, bias, out, top, left, th, tw, y0, y1, chun
     for a0 in range(y0, y1, chunk):
         a1 = min(y1, a0 + chunk)
         t = n * (a1 - a0) * tw
-        winograd_input(x, v, top, left, th, tw, a0, a1)
+        winograd_input(x, v, top, left, th, tw, a0, a1, 0, c)
         for q in range(16):
             sgemm_at(gemm, ilp64, cout, t, c, w_at + 4 * q * cout * c, c, v_at + 4 * q * c * t, t,
                      p_at + 4 * q * cout * t, t)
-        winograd_output(prod, bias, out, th, tw, a0, a1, biased, codes, params)
+        winograd_output(prod, bias, out, th, tw, a0, a1, 0, cout, biased, codes, params)
 
 
 @parallel_loop
@@ -196,3 +197,49 @@ def winograd_parts(count, x, v, prod, weight, bias, out, top, left, th, tw, y0, 
         if c0 < c1:
             winograd_rows(x, v[part], prod[part], weight, bias, out, top, left, th, tw, y0 + c0 * chunk,
                           min(y1, y0 + c1 * chunk), chunk, biased, codes, params, gemm, ilp64)
+
+
+@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
+def _winograd_channels_part(part, count, v, prod, weight, bias, out, th, tw, biased, codes, params, gemm, ilp64):
+    """Part ``part`` of ``count`` of the output channels, over every tile: its rows of the
+    16 products (each part reads only its rows of ``weight``) and their output transform."""
+    n, c = out.shape[0], weight.shape[2]
+    cout = weight.shape[1]
+    t = n * th * tw
+    r0, r1 = part_of(0, cout, part, count)
+    if r0 < r1:
+        w_at = np.int64(weight.ctypes.data)
+        v_at = np.int64(v.ctypes.data)
+        p_at = np.int64(prod.ctypes.data)
+        for q in range(16):
+            sgemm_at(gemm, ilp64, r1 - r0, t, c, w_at + 4 * (q * cout + r0) * c, c, v_at + 4 * q * c * t, t,
+                     p_at + 4 * (q * cout + r0) * t, t)
+        winograd_output(prod, bias, out, th, tw, 0, th, r0, r1, biased, codes, params)
+
+
+@loop
+def winograd_channels_whole(count, x, v, prod, weight, bias, out, top, left, th, tw, biased, codes, params, gemm,
+                            ilp64):
+    """Every tile at once, its products in ``count`` bands of the output channels one after
+    another: the calls :func:`winograd_channels_parts` makes, so one result however it runs."""
+    winograd_input(x, v, top, left, th, tw, 0, th, 0, x.shape[1])
+    for part in range(count):
+        _winograd_channels_part(part, count, v, prod, weight, bias, out, th, tw, biased, codes, params, gemm, ilp64)
+
+
+@parallel_loop
+def winograd_channels_parts(count, x, v, prod, weight, bias, out, top, left, th, tw, biased, codes, params, gemm,
+                            ilp64):
+    """Winograd on ``count`` threads for few tiles and a large weight: first each part
+    transforms a band of the input channels, then each computes a band of the output
+    channels (:func:`_winograd_channels_part`), so that each reads its share of the weight
+    rather than all of it."""
+    c = x.shape[1]
+    for step in range(2):  # two parallel loops, one after the other: the products read every transformed tile
+        for part in numba.prange(count):
+            if step == 0:
+                ch0, ch1 = part_of(0, c, part, count)
+                winograd_input(x, v, top, left, th, tw, 0, th, ch0, ch1)
+            else:
+                _winograd_channels_part(part, count, v, prod, weight, bias, out, th, tw, biased, codes, params, gemm,
+                                        ilp64)

@@ -69,6 +69,23 @@ def worth_winograd(shape: tuple[int, ...], out_shape: tuple[int, ...], blas_thre
     return c * cout > JIT_WINOGRAD_MIN_REDUCED_CHANNELS * (c + cout)
 
 
+#: A convolution in compiled parts whose products have fewer columns than this many times
+#: their rows (its output channels) is cut by output channels (:func:`by_channels`) ...
+CHANNELS_MAX_COLUMNS_PER_ROW = 2
+#: ... and a 1x1 convolution, whose columns are its input itself (no copy), with fewer than
+#: this many.
+POINTWISE_CHANNELS_MAX_COLUMNS_PER_ROW = 16
+
+
+def by_channels(columns: int, cout: int, per_row: int = CHANNELS_MAX_COLUMNS_PER_ROW) -> bool:
+    """Whether a convolution in compiled parts whose products are ``cout`` rows (output
+    channels) by ``columns`` (output positions, or Winograd's tiles) is cut into bands of
+    its output channels rather than of its columns: with few columns the weight is about
+    as large as the columns or larger, and parts by columns would each read all of it
+    (docs/design/convolutions.md, "Parts by output channels")."""
+    return columns < per_row * cout
+
+
 class _Weights:
     """A depthwise layer's weight as its loops read it: (Cout, kh, kw) and, with one output
     channel per input one, (kh, kw, C); the bias (zeros where there is none)."""
@@ -175,7 +192,8 @@ class JitWinogradConv(BandKernel):
     :mod:`graphexec.devices.cpu.jit._loops_winograd`): where the numpy kernel takes
     Winograd too, the same bits. Compiled, the transforms cost less, so it runs on more
     convolutions than the numpy kernel's Winograd does (:func:`worth_winograd`). It runs
-    in chunks of tile rows, and is shared out in bands of them."""
+    in chunks of tile rows, and is shared out in bands of them; or, in compiled parts with
+    few tiles (:func:`by_channels`), every tile at once in bands of the output channels."""
 
     name = "jit winograd"
     band_axis = 2  # rows of the output, two to a tile row
@@ -209,6 +227,9 @@ class JitWinogradConv(BandKernel):
         share = hints.pieces if hints.pieces > 1 else 2 if chunks > 1 else 1
         chunks = min(self.tiles[0], -(-chunks // share) * share)  # pieces of equal work
         self.chunk = -(-self.tiles[0] // chunks)
+        #: Whether it runs every tile at once by bands of its output channels, in parts and whole.
+        self.by_channels = (hints.parts and hints.pieces > 1
+                            and by_channels(self.shape[0] * self.tiles[0] * self.tiles[1], self.out_shape[1]))
         self.weight = self.conv._winograd(2)  # (16, Cout, C), shared with the numpy kernel
         bias = self.conv.bias
         self.biased = bias is not None
@@ -221,12 +242,18 @@ class JitWinogradConv(BandKernel):
         v = np.zeros((1, 1, 1), np.float32)
         gemm = sgemm()
         if gemm is None:  # transforms compiled, products through numpy
-            self.input_loop = self.loop("winograd", "winograd_input", x, v, 0, 0, 0, 0, 0, 0)
-            self.output_loop = self.loop("winograd", "winograd_output", v, self.bias, x, 0, 0, 0, 0, False,
+            self.input_loop = self.loop("winograd", "winograd_input", x, v, 0, 0, 0, 0, 0, 0, 0, 0)
+            self.output_loop = self.loop("winograd", "winograd_output", v, self.bias, x, 0, 0, 0, 0, 0, 0, False,
                                          self.codes, self.params)
             return
         self.gemm = (gemm.address, gemm.ilp64)
         flat, rows = np.zeros(1, np.float32), np.zeros((1, 1), np.float32)
+        if self.by_channels:
+            tail = (x, flat, flat, self.weight, self.bias, x, *(0,) * 4, False, self.codes, self.params, *self.gemm)
+            self.channels_loop = self.loop("winograd", "winograd_channels_whole", 0, *tail)
+            if self._parts():
+                self.parts_loop = self.loop("winograd", "winograd_channels_parts", 0, *tail)
+            return
         self.rows_loop = self.loop("winograd", "winograd_rows", x, flat, flat, self.weight, self.bias, x,
                                    *(0,) * 7, False, self.codes, self.params, *self.gemm)
         if self._parts():
@@ -237,6 +264,8 @@ class JitWinogradConv(BandKernel):
     #: (None without numpy's OpenBLAS: then a chunk is three calls, see :meth:`_chunk`).
     rows_loop: Any = None
     parts_loop: Any = None
+    #: The loop of the whole node by bands of its output channels (see :attr:`by_channels`).
+    channels_loop: Any = None
     gemm: tuple[int, bool] = (0, False)
 
     def _scratch(self, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -247,8 +276,22 @@ class JitWinogradConv(BandKernel):
         return (scratch.take("jit winograd tiles", (count, 16 * c * t), FLOAT32),
                 scratch.take("jit winograd products", (count, 16 * self.weight.shape[1] * t), FLOAT32))
 
+    def _every_tile(self) -> tuple[np.ndarray, np.ndarray]:
+        """Room for every tile's transform and products at once (by channels)."""
+        n, c = self.shape[:2]
+        t = n * self.tiles[0] * self.tiles[1]
+        scratch = self.device.scratch
+        return (scratch.take("jit winograd tiles", (16 * c * t,), FLOAT32),
+                scratch.take("jit winograd products", (16 * self.weight.shape[1] * t,), FLOAT32))
+
     def band(self, x: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
-        """Output rows ``r0:r1``, as the tile rows that hold them."""
+        """Output rows ``r0:r1``, as the tile rows that hold them; by channels (never cut
+        into pieces) the whole node as its parts, one after another: one result however it
+        runs."""
+        if self.channels_loop is not None:
+            self.channels_loop(self._bands(), x, *self._every_tile(), self.weight, self.bias, out, self.top,
+                               self.left, *self.tiles, self.biased, self.codes, self.params, *self.gemm)
+            return
         self.rows(x, out, r0 // 2, -(-r1 // 2))
 
     def rows(self, x: np.ndarray, out: np.ndarray, y0: int, y1: int) -> None:
@@ -262,9 +305,14 @@ class JitWinogradConv(BandKernel):
             self._chunk(x, out, a0, min(y1, a0 + self.chunk))
 
     def _can_cross(self) -> bool:
-        return -(-self.tiles[0] // self.chunk) >= 2 and sgemm() is not None and self._parts()
+        bands = self.weight.shape[1] if self.by_channels else -(-self.tiles[0] // self.chunk)
+        return bands >= 2 and sgemm() is not None and self._parts()
 
     def parts(self, x: np.ndarray, out: np.ndarray, count: int) -> None:
+        if self.by_channels:
+            self.parts_loop(count, x, *self._every_tile(), self.weight, self.bias, out, self.top, self.left,
+                            *self.tiles, self.biased, self.codes, self.params, *self.gemm)
+            return
         v, products = self._scratch(count)
         self.parts_loop(count, x, v, products, self.weight, self.bias, out, self.top, self.left, *self.tiles, 0,
                         self.tiles[0], self.chunk, self.biased, self.codes, self.params, *self.gemm)
@@ -276,13 +324,13 @@ class JitWinogradConv(BandKernel):
         t = n * (y1 - y0) * tw
         scratch = self.device.scratch
         v = scratch.take("jit winograd tiles", (16, c, t), FLOAT32)
-        self.input_loop(x, v, self.top, self.left, th, tw, y0, y1)
+        self.input_loop(x, v, self.top, self.left, th, tw, y0, y1, 0, c)
         products = scratch.take("jit winograd products", (16, cout, t), FLOAT32)
         np.matmul(self.weight, v, out=products)
-        self.output_loop(products, self.bias, out, th, tw, y0, y1, self.biased, self.codes, self.params)
+        self.output_loop(products, self.bias, out, th, tw, y0, y1, 0, cout, self.biased, self.codes, self.params)
 
     def splits(self) -> bool:
-        return (len(self.input_specs[0].shape) == 4 and -(-self.tiles[0] // self.chunk) >= 2
+        return (len(self.input_specs[0].shape) == 4 and -(-self.tiles[0] // self.chunk) >= 2 and not self.by_channels
                 and self.conv.splits(self.shape, FLOAT32))
 
     def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
@@ -342,6 +390,9 @@ class JitIm2colConv(BandKernel):
                      else np.zeros(cout, FLOAT32))
         self.depth = c * kh * kw + (1 if self.fold else 0)
         self.gemm = sgemm()
+        #: Whether it runs each image's product in bands of its output channels, in parts
+        #: and whole (else in bands of output rows).
+        self.by_channels = hints.parts and hints.pieces > 1 and by_channels(ho * wo, cout)
         self.run_loop: Any = None
         self.rows_loop: Any = None
         self.whole_loop: Any = None
@@ -361,9 +412,10 @@ class JitIm2colConv(BandKernel):
         common = (self.matrix, 0, self.bias, x4, *self.geometry)
         tail = (False, False, self.codes, self.params, self.gemm.address, self.gemm.ilp64)
         self.rows_loop = self.loop("conv", "im2col_rows", x4, flat, *common, 0, 0, *tail)
-        self.whole_loop = self.loop("conv", "im2col_whole", 0, x4, rows, *common, *tail)
+        way, cols = ("im2col_channels", flat) if self.by_channels else ("im2col", rows)
+        self.whole_loop = self.loop("conv", f"{way}_whole", 0, x4, cols, *common, *tail)
         if self._parts():
-            self.parts_loop = self.loop("conv", "im2col_parts", 0, x4, rows, *common, *tail)
+            self.parts_loop = self.loop("conv", f"{way}_parts", 0, x4, cols, *common, *tail)
 
     def _lda(self) -> int:
         return self.matrix.strides[0] // FLOAT32.itemsize
@@ -373,7 +425,7 @@ class JitIm2colConv(BandKernel):
         runs in, one after another, so that it gives one result however it runs."""
         _, cout, ho, wo = self.out_shape
         if self.rows_loop is not None and (r0, r1) == (0, ho):
-            count = min(self._bands(), ho)
+            count = min(self._bands(), cout if self.by_channels else ho)
             self.whole_loop(count, x, self._cols(count), self.matrix, self._lda(), self.bias, out, *self.geometry,
                             self.fold, self.column is not None, self.codes, self.params, self.gemm.address,
                             self.gemm.ilp64)
@@ -392,11 +444,16 @@ class JitIm2colConv(BandKernel):
                 np.add(band, self.column, out=band)
 
     def _can_cross(self) -> bool:
+        if self.by_channels:
+            return self.gemm is not None and self.out_shape[1] >= 2 and self._parts()
         return self.gemm is not None and super()._can_cross()
 
     def _cols(self, count: int) -> np.ndarray:
-        """Room for the columns of ``count`` bands of output rows at once."""
+        """Room for the columns of ``count`` bands of output rows at once (by channels:
+        of an image's whole output plane)."""
         _, _, ho, wo = self.out_shape
+        if self.by_channels:
+            return self.device.scratch.take("jit cols", (self.depth * ho * wo,), FLOAT32)
         return self.device.scratch.take("jit cols", (count, self.depth * -(-ho // count) * wo), FLOAT32)
 
     def parts(self, x: np.ndarray, out: np.ndarray, count: int) -> None:
@@ -406,7 +463,7 @@ class JitIm2colConv(BandKernel):
 
     def splits(self) -> bool:
         x = self.input_specs[0]
-        return len(x.shape) == 4 and self.conv.splits(self.shape, x.dtype)
+        return len(x.shape) == 4 and not self.by_channels and self.conv.splits(self.shape, x.dtype)
 
     def pieces(self, inputs: list[Any], outputs: list[np.ndarray], count: int) -> list[Piece] | None:
         if count < 2 or not self.splits() or not fits(outputs[0]):
@@ -423,8 +480,8 @@ class JitPointwiseConv(BandKernel):
     numpy's OpenBLAS called from a compiled loop, the bias and the activations fused after
     it on each channel's run while it is in cache. Taken only where that BLAS is found
     (:mod:`graphexec.devices.cpu.jit.cblas`); on several threads, in bands of the output
-    channels where the weight is the larger operand (each part then reads its share of
-    it), else of the positions."""
+    channels unless the positions far outnumber them (:func:`by_channels`), else of the
+    positions."""
 
     name = "jit 1x1"
     band_axis = 1  # output channels
@@ -446,7 +503,7 @@ class JitPointwiseConv(BandKernel):
         self.lda = self.weight.strides[0] // FLOAT32.itemsize
         self.added = conv.bias is not None
         self.bias = np.ascontiguousarray(conv.bias, FLOAT32) if self.added else np.zeros(cout, FLOAT32)
-        self.by_rows = cout > h * w
+        self.by_rows = by_channels(h * w, cout, POINTWISE_CHANNELS_MAX_COLUMNS_PER_ROW)
         self.gemm: Any = sgemm()
         self.run_loop: Any = None
         self.parts_loop: Any = None

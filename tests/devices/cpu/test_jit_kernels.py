@@ -161,24 +161,26 @@ def test_a_blas_convolution_with_fused_activations_applies_them_in_its_compiled_
     assert_near(run_whole_and_in_pieces(k, [x], 2), want, 1e-6 * max(1.0, before))
 
 
-POINTWISE = [  # cin, cout, bias, input shape, spatial dims
-    (64, 256, True, (1, 64, 56, 56), 2),     # wider than the input: parts by positions
-    (512, 1000, True, (1, 512, 13, 13), 2),  # more channels than positions: parts by channels
-    (256, 64, False, (2, 256, 9, 7), 2),     # a batch, no bias
-    (24, 40, True, (24, 1, 1), 2),           # unbatched, one position
-    (32, 48, True, (1, 32, 5), 1),           # 1-D
+POINTWISE = [  # cin, cout, bias, input shape, spatial dims, parts by output channels
+    (64, 256, True, (1, 64, 56, 56), 2, True),     # positions not 16 times the channels
+    (16, 24, True, (1, 16, 40, 40), 2, False),     # many positions: parts by positions
+    (512, 1000, True, (1, 512, 13, 13), 2, True),  # more channels than positions
+    (256, 64, False, (2, 256, 9, 7), 2, True),     # a batch, no bias
+    (24, 40, True, (24, 1, 1), 2, True),           # unbatched, one position
+    (32, 48, True, (1, 32, 5), 1, True),           # 1-D
 ]
 
 
-@pytest.mark.parametrize("cin, cout, bias, shape, spatial", POINTWISE)
-def test_a_1x1_convolution_in_its_compiled_call_matches_the_layer_whole_and_in_parts(cin, cout, bias, shape, spatial):
+@pytest.mark.parametrize("cin, cout, bias, shape, spatial, by_rows", POINTWISE)
+def test_a_1x1_convolution_in_its_compiled_call_matches_the_layer_whole_and_in_parts(cin, cout, bias, shape, spatial,
+                                                                                     by_rows):
     if sgemm() is None:
         pytest.skip("numpy's BLAS is not OpenBLAS here")
     rng = np.random.default_rng(cin + cout)
     layer, _, _ = conv_layer(rng, cin, cout, (1,) * spatial, bias=bias, spatial=spatial)
     x = rng.standard_normal(shape).astype(np.float32)
     k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
-    assert isinstance(k, JitPointwiseConv)
+    assert isinstance(k, JitPointwiseConv) and k.by_rows == by_rows
     assert_near(run_whole_and_in_pieces(k, [x], 2), layer.forward([x])[0], 2e-6)
 
 
@@ -395,6 +397,9 @@ IM2COL = [  # cin, cout, kernel, stride, padding, dilation, input shape
     (4, 24, (3, 3), (1, 1), (2, 2), (2, 2), (1, 4, 15, 15)),      # widening: the bias in the product
     (8, 8, (1, 1), (2, 2), (0, 0), (1, 1), (1, 8, 9, 11)),
     (16, 32, (3, 3), (1, 1), (1, 1), (1, 1), (1, 16, 112, 112)),  # large: in pieces
+    (64, 96, (3, 3), (2, 2), (1, 1), (1, 1), (1, 64, 14, 14)),    # few positions: parts by output channels
+    (16, 64, (3, 3), (2, 2), (1, 1), (1, 1), (2, 16, 9, 9)),      # the same, the bias in the product, a batch
+    (32, 64, (1, 1), (2, 2), (0, 0), (1, 1), (1, 32, 14, 14)),
 ]
 
 
@@ -409,6 +414,8 @@ def test_im2col_gives_the_numpy_kernels_bits_whole_and_in_pieces(cin, cout, kern
     k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
     if not isinstance(k, JitIm2colConv):
         pytest.skip(f"the numpy kernel takes another path here: {k.name}")
+    cout, ho, wo = k.out_shape[1:]
+    assert k.by_channels == (ho * wo < 2 * cout)
     want = kernel_for(layer, [x], device=NUMPY).run([x])[0]
     np.testing.assert_array_equal(kernel_for(layer, [x], device=JIT).run([x])[0], want)
     got = run_whole_and_in_pieces(k, [x], 2)
@@ -430,7 +437,9 @@ WINOGRAD = [  # cin, cout, padding, bias, input shape
     (64, 64, (1, 1), True, (1, 64, 28, 28)),
     (64, 96, (1, 1), True, (1, 64, 56, 56)),     # large: in bands of tile rows
     (48, 64, (1, 1), False, (2, 48, 17, 13)),    # a batch, odd sizes, no bias
-    (160, 320, (1, 1), True, (1, 160, 7, 7)),    # few tiles
+    (160, 320, (1, 1), True, (1, 160, 7, 7)),    # few tiles: parts by output channels
+    (256, 256, (1, 1), False, (1, 256, 14, 14)),
+    (96, 64, (1, 1), True, (2, 96, 9, 9)),       # a batch of few tiles
     (128, 128, (1, 1), True, (2, 128, 30, 30)),  # a batch in pieces
     (64, 64, (0, 0), True, (1, 64, 11, 13)),     # no padding
     (64, 64, (1, 1), True, (64, 28, 28)),        # unbatched
@@ -448,8 +457,10 @@ def test_winograd_gives_the_numpy_kernels_bits_whole_and_in_pieces(cin, cout, pa
     assert numpy_kernel.name == "winograd"
     k = kernel_for(layer, [x], Hints(parts=True, pieces=2), device=JIT)
     assert isinstance(k, JitWinogradConv)
+    images = shape[0] if len(shape) == 4 else 1
+    assert k.by_channels == (images * k.tiles[0] * k.tiles[1] < 2 * cout)  # few tiles: by output channels
     got = run_whole_and_in_pieces(k, [x], 2)
-    if k.chunk >= k.tiles[0]:  # one product, as the numpy kernel's: its very bits
+    if k.chunk >= k.tiles[0] and not k.by_channels:  # one product, as the numpy kernel's: its very bits
         np.testing.assert_array_equal(got, numpy_kernel.run([x])[0])
     assert_near(got, layer.forward([x])[0], 2e-6)
 

@@ -35,6 +35,12 @@ SAMPLE_SECONDS = 0.1
 SPARE_CORE = 0.3
 #: A busy-time reading older than this is not taken as the load of now.
 STALE_SECONDS = 1.0
+#: The threads runnable now are read up to this many times, this far apart, while they
+#: include other processes' threads, and the fewest count: a thread is runnable for some
+#: microseconds as a call arrives (the process that sent it, on its way to wait for the
+#: answer), and that is not load (docs/design/threads.md, "Compiled parts").
+NOW_READINGS = 3
+NOW_GAP_SECONDS = 50e-6
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -108,14 +114,22 @@ class Occupancy:
     def _now(self) -> float:
         """Threads runnable on the machine at this moment, less this process's own
         (``/proc/loadavg``'s fourth field, less the threads of ``/proc/self/task`` running
-        now: the caller, and numba's threads still spinning after a run's compiled parts);
-        the load average where that file is not."""
-        try:
-            with open(self.loadavg_path, "rb") as f:
-                runnable = int(f.read().split()[3].split(b"/")[0])
-        except (OSError, ValueError, IndexError):
-            return _load_average()
-        return float(max(0, runnable - self._own_runnable()))
+        now: the caller, and numba's threads still spinning after a run's compiled parts),
+        the fewest of up to :data:`NOW_READINGS` readings; the load average where that file
+        is not."""
+        fewest = math.inf
+        for reading in range(NOW_READINGS):
+            if reading:
+                time.sleep(NOW_GAP_SECONDS)
+            try:
+                with open(self.loadavg_path, "rb") as f:
+                    runnable = int(f.read().split()[3].split(b"/")[0])
+            except (OSError, ValueError, IndexError):
+                return _load_average()
+            fewest = min(fewest, max(0, runnable - self._own_runnable()))
+            if not fewest:
+                break
+        return float(fewest)
 
     def _own_runnable(self) -> int:
         """This process's threads running or runnable now, the caller among them (1 where

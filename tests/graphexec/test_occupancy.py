@@ -190,3 +190,22 @@ def test_the_threads_runnable_now_leave_out_this_processs_own(tmp_path, two_cpus
         (tmp_path / "task" / str(tid)).mkdir(parents=True)
         (tmp_path / "task" / str(tid) / "stat").write_text(f"{tid} (python (x)) {state} 1 2 3\n")
     assert watch.foreign_cores() == 2.0
+
+
+@pytest.mark.other_processes
+def test_a_thread_runnable_for_an_instant_is_no_load_but_one_that_stays_is(tmp_path, two_cpus, monkeypatch):
+    """As a call arrives, the process that sent it may still be runnable: read again a
+    moment later, it is gone. A neighbour still runnable at every reading counts."""
+    clock, _ = two_cpus
+    watch = watching(tmp_path)
+    stat(tmp_path, [100, 100], [900, 900])
+    (tmp_path / "task" / "101").mkdir(parents=True)
+    (tmp_path / "task" / "101" / "stat").write_text("101 (python) R 1 2 3\n")  # the caller
+    readings = []
+    monkeypatch.setattr(occupancy_module.time, "sleep", lambda seconds: readings.append(seconds))
+    runnable(tmp_path, 2)
+    assert watch.foreign_cores() == 1.0 and len(readings) == 2  # runnable at every reading
+    monkeypatch.setattr(occupancy_module.time, "sleep", lambda seconds: runnable(tmp_path, 1))
+    clock.now += STALE_SECONDS * 3
+    runnable(tmp_path, 2)
+    assert watch.foreign_cores() == 0.0 and watch.room_for(2, 2)  # gone at the second reading

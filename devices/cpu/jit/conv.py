@@ -480,8 +480,8 @@ class JitPointwiseConv(BandKernel):
     numpy's OpenBLAS called from a compiled loop, the bias and the activations fused after
     it on each channel's run while it is in cache. Taken only where that BLAS is found
     (:mod:`graphexec.devices.cpu.jit.cblas`); on several threads, in bands of the output
-    channels unless the positions far outnumber them (:func:`by_channels`), else of the
-    positions."""
+    channels, or of the positions where they far outnumber the channels
+    (:func:`by_channels`)."""
 
     name = "jit 1x1"
     band_axis = 1  # output channels

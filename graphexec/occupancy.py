@@ -36,9 +36,10 @@ SPARE_CORE = 0.3
 #: A busy-time reading older than this is not taken as the load of now.
 STALE_SECONDS = 1.0
 #: The threads runnable now are read up to this many times, this far apart, while they
-#: include other processes' threads, and the fewest count: a thread is runnable for some
+#: include other processes' threads, and the fewest count: a thread runnable for some
 #: microseconds as a call arrives (the process that sent it, on its way to wait for the
-#: answer), and that is not load (docs/design/threads.md, "Compiled parts").
+#: answer, or one of this process's own between two states) is not load
+#: (docs/design/threads.md, "Compiled parts").
 NOW_READINGS = 3
 NOW_GAP_SECONDS = 50e-6
 

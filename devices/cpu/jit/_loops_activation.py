@@ -19,7 +19,7 @@ import numpy as np
 
 from graphexec.devices.cpu.jit._intrinsics import fma, pow2i
 from graphexec.devices.cpu.jit._loops_parts import part_of
-from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
+from graphexec.devices.cpu.jit.compiler import inline, loop, parallel_loop
 from graphexec.layers.activation import _ERF_LARGE, _ERF_SMALL
 
 import numba  # isort: skip
@@ -42,10 +42,8 @@ _RSQRT2 = f32(0.7071067811865476)
 _S = tuple(f32(c) for c in _ERF_SMALL)
 _L = tuple(f32(c) for c in _ERF_LARGE)
 
-_INLINE = dict(nogil=True, fastmath=False, error_model="numpy", inline="always")
 
-
-@numba.njit(**_INLINE)
+@inline
 def exp_of(v):
     """exp(v) of a float32: NaN stays NaN, large arguments give inf."""
     c = v if v < _EXP_HI else _EXP_HI
@@ -62,7 +60,7 @@ def exp_of(v):
     return y if v == v else v
 
 
-@numba.njit(**_INLINE)
+@inline
 def _horner_small(u):
     acc = fma(_S[7], u, _S[6])
     acc = fma(acc, u, _S[5])
@@ -73,7 +71,7 @@ def _horner_small(u):
     return fma(acc, u, _S[0])
 
 
-@numba.njit(**_INLINE)
+@inline
 def _horner_large(u):
     acc = fma(_L[10], u, _L[9])
     acc = fma(acc, u, _L[8])
@@ -87,7 +85,7 @@ def _horner_large(u):
     return fma(acc, u, _L[0])
 
 
-@numba.njit(**_INLINE)
+@inline
 def gelu_of(v):
     """v * Phi(v), erf as :func:`graphexec.layers.activation.erf` computes it."""
     s = v * _RSQRT2

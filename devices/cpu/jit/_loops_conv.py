@@ -35,7 +35,7 @@ import numpy as np
 from graphexec.devices.cpu.jit._intrinsics import sgemm_at
 from graphexec.devices.cpu.jit._loops_activation import activate
 from graphexec.devices.cpu.jit._loops_parts import aligned_part, part_of
-from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
+from graphexec.devices.cpu.jit.compiler import inline, loop, parallel_loop
 
 import numba  # isort: skip
 
@@ -47,16 +47,13 @@ u64 = np.uint64
 CHUNK = 2048
 
 
-_INLINE = dict(nogil=True, fastmath=False, error_model="numpy", inline="always")
-
-
-@numba.njit(**_INLINE)
+@inline
 def _tap_offset(ky, kx, dh, dw, sh, sw, phase, wq):
     """Where tap (ky, kx) starts reading the stride phases' wide grids."""
     return u64(((ky * dh) % sh * sw + (kx * dw) % sw) * phase + (ky * dh) // sh * wq + (kx * dw) // sw)
 
 
-@numba.njit(**_INLINE)
+@inline
 def _fill_grid(xf, source, h, w, grid, base, sh, sw, top, left, hq, wq):
     """The plane of ``xf`` at ``source`` (H x W), split into its stride phases, into
     ``grid`` from ``base``: ``sh * sw`` wide grids of ``hq`` x ``wq``. Only the cells that
@@ -85,7 +82,7 @@ def _fill_grid(xf, source, h, w, grid, base, sh, sw, top, left, hq, wq):
                         grid[into + u64(q)] = xf[line + u64(q * sw)]
 
 
-@numba.njit(**_INLINE)
+@inline
 def _tap_offsets(kh, kw, dh, dw, sh, sw, hq, wq):
     """Where each tap (in the order ``ky``, ``kx``) starts reading the stride phases' wide
     grids: the same for every plane, so worked out once a call (its divisions cost more
@@ -97,7 +94,7 @@ def _tap_offsets(kh, kw, dh, dw, sh, sw, hq, wq):
     return offsets
 
 
-@numba.njit(**_INLINE)
+@inline
 def _add_taps(acc, at, m, grid, base, wf, taps, offsets, kh, kw):
     """``acc[at:at + m] +=`` each tap of the kernel at ``wf[taps:]`` (kh x kw) times the
     wide grids from ``base`` (see :func:`_fill_grid`) at its offset (:func:`_tap_offsets`),
@@ -131,7 +128,7 @@ def _add_taps(acc, at, m, grid, base, wf, taps, offsets, kh, kw):
             kx += count
 
 
-@numba.njit(**_INLINE)
+@inline
 def _store(acc, wq, of, target, ho, wo):
     """The accumulated plane (rows ``wq`` apart) into ``of`` from ``target``, its pad
     columns cut off."""
@@ -233,7 +230,7 @@ def im2col(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ones):
         _ones_row(cols, x.shape[0] * kh * kw, (r1 - r0) * wo)
 
 
-@numba.njit(**_INLINE)
+@inline
 def _ones_row(cols, row, span):
     """Row ``row`` of ``cols`` (rows ``span`` long), all ones: the bias's."""
     cf = cols.reshape(-1)
@@ -242,7 +239,7 @@ def _ones_row(cols, row, span):
         cf[base + u64(q)] = np.float32(1)
 
 
-@numba.njit(**_INLINE)
+@inline
 def _im2col_channels(x, cols, kh, kw, sh, sw, dh, dw, top, left, r0, r1, wo, ch0, ch1):
     """The rows of :func:`im2col`'s columns that channels ``ch0:ch1`` give."""
     c, h, w = x.shape
@@ -294,7 +291,7 @@ def depthwise_last_parts(count, x, taps, bias, out, sh, sw, dh, dw, top, left, c
         depthwise_last(x, taps, bias, out, sh, sw, dh, dw, top, left, p0, p1, codes, params)
 
 
-@numba.njit(**_INLINE)
+@inline
 def _finish_rows(of, bias, start, rows, stride, length, added, codes, params):
     """``rows`` runs of ``length`` outputs, ``stride`` apart from ``start`` in ``of``: each
     plus its channel's bias where ``added``, then the activations."""
@@ -328,7 +325,7 @@ def pointwise(x, weight, lda, bias, out, r0, r1, p0, p1, added, codes, params, g
             _finish_rows(of, bias[r0:r1], first, r1 - r0, positions, p1 - p0, added, codes, params)
 
 
-@numba.njit(**_INLINE)
+@inline
 def _pointwise_part(part, count, by_rows, x, weight, lda, bias, out, added, codes, params, gemm, ilp64):
     """Part ``part`` of ``count`` of a 1x1 convolution: a band of the output channels
     (``by_rows``), or of the positions in whole cache lines."""
@@ -385,7 +382,7 @@ def im2col_rows(x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, le
             _finish_rows(of, bias, first, cout, plane, span, added, codes, params)
 
 
-@numba.njit(**_INLINE)
+@inline
 def _im2col_part(part, count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw, top, left, ones, added, codes,
                  params, gemm, ilp64):
     """Part ``part`` of ``count`` of a dense convolution: a band of the output rows, its
@@ -416,7 +413,7 @@ def im2col_parts(count, x, cols, matrix, lda, bias, out, kh, kw, sh, sw, dh, dw,
                      codes, params, gemm, ilp64)
 
 
-@numba.njit(**_INLINE)
+@inline
 def _im2col_channels_part(part, count, b, cols, matrix, lda, bias, out, added, codes, params, gemm, ilp64):
     """Part ``part`` of ``count`` of the output channels of image ``b`` from its columns
     ``cols`` (of the whole output plane): their rows of the product, each part reading only

@@ -6,9 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.devices.cpu.jit._loops_activation import activate
-from graphexec.devices.cpu.jit.compiler import loop
-
-import numba  # isort: skip
+from graphexec.devices.cpu.jit.compiler import inline, loop
 
 u64 = np.uint64
 #: Partial sums a channel's mean keeps, one per vector lane: a vectorised reduction in a
@@ -16,7 +14,7 @@ u64 = np.uint64
 LANES = 16
 
 
-@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
+@inline
 def _product(vector, matrix, bias, out):
     """``out = bias + vector @ matrix``, a row of ``matrix`` at a time (contiguous, vectorised)."""
     for j in range(out.shape[0]):

@@ -10,7 +10,7 @@ import numpy as np
 from graphexec.devices.cpu.jit._intrinsics import sgemm_at, sgemv_t_at
 from graphexec.devices.cpu.jit._loops_activation import activate
 from graphexec.devices.cpu.jit._loops_parts import aligned_part
-from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
+from graphexec.devices.cpu.jit.compiler import inline, loop, parallel_loop
 
 import numba  # isort: skip
 
@@ -38,7 +38,7 @@ def _features(x, weight_t, bias, out, o0, o1, added, codes, params, gemm, gemv, 
                 activate(run, codes, params)
 
 
-@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
+@inline
 def _part(part, count, x, weight_t, bias, out, added, codes, params, gemm, gemv, ilp64):
     o0, o1 = aligned_part(out.shape[1], part, count)
     if o0 < o1:

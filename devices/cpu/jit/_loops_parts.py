@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 from graphexec.devices.cpu.jit.base import PARTS_ALIGN
+from graphexec.devices.cpu.jit.compiler import inline
 
-import numba  # isort: skip
 
-
-@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
+@inline
 def aligned_part(total, part, count):
     """Part ``part`` of ``count`` of ``range(total)``, ``(start, stop)``, cut on multiples
     of :data:`~graphexec.devices.cpu.jit.base.PARTS_ALIGN` (a cache line of float32), so
@@ -17,7 +16,7 @@ def aligned_part(total, part, count):
     return (min(total, lines * part // count * PARTS_ALIGN), min(total, lines * (part + 1) // count * PARTS_ALIGN))
 
 
-@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
+@inline
 def part_of(start, stop, part, count):
     """Part ``part`` of ``count`` of ``range(start, stop)``, ``(start, stop)``: the cuts of
     :func:`~graphexec.devices.cpu.jit.base.bounds`, so that a node's parts are its pieces'

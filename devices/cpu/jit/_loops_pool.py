@@ -19,7 +19,7 @@ import numpy as np
 
 from graphexec.devices.cpu.jit._loops_activation import activate
 from graphexec.devices.cpu.jit._loops_parts import part_of
-from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
+from graphexec.devices.cpu.jit.compiler import inline, loop, parallel_loop
 
 import numba  # isort: skip
 
@@ -28,7 +28,7 @@ u64 = np.uint64
 FRAMES = 1 << 15
 
 
-@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
+@inline
 def _along_w(source, row, into, at, wo, kw, sw, dw, average):
     """One row's pass along W at stride ``sw``: ``into[at:at + wo]`` the sum (``average``)
     or the maximum of each window of ``source`` from ``row``."""

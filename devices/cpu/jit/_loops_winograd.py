@@ -20,7 +20,7 @@ import numpy as np
 from graphexec.devices.cpu.jit._intrinsics import sgemm_at
 from graphexec.devices.cpu.jit._loops_activation import activate
 from graphexec.devices.cpu.jit._loops_parts import part_of
-from graphexec.devices.cpu.jit.compiler import loop, parallel_loop
+from graphexec.devices.cpu.jit.compiler import inline, loop, parallel_loop
 
 import numba  # isort: skip
 
@@ -199,7 +199,7 @@ def winograd_parts(count, x, v, prod, weight, bias, out, top, left, th, tw, y0, 
                           min(y1, y0 + c1 * chunk), chunk, biased, codes, params, gemm, ilp64)
 
 
-@numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False, inline="always")
+@inline
 def _winograd_channels_part(part, count, v, prod, weight, bias, out, th, tw, biased, codes, params, gemm, ilp64):
     """Part ``part`` of ``count`` of the output channels, over every tile: its rows of the
     16 products (each part reads only its rows of ``weight``) and their output transform."""

@@ -105,6 +105,12 @@ def loop(function: Callable, parallel: bool = False) -> Any:
     return dispatcher
 
 
+def inline(function: Callable) -> Any:
+    """Decorator for a helper of the loops: compiled into every loop that calls it, with
+    the loops' options (never called from Python, so never cached on its own)."""
+    return numba.njit(**OPTIONS, inline="always")(function)
+
+
 def parallel_loop(function: Callable) -> Any:
     """Decorator for a loop that runs its parts (``numba.prange``) on numba's threads, in
     one call: see :func:`parts_supported`."""

@@ -228,8 +228,8 @@ class JitWinogradConv(BandKernel):
         chunks = min(self.tiles[0], -(-chunks // share) * share)  # pieces of equal work
         self.chunk = -(-self.tiles[0] // chunks)
         #: Whether it runs every tile at once by bands of its output channels, in parts and whole.
-        self.by_channels = (hints.parts and hints.pieces > 1
-                            and by_channels(self.shape[0] * self.tiles[0] * self.tiles[1], self.out_shape[1]))
+        self.by_channels = self._bands() > 1 and by_channels(self.shape[0] * self.tiles[0] * self.tiles[1],
+                                                              self.out_shape[1])
         self.weight = self.conv._winograd(2)  # (16, Cout, C), shared with the numpy kernel
         bias = self.conv.bias
         self.biased = bias is not None
@@ -392,7 +392,7 @@ class JitIm2colConv(BandKernel):
         self.gemm = sgemm()
         #: Whether it runs each image's product in bands of its output channels, in parts
         #: and whole (else in bands of output rows).
-        self.by_channels = hints.parts and hints.pieces > 1 and by_channels(ho * wo, cout)
+        self.by_channels = self._bands() > 1 and by_channels(ho * wo, cout)
         self.run_loop: Any = None
         self.rows_loop: Any = None
         self.whole_loop: Any = None

@@ -136,7 +136,7 @@ def run_sequential(
     keep = frozenset(keep)
     drops = _drops(plan.program, keep)
     values: dict[str, Any] = dict(feeds)
-    plain = not options.check_finite and spreader is None
+    plain = not options.check_finite
     nodes = plan.nodes
     calls = _calls(plan)
     bound = replay.bind(buffers) if replay is not None and buffers is not None and replay.usable(keep) else None
@@ -154,7 +154,9 @@ def run_sequential(
             elif plain:  # run_step's work, inline: a node's call costs a few microseconds less
                 args = [values[name] for name in inputs]
                 try:
-                    if buffers is not None and outputs and outputs[0] in buffers:
+                    if spreader is not None and node.index in shared:
+                        results = _call(node, args, buffers, spreader)[0]
+                    elif buffers is not None and outputs and outputs[0] in buffers:
                         results = kernel.run(args, [buffers[name] for name in outputs])
                     else:
                         results = kernel.run(args)

@@ -27,6 +27,7 @@ whatever the index); otherwise shape inference refuses it, as the shape is data-
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -201,10 +202,14 @@ class Cat(Layer):
             start += spec.shape[axis]
         return offsets
 
+    #: The arrays of the last call that found every input at its place in the output:
+    #: weak references to the output and to each input (see :meth:`forward_into`).
+    _in_place: tuple[weakref.ref, tuple[weakref.ref, ...]] | None = None
+
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
         out = outputs[0]
         inputs = [x for x in inputs if not legacy_empty(x.shape)]
-        if not inputs:
+        if not inputs or self._same_places(out, inputs):
             return
         axis = _axis(self.dim, inputs[0].ndim)
         if not any(np.may_share_memory(x, out) for x in inputs):
@@ -213,13 +218,27 @@ class Cat(Layer):
         # Some inputs were written inside ``out`` by their producers (see input_offsets): one
         # that overlaps its own place is exactly there and is left as it is. (An input may lie
         # elsewhere in ``out``, inside another input's place, and is copied like the rest.)
-        start = 0
+        start, copied = 0, False
         for x in inputs:
             stop = start + x.shape[axis]
             place = out[(slice(None),) * axis + (slice(start, stop),)]
             if not np.may_share_memory(x, place):
                 np.copyto(place, x, casting="unsafe")
+                copied = True
             start = stop
+        if not copied:
+            self._in_place = (weakref.ref(out), tuple(weakref.ref(x) for x in inputs))
+
+    def _same_places(self, out: np.ndarray, inputs: list[Any]) -> bool:
+        """Whether ``out`` and ``inputs`` are the very arrays of a call that found every input
+        in place: an engine's arena hands a node the same views run after run, and an
+        array's memory never moves, so there is nothing to do (checking each place again
+        costs more than many joins' other work: docs/design/memory.md, "Joins without copies").
+        Weak references keep no arena alive."""
+        found = self._in_place
+        if found is None or found[0]() is not out or len(found[1]) != len(inputs):
+            return False
+        return all(ref() is x for ref, x in zip(found[1], inputs))
 
 
 def legacy_empty(shape: Shape) -> bool:

@@ -104,3 +104,45 @@ def test_a_join_into_fresh_memory_is_np_concatenate():
     out = np.empty((3, 3), np.float32)
     cat.forward_into(parts, [out])
     assert np.array_equal(out, np.concatenate(parts, axis=0, dtype=np.float32))
+
+
+def _in_place_join() -> tuple[Cat, np.ndarray, list[np.ndarray]]:
+    """A join whose two inputs are views of its output at their places, already found there."""
+    cat = Cat.__new__(Cat)
+    cat.dim = 1
+    out = np.zeros((1, 5, 3), np.float32)
+    parts = [out[:, :2], out[:, 2:]]
+    cat.forward_into(parts, [out])
+    return cat, out, parts
+
+
+def test_a_join_called_again_with_the_inputs_it_found_in_place_leaves_them():
+    cat, out, parts = _in_place_join()
+    assert cat._in_place is not None
+    parts[0][:], parts[1][:] = 1, 2  # what the producers write on the next run
+    cat.forward_into(parts, [out])
+    assert np.array_equal(out, np.array([[[1] * 3] * 2 + [[2] * 3] * 3], np.float32))
+
+
+def test_a_join_given_other_arrays_than_those_it_found_in_place_copies_them():
+    """The same output and inputs of the same values but other arrays (a run outside the
+    arena): the join copies them, whatever it found in place before."""
+    cat, out, parts = _in_place_join()
+    fresh = [np.full((1, 2, 3), 7, np.float32), parts[1]]
+    cat.forward_into(fresh, [out])
+    assert np.array_equal(out[:, :2], fresh[0])
+    other = np.zeros_like(out)
+    cat.forward_into(parts, [other])  # the same inputs, another output: copied there
+    assert np.array_equal(other, out)
+
+
+def test_a_join_keeps_no_array_alive():
+    cat, out, parts = _in_place_join()
+    del out, parts
+    import gc
+
+    gc.collect()
+    assert cat._in_place is not None and cat._in_place[0]() is None
+    fresh = np.zeros((1, 5, 3), np.float32)
+    cat.forward_into([fresh[:, :2], fresh[:, 2:]], [fresh])  # dead references: checked again
+    assert cat._in_place[0]() is fresh

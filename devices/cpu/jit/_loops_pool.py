@@ -8,7 +8,10 @@ its window's count. At stride 1 a pass runs over the block's frames flattened, o
 vectorised loop per tap (outputs that land in the frames' padding are cut off at the
 end). A max strided along H reads the input in place, along H first
 (:func:`_strided_max`): no frame is copied, and the strided pass along W reads only the
-output's rows. A max lets NaN win, as numpy's maximum does. The activations are applied
+output's rows. A window of three at stride 1 whose output is its input's size (Inception's
+branch pools) needs no frame either (:func:`_same_size`): one flat loop a pass over a block
+of planes, the outputs at the planes' edges computed again. A max lets NaN win, as numpy's
+maximum does. The activations are applied
 to each output plane. Indices are unsigned and flat, as in
 :mod:`graphexec.devices.cpu.jit._loops_conv`.
 """
@@ -95,6 +98,124 @@ def _strided_max(xf, of, b0, b1, h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left
             _along_w(row, u64(0), of, target + u64(oy * wo), wo, kw, sw, dw, False)
 
 
+@inline
+def _edge_columns(xf, at, into, i0, rows, q, w, kw, dw, left, fill, average):
+    """Column ``q`` of every row of a pass along W (rows ``w`` apart, from ``at`` in
+    ``xf``, into ``into`` from ``i0``), its taps outside the row taken as ``fill``: what a
+    frame of padding gives, in the same order. Which taps lie in the row is the same for
+    every row."""
+    for r in range(rows):
+        row = u64(r * w)
+        y = q - left
+        acc = xf[at + row + u64(y)] if 0 <= y < w else fill
+        for kx in range(1, kw):
+            y = q + kx * dw - left
+            v = xf[at + row + u64(y)] if 0 <= y < w else fill
+            if average:
+                acc += v
+            else:
+                acc = v if (v > acc) | (v != v) else acc
+        into[i0 + row + u64(q)] = acc
+
+
+@inline
+def _edge_row(source, of, plane_at, target, y, h, w, kh, dh, top, fill, average):
+    """Row ``y`` of a plane's pass along H, its taps outside the plane taken as ``fill``,
+    a tap at a time along the row (as :func:`_edge_columns`)."""
+    into = target + u64(y * w)
+    r = y - top
+    if 0 <= r < h:
+        read = plane_at + u64(r * w)
+        for q in range(w):
+            of[into + u64(q)] = source[read + u64(q)]
+    else:
+        for q in range(w):
+            of[into + u64(q)] = fill
+    for ky in range(1, kh):
+        r = y + ky * dh - top
+        if 0 <= r < h:
+            read = plane_at + u64(r * w)
+            if average:
+                for q in range(w):
+                    of[into + u64(q)] += source[read + u64(q)]
+            else:
+                for q in range(w):
+                    v = source[read + u64(q)]
+                    a = of[into + u64(q)]
+                    of[into + u64(q)] = v if (v > a) | (v != v) else a
+        elif average:  # fill: + 0, as the frame's padding adds
+            for q in range(w):
+                of[into + u64(q)] += fill
+        # a max with -inf leaves every output as it is
+
+
+@inline
+def _three(source, s0, into, i0, n, step, average):
+    """One flat pass of a window of three taps ``step`` apart: ``into[i0 + p]`` the sum or
+    maximum of ``source[s0 + p - step]``, ``source[s0 + p]`` and ``source[s0 + p + step]``
+    (in that order), for ``p`` in ``[step, n - step)``: one loop over all three taps, which
+    LLVM vectorises (a loop a tap, adding into the output, ran several times slower)."""
+    if average:
+        for p in range(step, n - step):
+            q = s0 + u64(p)
+            into[i0 + u64(p)] = (source[q - u64(step)] + source[q]) + source[q + u64(step)]
+    else:
+        for p in range(step, n - step):
+            q = s0 + u64(p)
+            a = source[q - u64(step)]
+            v = source[q]
+            a = v if (v > a) | (v != v) else a
+            v = source[q + u64(step)]
+            into[i0 + u64(p)] = v if (v > a) | (v != v) else a
+
+
+@inline
+def same_size_window(h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left):
+    """Whether :func:`_same_size` pools these planes: a window of three taps along W (and
+    one or three along H), stride 1, padded by one step either side, so the output is the
+    input's size (Inception's branch pools, 3 x 3 with padding 1)."""
+    return (sh == 1 and sw == 1 and ho == h and wo == w and kw == 3 and left == dw
+            and (kh == 1 and top == 0 or kh == 3 and top == dh))
+
+
+@inline
+def _same_size(xf, of, dv, average, kh, dh, dw, top, left, h, w, b0, b1, out, codes, params):
+    """A pool of planes ``b0:b1`` for :func:`same_size_window`: each pass one flat loop
+    over a block of planes, the window read at shifts, with no frame copied in or out; then
+    the outputs whose window leaves the plane (each row's first and last columns, each
+    plane's first and last rows), whose reads fell in the neighbouring row or plane,
+    computed again with the padding. The same sums in the same order as :func:`pool`'s
+    frames, so its bits."""
+    plane = h * w
+    fill = np.float32(0) if average else np.float32(-np.inf)
+    block = max(1, min(b1 - b0, FRAMES // plane))
+    work = np.empty(block * plane if kh > 1 else 0, np.float32)
+    for first in range(b0, b1, block):
+        planes = min(block, b1 - first)
+        n = planes * plane
+        at = u64(first * plane)
+        into, i0 = (work, u64(0)) if kh > 1 else (of, at)  # one row of taps: straight into the output
+        _three(xf, at, into, i0, n, dw, average)
+        for q in range(min(left, w)):
+            _edge_columns(xf, at, into, i0, planes * h, q, w, 3, dw, left, fill, average)
+        for q in range(max(left, w - left), w):
+            _edge_columns(xf, at, into, i0, planes * h, q, w, 3, dw, left, fill, average)
+        if kh > 1:
+            _three(work, u64(0), of, at, n, dh * w, average)
+        for b in range(planes):
+            plane_at = u64(b * plane)
+            target = at + plane_at
+            if kh > 1:
+                for y in range(min(top, h)):
+                    _edge_row(work, of, plane_at, target, y, h, w, kh, dh, top, fill, average)
+                for y in range(max(top, h - top), h):
+                    _edge_row(work, of, plane_at, target, y, h, w, kh, dh, top, fill, average)
+            if average:
+                for p in range(plane):
+                    of[target + u64(p)] /= dv[u64(p)]
+            if codes.shape[0]:
+                activate(out[first + b].reshape(-1), codes, params)
+
 @loop
 def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0, b1, codes, params):
     """Planes ``b0:b1`` of ``x`` (B, H, W), each in a frame of ``hp`` x ``wp`` (``top``
@@ -106,6 +227,9 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
     xf = x.reshape(-1)
     of = out.reshape(-1)
     dv = divisor.reshape(-1)
+    if same_size_window(h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left):
+        _same_size(xf, of, dv, average, kh, dh, dw, top, left, h, w, b0, b1, out, codes, params)
+        return
     if not average and sh > 1:
         _strided_max(xf, of, b0, b1, h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left, wp)
         if codes.shape[0]:

@@ -342,6 +342,12 @@ POOLS = [  # type, kernel, stride, padding, ceil_mode, extra params, input shape
     ("nn.AvgPool2d", 3, 2, 1, True, {"divisor_override": 4}, (1, 5, 16, 15)),
     ("nn.MaxPool1d", 3, 2, 1, True, {}, (2, 6, 33)),
     ("nn.AvgPool1d", 4, 3, 2, False, {}, (6, 33)),
+    # the output the input's size (a window of three, padded a step either side): flat passes
+    ("nn.MaxPool2d", 3, 1, 2, False, {"dilation": [2, 2]}, (1, 7, 9, 11)),
+    ("nn.AvgPool2d", 3, 1, 1, False, {"count_include_pad": True}, (2, 5, 8, 1)),  # a plane one column wide
+    ("nn.MaxPool2d", 3, 1, 1, False, {}, (1, 9, 2, 2)),                          # every output at an edge
+    ("nn.MaxPool1d", 3, 1, 1, False, {}, (3, 4, 10)),
+    ("nn.AvgPool1d", 3, 1, 1, False, {"count_include_pad": False}, (3, 4, 10)),
 ]
 
 

@@ -8,7 +8,8 @@ its window's count. At stride 1 a pass runs over the block's frames flattened, o
 vectorised loop per tap (outputs that land in the frames' padding are cut off at the
 end). A max strided along H reads the input in place, along H first
 (:func:`_strided_max`): no frame is copied, and the strided pass along W reads only the
-output's rows. A window of three at stride 1 whose output is its input's size (Inception's
+output's rows; a window of 2 or 3 at stride 2 takes all its rows, then all its columns, in
+one loop each. A 2 x 2 average at stride 2 inside the plane is one loop too. A window of three at stride 1 whose output is its input's size (Inception's
 branch pools) needs no frame either (:func:`_same_size`): one flat loop a pass over a block
 of planes, the outputs at the planes' edges computed again. A max lets NaN win, as numpy's
 maximum does. The activations are applied
@@ -63,6 +64,30 @@ def _along_w(source, row, into, at, wo, kw, sw, dw, average):
                     into[at + u64(ox)] = v if (v > a) | (v != v) else a
 
 
+@inline
+def _window_rows(xf, row, at, source, y0, h, w, kh, dh):
+    """The maximum of an output row's window rows that lie in the plane (from ``y0``, ``dh``
+    apart), at full width, into ``row`` from ``at``; -inf where none does."""
+    started = False
+    for ky in range(kh):
+        y = y0 + ky * dh
+        if y < 0 or y >= h:
+            continue
+        read = source + u64(y * w)
+        if started:
+            for q in range(w):
+                v = xf[read + u64(q)]
+                a = row[at + u64(q)]
+                row[at + u64(q)] = v if (v > a) | (v != v) else a
+        else:
+            for q in range(w):
+                row[at + u64(q)] = xf[read + u64(q)]
+            started = True
+    if not started:  # a window wholly in the padding
+        for q in range(w):
+            row[at + u64(q)] = np.float32(-np.inf)
+
+
 @numba.njit(nogil=True, fastmath=False, error_model="numpy", boundscheck=False)
 def _strided_max(xf, of, b0, b1, h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left, wp):
     """A strided max pool of planes ``b0:b1`` read straight from the input: each output
@@ -72,30 +97,59 @@ def _strided_max(xf, of, b0, b1, h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left
     for q in range(wp):
         row[q] = np.float32(-np.inf)
     at = u64(left)
+    # the usual stem and reduction pools (3 x 3 or 2 x 2, stride 2): each tap one load in
+    # one loop, which LLVM vectorises
+    fused = (kh == 2 or kh == 3) and kw == kh and sh == 2 and sw == 2 and dh == 1 and dw == 1
     for b in range(b0, b1):
         source = u64(b * h * w)
         target = u64(b * ho * wo)
         for oy in range(ho):
             y0 = oy * sh - top
-            started = False
-            for ky in range(kh):
-                y = y0 + ky * dh
-                if y < 0 or y >= h:
-                    continue
-                read = source + u64(y * w)
-                if started:
-                    for q in range(w):
-                        v = xf[read + u64(q)]
-                        a = row[at + u64(q)]
-                        row[at + u64(q)] = v if (v > a) | (v != v) else a
-                else:
-                    for q in range(w):
-                        row[at + u64(q)] = xf[read + u64(q)]
-                    started = True
-            if not started:  # a window wholly in the padding
-                for q in range(w):
-                    row[at + u64(q)] = np.float32(-np.inf)
-            _along_w(row, u64(0), of, target + u64(oy * wo), wo, kw, sw, dw, False)
+            if fused and y0 >= 0 and y0 + kh <= h:
+                _rows_max(xf, row, at, source + u64(y0 * w), w, kh)
+            else:
+                _window_rows(xf, row, at, source, y0, h, w, kh, dh)
+            if fused:
+                _pairs_max(row, of, target + u64(oy * wo), wo, kw)
+            else:
+                _along_w(row, u64(0), of, target + u64(oy * wo), wo, kw, sw, dw, False)
+
+
+@inline
+def _rows_max(xf, row, at, read, w, rows):
+    """The maximum of ``rows`` (2 or 3) consecutive rows of ``xf`` from ``read``, in order,
+    into ``row`` from ``at``: one loop."""
+    r1 = read + u64(w)
+    if rows == 2:
+        for q in range(w):
+            a = xf[read + u64(q)]
+            v = xf[r1 + u64(q)]
+            row[at + u64(q)] = v if (v > a) | (v != v) else a
+    else:
+        r2 = r1 + u64(w)
+        for q in range(w):
+            a = xf[read + u64(q)]
+            v = xf[r1 + u64(q)]
+            a = v if (v > a) | (v != v) else a
+            v = xf[r2 + u64(q)]
+            row[at + u64(q)] = v if (v > a) | (v != v) else a
+
+
+@inline
+def _pairs_max(row, of, into, wo, kw):
+    """``of[into + ox]``: the maximum of ``row[2 ox:2 ox + kw]`` (``kw`` 2 or 3), in order."""
+    if kw == 2:
+        for ox in range(wo):
+            a = row[u64(2 * ox)]
+            v = row[u64(2 * ox + 1)]
+            of[into + u64(ox)] = v if (v > a) | (v != v) else a
+    else:
+        for ox in range(wo):
+            a = row[u64(2 * ox)]
+            v = row[u64(2 * ox + 1)]
+            a = v if (v > a) | (v != v) else a
+            v = row[u64(2 * ox + 2)]
+            of[into + u64(ox)] = v if (v > a) | (v != v) else a
 
 
 @inline
@@ -216,6 +270,27 @@ def _same_size(xf, of, dv, average, kh, dh, dw, top, left, h, w, b0, b1, out, co
             if codes.shape[0]:
                 activate(out[first + b].reshape(-1), codes, params)
 
+@inline
+def _average_quads(xf, of, dv, h, w, ho, wo, b0, b1, out, codes, params):
+    """A 2 x 2 average pool at stride 2 whose windows all lie in the plane (DenseNet's
+    transitions): each output ``(x00 + x01) + (x10 + x11)`` over its divisor in one loop,
+    the frames' sums in their order, so their bits."""
+    for b in range(b0, b1):
+        source = u64(b * h * w)
+        target = u64(b * ho * wo)
+        for oy in range(ho):
+            r0 = source + u64(2 * oy * w)
+            r1 = r0 + u64(w)
+            into = target + u64(oy * wo)
+            d = u64(oy * wo)
+            for ox in range(wo):
+                q = u64(2 * ox)
+                top_pair = xf[r0 + q] + xf[r0 + q + u64(1)]
+                bottom_pair = xf[r1 + q] + xf[r1 + q + u64(1)]
+                of[into + u64(ox)] = (top_pair + bottom_pair) / dv[d + u64(ox)]
+        if codes.shape[0]:
+            activate(out[b].reshape(-1), codes, params)
+
 @loop
 def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0, b1, codes, params):
     """Planes ``b0:b1`` of ``x`` (B, H, W), each in a frame of ``hp`` x ``wp`` (``top``
@@ -229,6 +304,10 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
     dv = divisor.reshape(-1)
     if same_size_window(h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left):
         _same_size(xf, of, dv, average, kh, dh, dw, top, left, h, w, b0, b1, out, codes, params)
+        return
+    if average and kh == 2 and kw == 2 and sh == 2 and sw == 2 and dh == 1 and dw == 1 and top == 0 and left == 0 \
+            and 2 * ho <= h and 2 * wo <= w:
+        _average_quads(xf, of, dv, h, w, ho, wo, b0, b1, out, codes, params)
         return
     if not average and sh > 1:
         _strided_max(xf, of, b0, b1, h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left, wp)

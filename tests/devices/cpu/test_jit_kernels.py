@@ -347,6 +347,9 @@ POOLS = [  # type, kernel, stride, padding, ceil_mode, extra params, input shape
     ("nn.AvgPool2d", 3, 1, 1, False, {"count_include_pad": True}, (2, 5, 8, 1)),  # a plane one column wide
     ("nn.MaxPool2d", 3, 1, 1, False, {}, (1, 9, 2, 2)),                          # every output at an edge
     ("nn.MaxPool1d", 3, 1, 1, False, {}, (3, 4, 10)),
+    # 3 x 3 and 2 x 2 at stride 2 (stems, reductions): a loop a row of outputs
+    ("nn.MaxPool2d", 3, 2, 1, False, {}, (1, 5, 17, 16)),
+    ("nn.MaxPool2d", 2, 2, 0, True, {}, (2, 6, 9, 11)),
     ("nn.AvgPool1d", 3, 1, 1, False, {"count_include_pad": False}, (3, 4, 10)),
 ]
 

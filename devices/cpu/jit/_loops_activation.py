@@ -108,10 +108,16 @@ def activate(x, codes, params):
         code = codes[k]
         a = params[k, 0]
         b = params[k, 1]
+        # A select whose other side is the value just read from where it stores, LLVM
+        # turns into a store under a branch, which does not vectorise (ReLU ran 5-10x the
+        # time of a clamp: docs/benchmarks.md, "Compiled CPU kernels"). So ReLU is a clamp
+        # whose upper bound (+inf) and a leaky ReLU's positive side a product by a factor
+        # (1) are read from ``params``: the same numbers, stored whichever side wins.
         if code == RELU:
             for i in range(n):
                 v = x[i]
-                x[i] = _ZERO if v < _ZERO else v
+                v = _ZERO if v < _ZERO else v
+                x[i] = b if v > b else v
         elif code == CLAMP:
             for i in range(n):
                 v = x[i]
@@ -120,7 +126,7 @@ def activate(x, codes, params):
         elif code == LEAKY:
             for i in range(n):
                 v = x[i]
-                x[i] = v if v > _ZERO else v * a
+                x[i] = v * b if v > _ZERO else v * a
         elif code == HARDSWISH:
             for i in range(n):
                 v = x[i]

@@ -20,13 +20,26 @@ BLOCK = 2048
 @loop
 def add_into(a, b, out, codes, params):
     """``out = chain(a + b)`` over flat float32 arrays (``out`` may be ``a`` or ``b``), a
-    block at a time."""
+    block at a time. In place, the loop reads and writes one array at the same index: LLVM
+    vectorises that, where a third array that may be the written one keeps it scalar (4x
+    the time of numpy's add; docs/benchmarks.md, "Compiled CPU kernels")."""
     size = out.shape[0]
+    into_a = out.ctypes.data == a.ctypes.data
+    into_b = not into_a and out.ctypes.data == b.ctypes.data
     for s in range(0, size, BLOCK):
         e = min(size, s + BLOCK)
-        for i in range(e - s):
-            k = u64(s + i)
-            out[k] = a[k] + b[k]
+        if into_a:
+            for i in range(e - s):
+                k = u64(s + i)
+                out[k] += b[k]
+        elif into_b:  # b + a: the same sum, addition being commutative
+            for i in range(e - s):
+                k = u64(s + i)
+                out[k] += a[k]
+        else:
+            for i in range(e - s):
+                k = u64(s + i)
+                out[k] = a[k] + b[k]
         if codes.shape[0]:
             activate(out[s:e], codes, params)
 
@@ -40,12 +53,28 @@ def channel_floor(x, floor, out, i0, i1):
     plane = x.shape[2] * x.shape[3]
     xf = x.reshape(-1)
     of = out.reshape(-1)
+    # In place, a block at a time is copied aside and read from there: LLVM turns a select
+    # that may keep the value it read from the array it writes into a store under a branch,
+    # which does not vectorise (5x the time: docs/benchmarks.md, "Compiled CPU kernels");
+    # reading x while writing an out that may be x keeps the loop scalar as well.
+    same = x.ctypes.data == out.ctypes.data
+    aside = np.empty(BLOCK if same else 0, np.float32)
     for i in range(i0, i1):
         f = floor[i % c]
         base = u64(i * plane)
-        for p in range(plane):
-            v = xf[base + u64(p)]
-            of[base + u64(p)] = v if (v > f or v != v) else f
+        if same:
+            for s in range(0, plane, BLOCK):
+                e = min(plane, s + BLOCK)
+                at = base + u64(s)
+                for p in range(e - s):
+                    aside[p] = of[at + u64(p)]
+                for p in range(e - s):
+                    v = aside[p]
+                    of[at + u64(p)] = v if (v > f) | (v != v) else f
+        else:
+            for p in range(plane):
+                v = xf[base + u64(p)]
+                of[base + u64(p)] = v if (v > f) | (v != v) else f
 
 
 @parallel_loop

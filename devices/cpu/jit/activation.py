@@ -50,14 +50,14 @@ ROW_MIN = 256
 def code_of(layer: Layer) -> tuple[int, float, float] | None:
     """(code, parameter, parameter) of an activation the loops compute; None for others."""
     kind = type(layer)
-    if kind is ReLU:
-        return RELU, 0.0, 0.0
+    if kind is ReLU:  # the bound above the loop reads: +inf (see _loops_activation.activate)
+        return RELU, 0.0, math.inf
     if kind is ReLU6:
         return CLAMP, 0.0, 6.0
     if kind is Hardtanh:
         return CLAMP, layer.low, layer.high
-    if kind in (LeakyReLU, RReLU):
-        return LEAKY, layer.slope, 0.0
+    if kind in (LeakyReLU, RReLU):  # and the factor it reads: 1 (as ReLU's bound)
+        return LEAKY, layer.slope, 1.0
     if kind is Hardswish:
         return HARDSWISH, 0.0, 0.0
     if kind is Hardsigmoid:

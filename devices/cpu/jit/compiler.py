@@ -17,6 +17,8 @@ these loops are cached that way: nothing process-wide of numba's is changed.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
 import os
 import threading
@@ -48,8 +50,44 @@ def user_cache_dir() -> str:
     return os.path.join(base, "graphexec", "numba")
 
 
-class _UserCacheLocator(caching.UserWideCacheLocator):
-    """numba's user-wide locator, in graphexec's own cache folder."""
+class _LoopsStamp:
+    """A cached loop stands only while every module of loops is as it was: a loop compiles
+    in the helpers it calls from the others (the activations, the parts' cuts), where
+    numba's own stamp looks at the loop's file alone, and would load a loop built with a
+    helper since changed."""
+
+    _py_file: str
+
+    def get_source_stamp(self) -> tuple:
+        folder, own = os.path.split(self._py_file)
+        stamps = []
+        for name in sorted(os.listdir(folder)):
+            if name == own or name.endswith(".py") and (name.startswith("_loops_")
+                                                       or name in ("_intrinsics.py", "compiler.py")):
+                path = os.path.join(folder, name)
+                st = os.stat(path)
+                stamps.append((name, _digest(path, st.st_mtime_ns, st.st_size)))
+        return tuple(stamps)
+
+
+@functools.lru_cache(maxsize=None)
+def _digest(path: str, mtime_ns: int, size: int) -> bytes:
+    """The SHA-256 of a source file's bytes (read again when its time or size changes): a
+    file written anew with the same text keeps its loops' cache, as in numba's own stamp."""
+    with open(path, "rb") as source:
+        return hashlib.sha256(source.read()).digest()
+
+
+class _ProvidedCacheLocator(_LoopsStamp, caching.UserProvidedCacheLocator):
+    """numba's locator for ``NUMBA_CACHE_DIR``, stamped as :class:`_LoopsStamp` says."""
+
+
+class _InTreeCacheLocator(_LoopsStamp, caching.InTreeCacheLocator):
+    """numba's locator for the package's own ``__pycache__``, stamped likewise."""
+
+
+class _UserCacheLocator(_LoopsStamp, caching.UserWideCacheLocator):
+    """numba's user-wide locator, in graphexec's own cache folder, stamped likewise."""
 
     def __init__(self, py_func: Callable, py_file: str):
         super().__init__(py_func, py_file)
@@ -57,7 +95,7 @@ class _UserCacheLocator(caching.UserWideCacheLocator):
 
 
 class _CacheImpl(caching.CompileResultCacheImpl):
-    _locator_classes = [caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, _UserCacheLocator]
+    _locator_classes = [_ProvidedCacheLocator, _InTreeCacheLocator, _UserCacheLocator]
 
 
 class _Cache(caching.FunctionCache):

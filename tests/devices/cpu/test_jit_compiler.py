@@ -64,12 +64,13 @@ def twice(x):
 '''
 
 
-def compile_a_loop(tmp_path, env: dict[str, str], in_tree: bool = True) -> subprocess.CompletedProcess:
+def compile_a_loop(tmp_path, env: dict[str, str], in_tree: bool = True,
+                   module: str = LOOP_MODULE) -> subprocess.CompletedProcess:
     """A small loop compiled in a fresh process (its module in ``tmp_path/src``), logging at
     INFO; ``in_tree=False`` makes its folder's __pycache__ unwritable, as in a read-only install."""
     source = tmp_path / "src"
     source.mkdir(exist_ok=True)
-    (source / "tiny_loops.py").write_text(LOOP_MODULE)
+    (source / "tiny_loops.py").write_text(module)
     return run_python(f"""
         import sys
         sys.path.insert(0, {str(source)!r})
@@ -104,6 +105,27 @@ def test_a_loop_is_cached_where_numba_cache_dir_says_and_logs_its_compile(tmp_pa
     assert again.returncode == 0, again.stderr
     assert "compiling" not in again.stdout  # loaded from the cache, silently
     assert "[2.0, 2.0, 2.0, 2.0]" in again.stdout
+
+
+def test_a_loop_is_compiled_again_when_a_helper_in_another_loops_module_changes(tmp_path):
+    """numba's own stamp looks at the loop's file alone: a loop that inlines a helper from
+    another module of loops would load from the cache with the helper as it was."""
+    pytest.importorskip("numba")
+    source = tmp_path / "src"
+    source.mkdir()
+    helper = 'from graphexec.devices.cpu.jit.compiler import inline\n\n@inline\ndef factor():\n    return {}\n'
+    (source / "_loops_helper.py").write_text(helper.format(2))
+    loops = LOOP_MODULE.replace("x[i] *= 2", "x[i] *= factor()").replace(
+        "from graphexec.devices.cpu.jit.compiler import loop", "from graphexec.devices.cpu.jit.compiler import loop\n"
+        "from _loops_helper import factor")
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    first = compile_a_loop(tmp_path, env, module=loops)
+    assert first.returncode == 0, first.stderr
+    assert "[2.0, 2.0, 2.0, 2.0]" in first.stdout
+    (source / "_loops_helper.py").write_text(helper.format(3) + "# changed\n")
+    again = compile_a_loop(tmp_path, env, module=loops)
+    assert again.returncode == 0, again.stderr
+    assert "[3.0, 3.0, 3.0, 3.0]" in again.stdout and "compiling CPU loop twice" in again.stdout
 
 
 def test_a_loop_is_cached_beside_its_module_else_in_the_users_cache_folder(tmp_path):

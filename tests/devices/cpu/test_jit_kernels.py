@@ -249,6 +249,9 @@ def test_a_sum_gives_numpys_bits_whole_and_in_place(expr, shape):
     into = a.copy()
     k.run([into, b], [into])  # over its first input, as the planner may place it
     np.testing.assert_array_equal(into, want)
+    into = b.copy()
+    k.run([a, into], [into])  # over its second
+    np.testing.assert_array_equal(into, want)
 
 
 @pytest.mark.parametrize("shape", [(1, 24, 9, 9), (2, 16, 56, 56)])

@@ -8,12 +8,12 @@ its window's count. At stride 1 a pass runs over the block's frames flattened, o
 vectorised loop per tap (outputs that land in the frames' padding are cut off at the
 end). A max strided along H reads the input in place, along H first
 (:func:`_strided_max`): no frame is copied, and the strided pass along W reads only the
-output's rows; a window of 2 or 3 at stride 2 takes all its rows, then all its columns, in
-one loop each. A 2 x 2 average at stride 2 inside the plane is one loop too. A window of three at stride 1 whose output is its input's size (Inception's
-branch pools) needs no frame either (:func:`_same_size`): one flat loop a pass over a block
-of planes, the outputs at the planes' edges computed again. A max lets NaN win, as numpy's
-maximum does. The activations are applied
-to each output plane. Indices are unsigned and flat, as in
+output's rows; a window of 2 or 3 at stride 2 takes all its rows, then all its columns,
+in one loop each. A 2 x 2 average at stride 2 inside the plane is one loop too. A window
+of three at stride 1 whose output is its input's size (Inception's branch pools) needs no
+frame either (:func:`_same_size`): one flat loop a pass over a block of planes, the
+outputs at the planes' edges computed again. A max lets NaN win, as numpy's maximum does.
+The activations are applied to each output plane. Indices are unsigned and flat, as in
 :mod:`graphexec.devices.cpu.jit._loops_conv`.
 """
 

@@ -109,8 +109,8 @@ def activate(x, codes, params):
         a = params[k, 0]
         b = params[k, 1]
         # A select whose other side is the value just read from where it stores, LLVM
-        # turns into a store under a branch, which does not vectorise (ReLU ran 5-10x the
-        # time of a clamp: docs/benchmarks.md, "Compiled CPU kernels"). So ReLU is a clamp
+        # turns into a store under a branch, which does not vectorise without AVX-512
+        # (docs/benchmarks.md, "Compiled CPU kernels"). So ReLU is a clamp
         # whose upper bound (+inf) and a leaky ReLU's positive side a product by a factor
         # (1) are read from ``params``: the same numbers, stored whichever side wins.
         if code == RELU:

@@ -21,8 +21,8 @@ BLOCK = 2048
 def add_into(a, b, out, codes, params):
     """``out = chain(a + b)`` over flat float32 arrays (``out`` may be ``a`` or ``b``), a
     block at a time. In place, the loop reads and writes one array at the same index: LLVM
-    vectorises that, where a third array that may be the written one keeps it scalar (4x
-    the time of numpy's add; docs/benchmarks.md, "Compiled CPU kernels")."""
+    vectorises that, where a third array that may be the written one keeps it scalar
+    (docs/benchmarks.md, "Compiled CPU kernels")."""
     size = out.shape[0]
     into_a = out.ctypes.data == a.ctypes.data
     into_b = not into_a and out.ctypes.data == b.ctypes.data
@@ -55,7 +55,7 @@ def channel_floor(x, floor, out, i0, i1):
     of = out.reshape(-1)
     # In place, a block at a time is copied aside and read from there: LLVM turns a select
     # that may keep the value it read from the array it writes into a store under a branch,
-    # which does not vectorise (5x the time: docs/benchmarks.md, "Compiled CPU kernels");
+    # which does not vectorise (docs/benchmarks.md, "Compiled CPU kernels");
     # reading x while writing an out that may be x keeps the loop scalar as well.
     same = x.ctypes.data == out.ctypes.data
     aside = np.empty(BLOCK if same else 0, np.float32)

@@ -33,6 +33,14 @@ FRAMES = 1 << 15
 
 
 @inline
+def _larger(a, v):
+    """The running maximum ``a`` after ``v``: ``v`` where it is larger or NaN (NaN wins, as
+    in numpy's maximum; of two equal numbers, ``a`` stays)."""
+    return v if (v > a) | (v != v) else a
+
+
+
+@inline
 def _along_w(source, row, into, at, wo, kw, sw, dw, average):
     """One row's pass along W at stride ``sw``: ``into[at:at + wo]`` the sum (``average``)
     or the maximum of each window of ``source`` from ``row``."""
@@ -48,7 +56,7 @@ def _along_w(source, row, into, at, wo, kw, sw, dw, average):
                 for ox in range(wo):
                     v = source[read + u64(2 * ox)]
                     a = into[at + u64(ox)]
-                    into[at + u64(ox)] = v if (v > a) | (v != v) else a
+                    into[at + u64(ox)] = _larger(a, v)
     else:
         for ox in range(wo):
             into[at + u64(ox)] = source[row + u64(ox * sw)]
@@ -61,7 +69,7 @@ def _along_w(source, row, into, at, wo, kw, sw, dw, average):
                 for ox in range(wo):
                     v = source[read + u64(ox * sw)]
                     a = into[at + u64(ox)]
-                    into[at + u64(ox)] = v if (v > a) | (v != v) else a
+                    into[at + u64(ox)] = _larger(a, v)
 
 
 @inline
@@ -78,7 +86,7 @@ def _window_rows(xf, row, at, source, y0, h, w, kh, dh):
             for q in range(w):
                 v = xf[read + u64(q)]
                 a = row[at + u64(q)]
-                row[at + u64(q)] = v if (v > a) | (v != v) else a
+                row[at + u64(q)] = _larger(a, v)
         else:
             for q in range(w):
                 row[at + u64(q)] = xf[read + u64(q)]
@@ -124,15 +132,15 @@ def _rows_max(xf, row, at, read, w, rows):
         for q in range(w):
             a = xf[read + u64(q)]
             v = xf[r1 + u64(q)]
-            row[at + u64(q)] = v if (v > a) | (v != v) else a
+            row[at + u64(q)] = _larger(a, v)
     else:
         r2 = r1 + u64(w)
         for q in range(w):
             a = xf[read + u64(q)]
             v = xf[r1 + u64(q)]
-            a = v if (v > a) | (v != v) else a
+            a = _larger(a, v)
             v = xf[r2 + u64(q)]
-            row[at + u64(q)] = v if (v > a) | (v != v) else a
+            row[at + u64(q)] = _larger(a, v)
 
 
 @inline
@@ -142,14 +150,14 @@ def _pairs_max(row, of, into, wo, kw):
         for ox in range(wo):
             a = row[u64(2 * ox)]
             v = row[u64(2 * ox + 1)]
-            of[into + u64(ox)] = v if (v > a) | (v != v) else a
+            of[into + u64(ox)] = _larger(a, v)
     else:
         for ox in range(wo):
             a = row[u64(2 * ox)]
             v = row[u64(2 * ox + 1)]
-            a = v if (v > a) | (v != v) else a
+            a = _larger(a, v)
             v = row[u64(2 * ox + 2)]
-            of[into + u64(ox)] = v if (v > a) | (v != v) else a
+            of[into + u64(ox)] = _larger(a, v)
 
 
 @inline
@@ -168,7 +176,7 @@ def _edge_columns(xf, at, into, i0, rows, q, w, kw, dw, left, fill, average):
             if average:
                 acc += v
             else:
-                acc = v if (v > acc) | (v != v) else acc
+                acc = _larger(acc, v)
         into[i0 + row + u64(q)] = acc
 
 
@@ -196,7 +204,7 @@ def _edge_row(source, of, plane_at, target, y, h, w, kh, dh, top, fill, average)
                 for q in range(w):
                     v = source[read + u64(q)]
                     a = of[into + u64(q)]
-                    of[into + u64(q)] = v if (v > a) | (v != v) else a
+                    of[into + u64(q)] = _larger(a, v)
         elif average:  # fill: + 0, as the frame's padding adds
             for q in range(w):
                 of[into + u64(q)] += fill
@@ -218,9 +226,9 @@ def _three(source, s0, into, i0, n, step, average):
             q = s0 + u64(p)
             a = source[q - u64(step)]
             v = source[q]
-            a = v if (v > a) | (v != v) else a
+            a = _larger(a, v)
             v = source[q + u64(step)]
-            into[i0 + u64(p)] = v if (v > a) | (v != v) else a
+            into[i0 + u64(p)] = _larger(a, v)
 
 
 @inline
@@ -345,7 +353,7 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                 for p in range(count):
                     v = frames[u64(dw) + u64(p)]
                     a = frames[p]
-                    along_w[p] = v if (v > a) | (v != v) else a
+                    along_w[p] = _larger(a, v)
             for kx in range(2, kw):
                 shift = u64(kx * dw)
                 if average:
@@ -355,7 +363,7 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                     for p in range(count):
                         v = frames[shift + u64(p)]
                         a = along_w[p]
-                        along_w[p] = v if (v > a) | (v != v) else a
+                        along_w[p] = _larger(a, v)
         else:
             for y in range(rows):
                 _along_w(frames, u64(y * wp), along_w, u64(y * hs), wo, kw, sw, dw, average)
@@ -372,7 +380,7 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                 for p in range(count):
                     v = along_w[shift + u64(p)]
                     a = along_w[p]
-                    wide[p] = v if (v > a) | (v != v) else a
+                    wide[p] = _larger(a, v)
             for ky in range(2, kh):
                 shift = u64(ky * dh * hs)
                 if average:
@@ -382,7 +390,7 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                     for p in range(count):
                         v = along_w[shift + u64(p)]
                         a = wide[p]
-                        wide[p] = v if (v > a) | (v != v) else a
+                        wide[p] = _larger(a, v)
             for b in range(planes):
                 for oy in range(ho):
                     into = u64(((first + b) * ho + oy) * wo)
@@ -405,7 +413,7 @@ def pool(x, out, divisor, average, kh, kw, sh, sw, dh, dw, top, left, hp, wp, b0
                             for ox in range(wo):
                                 v = along_w[read + u64(ox)]
                                 a = of[into + u64(ox)]
-                                of[into + u64(ox)] = v if (v > a) | (v != v) else a
+                                of[into + u64(ox)] = _larger(a, v)
         for b in range(planes):
             target = u64((first + b) * ho * wo)
             if average:

@@ -29,7 +29,7 @@ IR and the errors, and nothing of the engine, the scheduler, the format or the p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence, Set
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -190,6 +190,11 @@ class Kernel:
         hand-over between Python threads; False where the kernel cannot (by default), and
         then nothing ran."""
         return False
+
+    def place_helpers(self, core: int, cores: Set[int]) -> None:
+        """Before :meth:`across`, where the engine places threads: put the threads that run
+        its work beside the calling thread, now on ``core``, on the other ``cores`` the
+        process may use (see :mod:`graphexec.affinity`); by default there are none."""
 
     def trace_span(self, node: int, outputs: list[Any], start_ns: int, end_ns: int) -> Any:
         """The node's span on a device queue for a trace (None: it ran on the host)."""

@@ -51,6 +51,15 @@ def on_pinned_worker() -> bool:
     return getattr(_PINNED, "core", None) is not None
 
 
+def usable_cores() -> set[int]:
+    """The cores the calling thread may use as the process gave them: its CPU set, or the
+    one it had before the engine pinned it as a worker or held it for a run."""
+    if not hasattr(os, "sched_getaffinity"):
+        return set()
+    saved = getattr(_PINNED, "cores", None)
+    return set(saved) if saved is not None else os.sched_getaffinity(0)
+
+
 class Pinner:
     """A ``ThreadPoolExecutor`` initializer: each worker thread it starts takes the next core."""
 
@@ -61,8 +70,9 @@ class Pinner:
     def __call__(self) -> None:
         core = self.cores[next(self._started) % len(self.cores)]
         try:
+            cores = os.sched_getaffinity(0)
             os.sched_setaffinity(0, {core})  # 0: the calling thread
-            _PINNED.core = core
+            _PINNED.core, _PINNED.cores = core, cores
         except OSError as exc:  # a container may forbid it: the worker runs unpinned
             logger.debug("worker thread not pinned to core {}: {}", core, exc)
 
@@ -126,6 +136,7 @@ def _hold(core: int) -> set[int] | None:
             logger.debug("caller not held on core {}: {}", core, exc)
             return None
         _holding = True
+        _PINNED.cores = own
         return own
 
 
@@ -137,6 +148,7 @@ def _release(own: set[int]) -> None:
         except OSError as exc:
             logger.debug("caller's CPU set not restored: {}", exc)
         _holding = False
+        _PINNED.cores = None
 
 
 class CorePool:

@@ -73,12 +73,13 @@ class Pools:
                     else ThreadPoolExecutor(max_workers=max(1, cores - 1), thread_name_prefix="graphexec-piece"))
                 self._pieces = pool
                 weakref.finalize(self, pool.shutdown, wait=False)
-            return Spreader(self._pieces, cores, lease=lease)
+            return Spreader(self._pieces, cores, lease=lease, place=self.pin)
 
     def worker_spreader(self, lease: Lease | None = None) -> Spreader:
         """Runs a shared node's pieces on the workers of a concurrent run (``lease``: as
         for :meth:`spreader`)."""
-        return Spreader(self.workers(), self.policy.threads, pinned=self.worker_cores is not None, lease=lease)
+        return Spreader(self.workers(), self.policy.threads, pinned=self.worker_cores is not None, lease=lease,
+                        place=self.pin)
 
     def run_parts(self, run: Callable[[int], T], count: int) -> list[T]:
         """``[run(0), ..., run(count - 1)]``, side by side: ``run(0)`` on the calling thread,

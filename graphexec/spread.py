@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any
 
-from graphexec.affinity import CorePool, current_core, on_pinned_worker
+from graphexec.affinity import CorePool, current_core, on_pinned_worker, usable_cores
 from graphexec.blas import blas_threads
 from graphexec.devices.base import Kernel, Piece
 from graphexec.floats import quiet_floats
@@ -51,13 +51,17 @@ class Spreader:
     ``lease``: the arena lease of the run whose nodes it shares out, held by each handed piece."""
 
     def __init__(self, executor: Executor | CorePool, workers: int, pinned: bool = False,
-                 lease: Lease | None = None):
+                 lease: Lease | None = None, place: bool = False):
         self.executor = executor
         self.lease = lease
         #: How many pieces a node is cut into: one per worker.
         self.count = workers
         #: Whether the workers are pinned to a core each: then a caller hands every piece over.
         self.pinned = pinned
+        #: Whether the engine places threads (``pin_workers``): then a node run across
+        #: threads has its kernel's helper threads put off the caller's core first.
+        self.place = place
+        self._cores: frozenset[int] | None = None
 
     def run(self, pieces: list[Piece], stopped: Callable[[], None] = _nothing) -> None:
         """Run every piece, each on one BLAS thread (so that a piece gives the same bits
@@ -75,6 +79,12 @@ class Spreader:
         compiled parts (one BLAS thread for the whole run) have kernels made for them."""
         if occupancy().running > 1:
             return False
+        if self.place:
+            core = current_core()
+            if core is not None:
+                if self._cores is None:
+                    self._cores = frozenset(usable_cores())
+                kernel.place_helpers(core, self._cores)
         return kernel.across(inputs, outputs, self.count)
 
     def _run_all(self, pieces: list[Piece], stopped: Callable[[], None]) -> None:

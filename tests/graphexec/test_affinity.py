@@ -291,3 +291,18 @@ def test_a_boosted_node_has_blas_threads_on_the_other_cores_and_everything_is_re
         assert openblas_worker_cpus() == before
         assert sorted(worker_affinities(engine, len(allowed)), key=min) == [frozenset({c}) for c in sorted(allowed)]
     assert frozenset(os.sched_getaffinity(0)) == allowed
+
+
+@needs_two_cores
+def test_a_held_or_pinned_thread_still_knows_the_cores_the_process_may_use():
+    allowed = frozenset(os.sched_getaffinity(0))
+    assert affinity.usable_cores() == allowed
+    with affinity.held_on_its_core() as others:
+        assert others is not None and len(os.sched_getaffinity(0)) == 1
+        assert affinity.usable_cores() == allowed
+    assert affinity.usable_cores() == allowed
+    engine, _ = wide(threads=len(allowed), intra_op_threads=1)  # pinned workers, one core each
+    found = [f.result(timeout=20) for f in [engine.pools.workers().submit(
+        lambda: (frozenset(os.sched_getaffinity(0)), frozenset(affinity.usable_cores())))]]
+    assert all(len(own) == 1 and usable == allowed for own, usable in found)
+    engine.close()

@@ -10,6 +10,8 @@
   an address (numpy's OpenBLAS, see :mod:`graphexec.devices.cpu.jit.cblas`), so that a
   loop multiplies matrices without Python. The address is an argument, not a constant: a
   loop that holds none caches on disk.
+* :func:`int_call_at`: a call of a C function of no argument at an address, returning an
+  ``int`` (the address an argument, as above).
 """
 
 from __future__ import annotations
@@ -109,5 +111,18 @@ def sgemv_t_at(typingctx, address, ilp64, m, n, a, lda, x, y):  # noqa: ARG001
 
         _by_width(builder, ilp64, call)
         return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def int_call_at(typingctx, address):  # noqa: ARG001
+    """The ``int`` a C function of no argument at ``address`` returns (``gettid``, to learn
+    which threads numba's are: :mod:`graphexec.devices.cpu.jit.team`)."""
+    sig = types.int64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(_I32, [])
+        return builder.sext(builder.call(builder.inttoptr(args[0], fnty.as_pointer()), []), ir.IntType(64))
 
     return sig, codegen

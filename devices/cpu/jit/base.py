@@ -3,6 +3,7 @@ the check that a run's arrays are of the types the loops were compiled for."""
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any
 
 import numpy as np
@@ -94,6 +95,16 @@ class JitKernel(CpuKernel):
         from graphexec.devices.cpu.jit.compiler import parts_live
 
         return parts_live()
+
+    def place_helpers(self, core: int, cores: Set[int]) -> None:
+        """numba's threads, which run the parts of :meth:`across`, go to the cores other
+        than the caller's (:mod:`graphexec.devices.cpu.jit.team`)."""
+        from graphexec.devices.cpu.jit.compiler import parts_live
+
+        if parts_live():
+            from graphexec.devices.cpu.jit.team import keep_off
+
+            keep_off(core, cores)
 
     def _target(self, outputs: list[Any] | None) -> np.ndarray:
         """Where the loops write output 0: the one given where they can (:func:`fits`),

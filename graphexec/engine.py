@@ -504,7 +504,7 @@ class Engine:
             if policy.threads == 1 and self.options.executor is None and trace is None:
                 shared = plan.regions.shared if plan.regions is not None else frozenset()
                 spreader = self.pools.spreader(lease) if shared else None
-                with self._helpers_apart(policy.intra_op_threads > 1 or bool(shared)):
+                with self._helpers_apart(policy, bool(shared)):
                     found = run_sequential(plan, feeds, keep, options, buffers, shared, spreader,
                                            replay=pool.replay if pool is not None else None)
             else:
@@ -515,10 +515,13 @@ class Engine:
 
     __call__ = forward
 
-    def _helpers_apart(self, wanted: bool) -> Any:
+    def _helpers_apart(self, policy: ThreadPolicy, shared: bool) -> Any:
+        """A one-worker run's threads placed (see :meth:`Pools.helpers_apart`): where BLAS may
+        use several threads, or nodes are shared out."""
         if self.device is not None:  # a device's runtime may start threads of its own
             return nullcontext()
-        return self.pools.helpers_apart(wanted)
+        blas = policy.intra_op_threads > 1 or policy.boost is not None
+        return self.pools.helpers_apart(blas or shared, blas=blas)
 
     def _one_thread(self) -> tuple[ThreadPolicy, Planner]:
         """The policy and planner of this engine as ``threads=1, intra_op_threads=1``: what
@@ -542,7 +545,7 @@ class Engine:
         choice = plan.regions
         if policy.threads == 1:  # sequential, through the scheduler only to record a trace
             spreader = self.pools.spreader(lease) if choice and choice.shared else None
-            with self._helpers_apart(policy.intra_op_threads > 1 or spreader is not None):
+            with self._helpers_apart(policy, spreader is not None):
                 return run_concurrent(plan, feeds, keep, SynchronousExecutor(), 1, trace, options, buffers=buffers,
                                       regions=choice, spreader=spreader, lease=lease)
         spreader = self.pools.worker_spreader(lease) if choice is not None and choice.shared else None

@@ -113,14 +113,18 @@ class Pools:
             return self._parts
 
     @contextmanager
-    def helpers_apart(self, wanted: bool) -> Iterator[None]:
+    def helpers_apart(self, wanted: bool, blas: bool = True) -> Iterator[None]:
         """For a one-worker run that uses several cores (BLAS threads, shared nodes): the
-        run's thread held on its core and OpenBLAS's workers on the others, for the run
-        (see :mod:`graphexec.affinity`); nothing where the engine does not pin threads."""
+        run's thread held on its core and, where ``blas`` (the run may give BLAS several
+        threads), OpenBLAS's workers on the others, for the run (see
+        :mod:`graphexec.affinity`); nothing where the engine does not pin threads. A run
+        that keeps BLAS on one thread leaves its idle workers where they are: pinning them
+        and giving their CPU sets back cost 20-140 us a run (docs/design/threads.md,
+        "Compiled parts")."""
         if not (wanted and self.pin):
             yield
             return
-        with held_on_its_core() as others, blas_workers_off(others):
+        with held_on_its_core() as others, blas_workers_off(others if blas else None):
             yield
 
     def close(self) -> None:

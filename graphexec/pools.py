@@ -119,8 +119,8 @@ class Pools:
         threads), OpenBLAS's workers on the others, for the run (see
         :mod:`graphexec.affinity`); nothing where the engine does not pin threads. A run
         that keeps BLAS on one thread leaves its idle workers where they are: pinning them
-        and giving their CPU sets back cost 20-140 us a run (docs/design/threads.md,
-        "Compiled parts")."""
+        and giving their CPU sets back is not free (docs/design/threads.md, "Threads
+        placed for each run")."""
         if not (wanted and self.pin):
             yield
             return

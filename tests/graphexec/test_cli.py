@@ -292,13 +292,15 @@ def test_compile_readies_the_loops_a_model_uses_and_lists_them():
     assert done.returncode == 0, done.stderr
     out = done.stdout
     listed = re.findall(r"^  (\w+)\s+(compiled|cached)\s+[\d.]+ s", out, re.MULTILINE)
-    # the convolutions' and the Linear's loops (whole, or in parts on every core) and the activations'
+    # the convolutions' and the Linear's loops (whole, or in parts on every core), the
+    # activations', and the one that finds numba's threads to place them
     convolutions = {"im2col", "winograd_input", "winograd_output", "im2col_rows", "im2col_whole", "im2col_parts",
                     "winograd_rows", "winograd_parts", "pointwise_whole", "pointwise_parts",
                     "winograd_channels_whole", "winograd_channels_parts", "im2col_channels_whole",
                     "im2col_channels_parts"}
     linear = {"linear_whole", "linear_parts"}
-    assert listed and {name for name, _ in listed} <= convolutions | linear | {"activate_rows", "activate_rows_parts"}, out
+    assert listed and {name for name, _ in listed} <= convolutions | linear | {"activate_rows", "activate_rows_parts",
+                                                                               "thread_ids"}, out
     assert re.search(r"\d+ CPU loops ready for .*wide\.pnnx\.param .*\d+ nodes$", out.strip()), out
 
 

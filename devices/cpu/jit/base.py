@@ -79,7 +79,12 @@ class JitKernel(CpuKernel):
             return False
         from graphexec.devices.cpu.jit.compiler import parts_supported
 
-        return parts_supported()
+        if not parts_supported():
+            return False
+        from graphexec.devices.cpu.jit.team import prepare
+
+        prepare()  # the loop that finds numba's threads, to place them (see place_helpers)
+        return True
 
     def _bands(self) -> int:
         """How many parts a whole run of this node computes one after another: those of a

@@ -12,7 +12,8 @@ in turn; the pins change only when the launcher is found on another core.
 The team's system thread ids come from a loop of parts that asks ``gettid`` on each
 thread, once per launching thread (a team lives as long as its launcher). Nothing is
 pinned where libc has no ``gettid`` or the platform no ``sched_setaffinity``, where there
-is no other core, or after an attempt was refused (a container may forbid it).
+is no other core, under numba's TBB layer (one pool of threads for every launcher), or
+after an attempt was refused (a container may forbid it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Set
+from collections.abc import Callable, Set
 
 import numba
 import numpy as np
@@ -78,13 +79,26 @@ def keep_off(core: int, cores: Set[int]) -> None:
     team.away_from = core
 
 
-def _find_team() -> _Team:
-    """The calling thread's team: its threads' system ids, the caller's own left out."""
+def prepare() -> None:
+    """Ready the loop that finds a team (compiled, or loaded from the cache) when a plan is
+    made, rather than in its first run."""
+    if _GETTID is not None:
+        _thread_ids()
+
+
+def _thread_ids() -> Callable:
     from graphexec.devices.cpu.jit.compiler import ready
 
+    return ready("team", "thread_ids", np.int64(0), np.int64(1), np.zeros(1, np.int64))
+
+
+def _find_team() -> _Team:
+    """The calling thread's team: its threads' system ids, the caller's own left out (none
+    under another threading layer than OpenMP's, whose threads are not a team per caller)."""
+    if numba.threading_layer() != "omp":
+        return _Team([])
     threads = numba.get_num_threads()
     ids = np.zeros(threads, np.int64)
-    parts = np.int64(threads * 8)
-    ready("team", "thread_ids", np.int64(0), parts, ids)(_GETTID, parts, ids)
+    _thread_ids()(_GETTID, threads * 8, ids)
     own = threading.get_native_id()
     return _Team([int(t) for t in dict.fromkeys(ids.tolist()) if t and t != own])

@@ -152,10 +152,12 @@ def test_an_engine_prepares_only_the_loops_its_model_uses():
     assert done.returncode == 0, done.stderr
     readied = set(done.stdout.split())
     # its convolutions' and Linear's loops (im2col, Winograd, alone or with their products;
-    # whole or in parts), the sums' and the activations': no depthwise, pooling or exp loops
+    # whole or in parts), the sums' and the activations', and the one that finds numba's
+    # threads to place them: no depthwise, pooling or exp loops
     convolutions = {"im2col", "winograd_input", "winograd_output", "im2col_rows", "im2col_whole", "im2col_parts",
                     "winograd_rows", "winograd_parts", "pointwise_whole", "pointwise_parts",
                     "winograd_channels_whole", "winograd_channels_parts", "im2col_channels_whole",
                     "im2col_channels_parts"}
     linear = {"linear_whole", "linear_parts"}
-    assert readied and readied <= convolutions | linear | {"activate_rows", "activate_rows_parts", "add_into", "add_parts"}
+    assert readied and readied <= convolutions | linear | {"activate_rows", "activate_rows_parts", "add_into", "add_parts",
+                                                           "thread_ids"}

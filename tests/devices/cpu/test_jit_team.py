@@ -168,3 +168,21 @@ def test_a_run_in_parts_pins_its_callers_team_unless_the_engine_leaves_threads_a
         loose_got, left = on_new_thread(lambda: run(loose))
         assert left is None  # pin_workers=False: numba's threads are left where the kernel puts them
         np.testing.assert_array_equal(got, loose_got)
+
+
+def test_under_another_threading_layer_nothing_is_pinned(monkeypatch):
+    import numba
+
+    from graphexec.devices.cpu.jit import team
+
+    tried = []
+    monkeypatch.setattr(numba, "threading_layer", lambda: "tbb")  # one pool for every launcher
+    monkeypatch.setattr(team.os, "sched_setaffinity", lambda pid, cpus: tried.append(pid))
+    allowed = os.sched_getaffinity(0)
+
+    def place() -> object:
+        team.keep_off(min(allowed), allowed)
+        return team._LOCAL.team
+
+    found = on_new_thread(place)
+    assert found is not None and found.ids == [] and not tried

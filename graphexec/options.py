@@ -45,8 +45,9 @@ class EngineOptions:
     cpu_types: operator types kept on the CPU whatever the device.
     fallback: a node whose device warm-up fails moves to the CPU with a warning (else a
         DeviceError names it).
-    pin_workers: pin the engine's own workers to a core each where there is one per core
-        (see :mod:`graphexec.affinity`).
+    pin_workers: pin the engine's own workers to a core each where there is one per core,
+        and place a run's helper threads (BLAS's, numba's) on cores other than the run's
+        own (see :mod:`graphexec.affinity`); False leaves every thread to the kernel.
     share_nodes: idle cores work inside a large node that runs alone (None: only where the
         engine chooses its threads; see :mod:`graphexec.regions`).
     batch_parts: a batch of several samples runs in this many parts side by side, one

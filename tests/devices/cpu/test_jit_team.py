@@ -22,9 +22,15 @@ from graphexec.devices.cpu.jit import parts_supported  # noqa: E402
 
 MODELS = REPO / "examples" / "models"
 
+def _omp_parts() -> bool:
+    import numba
+
+    return parts_supported() and numba.threading_layer() == "omp"
+
+
 pytestmark = pytest.mark.skipif(
-    cpu_count() < 2 or not parts_supported() or not hasattr(os, "sched_setaffinity"),
-    reason="needs two usable cores, numba's OpenMP or TBB threads and sched_setaffinity")
+    cpu_count() < 2 or not hasattr(os, "sched_setaffinity") or not _omp_parts(),
+    reason="needs two usable cores, sched_setaffinity and numba's OpenMP threads")
 
 
 def on_new_thread(work: Callable[[], Any]) -> Any:

@@ -39,7 +39,6 @@ def _larger(a, v):
     return v if (v > a) | (v != v) else a
 
 
-
 @inline
 def _along_w(source, row, into, at, wo, kw, sw, dw, average):
     """One row's pass along W at stride ``sw``: ``into[at:at + wo]`` the sum (``average``)

@@ -3,12 +3,23 @@ the check that a run's arrays are of the types the loops were compiled for."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Set
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from graphexec.devices.cpu.kernel import CpuKernel
+
+
+@functools.cache
+def _loaded(module: str) -> ModuleType:
+    """A module of this package that imports numba, imported on first use: asked at every
+    run of a node in parts, where an import statement costs about a microsecond a call."""
+    return importlib.import_module(f"graphexec.devices.cpu.jit.{module}")
+
 
 FLOAT32 = np.dtype(np.float32)
 #: Parts of a flat run of float32 numbers start on multiples of this many (a cache line).
@@ -97,19 +108,12 @@ class JitKernel(CpuKernel):
         ``count`` threads into ``outputs`` now."""
         if loop is None or count < 2 or not fits(outputs[0]):
             return False
-        from graphexec.devices.cpu.jit.compiler import parts_live
-
-        return parts_live()
+        return _loaded("compiler").parts_live()
 
     def place_helpers(self, core: int, cores: Set[int]) -> None:
         """numba's threads, which run the parts of :meth:`across`, go to the cores other
         than the caller's (:mod:`graphexec.devices.cpu.jit.team`)."""
-        from graphexec.devices.cpu.jit.compiler import parts_live
-
-        if parts_live():
-            from graphexec.devices.cpu.jit.team import keep_off
-
-            keep_off(core, cores)
+        _loaded("team").keep_off(core, cores)
 
     def _target(self, outputs: list[Any] | None) -> np.ndarray:
         """Where the loops write output 0: the one given where they can (:func:`fits`),

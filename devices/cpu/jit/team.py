@@ -27,6 +27,8 @@ import numba
 import numpy as np
 from loguru import logger
 
+from graphexec.devices.cpu.jit.compiler import parts_live, ready
+
 
 def _gettid_address() -> int | None:
     """The address of libc's ``gettid``, or None where there is none."""
@@ -58,7 +60,7 @@ def keep_off(core: int, cores: Set[int]) -> None:
     (where the caller runs now), before it launches a loop of parts; nothing to do where
     they are pinned so already."""
     team = getattr(_LOCAL, "team", None)
-    if (team is not None and team.away_from == core) or _GETTID is None or _REFUSED:
+    if (team is not None and team.away_from == core) or _GETTID is None or _REFUSED or not parts_live():
         return
     if team is None:
         team = _LOCAL.team = _find_team()
@@ -87,8 +89,6 @@ def prepare() -> None:
 
 
 def _thread_ids() -> Callable:
-    from graphexec.devices.cpu.jit.compiler import ready
-
     return ready("team", "thread_ids", np.int64(0), np.int64(1), np.zeros(1, np.int64))
 
 

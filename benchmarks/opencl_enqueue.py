@@ -5,7 +5,9 @@ Each case enqueues the same kind of launch 70 times in a row (kernel arguments s
 beforehand, nothing waited for) and reports the calling thread's CPU time per launch,
 median of the rounds; the queue is drained between rounds. The synthetic cases vary one
 property of a trivial kernel at a time (dimensions, ``reqd_work_group_size``, ``__local``
-memory, 2 or 24 arguments, 14 of them packed in one struct); the network cases enqueue the
+memory, 2 or 24 arguments, 14 of them packed in one struct), and two of them go through the
+compiled loop that replays stretches too, with and without an event a launch, and with a
+flush every 4 (the driver's own cost, no Python between launches; where numba is installed); the network cases enqueue the
 launches of the named networks' replay (``artifacts/networks/<name>`` or, with
 ``--random-weights``, any param file under ``--networks``), in their order and each one
 repeated. ``host us/node`` in ``benchmarks/opencl_networks.py`` is these launches plus the
@@ -84,8 +86,54 @@ def synthetic(device) -> dict[str, Callable[[], None]]:
             kernel("packed", head + [np.array([1 << 20] + [3] * 13, np.int32)]), (64, 256, 1), (16, 16, 1)),
     }
     enqueue = cl.enqueue_nd_range_kernel
-    return {name: (lambda k=k, g=g, l=l: [enqueue(queue, k, g, l, None, None) for _ in range(LAUNCHES)])
-            for name, (k, g, l) in cases.items()}
+    found = {name: (lambda k=k, g=g, l=l: [enqueue(queue, k, g, l, None, None) for _ in range(LAUNCHES)])
+             for name, (k, g, l) in cases.items()}
+    plain = [(queue, *cases["1-D, 2 arguments"])] * LAUNCHES
+    many = [(queue, *cases["3-D, 24 arguments"])] * LAUNCHES
+    found.update(compiled({"1-D, 2 arguments": plain, "3-D, 24 arguments": many}))
+    return found
+
+
+def compiled(launches: dict[str, list[tuple]]) -> dict[str, Callable[[], list]]:
+    """The same launches by the compiled loop that replays stretches (no Python a launch),
+    without an event and with one made and released each: the driver's own cost. None
+    where numba is not installed."""
+    from graphexec.devices.opencl.replay_compiled import available
+
+    if not available():
+        return {}
+    from graphexec.devices.cpu.jit import _loops_enqueue as loop
+    from graphexec.devices.opencl.native import entry_points
+
+    calls = np.array(entry_points().addresses, np.int64)
+    found = {}
+    for name, listed in launches.items():
+        for event, flush, label in ((loop.NO_EVENT, 0, "no event"), (loop.RELEASED, 0, "an event each"),
+                                    (loop.NO_EVENT, 4, "no event, the queue flushed every 4")):
+            sizes = np.zeros((len(listed), 6), np.uint64)
+            table = np.zeros((len(listed), 12), np.int64)
+            for i, (queue, kernel, g, l) in enumerate(listed):
+                sizes[i, :len(g)] = g
+                table[i, [loop.KIND, loop.QUEUE, loop.A, loop.B, loop.C]] = (
+                    loop.KERNEL, queue.int_ptr, kernel.int_ptr, len(g), sizes.ctypes.data + 48 * i)
+                if l is not None:
+                    sizes[i, 3:3 + len(l)] = l
+                    table[i, loop.D] = sizes.ctypes.data + 48 * i + 24
+                table[i, loop.EVENT] = event
+                if flush and i % flush == flush - 1:
+                    table[i, loop.FLUSH_COUNT] = 1  # flushes[0]: the queue
+            ints = np.zeros(1, np.int64)
+            flushes = np.array([listed[0][0].int_ptr], np.int64)
+            slots, failed = np.zeros(len(listed), np.int64), np.zeros(2, np.int64)
+            KEPT.append(sizes)
+
+            def run(table=table, slots=slots, failed=failed, ints=ints, flushes=flushes, count=len(listed)) -> list:
+                loop.enqueue(calls, table, ints, flushes, ints[:0], slots, ints, False, failed)
+                assert failed[0] < 0, f"OpenCL error {failed[1]}"
+                return [None] * count
+
+            found[f"{name}, compiled loop, {label}"] = run
+    return found
 
 
 def recorded(device, name: str, args: argparse.Namespace) -> dict[str, Callable[[], None]]:
@@ -113,10 +161,12 @@ def recorded(device, name: str, args: argparse.Namespace) -> dict[str, Callable[
     conv = next((launch for launch in launches if launch[1].function_name.startswith("conv")), launches[0])
     enqueue = device._cl.enqueue_nd_range_kernel
     KEPT.append(engine)  # its buffers stay alive while the kernels use them
-    return {f"{name}: its {len(launches)} launches in order": lambda: [enqueue(q, k, g, l, None, None)
-                                                                       for q, k, g, l in launches],
-            f"{name}: its first convolution, repeated": lambda: [enqueue(*conv, None, None)
-                                                                 for _ in launches]}
+    found = {f"{name}: its {len(launches)} launches in order": lambda: [enqueue(q, k, g, l, None, None)
+                                                                        for q, k, g, l in launches],
+             f"{name}: its first convolution, repeated": lambda: [enqueue(*conv, None, None)
+                                                                  for _ in launches]}
+    found.update(compiled({f"{name}: its {len(launches)} launches in order": launches}))
+    return found
 
 
 def main() -> None:

@@ -70,10 +70,14 @@ def main() -> None:
     parser.add_argument("--networks", type=Path, default=NETWORKS, help="folder of <name>/model.pnnx.param")
     parser.add_argument("--no-profile", action="store_true",
                         help="leave out the kernel times (on a CPU device they only double the run)")
+    parser.add_argument("--enqueue", default="auto",
+                        help="how replays enqueue: auto, compiled or python, or several with commas "
+                             "(a row each, their rounds interleaved)")
     args = parser.parse_args()
     folder = args.networks
     names = args.names or sorted(p.name for p in folder.iterdir() if (p / "model.pnnx.param").exists())
-    device = open_device(args.device)
+    devices = {mode: open_device(args.device, enqueue=mode) for mode in args.enqueue.split(",")}
+    device = next(iter(devices.values()))
     profiled = None if args.no_profile else open_device(args.device, profiling=True)
     print(describe(device))
     torch_gpu = torch_device() if args.torch else None
@@ -89,8 +93,8 @@ def main() -> None:
         if not param.exists():
             print(f"| {name} | not exported: python tools/export_networks.py {name} |")
             continue
-        row = measure(name, param, args, device, profiled, torch_gpu[0] if torch_gpu is not None else None)
-        print(row, flush=True)
+        for row in measure(name, param, args, devices, profiled, torch_gpu[0] if torch_gpu is not None else None):
+            print(row, flush=True)
 
 
 def describe(device: Any) -> str:
@@ -215,7 +219,9 @@ def torch_runner(torch: Any, name: str, x: np.ndarray) -> Callable[[], None]:
     return run
 
 
-def measure(name: str, param: Path, args: argparse.Namespace, device: Any, profiled: Any, torch: Any) -> str:
+def measure(name: str, param: Path, args: argparse.Namespace, devices: dict[str, Any], profiled: Any,
+            torch: Any) -> list[str]:
+    """The network's rows: one per enqueue mode of ``devices``, their rounds interleaved."""
     io = param.parent / "io.npz"
     if args.size is None and io.exists():
         with np.load(io) as saved:
@@ -223,30 +229,37 @@ def measure(name: str, param: Path, args: argparse.Namespace, device: Any, profi
     else:
         side = args.size or 224
         x, want = np.random.default_rng(1).standard_normal((1, 3, side, side)).astype(np.float32), None
-    engine = load(param, args.random_weights, device=device)
+    engines = {mode: load(param, args.random_weights, device=device) for mode, device in devices.items()}
     timed = load(param, args.random_weights, device=profiled) if profiled is not None else None
     cpu = load(param, args.random_weights) if args.cpu or want is None or args.random_weights else None
     if want is None or args.random_weights:
         want = cpu.forward(x)  # type: ignore[union-attr]
-    got = engine.forward(x)
-    error = float(np.abs(got - want).max() / np.abs(want).max())
-    if not error <= TOLERANCE:
-        raise SystemExit(f"{name}: OpenCL differs from the reference by {error:.2g}")
-    nodes = device_nodes(engine, x.shape)
-    host = host_seconds(engine)
+    errors = {}
+    for mode, engine in engines.items():
+        got = engine.forward(x)
+        errors[mode] = float(np.abs(got - want).max() / np.abs(want).max())
+        if not errors[mode] <= TOLERANCE:
+            raise SystemExit(f"{name}: OpenCL ({mode}) differs from the reference by {errors[mode]:.2g}")
+    first = next(iter(engines.values()))
+    nodes = device_nodes(first, x.shape)
+    hosts = {mode: host_seconds(engine) for mode, engine in engines.items()}
     eager = torch_runner(torch, name, x) if torch is not None else None
     for _ in range(3):  # warm: arenas bound, programs built, caches filled
-        host(x)
+        for host in hosts.values():
+            host(x)
         if timed is not None:
             timed.forward(x)
         if eager is not None:
             eager()
-    runs: dict[str, list[float]] = {"host": [], "wall": [], "kernels": [], "torch": [], "cpu": []}
-    _, launches = kernel_seconds(engine, x, profile=False)
+    _, launches = kernel_seconds(first, x, profile=False)
+    runs: dict[str, list[float]] = {"kernels": [], "torch": [], "cpu": []}
+    for mode in engines:
+        runs[f"host {mode}"], runs[f"wall {mode}"] = [], []
     for _ in range(args.rounds):
-        start = time.perf_counter()
-        runs["host"].append(host(x))
-        runs["wall"].append(time.perf_counter() - start)
+        for mode, host in hosts.items():
+            start = time.perf_counter()
+            runs[f"host {mode}"].append(host(x))
+            runs[f"wall {mode}"].append(time.perf_counter() - start)
         if timed is not None:
             seconds, _ = kernel_seconds(timed, x)
             if seconds is not None:
@@ -259,20 +272,29 @@ def measure(name: str, param: Path, args: argparse.Namespace, device: Any, profi
             start = time.perf_counter()
             cpu.forward(x)
             runs["cpu"].append(time.perf_counter() - start)
-    alone = [host(x) for _ in range(args.rounds)]  # back to back, as a loop over inputs runs
+    alone: dict[str, list[float]] = {mode: [] for mode in engines}
+    for _ in range(args.rounds):  # back to back, as a loop over inputs runs (the modes in turns of 5)
+        for mode, host in hosts.items():
+            alone[mode].extend(host(x) for _ in range(5))
     median = {k: statistics.median(v) if v else None for k, v in runs.items()}
-    median["alone"] = statistics.median(alone)
-    engine.close()
+    for engine in engines.values():
+        engine.close()
     if timed is not None:
         timed.close()
 
     def ms(value: float | None) -> str:
         return "" if value is None else f"{value * 1e3:.2f}"
 
-    ratio = "" if median["kernels"] is None else f"{median['wall'] / median['kernels']:.2f}"
-    return (f"| {name} | {nodes} | {'' if launches is None else launches} | {median['alone'] * 1e6 / nodes:.1f} | "
-            f"{median['host'] * 1e6 / nodes:.1f} | {ms(median['alone'])} | {ms(median['wall'])} | {ms(median['kernels'])} | {ratio} | {ms(median['torch'])} | "
-            f"{ms(median['cpu'])} | {error:.1e} |")
+    rows = []
+    for mode in engines:
+        wall, host_ms = median[f"wall {mode}"], statistics.median(alone[mode])
+        ratio = "" if median["kernels"] is None else f"{wall / median['kernels']:.2f}"  # type: ignore[operator]
+        label = name if len(engines) == 1 else f"{name} ({devices[mode].enqueue})"
+        rows.append(f"| {label} | {nodes} | {'' if launches is None else launches} | {host_ms * 1e6 / nodes:.1f} | "
+                    f"{median[f'host {mode}'] * 1e6 / nodes:.1f} | {ms(host_ms)} | {ms(wall)} | "  # type: ignore[operator]
+                    f"{ms(median['kernels'])} | {ratio} | {ms(median['torch'])} | {ms(median['cpu'])} | "
+                    f"{errors[mode]:.1e} |")
+    return rows
 
 
 if __name__ == "__main__":

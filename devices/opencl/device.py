@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from loguru import logger
 
 from graphexec.devices.base import Device, DeviceKernel, Hints, Kernel
 from graphexec.devices.opencl._runtime import load_pyopencl, translated
@@ -212,14 +213,44 @@ class OpenCLKernel(DeviceKernel):
                                         made[0].event, start_ns, end_ns)
 
 
+ENQUEUE_MODES = ("auto", "compiled", "python")
+
+
+def enqueue_mode(asked: str) -> str:
+    """How a device enqueues its replayed stretches: ``"compiled"`` where asked, or for
+    ``"auto"`` where numba is installed and the OpenCL library can be called directly
+    (see :mod:`graphexec.devices.opencl.replay_compiled`); else ``"python"``."""
+    from graphexec.devices.opencl import native, replay_compiled
+
+    if asked not in ENQUEUE_MODES:
+        raise DeviceError(f"enqueue={asked!r}: expected one of {', '.join(map(repr, ENQUEUE_MODES))}")
+    if asked == "python":
+        return asked
+    if not replay_compiled.available():
+        if asked == "compiled":
+            raise DeviceError('enqueue="compiled" needs numba: pip install "graphexec[jit]"')
+        return "python"
+    try:
+        native.entry_points()
+    except DeviceError as exc:
+        if asked == "compiled":
+            raise
+        logger.debug("replayed stretches enqueue through pyopencl: {}", exc)
+        return "python"
+    return "compiled"
+
+
 class OpenCLDevice(Device):
     """One OpenCL device with its own context; see the module doc for the interface."""
 
     kind = "opencl"
 
     def __init__(self, info: DeviceInfo, *, queues: int = 2, cache_dir: str | Path | None | bool = None,
-                 profiling: bool = False):
+                 profiling: bool = False, enqueue: str = "auto"):
         cl = self._cl = load_pyopencl()
+        #: How replayed stretches are enqueued: ``"compiled"`` (one numba call a stretch) or
+        #: ``"python"`` (a pyopencl call a command); see :func:`enqueue_mode`.
+        self.enqueue = enqueue_mode(enqueue)
         self.info = info
         self.cl_device = dev = info.handle
         self.name = info.name

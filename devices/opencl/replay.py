@@ -50,6 +50,7 @@ from graphexec.devices.base import ReplayNode
 from graphexec.devices.opencl._runtime import translated
 from graphexec.devices.opencl.device import DeviceTensor, kernel_scalar
 from graphexec.devices.opencl.ops.base import F32, Launch, op_for
+from graphexec.devices.opencl.replay_compiled import CommandFailed, CompiledStretch
 from graphexec.errors import DeviceError
 from graphexec.layers.specs import Spec
 
@@ -335,7 +336,8 @@ class PreparedReplay:
             ARENA: next((t.buffer for t in views.values() if isinstance(t, DeviceTensor)), None)}
         for scratch, nbytes in self._scratch.items():
             buffers[scratch] = device.alloc((nbytes,), np.uint8).buffer
-        return BoundReplay(device, tuple(_Bound(device, s, buffers) for s in self._stretches), buffers)
+        compiled = device.enqueue == "compiled"
+        return BoundReplay(device, tuple(_Bound(device, s, buffers, compiled) for s in self._stretches), buffers)
 
 
 def _real(value: Any, buffers: Mapping[Any, Any]) -> Any:
@@ -350,7 +352,7 @@ def _real(value: Any, buffers: Mapping[Any, Any]) -> Any:
 class _Bound:
     """One stretch over one arena: what :meth:`BoundReplay.run` walks."""
 
-    def __init__(self, device: OpenCLDevice, stretch: _Stretch, buffers: Mapping[Any, Any]):
+    def __init__(self, device: OpenCLDevice, stretch: _Stretch, buffers: Mapping[Any, Any], compiled: bool = False):
         cl = device._cl
         self.stretch = stretch
         self.imports = stretch.imports
@@ -381,6 +383,8 @@ class _Bound:
         self.flush = tuple(queues[q] for q in stretch.queues)
         self.exports = tuple((name, DeviceTensor(_real(t.buffer, buffers), t.shape, t.dtype, None, t.offset, device),
                               source) for name, t, source in stretch.exports)
+        #: The stretch as the compiled loop's table, where the device enqueues that way.
+        self.compiled = CompiledStretch(device, self) if compiled else None
 
 
 class BoundReplay:
@@ -396,6 +400,25 @@ class BoundReplay:
         """Enqueue stretch ``k`` after its inputs (read from ``values``) and put the
         operands it exports into ``values``, each with the event that makes it."""
         bound = self.stretches[k]
+        device = self.device
+        sink = device.launch_events
+        if bound.compiled is not None:
+            try:
+                events = bound.compiled.run(values, every_event=sink is not None)
+            except CommandFailed as exc:
+                raise self._failure(bound, exc.index, exc) from exc
+        else:
+            events = self._enqueue(bound, values)
+        for name, tensor, source in bound.exports:
+            tensor.event = None if source is None else events[source]
+            values[name] = tensor
+        if sink is not None:
+            stretch = bound.stretch
+            sink.extend((stretch.layers[c.node], c.queue, e)
+                        for c, e in zip(stretch.commands, events[len(bound.imports):]))
+
+    def _enqueue(self, bound: _Bound, values: dict[str, Any]) -> list[Any]:
+        """Enqueue ``bound`` through pyopencl: the events of its imports and commands."""
         device = self.device
         cl = device._cl
         enqueue = cl.enqueue_nd_range_kernel  # looked up per run, not per launch
@@ -421,14 +444,7 @@ class BoundReplay:
                     queue.flush()
         except Exception as exc:
             raise self._failure(bound, len(events) - len(bound.imports), exc) from exc
-        for name, tensor, source in bound.exports:
-            tensor.event = None if source is None else events[source]
-            values[name] = tensor
-        sink = device.launch_events
-        if sink is not None:
-            stretch = bound.stretch
-            sink.extend((stretch.layers[c.node], c.queue, e)
-                        for c, e in zip(stretch.commands, events[len(bound.imports):]))
+        return events
 
     def _failure(self, bound: _Bound, index: int, exc: BaseException) -> DeviceError:
         """``exc``, raised enqueueing command ``index`` of a stretch, naming its node and kernel."""

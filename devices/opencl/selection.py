@@ -118,13 +118,17 @@ def open_device(
     queues: int = 2,
     cache_dir: str | Path | None | bool = None,
     profiling: bool = False,
+    enqueue: str = "auto",
 ) -> OpenCLDevice:
     """Open the OpenCL device ``spec`` names (see the module doc) with ``queues`` in-order
     command queues.
 
     ``cache_dir``: where built program binaries are kept between processes (default
     ``~/.cache/graphexec/opencl``, or under ``$XDG_CACHE_HOME``); ``False`` keeps them in
-    memory only. ``profiling`` enables event timestamps on the queues.
+    memory only. ``profiling`` enables event timestamps on the queues. ``enqueue``: how
+    replayed stretches reach the queues, ``"compiled"`` (one numba call a stretch, the
+    ``jit`` extra), ``"python"`` (a pyopencl call a command) or ``"auto"`` (compiled
+    where numba is installed).
     """
     from graphexec.devices.opencl.device import OpenCLDevice
 
@@ -132,4 +136,4 @@ def open_device(
         raise DeviceError(f"queues={queues}: an OpenCL device needs at least one command queue")
     info = select(spec, list_devices())
     with translated(f"opening OpenCL device {info.name}"):
-        return OpenCLDevice(info, queues=queues, cache_dir=cache_dir, profiling=profiling)
+        return OpenCLDevice(info, queues=queues, cache_dir=cache_dir, profiling=profiling, enqueue=enqueue)

@@ -12,6 +12,10 @@
   loop that holds none caches on disk.
 * :func:`int_call_at`: a call of a C function of no argument at an address, returning an
   ``int`` (the address an argument, as above).
+* :func:`enqueue_kernel_at`, :func:`enqueue_copy_at`, :func:`enqueue_write_at`,
+  :func:`call_p_at`: OpenCL's enqueue calls, ``clFlush`` and ``clReleaseEvent`` at their
+  addresses, for the loop that replays a device stretch without Python
+  (:mod:`graphexec.devices.opencl.replay_compiled`).
 """
 
 from __future__ import annotations
@@ -124,5 +128,65 @@ def int_call_at(typingctx, address):  # noqa: ARG001
     def codegen(context, builder, signature, args):
         fnty = ir.FunctionType(_I32, [])
         return builder.sext(builder.call(builder.inttoptr(args[0], fnty.as_pointer()), []), ir.IntType(64))
+
+    return sig, codegen
+
+
+def _call_at(builder, address, kinds: str, values) -> ir.Value:
+    """The ``int`` the C function at ``address`` returns for ``values`` (int64s), passed as
+    ``kinds`` says, one letter each: ``p`` a pointer, ``z`` a ``size_t``, ``u`` a 32-bit
+    integer."""
+    pointer = ir.IntType(8).as_pointer()
+    width = {"p": pointer, "z": ir.IntType(64), "u": _I32}
+    fnty = ir.FunctionType(_I32, [width[k] for k in kinds])
+    passed = [builder.inttoptr(v, pointer) if k == "p" else builder.trunc(v, _I32) if k == "u" else v
+              for k, v in zip(kinds, values)]
+    return builder.sext(builder.call(builder.inttoptr(address, fnty.as_pointer()), passed), ir.IntType(64))
+
+
+@intrinsic
+def call_p_at(typingctx, address, handle):  # noqa: ARG001
+    """``f(handle)`` for the C function ``int f(void *)`` at ``address`` (``clFlush``,
+    ``clReleaseEvent``)."""
+    sig = types.int64(types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        return _call_at(builder, args[0], "p", args[1:])
+
+    return sig, codegen
+
+
+@intrinsic
+def enqueue_kernel_at(typingctx, address, queue, kernel, dims, offset, global_size, local_size, waits, wait_list,
+                      event):  # noqa: ARG001
+    """``clEnqueueNDRangeKernel`` at ``address``, its pointers and handles as int64s."""
+    sig = types.int64(*([types.int64] * 10))
+
+    def codegen(context, builder, signature, args):
+        return _call_at(builder, args[0], "ppuppppup", args[1:])
+
+    return sig, codegen
+
+
+@intrinsic
+def enqueue_copy_at(typingctx, address, queue, src, dst, src_offset, dst_offset, size, waits, wait_list,
+                    event):  # noqa: ARG001
+    """``clEnqueueCopyBuffer`` at ``address``, its pointers and handles as int64s."""
+    sig = types.int64(*([types.int64] * 10))
+
+    def codegen(context, builder, signature, args):
+        return _call_at(builder, args[0], "pppzzzupp", args[1:])
+
+    return sig, codegen
+
+
+@intrinsic
+def enqueue_write_at(typingctx, address, queue, buffer, blocking, offset, size, host, waits, wait_list,
+                     event):  # noqa: ARG001
+    """``clEnqueueWriteBuffer`` at ``address``, its pointers and handles as int64s."""
+    sig = types.int64(*([types.int64] * 10))
+
+    def codegen(context, builder, signature, args):
+        return _call_at(builder, args[0], "ppuzzpupp", args[1:])
 
     return sig, codegen

@@ -302,7 +302,8 @@ def _failing_enqueue(monkeypatch, kernel_calls: list[str]):
     monkeypatch.setattr(cl, "enqueue_nd_range_kernel", enqueue)
 
 
-def test_a_device_failure_names_node_type_kernel_and_device(device, monkeypatch):
+def test_a_device_failure_names_node_type_kernel_and_device(python_device, monkeypatch):
+    device = python_device
     param, ins, _ = bundled("inception_mini")
     engine = Engine.load(param, device=device, threads=1)
     calls: list[str] = []

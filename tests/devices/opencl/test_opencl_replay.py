@@ -178,9 +178,10 @@ def test_concurrent_callers_replay_each_with_their_own_arena_and_kernel_objects(
             assert not kernels[a] & kernels[b], "two arenas share a kernel object"
 
 
-def test_a_failing_launch_in_a_replay_names_its_node_and_kernel(device, monkeypatch):
+def test_a_failing_launch_in_a_replay_names_its_node_and_kernel(python_device, monkeypatch):
     import pyopencl as cl
 
+    device = python_device
     param, ins, _ = bundled("inception_mini")
     engine = Engine.load(param, device=device, threads=1)
     engine.forward(*ins)
@@ -389,11 +390,12 @@ def test_chains_replayed_give_the_bits_of_chains_run_node_by_node(device, monkey
             assert_matches(g, w, what=f"conv2d_elementwise_chains out{k}, replayed")
 
 
-def test_a_replayed_run_costs_the_host_a_fraction_of_a_node_by_node_one(device, monkeypatch):
+def test_a_replayed_run_costs_the_host_a_fraction_of_a_node_by_node_one(python_device, monkeypatch):
     """The same plan and arena, replayed and node by node: the same kernels enqueued, and
     per device node no kernel argument set and under a fifth of the Python and C calls."""
     import pyopencl as cl
 
+    device = python_device
     param, ins, _ = bundled("inception_mini")
     counts = {"enqueue": 0, "set_args": 0}
     enqueue, set_args = cl.enqueue_nd_range_kernel, cl.Kernel.set_args
@@ -435,3 +437,134 @@ def test_a_replayed_run_costs_the_host_a_fraction_of_a_node_by_node_one(device, 
     assert replayed[2] == 0 and apart[2] >= apart[1]
     assert replayed[0] / nodes < apart[0] / nodes / 5, (
         f"calls a device node: replayed {replayed[0] / nodes:.1f}, node by node {apart[0] / nodes:.1f}")
+
+
+# -- the compiled loop (replay_compiled.py): pyopencl's commands, without Python a command --
+def compiled_stretches(engine: Engine) -> list[Any]:
+    """The compiled tables of the engine's free arenas, for the plan of the exported shapes."""
+    plan, replay = replay_of(engine)
+    return [s.compiled for _, views in engine._arenas(plan)._free if replay in views.bound
+            for s in views.bound[replay].stretches]
+
+
+@pytest.mark.parametrize("cpu_types", [frozenset(), frozenset({"nn.MaxPool2d"})], ids=["all-on-device", "pools-on-cpu"])
+def test_the_compiled_loop_gives_the_bits_pyopencl_gives(python_device, compiled_device, cpu_types):
+    param, ins, want = bundled("inception_mini")
+    rng = np.random.default_rng(17)
+    xs = [rng.standard_normal(ins[0].shape).astype(np.float32) for _ in range(3)]
+    with Engine.load(param, device=python_device, threads=1, cpu_types=cpu_types) as slow, \
+            Engine.load(param, device=compiled_device, threads=1, cpu_types=cpu_types) as fast:
+        for x in xs:
+            assert np.array_equal(fast.forward(x), slow.forward(x))
+        assert all(s is not None for s in compiled_stretches(fast))
+        assert all(s.compiled is None for _, views in slow._arenas(slow.plan())._free
+                   for b in views.bound.values() for s in b.stretches)
+        assert_close(fast.forward(*ins), want[0], "inception_mini, compiled enqueue")
+    ins, _ = load_io(CHAINS)
+    with Engine.load(CHAINS / "model.pnnx.param", device=python_device, threads=1) as slow, \
+            Engine.load(CHAINS / "model.pnnx.param", device=compiled_device, threads=1) as fast:
+        for g, s in zip(as_tuple(fast.forward(*ins)), as_tuple(slow.forward(*ins)), strict=True):
+            assert np.array_equal(g, s)
+
+
+def test_the_compiled_loop_makes_an_event_only_where_another_queue_waits_or_a_value_leaves(compiled_device):
+    from graphexec.devices.opencl.replay_compiled import _KEPT, _NO_EVENT, _RELEASED
+
+    param, ins, _ = bundled("inception_mini")
+    with Engine.load(param, device=compiled_device, threads=1) as engine:
+        engine.forward(*ins)
+        (compiled,) = compiled_stretches(engine)
+    bound = compiled.bound
+    base = len(bound.imports)
+    waited = {w - base for *_, waits, _ in bound.program for w in waits if w >= base}
+    exported = {source - base for _, _, source in bound.exports if source is not None and source >= base}
+    marks = compiled._table[:, 9]
+    assert {int(i) for i in np.flatnonzero(marks == _KEPT)} == exported
+    assert {int(i) for i in np.flatnonzero(marks == _RELEASED)} == waited - exported
+    assert waited and exported and (marks == _NO_EVENT).sum() > len(marks) / 2
+
+
+def test_a_failing_command_in_the_compiled_loop_names_its_node_and_kernel(compiled_device):
+    param, ins, _ = bundled("inception_mini")
+    with Engine.load(param, device=compiled_device, threads=1) as engine:
+        want = engine.forward(*ins)
+        plan, _ = replay_of(engine)
+        (compiled,) = compiled_stretches(engine)
+        kernels = [k for k, entry in enumerate(compiled.bound.program) if entry[2] is not None]
+        target = kernels[len(kernels) // 2]
+        command = compiled.bound.stretch.commands[target]
+        node = plan.nodes[command.node]
+        dims = compiled._table[target, 3]
+        compiled._table[target, 3] = 4  # no OpenCL device has four work dimensions
+        with pytest.raises(DeviceError) as raised:
+            engine.forward(*ins)
+        compiled._table[target, 3] = dims
+        base = len(compiled.bound.imports)
+        assert not compiled._slots[base:base + target].any(), "the failed run left its events unreleased"
+        for _ in range(2):  # the engine goes on working, on the arena the failed run held
+            assert np.array_equal(engine.forward(*ins), want)
+    text = str(raised.value)
+    assert f"node {node.name} ({node.type})" in text and f"kernel {command.call.name}" in text
+    assert compiled_device.name in text and "CL_INVALID_WORK_DIMENSION" in text
+
+
+def test_launches_collected_from_the_compiled_loop_carry_their_profiled_times(device, tmp_path):
+    from graphexec.devices.opencl import open_device
+    from graphexec.devices.opencl.replay_compiled import available
+
+    if not available():
+        pytest.skip("the compiled enqueue loop needs numba (the jit extra)")
+    profiled = open_device(f"opencl:{device.info.index}", cache_dir=tmp_path, profiling=True, enqueue="compiled")
+    param, ins, _ = bundled("inception_mini")
+    with Engine.load(param, device=profiled, threads=1) as engine:
+        want = engine.forward(*ins)
+        _, replay = replay_of(engine)
+        with profiled.collect_launches() as found:
+            got = engine.forward(*ins)
+        profiled.finish()
+        assert np.array_equal(got, want)
+        assert len(found) == sum(len(s.commands) for s in replay.prepared._stretches)
+        assert all(e.profile.end >= e.profile.start > 0 for _, _, e in found)
+        assert np.array_equal(engine.forward(*ins), want)  # and the runs after it, which keep fewer events
+
+
+def test_the_compiled_loop_makes_a_handful_of_python_calls_where_pyopencl_makes_one_a_command(
+        python_device, compiled_device):
+    param, ins, _ = bundled("inception_mini")
+
+    def replay_calls(device) -> tuple[int, int]:
+        """Python and C calls made from the replay's own modules in one warm run, and the
+        stretches' commands."""
+        with Engine.load(param, device=device, threads=1) as engine:
+            for _ in range(2):  # bound; and past the first run's one-off checks
+                engine.forward(*ins)
+            _, replay = replay_of(engine)
+            calls = [0]
+
+            def profile(frame, event, arg):
+                if event in ("call", "c_call") and frame.f_code.co_filename.endswith(
+                        ("opencl/replay.py", "opencl/replay_compiled.py")):
+                    calls[0] += 1
+
+            sys.setprofile(profile)
+            try:
+                engine.forward(*ins)
+            finally:
+                sys.setprofile(None)
+        return calls[0], sum(len(s.commands) for s in replay.prepared._stretches)
+
+    slow, commands = replay_calls(python_device)
+    fast, _ = replay_calls(compiled_device)
+    assert slow >= commands > 2 * fast, f"{commands} commands: {slow} calls through pyopencl, {fast} compiled"
+
+
+def test_the_enqueue_mode_is_checked_and_auto_needs_numba_for_the_compiled_loop(device, monkeypatch):
+    from graphexec.devices.opencl import device as device_module
+    from graphexec.devices.opencl import open_device, replay_compiled
+
+    with pytest.raises(DeviceError, match="enqueue='fast'"):
+        open_device(f"opencl:{device.info.index}", enqueue="fast")
+    monkeypatch.setattr(replay_compiled, "available", lambda: False)
+    assert device_module.enqueue_mode("auto") == "python"
+    with pytest.raises(DeviceError, match="needs numba"):
+        device_module.enqueue_mode("compiled")

@@ -14,8 +14,10 @@ operator type. Nothing here imports pyopencl until a device is opened, so import
     OpenCLDevice                            device.py      context, queues, caches, run()
     ├── DeviceTensor                        device.py      buffer + offset, shape, dtype, event
     ├── ProgramCache                        programs.py    built once per context, binaries on disk
-    └── ops/                                one module per family, registered by layer class
-        kernels/*.cl                        the OpenCL C sources
+    ├── ops/                                one module per family, registered by layer class
+    │   kernels/*.cl                        the OpenCL C sources
+    └── replay.py                           device stretches recorded once and replayed
+        replay_compiled.py, native.py       a stretch enqueued by one compiled call (jit extra)
 """
 
 from __future__ import annotations

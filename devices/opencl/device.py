@@ -76,6 +76,12 @@ def kernel_scalar(value: Any) -> Any:
     return value
 
 
+def packed_ints(*values: Any) -> np.ndarray:
+    """``values`` as one kernel argument, a struct of ``int`` fields in this order (the
+    kernels that take one declare it): a launch costs the driver for each argument it has."""
+    return np.array([kernel_scalar(int(v)) for v in values], np.int32)
+
+
 def scalar_dtype(value: Any) -> np.dtype | None:
     """How pyopencl packs a kernel argument: int32 or float32 for a scalar, None (as it is)
     for buffers, local memory and null pointers."""

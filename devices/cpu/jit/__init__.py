@@ -16,6 +16,7 @@ few calls, as loops that release the GIL.
     _loops_linear.py             nn.Linear, its product by numpy's OpenBLAS from the loop
     _loops_parts.py              how a loop's range is cut into parts for numba's threads
     _loops_team.py               which system threads numba's are
+    _loops_enqueue.py            an OpenCL stretch enqueued in one call (host code for the OpenCL device)
     team.py                      numba's threads kept off the core of the thread that launches parts
     _intrinsics.py               fused multiply-add, 2^k and BLAS calls by address, which numba does not spell
     activation.py, conv.py,      the kernels (tier "jit"), registered with the CPU device

@@ -7,15 +7,18 @@
 #include "conv_common.cl"
 #include "conv_activation.cl"
 
+// The offsets and sizes travel as one argument (see ConvDims in gemm.cl), in this order.
+typedef struct {
+    int x_off, w_off, bias_off, has_bias, y_off, total, C, mult, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
+} DepthwiseDims;
+
 __kernel void depthwise_conv(
-    __global const float* restrict x, const int x_off,
-    __global const float* restrict w, const int w_off,
-    __global const float* restrict bias, const int bias_off, const int has_bias,
-    __global float* restrict y, const int y_off,
-    const int total, const int C, const int mult, const int H, const int W,
-    const int Ho, const int Wo, const int kh, const int kw,
-    const int sh, const int sw, const int ph, const int pw, const int dh, const int dw STORE_ARGS)
+    __global const float* restrict x, __global const float* restrict w,
+    __global const float* restrict bias, __global float* restrict y, const DepthwiseDims d STORE_ARGS)
 {
+    const int x_off = d.x_off, w_off = d.w_off, bias_off = d.bias_off, has_bias = d.has_bias, y_off = d.y_off;
+    const int total = d.total, C = d.C, mult = d.mult, H = d.H, W = d.W, Ho = d.Ho, Wo = d.Wo;
+    const int kh = d.kh, kw = d.kw, sh = d.sh, sw = d.sw, ph = d.ph, pw = d.pw, dh = d.dh, dw = d.dw;
     const int idx = get_global_id(0);
     if (idx >= total) return;
     const int ox = idx % Wo;

@@ -125,17 +125,22 @@ __kernel void matmul_naive(MATMUL_ARGS) {
 // ---------------------------------------------------------------------------------------
 // convolution
 // ---------------------------------------------------------------------------------------
+// The offsets and sizes travel as one argument: the driver's cost of a launch grows with
+// its argument count (docs/design/opencl_replay.md). ConvOp packs them in this order.
+typedef struct {
+    int a_off, x_off, bias_off, has_bias, c_off, M, N, K, Cin, Cg, H, W, Cout, Ho, Wo, sh, sw, ph, pw;
+} ConvDims;
+
 #define CONV_ARGS                                                                        \
-    __global const float* restrict A, const int a_off,                                   \
-    __global const float* restrict X, const int x_off,                                   \
-    __global const int4* restrict ktab,                                                  \
-    __global const float* restrict bias, const int bias_off, const int has_bias,         \
-    __global float* restrict C, const int c_off,                                         \
-    const int M, const int N, const int K,                                               \
-    const int Cin, const int Cg, const int H, const int W, const int Cout,               \
-    const int Ho, const int Wo, const int sh, const int sw, const int ph, const int pw STORE_ARGS
+    __global const float* restrict A, __global const float* restrict X,                  \
+    __global const int4* restrict ktab, __global const float* restrict bias,             \
+    __global float* restrict C, const ConvDims d STORE_ARGS
 
 #define CONV_SETUP                                                                       \
+    const int a_off = d.a_off, x_off = d.x_off, bias_off = d.bias_off;                   \
+    const int has_bias = d.has_bias, c_off = d.c_off, M = d.M, N = d.N, K = d.K;         \
+    const int Cin = d.Cin, Cg = d.Cg, H = d.H, W = d.W, Cout = d.Cout;                   \
+    const int Ho = d.Ho, Wo = d.Wo, sh = d.sh, sw = d.sw, ph = d.ph, pw = d.pw;          \
     const int g = get_global_id(2);                                                      \
     const int HW = H * W, HoWo = Ho * Wo;                                                \
     const int a_base = a_off + g * M * K;                                                \

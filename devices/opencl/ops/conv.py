@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from graphexec.devices.opencl.device import packed_ints
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
 from graphexec.devices.opencl.ops.linear import gemm_program, naive_local
 from graphexec.layers.fused import Fused
@@ -105,18 +106,20 @@ class ConvOp(Op):
         out = launch.output(0, out_shape)
         if out.size == 0:
             return [out]
-        bias_args = (None, 0, 0) if bias is None else (*bias, 1)
-        if cg == 1:
+        bias_buffer, bias_offset = (None, 0) if bias is None else bias
+        has_bias = int(bias is not None)
+        if cg == 1:  # DepthwiseDims in depthwise.cl
             built = launch.program("depthwise", PAD_MODE=pad_mode, **act_defines)
-            launch.enqueue_1d(built, "depthwise_conv", out.size, x.buffer, x.offset, *weight, *bias_args,
-                              out.buffer, out.offset, out.size, c, cout // c, h, w_, ho, wo, kh, kw,
-                              sh, sw, top, left, dh, dw)
+            dims = packed_ints(x.offset, weight[1], bias_offset, has_bias, out.offset, out.size, c, cout // c,
+                               h, w_, ho, wo, kh, kw, sh, sw, top, left, dh, dw)
+            launch.enqueue_1d(built, "depthwise_conv", out.size, x.buffer, weight[0], bias_buffer, out.buffer, dims)
             return [out]
         m, k, cols = cout // groups, cg * kh * kw, n * ho * wo
         ktab = device.constant(layer, ("ktab", cg, kh, kw, dh, dw), lambda: k_table(cg, kh, kw, dh, dw))
         built, tile = gemm_program(launch, m, cols, groups, pad_mode, "conv_tiled", act_defines)
-        args = (*weight, x.buffer, x.offset, ktab, *bias_args, out.buffer, out.offset, m, cols, k,
-                c, cg, h, w_, cout, ho, wo, sh, sw, top, left)
+        dims = packed_ints(weight[1], x.offset, bias_offset, has_bias, out.offset, m, cols, k,  # ConvDims, gemm.cl
+                           c, cg, h, w_, cout, ho, wo, sh, sw, top, left)
+        args = (weight[0], x.buffer, ktab, bias_buffer, out.buffer, dims)
         if tile is None:
             local = naive_local(launch, built, "conv_naive", cols)
             launch.enqueue(built, "conv_naive", (-(-cols // local[0]) * local[0], m, groups), (local[0], 1, 1),

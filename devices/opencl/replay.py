@@ -7,6 +7,7 @@
     └── each stretch: its commands, the waits across queues, what it exports
     PreparedReplay.bind(views) -> BoundReplay                     once per arena
     BoundReplay.run(k, values)                                    every run: enqueue, nothing else
+    └── through pyopencl, or in one compiled call                 (replay_compiled.py, the jit extra)
 
 **Recording.** A :class:`Recorder` is the :class:`~graphexec.devices.opencl.ops.base.Launch`
 an op runs through, noting each kernel (program, name, sizes, arguments) and each copy

@@ -28,11 +28,6 @@ if TYPE_CHECKING:
     from graphexec.devices.opencl.device import OpenCLDevice
     from graphexec.devices.opencl.replay import _Bound
 
-_COLUMNS = 12
-_KERNEL, _COPY, _WRITE = 0, 1, 2
-_NO_EVENT, _RELEASED, _KEPT = -1, 0, 1
-
-
 def available() -> bool:
     """Whether stretches can be enqueued by the compiled loop here (numba is installed)."""
     from graphexec.devices.cpu import jit
@@ -42,9 +37,10 @@ def available() -> bool:
 
 def _loop() -> Callable[..., None]:
     """The compiled loop, ready for the table's types (compiled once, then cached on disk)."""
+    from graphexec.devices.cpu.jit import _loops_enqueue as layout
     from graphexec.devices.cpu.jit.compiler import ready
 
-    ints, table = np.zeros(1, np.int64), np.zeros((1, _COLUMNS), np.int64)
+    ints, table = np.zeros(1, np.int64), np.zeros((1, layout.COLUMNS), np.int64)
     return ready("enqueue", "enqueue", ints, table, ints, ints, ints, ints, ints, False, ints)
 
 
@@ -53,6 +49,7 @@ class CompiledStretch:
     at a time, as its arena does."""
 
     def __init__(self, device: OpenCLDevice, bound: _Bound):
+        from graphexec.devices.cpu.jit import _loops_enqueue as layout  # the table's columns and codes
         from graphexec.devices.opencl.replay import COPY, KERNEL
 
         self.device = device
@@ -63,35 +60,36 @@ class CompiledStretch:
         program = bound.program
         waited = {w for *_, waits, _ in program for w in waits}
         exported = {source for _, _, source in bound.exports if source is not None}
-        table = np.zeros((len(program), _COLUMNS), np.int64)
+        table = np.zeros((len(program), layout.COLUMNS), np.int64)
         self._sizes = sizes = np.zeros((len(program), 6), np.uint64)  # size_t global, then local sizes
         waits: list[int] = []
         flushes: list[int] = []
         self._writes: list[tuple[str, np.ndarray]] = []
         for i, (kind, queue, kernel, what, command_waits, command_flushes) in enumerate(program):
             row = table[i]
-            row[1] = queue.int_ptr
+            row[layout.QUEUE] = queue.int_ptr
             if kind is KERNEL:
                 global_size, local_size = what
                 sizes[i, :len(global_size)] = global_size
-                row[0], row[2], row[3] = _KERNEL, kernel.int_ptr, len(global_size)
-                row[4] = sizes.ctypes.data + 48 * i
+                row[[layout.KIND, layout.A, layout.B, layout.C]] = (layout.KERNEL, kernel.int_ptr, len(global_size),
+                                                                    sizes.ctypes.data + 48 * i)
                 if local_size is not None:
                     sizes[i, 3:3 + len(local_size)] = local_size
-                    row[5] = sizes.ctypes.data + 48 * i + 24
+                    row[layout.D] = sizes.ctypes.data + 48 * i + 24
             elif kind is COPY:
                 src, dst, nbytes, src_offset, dst_offset = what
-                row[0], row[2], row[3], row[4], row[5], row[6] = _COPY, src.int_ptr, dst.int_ptr, src_offset, \
-                    dst_offset, nbytes
+                row[[layout.KIND, layout.A, layout.B, layout.C, layout.D, layout.E]] = (
+                    layout.COPY, src.int_ptr, dst.int_ptr, src_offset, dst_offset, nbytes)
             else:
                 source, staging, buffer, offset = what
                 self._writes.append((source, staging))
-                row[0], row[2], row[3], row[4], row[5] = _WRITE, buffer.int_ptr, offset, staging.nbytes, \
-                    staging.ctypes.data
-            row[7], row[8] = len(waits), len(command_waits)
+                row[[layout.KIND, layout.A, layout.B, layout.C, layout.D]] = (
+                    layout.WRITE, buffer.int_ptr, offset, staging.nbytes, staging.ctypes.data)
+            row[layout.WAIT_START], row[layout.WAIT_COUNT] = len(waits), len(command_waits)
             waits.extend(command_waits)
-            row[9] = _KEPT if imports + i in exported else _RELEASED if imports + i in waited else _NO_EVENT
-            row[10], row[11] = len(flushes), len(command_flushes)
+            row[layout.EVENT] = (layout.KEPT if imports + i in exported else
+                                 layout.RELEASED if imports + i in waited else layout.NO_EVENT)
+            row[layout.FLUSH_START], row[layout.FLUSH_COUNT] = len(flushes), len(command_flushes)
             flushes.extend(q.int_ptr for q in command_flushes)
         self._table = table
         self._waits = np.array(waits or [0], np.int64)

@@ -468,7 +468,7 @@ def test_the_compiled_loop_gives_the_bits_pyopencl_gives(python_device, compiled
 
 
 def test_the_compiled_loop_makes_an_event_only_where_another_queue_waits_or_a_value_leaves(compiled_device):
-    from graphexec.devices.opencl.replay_compiled import _KEPT, _NO_EVENT, _RELEASED
+    from graphexec.devices.cpu.jit._loops_enqueue import EVENT, KEPT, NO_EVENT, RELEASED
 
     param, ins, _ = bundled("inception_mini")
     with Engine.load(param, device=compiled_device, threads=1) as engine:
@@ -478,13 +478,15 @@ def test_the_compiled_loop_makes_an_event_only_where_another_queue_waits_or_a_va
     base = len(bound.imports)
     waited = {w - base for *_, waits, _ in bound.program for w in waits if w >= base}
     exported = {source - base for _, _, source in bound.exports if source is not None and source >= base}
-    marks = compiled._table[:, 9]
-    assert {int(i) for i in np.flatnonzero(marks == _KEPT)} == exported
-    assert {int(i) for i in np.flatnonzero(marks == _RELEASED)} == waited - exported
-    assert waited and exported and (marks == _NO_EVENT).sum() > len(marks) / 2
+    marks = compiled._table[:, EVENT]
+    assert {int(i) for i in np.flatnonzero(marks == KEPT)} == exported
+    assert {int(i) for i in np.flatnonzero(marks == RELEASED)} == waited - exported
+    assert waited and exported and (marks == NO_EVENT).sum() > len(marks) / 2
 
 
 def test_a_failing_command_in_the_compiled_loop_names_its_node_and_kernel(compiled_device):
+    from graphexec.devices.cpu.jit._loops_enqueue import B
+
     param, ins, _ = bundled("inception_mini")
     with Engine.load(param, device=compiled_device, threads=1) as engine:
         want = engine.forward(*ins)
@@ -494,11 +496,11 @@ def test_a_failing_command_in_the_compiled_loop_names_its_node_and_kernel(compil
         target = kernels[len(kernels) // 2]
         command = compiled.bound.stretch.commands[target]
         node = plan.nodes[command.node]
-        dims = compiled._table[target, 3]
-        compiled._table[target, 3] = 4  # no OpenCL device has four work dimensions
+        dims = compiled._table[target, B]
+        compiled._table[target, B] = 4  # a kernel's dimensions: no OpenCL device has four
         with pytest.raises(DeviceError) as raised:
             engine.forward(*ins)
-        compiled._table[target, 3] = dims
+        compiled._table[target, B] = dims
         base = len(compiled.bound.imports)
         assert not compiled._slots[base:base + target].any(), "the failed run left its events unreleased"
         for _ in range(2):  # the engine goes on working, on the arena the failed run held

@@ -144,49 +144,40 @@ def _call_at(builder, address, kinds: str, values) -> ir.Value:
     return builder.sext(builder.call(builder.inttoptr(address, fnty.as_pointer()), passed), ir.IntType(64))
 
 
+def _c_function(kinds: str):
+    """An intrinsic's signature and code for a call of the C function at its first argument,
+    with the others passed as ``kinds`` says (see :func:`_call_at`), every one an int64."""
+    sig = types.int64(*([types.int64] * (len(kinds) + 1)))
+
+    def codegen(context, builder, signature, args):
+        return _call_at(builder, args[0], kinds, args[1:])
+
+    return sig, codegen
+
+
 @intrinsic
 def call_p_at(typingctx, address, handle):  # noqa: ARG001
     """``f(handle)`` for the C function ``int f(void *)`` at ``address`` (``clFlush``,
     ``clReleaseEvent``)."""
-    sig = types.int64(types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        return _call_at(builder, args[0], "p", args[1:])
-
-    return sig, codegen
+    return _c_function("p")
 
 
 @intrinsic
 def enqueue_kernel_at(typingctx, address, queue, kernel, dims, offset, global_size, local_size, waits, wait_list,
                       event):  # noqa: ARG001
     """``clEnqueueNDRangeKernel`` at ``address``, its pointers and handles as int64s."""
-    sig = types.int64(*([types.int64] * 10))
-
-    def codegen(context, builder, signature, args):
-        return _call_at(builder, args[0], "ppuppppup", args[1:])
-
-    return sig, codegen
+    return _c_function("ppuppppup")
 
 
 @intrinsic
 def enqueue_copy_at(typingctx, address, queue, src, dst, src_offset, dst_offset, size, waits, wait_list,
                     event):  # noqa: ARG001
     """``clEnqueueCopyBuffer`` at ``address``, its pointers and handles as int64s."""
-    sig = types.int64(*([types.int64] * 10))
-
-    def codegen(context, builder, signature, args):
-        return _call_at(builder, args[0], "pppzzzupp", args[1:])
-
-    return sig, codegen
+    return _c_function("pppzzzupp")
 
 
 @intrinsic
 def enqueue_write_at(typingctx, address, queue, buffer, blocking, offset, size, host, waits, wait_list,
                      event):  # noqa: ARG001
     """``clEnqueueWriteBuffer`` at ``address``, its pointers and handles as int64s."""
-    sig = types.int64(*([types.int64] * 10))
-
-    def codegen(context, builder, signature, args):
-        return _call_at(builder, args[0], "ppuzzpupp", args[1:])
-
-    return sig, codegen
+    return _c_function("ppuzzpupp")

@@ -7,10 +7,11 @@ median of the rounds; the queue is drained between rounds. The synthetic cases v
 property of a trivial kernel at a time (dimensions, ``reqd_work_group_size``, ``__local``
 memory, 2 or 24 arguments, 14 of them packed in one struct), and two of them go through the
 compiled loop that replays stretches too, with and without an event a launch, and with a
-flush every 4 (the driver's own cost, no Python between launches; where numba is installed); the network cases enqueue the
-launches of the named networks' replay (``artifacts/networks/<name>`` or, with
-``--random-weights``, any param file under ``--networks``), in their order and each one
-repeated. ``host us/node`` in ``benchmarks/opencl_networks.py`` is these launches plus the
+flush every 4 (the driver's own cost, no Python between launches; where numba is
+installed). The network cases enqueue the launches of the named networks' replay
+(``artifacts/networks/<name>`` or, with ``--random-weights``, any param file under
+``--networks``), in their order and each one repeated, and in order through the compiled
+loop. ``host us/node`` in ``benchmarks/opencl_networks.py`` is these launches plus the
 Python around them::
 
     python benchmarks/opencl_enqueue.py                                   # synthetic only
@@ -96,8 +97,8 @@ def synthetic(device) -> dict[str, Callable[[], None]]:
 
 def compiled(launches: dict[str, list[tuple]]) -> dict[str, Callable[[], list]]:
     """The same launches by the compiled loop that replays stretches (no Python a launch),
-    without an event and with one made and released each: the driver's own cost. None
-    where numba is not installed."""
+    without an event, with one made and released each, and flushed every 4: the driver's
+    own cost. Nothing where numba is not installed."""
     from graphexec.devices.opencl.replay_compiled import available
 
     if not available():
@@ -111,7 +112,7 @@ def compiled(launches: dict[str, list[tuple]]) -> dict[str, Callable[[], list]]:
         for event, flush, label in ((loop.NO_EVENT, 0, "no event"), (loop.RELEASED, 0, "an event each"),
                                     (loop.NO_EVENT, 4, "no event, the queue flushed every 4")):
             sizes = np.zeros((len(listed), 6), np.uint64)
-            table = np.zeros((len(listed), 12), np.int64)
+            table = np.zeros((len(listed), loop.COLUMNS), np.int64)
             for i, (queue, kernel, g, l) in enumerate(listed):
                 sizes[i, :len(g)] = g
                 table[i, [loop.KIND, loop.QUEUE, loop.A, loop.B, loop.C]] = (
@@ -127,7 +128,8 @@ def compiled(launches: dict[str, list[tuple]]) -> dict[str, Callable[[], list]]:
             slots, failed = np.zeros(len(listed), np.int64), np.zeros(2, np.int64)
             KEPT.append(sizes)
 
-            def run(table=table, slots=slots, failed=failed, ints=ints, flushes=flushes, count=len(listed)) -> list:
+            def run(table=table, slots=slots, failed=failed, ints=ints, flushes=flushes,
+                    count=len(listed)) -> list:
                 loop.enqueue(calls, table, ints, flushes, ints[:0], slots, ints, False, failed)
                 assert failed[0] < 0, f"OpenCL error {failed[1]}"
                 return [None] * count

@@ -93,7 +93,8 @@ def main() -> None:
         if not param.exists():
             print(f"| {name} | not exported: python tools/export_networks.py {name} |")
             continue
-        for row in measure(name, param, args, devices, profiled, torch_gpu[0] if torch_gpu is not None else None):
+        eager = torch_gpu[0] if torch_gpu is not None else None
+        for row in measure(name, param, args, devices, profiled, eager):
             print(row, flush=True)
 
 
@@ -288,10 +289,12 @@ def measure(name: str, param: Path, args: argparse.Namespace, devices: dict[str,
     rows = []
     for mode in engines:
         wall, host_ms = median[f"wall {mode}"], statistics.median(alone[mode])
-        ratio = "" if median["kernels"] is None else f"{wall / median['kernels']:.2f}"  # type: ignore[operator]
+        kernels = median["kernels"]
+        ratio = "" if kernels is None else f"{wall / kernels:.2f}"  # type: ignore[operator]
         label = name if len(engines) == 1 else f"{name} ({devices[mode].enqueue})"
+        interleaved = median[f"host {mode}"] * 1e6 / nodes  # type: ignore[operator]
         rows.append(f"| {label} | {nodes} | {'' if launches is None else launches} | {host_ms * 1e6 / nodes:.1f} | "
-                    f"{median[f'host {mode}'] * 1e6 / nodes:.1f} | {ms(host_ms)} | {ms(wall)} | "  # type: ignore[operator]
+                    f"{interleaved:.1f} | {ms(host_ms)} | {ms(wall)} | "
                     f"{ms(median['kernels'])} | {ratio} | {ms(median['torch'])} | {ms(median['cpu'])} | "
                     f"{errors[mode]:.1e} |")
     return rows

@@ -338,7 +338,8 @@ class PreparedReplay:
         for scratch, nbytes in self._scratch.items():
             buffers[scratch] = device.alloc((nbytes,), np.uint8).buffer
         compiled = device.enqueue == "compiled"
-        return BoundReplay(device, tuple(_Bound(device, s, buffers, compiled) for s in self._stretches), buffers)
+        bound = tuple(_Bound(device, s, buffers, compiled) for s in self._stretches)
+        return BoundReplay(device, bound, buffers)
 
 
 def _real(value: Any, buffers: Mapping[Any, Any]) -> Any:
@@ -353,7 +354,8 @@ def _real(value: Any, buffers: Mapping[Any, Any]) -> Any:
 class _Bound:
     """One stretch over one arena: what :meth:`BoundReplay.run` walks."""
 
-    def __init__(self, device: OpenCLDevice, stretch: _Stretch, buffers: Mapping[Any, Any], compiled: bool = False):
+    def __init__(self, device: OpenCLDevice, stretch: _Stretch, buffers: Mapping[Any, Any],
+                 compiled: bool = False):
         cl = device._cl
         self.stretch = stretch
         self.imports = stretch.imports

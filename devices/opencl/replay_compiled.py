@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from graphexec.devices.opencl.device import OpenCLDevice
     from graphexec.devices.opencl.replay import _Bound
 
+
 def available() -> bool:
     """Whether stretches can be enqueued by the compiled loop here (numba is installed)."""
     from graphexec.devices.cpu import jit
@@ -71,8 +72,8 @@ class CompiledStretch:
             if kind is KERNEL:
                 global_size, local_size = what
                 sizes[i, :len(global_size)] = global_size
-                row[[layout.KIND, layout.A, layout.B, layout.C]] = (layout.KERNEL, kernel.int_ptr, len(global_size),
-                                                                    sizes.ctypes.data + 48 * i)
+                row[[layout.KIND, layout.A, layout.B, layout.C]] = (
+                    layout.KERNEL, kernel.int_ptr, len(global_size), sizes.ctypes.data + 48 * i)
                 if local_size is not None:
                     sizes[i, 3:3 + len(local_size)] = local_size
                     row[layout.D] = sizes.ctypes.data + 48 * i + 24

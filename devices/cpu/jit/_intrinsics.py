@@ -163,8 +163,8 @@ def call_p_at(typingctx, address, handle):  # noqa: ARG001
 
 
 @intrinsic
-def enqueue_kernel_at(typingctx, address, queue, kernel, dims, offset, global_size, local_size, waits, wait_list,
-                      event):  # noqa: ARG001
+def enqueue_kernel_at(typingctx, address, queue, kernel, dims, offset, global_size, local_size, waits,
+                      wait_list, event):  # noqa: ARG001
     """``clEnqueueNDRangeKernel`` at ``address``, its pointers and handles as int64s."""
     return _c_function("ppuppppup")
 

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from graphexec.devices.cpu.jit._intrinsics import call_p_at, enqueue_copy_at, enqueue_kernel_at, enqueue_write_at
+from graphexec.devices.cpu.jit._intrinsics import (call_p_at, enqueue_copy_at, enqueue_kernel_at,
+                                                  enqueue_write_at)
 from graphexec.devices.cpu.jit.compiler import loop
 
 # The table's columns (replay_compiled.py writes them): what the command is, its queue,
@@ -48,18 +49,8 @@ def enqueue(calls, table, waits, flushes, final, slots, wait_list, every_event, 
             event = slots.ctypes.data + 8 * (base + i)
         else:
             slots[base + i] = 0  # a handle of an earlier run's, the caller's since
-        kind = table[i, KIND]
-        if status != 0:
-            pass
-        elif kind == KERNEL:
-            status = enqueue_kernel_at(calls[ENQUEUE_KERNEL], table[i, QUEUE], table[i, A], table[i, B], 0,
-                                       table[i, C], table[i, D], count, listed, event)
-        elif kind == COPY:
-            status = enqueue_copy_at(calls[ENQUEUE_COPY], table[i, QUEUE], table[i, A], table[i, B], table[i, C],
-                                     table[i, D], table[i, E], count, listed, event)
-        else:
-            status = enqueue_write_at(calls[ENQUEUE_WRITE], table[i, QUEUE], table[i, A], 0, table[i, B],
-                                      table[i, C], table[i, D], count, listed, event)
+        if status == 0:  # no flush before it failed
+            status = _enqueue_one(calls, table, i, count, listed, event)
         if status != 0:
             failed[0], failed[1] = i, status
             _release(calls, table, slots, base, i, True)
@@ -72,6 +63,21 @@ def enqueue(calls, table, waits, flushes, final, slots, wait_list, every_event, 
             return
     if not every_event:
         _release(calls, table, slots, base, n, False)
+
+
+@loop
+def _enqueue_one(calls, table, i, count, listed, event):
+    """Enqueue command ``i`` after the ``count`` events at address ``listed``, its own
+    event written at address ``event`` (0: none); the OpenCL status."""
+    kind = table[i, KIND]
+    if kind == KERNEL:
+        return enqueue_kernel_at(calls[ENQUEUE_KERNEL], table[i, QUEUE], table[i, A], table[i, B], 0,
+                                 table[i, C], table[i, D], count, listed, event)
+    if kind == COPY:
+        return enqueue_copy_at(calls[ENQUEUE_COPY], table[i, QUEUE], table[i, A], table[i, B], table[i, C],
+                               table[i, D], table[i, E], count, listed, event)
+    return enqueue_write_at(calls[ENQUEUE_WRITE], table[i, QUEUE], table[i, A], 0, table[i, B],
+                            table[i, C], table[i, D], count, listed, event)
 
 
 @loop

@@ -112,12 +112,13 @@ class ConvOp(Op):
             built = launch.program("depthwise", PAD_MODE=pad_mode, **act_defines)
             dims = packed_ints(x.offset, weight[1], bias_offset, has_bias, out.offset, out.size, c, cout // c,
                                h, w_, ho, wo, kh, kw, sh, sw, top, left, dh, dw)
-            launch.enqueue_1d(built, "depthwise_conv", out.size, x.buffer, weight[0], bias_buffer, out.buffer, dims)
+            launch.enqueue_1d(built, "depthwise_conv", out.size, x.buffer, weight[0], bias_buffer, out.buffer,
+                              dims)
             return [out]
         m, k, cols = cout // groups, cg * kh * kw, n * ho * wo
         ktab = device.constant(layer, ("ktab", cg, kh, kw, dh, dw), lambda: k_table(cg, kh, kw, dh, dw))
         built, tile = gemm_program(launch, m, cols, groups, pad_mode, "conv_tiled", act_defines)
-        dims = packed_ints(weight[1], x.offset, bias_offset, has_bias, out.offset, m, cols, k,  # ConvDims, gemm.cl
+        dims = packed_ints(weight[1], x.offset, bias_offset, has_bias, out.offset, m, cols, k,  # ConvDims
                            c, cg, h, w_, cout, ho, wo, sh, sw, top, left)
         args = (weight[0], x.buffer, ktab, bias_buffer, out.buffer, dims)
         if tile is None:

@@ -48,8 +48,8 @@ def python_device(device, tmp_path_factory):
     ``device`` does too where numba is not installed)."""
     from graphexec.devices.opencl import open_device
 
-    return open_device(f"opencl:{device.info.index}", queues=2, cache_dir=tmp_path_factory.mktemp("opencl-cache"),
-                       enqueue="python")
+    return open_device(f"opencl:{device.info.index}", queues=2,
+                       cache_dir=tmp_path_factory.mktemp("opencl-cache"), enqueue="python")
 
 
 @pytest.fixture(scope="session")
@@ -61,8 +61,8 @@ def compiled_device(device, tmp_path_factory):
 
     if not available():
         pytest.skip("the compiled enqueue loop needs numba (the jit extra)")
-    return open_device(f"opencl:{device.info.index}", queues=2, cache_dir=tmp_path_factory.mktemp("opencl-cache"),
-                       enqueue="compiled")
+    return open_device(f"opencl:{device.info.index}", queues=2,
+                       cache_dir=tmp_path_factory.mktemp("opencl-cache"), enqueue="compiled")
 
 
 def make_layer(op_type, params=None, attrs=None, inputs=1, names=None, outputs=1, in_dtype=None, out_dtype=None):

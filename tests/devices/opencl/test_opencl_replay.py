@@ -447,7 +447,8 @@ def compiled_stretches(engine: Engine) -> list[Any]:
             for s in views.bound[replay].stretches]
 
 
-@pytest.mark.parametrize("cpu_types", [frozenset(), frozenset({"nn.MaxPool2d"})], ids=["all-on-device", "pools-on-cpu"])
+@pytest.mark.parametrize("cpu_types", [frozenset(), frozenset({"nn.MaxPool2d"})],
+                         ids=["all-on-device", "pools-on-cpu"])
 def test_the_compiled_loop_gives_the_bits_pyopencl_gives(python_device, compiled_device, cpu_types):
     param, ins, want = bundled("inception_mini")
     rng = np.random.default_rng(17)
@@ -516,7 +517,8 @@ def test_launches_collected_from_the_compiled_loop_carry_their_profiled_times(de
 
     if not available():
         pytest.skip("the compiled enqueue loop needs numba (the jit extra)")
-    profiled = open_device(f"opencl:{device.info.index}", cache_dir=tmp_path, profiling=True, enqueue="compiled")
+    profiled = open_device(f"opencl:{device.info.index}", cache_dir=tmp_path, profiling=True,
+                           enqueue="compiled")
     param, ins, _ = bundled("inception_mini")
     with Engine.load(param, device=profiled, threads=1) as engine:
         want = engine.forward(*ins)

@@ -105,6 +105,7 @@ def compiled(launches: dict[str, list[tuple]]) -> dict[str, Callable[[], list]]:
         return {}
     from graphexec.devices.cpu.jit import _loops_enqueue as loop
     from graphexec.devices.opencl.native import entry_points
+    from graphexec.devices.opencl.replay_compiled import kernel_row
 
     calls = np.array(entry_points().addresses, np.int64)
     found = {}
@@ -114,13 +115,8 @@ def compiled(launches: dict[str, list[tuple]]) -> dict[str, Callable[[], list]]:
             sizes = np.zeros((len(listed), 6), np.uint64)
             table = np.zeros((len(listed), loop.COLUMNS), np.int64)
             for i, (queue, kernel, g, l) in enumerate(listed):
-                sizes[i, :len(g)] = g
-                table[i, [loop.KIND, loop.QUEUE, loop.A, loop.B, loop.C]] = (
-                    loop.KERNEL, queue.int_ptr, kernel.int_ptr, len(g), sizes.ctypes.data + 48 * i)
-                if l is not None:
-                    sizes[i, 3:3 + len(l)] = l
-                    table[i, loop.D] = sizes.ctypes.data + 48 * i + 24
-                table[i, loop.EVENT] = event
+                kernel_row(table, sizes, i, kernel, g, l)
+                table[i, loop.QUEUE], table[i, loop.EVENT] = queue.int_ptr, event
                 if flush and i % flush == flush - 1:
                     table[i, loop.FLUSH_COUNT] = 1  # flushes[0]: the queue
             ints = np.zeros(1, np.int64)

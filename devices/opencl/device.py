@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from loguru import logger
 
 from graphexec.devices.base import Device, DeviceKernel, Hints, Kernel
 from graphexec.devices.opencl._runtime import load_pyopencl, translated
 from graphexec.devices.opencl.programs import Built, ProgramCache, default_cache_dir, kernel_source
+from graphexec.devices.opencl.replay_compiled import enqueue_mode
 from graphexec.errors import DeviceError
 from graphexec.layers.specs import TensorSpec
 
@@ -219,33 +219,6 @@ class OpenCLKernel(DeviceKernel):
                                         made[0].event, start_ns, end_ns)
 
 
-ENQUEUE_MODES = ("auto", "compiled", "python")
-
-
-def enqueue_mode(asked: str) -> str:
-    """How a device enqueues its replayed stretches: ``"compiled"`` where asked, or for
-    ``"auto"`` where numba is installed and the OpenCL library can be called directly
-    (see :mod:`graphexec.devices.opencl.replay_compiled`); else ``"python"``."""
-    from graphexec.devices.opencl import native, replay_compiled
-
-    if asked not in ENQUEUE_MODES:
-        raise DeviceError(f"enqueue={asked!r}: expected one of {', '.join(map(repr, ENQUEUE_MODES))}")
-    if asked == "python":
-        return asked
-    if not replay_compiled.available():
-        if asked == "compiled":
-            raise DeviceError('enqueue="compiled" needs numba: pip install "graphexec[jit]"')
-        return "python"
-    try:
-        native.entry_points()
-    except DeviceError as exc:
-        if asked == "compiled":
-            raise
-        logger.debug("replayed stretches enqueue through pyopencl: {}", exc)
-        return "python"
-    return "compiled"
-
-
 class OpenCLDevice(Device):
     """One OpenCL device with its own context; see the module doc for the interface."""
 
@@ -255,7 +228,8 @@ class OpenCLDevice(Device):
                  profiling: bool = False, enqueue: str = "auto"):
         cl = self._cl = load_pyopencl()
         #: How replayed stretches are enqueued: ``"compiled"`` (one numba call a stretch) or
-        #: ``"python"`` (a pyopencl call a command); see :func:`enqueue_mode`.
+        #: ``"python"`` (a pyopencl call a command); see
+        #: :func:`~graphexec.devices.opencl.replay_compiled.enqueue_mode`.
         self.enqueue = enqueue_mode(enqueue)
         self.info = info
         self.cl_device = dev = info.handle

@@ -16,10 +16,11 @@ enqueues through pyopencl as before (:meth:`~graphexec.devices.opencl.replay.Bou
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from loguru import logger
 
 from graphexec.devices.opencl.native import entry_points, status_name
 from graphexec.errors import DeviceError
@@ -36,6 +37,31 @@ def available() -> bool:
     return jit.available()
 
 
+ENQUEUE_MODES = ("auto", "compiled", "python")
+
+
+def enqueue_mode(asked: str) -> str:
+    """How a device enqueues its replayed stretches: ``"compiled"`` where asked, or for
+    ``"auto"`` where numba is installed and the OpenCL library can be called directly
+    (see the module doc); else ``"python"``."""
+    if asked not in ENQUEUE_MODES:
+        raise DeviceError(f"enqueue={asked!r}: expected one of {', '.join(map(repr, ENQUEUE_MODES))}")
+    if asked == "python":
+        return asked
+    if not available():
+        if asked == "compiled":
+            raise DeviceError('enqueue="compiled" needs numba: pip install "graphexec[jit]"')
+        return "python"
+    try:
+        entry_points()
+    except DeviceError as exc:
+        if asked == "compiled":
+            raise
+        logger.debug("replayed stretches enqueue through pyopencl: {}", exc)
+        return "python"
+    return "compiled"
+
+
 def _loop() -> Callable[..., None]:
     """The compiled loop, ready for the table's types (compiled once, then cached on disk)."""
     from graphexec.devices.cpu.jit import _loops_enqueue as layout
@@ -43,6 +69,21 @@ def _loop() -> Callable[..., None]:
 
     ints, table = np.zeros(1, np.int64), np.zeros((1, layout.COLUMNS), np.int64)
     return ready("enqueue", "enqueue", ints, table, ints, ints, ints, ints, ints, False, ints)
+
+
+def kernel_row(table: np.ndarray, sizes: np.ndarray, i: int, kernel: Any, global_size: Sequence[int],
+               local_size: Sequence[int] | None) -> None:
+    """Row ``i`` of ``table``: a launch of ``kernel`` over ``global_size`` in groups of
+    ``local_size`` (None: the driver's choice), its sizes kept in row ``i`` of ``sizes``
+    (``size_t``: global, then local) for the loop to pass by address."""
+    from graphexec.devices.cpu.jit import _loops_enqueue as layout
+
+    sizes[i, :len(global_size)] = global_size
+    table[i, [layout.KIND, layout.A, layout.B, layout.C]] = (layout.KERNEL, kernel.int_ptr, len(global_size),
+                                                            sizes.ctypes.data + sizes.strides[0] * i)
+    if local_size is not None:
+        sizes[i, 3:3 + len(local_size)] = local_size
+        table[i, layout.D] = sizes.ctypes.data + sizes.strides[0] * i + 3 * sizes.itemsize
 
 
 class CompiledStretch:
@@ -70,13 +111,7 @@ class CompiledStretch:
             row = table[i]
             row[layout.QUEUE] = queue.int_ptr
             if kind is KERNEL:
-                global_size, local_size = what
-                sizes[i, :len(global_size)] = global_size
-                row[[layout.KIND, layout.A, layout.B, layout.C]] = (
-                    layout.KERNEL, kernel.int_ptr, len(global_size), sizes.ctypes.data + 48 * i)
-                if local_size is not None:
-                    sizes[i, 3:3 + len(local_size)] = local_size
-                    row[layout.D] = sizes.ctypes.data + 48 * i + 24
+                kernel_row(table, sizes, i, kernel, *what)
             elif kind is COPY:
                 src, dst, nbytes, src_offset, dst_offset = what
                 row[[layout.KIND, layout.A, layout.B, layout.C, layout.D, layout.E]] = (

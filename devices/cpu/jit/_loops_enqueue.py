@@ -8,13 +8,12 @@ from graphexec.devices.cpu.jit._intrinsics import (call_p_at, enqueue_copy_at, e
 from graphexec.devices.cpu.jit.compiler import loop
 
 # The table's columns (replay_compiled.py writes them): what the command is, its queue,
-# five operands by kind, its waits and flushes as ranges of ``waits`` and ``flushes``,
-# and what becomes of its event.
+# five operands by kind (A-E: a kernel's handle, dimensions and the addresses of its global
+# and local sizes; a copy's source, destination, their offsets and its size; a write's
+# buffer, offset, size and host address), its waits and flushes as ranges of ``waits`` and
+# ``flushes``, and what becomes of its event.
 KIND, QUEUE, A, B, C, D, E, WAIT_START, WAIT_COUNT, EVENT, FLUSH_START, FLUSH_COUNT = range(12)
 COLUMNS = 12
-# What a row is (A-E: a kernel's handle, dimensions and the addresses of its global and
-# local sizes; a copy's source, destination, their offsets and its size; a write's buffer,
-# offset, size and host address), and what becomes of its event.
 KERNEL, COPY, WRITE = 0, 1, 2
 NO_EVENT, RELEASED, KEPT = -1, 0, 1
 ENQUEUE_KERNEL, ENQUEUE_COPY, ENQUEUE_WRITE, FLUSH, RELEASE = range(5)

@@ -22,6 +22,7 @@ from graphexec.devices.cpu.jit import parts_supported  # noqa: E402
 
 MODELS = REPO / "examples" / "models"
 
+
 def _omp_parts() -> bool:
     import numba
 

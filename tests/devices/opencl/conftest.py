@@ -42,27 +42,29 @@ def device(request, tmp_path_factory):
     return open_device(f"opencl:{request.param}", queues=2, cache_dir=tmp_path_factory.mktemp("opencl-cache"))
 
 
+def _reopened(device, tmp_path_factory, enqueue: str):
+    from graphexec.devices.opencl import open_device
+
+    return open_device(f"opencl:{device.info.index}", queues=2,
+                       cache_dir=tmp_path_factory.mktemp("opencl-cache"), enqueue=enqueue)
+
+
 @pytest.fixture(scope="session")
 def python_device(device, tmp_path_factory):
     """The same OpenCL device opened again, its replays enqueued through pyopencl (what
     ``device`` does too where numba is not installed)."""
-    from graphexec.devices.opencl import open_device
-
-    return open_device(f"opencl:{device.info.index}", queues=2,
-                       cache_dir=tmp_path_factory.mktemp("opencl-cache"), enqueue="python")
+    return _reopened(device, tmp_path_factory, "python")
 
 
 @pytest.fixture(scope="session")
 def compiled_device(device, tmp_path_factory):
     """The same OpenCL device opened again, its replays enqueued by the compiled loop
     (skipped without numba)."""
-    from graphexec.devices.opencl import open_device
     from graphexec.devices.opencl.replay_compiled import available
 
     if not available():
         pytest.skip("the compiled enqueue loop needs numba (the jit extra)")
-    return open_device(f"opencl:{device.info.index}", queues=2,
-                       cache_dir=tmp_path_factory.mktemp("opencl-cache"), enqueue="compiled")
+    return _reopened(device, tmp_path_factory, "compiled")
 
 
 def make_layer(op_type, params=None, attrs=None, inputs=1, names=None, outputs=1, in_dtype=None, out_dtype=None):

@@ -563,12 +563,11 @@ def test_the_compiled_loop_makes_a_handful_of_python_calls_where_pyopencl_makes_
 
 
 def test_the_enqueue_mode_is_checked_and_auto_needs_numba_for_the_compiled_loop(device, monkeypatch):
-    from graphexec.devices.opencl import device as device_module
     from graphexec.devices.opencl import open_device, replay_compiled
 
     with pytest.raises(DeviceError, match="enqueue='fast'"):
         open_device(f"opencl:{device.info.index}", enqueue="fast")
     monkeypatch.setattr(replay_compiled, "available", lambda: False)
-    assert device_module.enqueue_mode("auto") == "python"
+    assert replay_compiled.enqueue_mode("auto") == "python"
     with pytest.raises(DeviceError, match="needs numba"):
-        device_module.enqueue_mode("compiled")
+        replay_compiled.enqueue_mode("compiled")

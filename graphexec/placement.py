@@ -178,7 +178,8 @@ def fuses_on(device: Device, cpu_types: Collection[str] = ()) -> Callable[[Layer
 
     def allow(fused: Layer, inputs: list[Spec]) -> bool:
         parts = (getattr(fused, "head", fused), *getattr(fused, "tail", ()))
-        if any(layer.type in cpu_types for layer in parts):
+        types = {layer.type for layer in parts} | set(getattr(fused, "part_types", ()))
+        if types & set(cpu_types):
             return False
         return device.supports(fused, inputs)
 

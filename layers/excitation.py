@@ -28,9 +28,13 @@ class SqueezeExcite(Layer):
     writes_into = True
 
     def __init__(self, name: str, reduce: Conv2d, reduce_tail: tuple[Layer, ...],
-                 expand: Conv2d, expand_tail: tuple[Layer, ...]):  # no Operator: built by the rewrite
+                 expand: Conv2d, expand_tail: tuple[Layer, ...],
+                 part_types: tuple[str, ...] = ()):  # no Operator: built by the rewrite
         self.name = name
         self.type = "graphexec.SqueezeExcite"
+        #: The types of the operators it stands for (a device keeps it on the CPU where
+        #: the options keep one of them there).
+        self.part_types = part_types
         self.num_inputs = 1
         self.num_outputs = 1
         self.input_names = ["input"]

@@ -10,12 +10,14 @@ dispatch around it: MobileNet v3 small runs nine such blocks, a third of its nod
 A block runs as one node, a :class:`graphexec.layers.excitation.SqueezeExcite`. Its
 intermediate operands (the pooled vector, the hidden vector and the gate) count as fused
 away, so a run that extracts one takes the unfused plan. The sequential and concurrent
-executors, which run the same plan, still agree bit for bit.
+executors, which run the same plan, still agree bit for bit. On a device the block fuses
+only where the device runs it as one node (``context.allow``): there its four launches
+become two (:mod:`graphexec.devices.opencl.ops.excitation`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -34,20 +36,22 @@ _PRODUCTS = ("mul(@0,@1)", "mul(@1,@0)")
 
 
 class FuseExcitations(Pass):
-    """Squeeze-and-excitation blocks as one node, on the CPU."""
+    """Squeeze-and-excitation blocks as one node, on the CPU and where a device runs them."""
 
     name = "fuse_excitations"
-    devices = frozenset({"cpu"})
+    devices = frozenset({"cpu", "opencl"})
 
     def run(self, program: Program, specs: Mapping[str, Spec], context: PassContext) -> Rewrite:
-        fused, removed = fuse_excitations(program, specs)
+        fused, removed = fuse_excitations(program, specs, context.allow)
         return Rewrite(fused, removed=removed, note=f"{len(removed) // 3} blocks")
 
 
-def fuse_excitations(program: Program, specs: Mapping[str, Spec]) -> tuple[Program, frozenset[str]]:
+def fuse_excitations(program: Program, specs: Mapping[str, Spec],
+                     allow: Callable[[Layer, list[Spec]], bool] | None = None) -> tuple[Program, frozenset[str]]:
     """``program`` with each squeeze-and-excitation block (a 1 x 1 average pool of ``x`` read
     only by a 1x1 convolution, read only by another, read only by ``mul`` with ``x``) as one
-    :class:`SqueezeExcite` step where the ``mul`` was, and the operands it removed."""
+    :class:`SqueezeExcite` step where the ``mul`` was, and the operands it removed;
+    ``allow(block, input_specs)``, if given, must accept each block."""
     readers = program.readers()
     handed_out = set(program.outputs)
 
@@ -84,7 +88,10 @@ def fuse_excitations(program: Program, specs: Mapping[str, Spec]) -> tuple[Progr
                 and sorted(product.inputs) == sorted((x, expand_step.outputs[0]))
                 and specs.get(product.outputs[0]) == specs[x]):
             continue
-        block = SqueezeExcite(pool.name, reduce, reduce_tail, expand, expand_tail)  # type: ignore[arg-type]
+        block = SqueezeExcite(pool.name, reduce, reduce_tail, expand, expand_tail,  # type: ignore[arg-type]
+                              tuple(program.steps[i].layer.type for i in chain))
+        if allow is not None and not allow(block, [specs[x]]):
+            continue
         replaced.update({k: None, k1: None, k2: None, k3: Step(block, (x,), product.outputs)})
         removed.update((pool.outputs[0], reduce_step.outputs[0], expand_step.outputs[0]))
     if not replaced:

@@ -150,10 +150,12 @@ class Launch:
                             self.device)
 
     # -- enqueueing ------------------------------------------------------------------------
-    def program(self, name: str, **defines: Any) -> Built:
-        return self.device.program(name, defines, self.store_source)
+    def program(self, name: str, *, prefix: str = "", **defines: Any) -> Built:
+        """``kernels/<name>.cl`` with ``defines``, after ``prefix`` (the op's generated
+        source) and the store's."""
+        return self.device.program(name, defines, prefix + self.store_source)
 
-    def row_program(self, name: str, kernel: str, length: int) -> tuple[Built, int]:
+    def row_program(self, name: str, kernel: str, length: int, *, prefix: str = "") -> tuple[Built, int]:
         """(program, LOCAL) for ``kernel`` of ``kernels/<name>.cl`` that gives each row of
         ``length`` elements one work-group of LOCAL work-items: a power of two, the device's
         :meth:`~graphexec.devices.opencl.device.OpenCLDevice.reduction_width` at most and no wider than
@@ -162,7 +164,7 @@ class Launch:
         while width > 1 and width // 2 >= length:
             width //= 2
         while True:
-            built = self.program(name, LOCAL=width)
+            built = self.program(name, prefix=prefix, LOCAL=width)
             if width == 1 or self.device.kernel_info(built, kernel).max_work_group >= width:
                 return built, width
             width //= 2

@@ -22,7 +22,8 @@ def test_the_default_passes_in_order():
                           "merge_siblings")
     assert all(isinstance(p, Pass) and p.name for p in DEFAULT_PASSES)
     assert [p.name for p in DEFAULT_PASSES if not p.applies_to("cpu")] == ["fuse_chains"]
-    assert [p.name for p in DEFAULT_PASSES if p.applies_to("opencl")] == ["fuse_activations", "fuse_chains"]
+    assert [p.name for p in DEFAULT_PASSES if p.applies_to("opencl")] == ["fuse_activations", "fuse_chains",
+                                                                          "fuse_excitations"]
 
 
 def _fused(plan) -> int:

@@ -1,0 +1,100 @@
+"""A squeeze-and-excitation block (:class:`~graphexec.layers.excitation.SqueezeExcite`) on
+the device: two launches where its four operators took four (``kernels/excitation.cl``).
+
+The first gives each image one work-group that averages its channels, multiplies the
+means by the two small matrices and applies their activations, leaving the gate in the
+node's working memory; the second multiplies the input by its channel's gate. Where an
+image is large (:data:`POOL_APART`), one work-group reading all of it would keep most of a
+GPU idle: the average pool then runs first as its own launch, a work-group per channel,
+and the gate's work-group starts from its means (three launches).
+
+The activations are written into the program's source, as a chain's store writes them.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from graphexec.devices.opencl.ops.base import Op, implements, op_for, refused_shapes
+from graphexec.devices.opencl.ops.elementwise import ACTIVATIONS, activation_kernel
+from graphexec.devices.opencl.ops.expression import float_literal
+from graphexec.devices.opencl.programs import kernel_source
+from graphexec.layers.excitation import SqueezeExcite
+
+#: Elements of one image (C x H x W) above which the average pool gets its own launch
+#: (docs/design/opencl_replay.md, "Fewer commands").
+POOL_APART = 1 << 16
+
+
+def activations_source(layer: SqueezeExcite) -> str:
+    """``REDUCE_ACT(v)`` and ``EXPAND_ACT(v)``: the block's activations, in order, as C."""
+
+    def function(name: str, tail: tuple) -> str:
+        body = ""
+        for act in tail:
+            kernel, (p0, p1) = activation_kernel(act)
+            body += f"    v = f_{kernel.removeprefix('map_')}(v, {float_literal(p0)}, {float_literal(p1)});\n"
+        return f"inline float {name.lower()}(float v) {{\n{body}    return v;\n}}\n#define {name}(v) {name.lower()}(v)\n"
+
+    return (kernel_source("activations") + "\n// The block's activations (devices/opencl/ops/excitation.py).\n"
+            + function("REDUCE_ACT", layer.reduce_tail) + function("EXPAND_ACT", layer.expand_tail) + "\n")
+
+
+def packed_params(layer: SqueezeExcite) -> np.ndarray:
+    """W1 transposed, b1, W2 transposed, b2 in one array (zeros for a missing bias), as
+    ``excitation_gate`` reads them."""
+    reduced = layer.reduce_weight.shape[1]
+    parts = [layer.reduce_weight,
+             layer.reduce_bias if layer.reduce_bias is not None else np.zeros(reduced),
+             layer.expand_weight,
+             layer.expand_bias if layer.expand_bias is not None else np.zeros(layer.channels)]
+    return np.concatenate([np.asarray(p, np.float32).ravel() for p in parts])
+
+
+@implements(SqueezeExcite)
+class SqueezeExciteOp(Op):
+    """The gate of each image, then the gated input (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._sources: weakref.WeakKeyDictionary[SqueezeExcite, str] = weakref.WeakKeyDictionary()
+
+    def check(self, layer):
+        for act in (*layer.reduce_tail, *layer.expand_tail):
+            if type(act) not in ACTIVATIONS:
+                return f"{act.type} is not an activation the device applies after a product"
+            reason = op_for(act).check(act)  # type: ignore[union-attr]
+            if reason is not None:
+                return reason
+        return None
+
+    def check_shapes(self, layer, specs):
+        reason = refused_shapes(layer, [specs[0].shape])
+        if reason is not None:
+            return reason
+        if 0 in specs[0].shape:
+            return "an empty input"
+        return None
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        n, c, h, w = x.shape
+        hw, reduced = h * w, layer.reduce_weight.shape[1]
+        out = launch.output(0, x.shape)
+        params = launch.device.constant(layer, "excitation", lambda: packed_params(layer))
+        work = launch.alloc((n * (2 * c + reduced),))
+        pooled = c * hw > POOL_APART
+        if pooled:
+            built, width = launch.row_program("pooling", "global_avg_pool", hw)
+            launch.enqueue(built, "global_avg_pool", (n * c * width,), (width,),
+                           x.buffer, x.offset, work.buffer, work.offset, hw)
+        prefix = self._sources.get(layer)
+        if prefix is None:
+            prefix = self._sources[layer] = activations_source(layer)
+        built, width = launch.row_program("excitation", "excitation_gate", c * hw, prefix=prefix)
+        launch.enqueue(built, "excitation_gate", (n * width,), (width,),
+                       x.buffer, x.offset, params, work.buffer, work.offset, c, hw, reduced, int(pooled))
+        launch.enqueue_1d(built, "excitation_scale", out.size, x.buffer, x.offset,
+                          work.buffer, work.offset + n * (c + reduced), out.buffer, out.offset, hw, out.size)
+        return [out]

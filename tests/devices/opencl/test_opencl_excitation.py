@@ -1,0 +1,89 @@
+"""Squeeze-and-excitation blocks as one node on the device, in two launches
+(graphexec/passes/excitation.py, devices/opencl/ops/excitation.py).
+
+The fixture ``conv/conv2d_excitations_batch2`` is a pnnx export of MobileNet v3's block
+(ReLU, hardsigmoid) and EfficientNet's (SiLU, sigmoid) beside ones that must stay apart,
+checked against PyTorch; other batches and image sizes, and the path where the average
+pool runs as its own launch, against the CPU engine within the device tests' tolerance.
+Runs once per OpenCL device present (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graphexec.devices.opencl.ops import excitation
+from graphexec.devices.opencl.ops.excitation import SqueezeExciteOp
+
+from graphexec import DeviceError, Engine
+from graphexec.layers.excitation import SqueezeExcite
+from graphexec.layers.fused import head_and_tail
+from tests.devices.opencl.conftest import break_op, make_layer
+from tests.devices.opencl.test_opencl_engine import as_tuple, assert_close
+from tests.golden import OPS, assert_matches, load_io
+
+EXCITATIONS = OPS / "conv" / "conv2d_excitations_batch2"
+PARAM = EXCITATIONS / "model.pnnx.param"
+
+
+def _blocks(engine: Engine, shape=None) -> list:
+    plan = engine.plan() if shape is None else engine.plan(shape)
+    return [n for n in plan.nodes if isinstance(n.step.layer, SqueezeExcite)]
+
+
+def test_whole_blocks_run_on_the_device_in_two_launches_and_give_pytorchs_answer(device):
+    ins, want = load_io(EXCITATIONS)
+    with Engine.load(PARAM, device=device, threads=1) as engine:
+        blocks = _blocks(engine)
+        assert sorted(n.name for n in blocks) == ["efficient.pool", "mobile.pool"]
+        assert all(n.device == "opencl" for n in blocks)
+        engine.forward(*ins)
+        with device.collect_launches() as found:
+            got = as_tuple(engine.forward(*ins))
+        device.finish()
+        per_block = [sum(layer is n.step.layer for layer, _, _ in found) for n in blocks]
+        assert per_block == [2, 2]
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert_matches(g, w, what=f"conv2d_excitations_batch2 out{k}")
+    with Engine.load(PARAM, device=device, threads=1, fuse_excitations=False) as apart:
+        assert _blocks(apart) == []
+        for g, a in zip(got, as_tuple(apart.forward(*ins)), strict=True):
+            assert_close(g, a, "fused vs unfused blocks on the device")
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["pooled-in-the-gate", "pool-apart"])
+@pytest.mark.parametrize("shape", [(3, 8, 5, 11), (1, 8, 40, 70), (2, 8, 1, 3)])
+def test_other_batches_and_sizes_match_the_cpu(device, monkeypatch, apart, shape):
+    monkeypatch.setattr(excitation, "POOL_APART", 0 if apart else 1 << 30)
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    with Engine.load(PARAM, device=device, threads=1) as engine, Engine.load(PARAM, threads=1) as cpu:
+        assert len(_blocks(engine, shape)) == 2
+        with device.collect_launches() as found:
+            got = as_tuple(engine.forward(x))
+        device.finish()
+        block = _blocks(engine, shape)[0].step.layer
+        assert sum(layer is block for layer, _, _ in found) == (3 if apart else 2)
+        for k, (g, w) in enumerate(zip(got, as_tuple(cpu.forward(x)), strict=True)):
+            assert_close(g, w, f"{shape} out{k}")
+
+
+def test_a_block_the_device_cannot_run_whole_stays_apart(device):
+    with Engine.load(PARAM, device=device, threads=1, cpu_types={"nn.Conv2d"}) as engine:
+        assert _blocks(engine) == []  # its convolutions stay on the CPU, so the block is not fused
+    steps = {n.name: n.step.layer for n in Engine.load(PARAM, fuse_excitations=False).plan().nodes}
+    (reduce, _), (expand, expand_tail) = head_and_tail(steps["mobile.fc1"]), head_and_tail(steps["mobile.fc2"])
+    unapplied = make_layer("nn.PReLU", {"num_parameters": 1}, {"weight": np.full(1, 0.25, np.float32)})
+    block = SqueezeExcite("se", reduce, (unapplied,), expand, expand_tail)
+    assert "nn.PReLU is not an activation" in SqueezeExciteOp().check(block)
+
+
+def test_a_block_whose_device_run_fails_falls_back_to_the_cpu(device, monkeypatch):
+    break_op(monkeypatch, SqueezeExciteOp)
+    ins, want = load_io(EXCITATIONS)
+    with pytest.raises(DeviceError, match=r"graphexec\.SqueezeExcite"):
+        Engine.load(PARAM, device=device)
+    with Engine.load(PARAM, device=device, fallback=True) as engine:
+        moved = [r for r in engine.placement.rows if r.type == "graphexec.SqueezeExcite"]
+        assert len(moved) == 2 and all(r.device == "cpu" and "device run failed" in r.reason for r in moved)
+        for k, (g, w) in enumerate(zip(as_tuple(engine.forward(*ins)), want, strict=True)):
+            assert_matches(g, w, what=f"blocks on the CPU, out{k}")

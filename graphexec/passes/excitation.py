@@ -89,7 +89,8 @@ def fuse_excitations(program: Program, specs: Mapping[str, Spec],
                 and specs.get(product.outputs[0]) == specs[x]):
             continue
         block = SqueezeExcite(pool.name, reduce, reduce_tail, expand, expand_tail,  # type: ignore[arg-type]
-                              tuple(program.steps[i].layer.type for i in chain))
+                              tuple(layer.type for layer in (pool.layer, reduce, *reduce_tail, expand, *expand_tail,
+                                                             product.layer)))
         if allow is not None and not allow(block, [specs[x]]):
             continue
         replaced.update({k: None, k1: None, k2: None, k3: Step(block, (x,), product.outputs)})

@@ -68,8 +68,11 @@ def test_other_batches_and_sizes_match_the_cpu(device, monkeypatch, apart, shape
 
 
 def test_a_block_the_device_cannot_run_whole_stays_apart(device):
-    with Engine.load(PARAM, device=device, threads=1, cpu_types={"nn.Conv2d"}) as engine:
-        assert _blocks(engine) == []  # its convolutions stay on the CPU, so the block is not fused
+    with Engine.load(PARAM, device=device, threads=1, cpu_types={"nn.Hardsigmoid"}) as engine:
+        # MobileNet's gate stays on the CPU, so its block is not fused; EfficientNet's is
+        assert [n.name for n in _blocks(engine)] == ["efficient.pool"]
+    with Engine.load(PARAM, device=device, threads=1, cpu_types={"nn.AdaptiveAvgPool2d"}) as engine:
+        assert _blocks(engine) == []
     steps = {n.name: n.step.layer for n in Engine.load(PARAM, fuse_excitations=False).plan().nodes}
     (reduce, _), (expand, expand_tail) = head_and_tail(steps["mobile.fc1"]), head_and_tail(steps["mobile.fc2"])
     unapplied = make_layer("nn.PReLU", {"num_parameters": 1}, {"weight": np.full(1, 0.25, np.float32)})

@@ -100,3 +100,52 @@ class SqueezeExcite(Layer):
 
     def work_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
         return 3 * inputs[0].nbytes + 4 * (self.reduce_weight.size + self.expand_weight.size)
+
+
+class GatedConv(Layer):
+    """A squeeze-and-excitation block and the convolution that alone reads its gated output
+    (a :class:`~graphexec.layers.conv.Conv2d`, with its fused activation or chain), as one
+    layer: built by :mod:`graphexec.passes.excitation` for a device that multiplies by the
+    gate as the convolution reads its input, so the gated tensor is never stored. Its
+    forward is the two forwards in turn: the reference the device is tested against, and
+    what the CPU runs if the device cannot. The convolution's other inputs (a chain's) follow
+    the block's input."""
+
+    fresh_outputs = True
+
+    def __init__(self, block: SqueezeExcite, conv: Layer):  # no Operator: built from layers
+        self.block = block
+        self.conv = conv
+        self.name = conv.name
+        self.type = f"{block.type}+{conv.type}"
+        self.num_inputs = conv.num_inputs
+        self.num_outputs = 1
+        self.input_names = ["input", *list(conv.input_names)[1:]]
+        parts = (getattr(conv, "head", conv), *getattr(conv, "tail", ()))
+        self.part_types = (*block.part_types, *(layer.type for layer in parts))
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        gated = self.block.infer(specs[:1])
+        return self.conv.infer([*gated, *specs[1:]])
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        gated = self.block.forward(inputs[:1])
+        return self.conv.forward([*gated, *inputs[1:]])
+
+    def flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        gated = self.block.infer(inputs[:1])
+        return self.block.flops(inputs[:1], gated) + self.conv.flops([*gated, *inputs[1:]], outputs)
+
+    def blas_flops(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        gated = self.block.infer(inputs[:1])
+        return self.block.blas_flops(inputs[:1], gated) + self.conv.blas_flops([*gated, *inputs[1:]], outputs)
+
+    def work_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        gated = self.block.infer(inputs[:1])
+        return self.block.work_bytes(inputs[:1], gated) + self.conv.work_bytes([*gated, *inputs[1:]], outputs)
+
+    def scratch_bytes(self, inputs: list[Spec], outputs: list[Spec]) -> int:
+        """The gated tensor the forward holds, and the convolution's own."""
+        gated = self.block.infer(inputs[:1])
+        held = gated[0].nbytes  # type: ignore[union-attr]
+        return held + self.conv.scratch_bytes([*gated, *inputs[1:]], outputs)

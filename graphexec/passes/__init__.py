@@ -19,6 +19,8 @@ The default list, in order (:data:`DEFAULT_PASSES`):
     fuse_chains          producer + elementwise operators -> one node     chains.py
                          (on a device whose store applies them)
     fuse_excitations     squeeze-and-excitation blocks -> one node        excitation.py
+    fold_gates           such a block + the convolution reading it ->     excitation.py
+                         one node (on a device that folds the gate in)
     fold_preactivations  batch norm + ReLU before a 1x1 conv -> a floor   preactivation.py
     merge_siblings       convolutions of one input -> one product         siblings.py
 
@@ -84,11 +86,12 @@ class Pass:
 def _default_passes() -> tuple[Pass, ...]:
     from graphexec.passes.activations import FuseActivations
     from graphexec.passes.chains import FuseChains
-    from graphexec.passes.excitation import FuseExcitations
+    from graphexec.passes.excitation import FoldGates, FuseExcitations
     from graphexec.passes.preactivation import FoldPreactivations
     from graphexec.passes.siblings import MergeSiblings
 
-    return FuseActivations(), FuseChains(), FuseExcitations(), FoldPreactivations(), MergeSiblings()
+    return (FuseActivations(), FuseChains(), FuseExcitations(), FoldGates(), FoldPreactivations(),
+            MergeSiblings())
 
 
 #: The rewrites the planner runs, in order.

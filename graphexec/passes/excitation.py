@@ -12,7 +12,10 @@ intermediate operands (the pooled vector, the hidden vector and the gate) count 
 away, so a run that extracts one takes the unfused plan. The sequential and concurrent
 executors, which run the same plan, still agree bit for bit. On a device the block fuses
 only where the device runs it as one node (``context.allow``): there its four launches
-become two (:mod:`graphexec.devices.opencl.ops.excitation`).
+become two (:mod:`graphexec.devices.opencl.ops.excitation`). There, where a convolution
+alone reads a block's output, the two become one node, a
+:class:`~graphexec.layers.excitation.GatedConv` (``fold_gates``): the convolution multiplies
+by the gate as it reads, one launch fewer again and no gated tensor stored.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 
 from graphexec.layers.base import Layer
 from graphexec.layers.conv import Conv2d
-from graphexec.layers.excitation import SqueezeExcite
+from graphexec.layers.excitation import GatedConv, SqueezeExcite
 from graphexec.layers.expression import Expression
 from graphexec.layers.fused import head_and_tail
 from graphexec.layers.pooling import AdaptiveAvgPool2d
@@ -89,16 +92,63 @@ def fuse_excitations(program: Program, specs: Mapping[str, Spec],
                 and specs.get(product.outputs[0]) == specs[x]):
             continue
         block = SqueezeExcite(pool.name, reduce, reduce_tail, expand, expand_tail,  # type: ignore[arg-type]
-                              tuple(layer.type for layer in (pool.layer, reduce, *reduce_tail, expand, *expand_tail,
-                                                             product.layer)))
+                              tuple(layer.type for layer in (pool.layer, reduce, *reduce_tail,
+                                                             expand, *expand_tail, product.layer)))
         if allow is not None and not allow(block, [specs[x]]):
             continue
         replaced.update({k: None, k1: None, k2: None, k3: Step(block, (x,), product.outputs)})
         removed.update((pool.outputs[0], reduce_step.outputs[0], expand_step.outputs[0]))
+    return _with_steps_replaced(program, replaced), frozenset(removed)
+
+
+class FoldGates(Pass):
+    """A block and the convolution that alone reads its output as one node, where the
+    device folds the gate into the convolution's reads."""
+
+    name = "fold_gates"
+    devices = frozenset({"opencl"})
+
+    def run(self, program: Program, specs: Mapping[str, Spec], context: PassContext) -> Rewrite:
+        if context.allow is None:
+            return Rewrite(program)
+        folded, removed = fold_gates(program, specs, context.allow)
+        return Rewrite(folded, removed=removed, note=f"{len(removed)} gates folded")
+
+
+def fold_gates(program: Program, specs: Mapping[str, Spec], allow: Callable[[Layer, list[Spec]], bool]
+               ) -> tuple[Program, frozenset[str]]:
+    """``program`` with each :class:`SqueezeExcite` step whose output only a step reading it
+    as its first input (and nowhere else) reads, and that ``allow`` accepts together with
+    it, as one :class:`GatedConv` step where the reader was; and the gated operands."""
+    readers = program.readers()
+    handed_out = set(program.outputs)
+    replaced: dict[int, Step | None] = {}
+    removed: set[str] = set()
+    for k, step in enumerate(program.steps):
+        if not isinstance(step.layer, SqueezeExcite) or step.outputs[0] in handed_out:
+            continue
+        gated = step.outputs[0]
+        after = readers.get(gated, [])
+        if len(after) != 1 or after[0] in replaced:
+            continue
+        reader = program.steps[after[0]]
+        if len(reader.outputs) != 1 or reader.inputs[0] != gated or gated in reader.inputs[1:]:
+            continue
+        folded = GatedConv(step.layer, reader.layer)
+        inputs = (*step.inputs, *reader.inputs[1:])
+        if not allow(folded, [specs[name] for name in inputs]):
+            continue
+        replaced.update({k: None, after[0]: Step(folded, inputs, reader.outputs)})
+        removed.add(gated)
+    return _with_steps_replaced(program, replaced), frozenset(removed)
+
+
+def _with_steps_replaced(program: Program, replaced: Mapping[int, Step | None]) -> Program:
+    """``program`` with step k replaced by ``replaced[k]``, or left out where that is None."""
     if not replaced:
-        return program, frozenset()
-    steps = tuple(replaced.get(k, step) for k, step in enumerate(program.steps) if replaced.get(k, step) is not None)
-    return Program(program.graph, steps, program.inputs, program.outputs), frozenset(removed)
+        return program
+    steps = tuple(replaced.get(k, step) for k, step in enumerate(program.steps))
+    return Program(program.graph, tuple(s for s in steps if s is not None), program.inputs, program.outputs)
 
 
 def _averages_to_one_pixel(step: Step, specs: Mapping[str, Spec]) -> bool:

@@ -155,6 +155,35 @@ CASES += [
 ]
 
 
+class GatedConvolutions(nn.Module):
+    """Blocks whose gated output only a convolution reads (a device folds the gate into that
+    convolution's reads): MobileNet v3's inverted residual (expand, depthwise, block, 1x1
+    projection, residual add), a padded 3x3 convolution of few output channels with a ReLU
+    after it; and a depthwise convolution reading a gated output, which keeps its gate apart."""
+
+    def __init__(self):
+        super().__init__()
+        self.expand = nn.Conv2d(16, 64, 1)
+        self.depthwise = nn.Conv2d(64, 64, 3, padding=1, groups=64)
+        self.mobile = SqueezeExcite(64, 16, nn.ReLU(), nn.Hardsigmoid())
+        self.project = nn.Conv2d(64, 16, 1)
+        self.efficient = SqueezeExcite(16, 4, nn.SiLU(), nn.Sigmoid(), bias=False)
+        self.conv = nn.Conv2d(16, 8, 3, padding=1)
+        self.other = SqueezeExcite(8, 4, nn.ReLU(), nn.Sigmoid())
+        self.spatial = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x):
+        y = F.hardswish(self.depthwise(F.hardswish(self.expand(x))))
+        y = x + self.project(self.mobile.scale(y) * y)
+        z = F.relu(self.conv(self.efficient.scale(y) * y))
+        return self.spatial(self.other.scale(z) * z)
+
+
+CASES += [
+    Case("conv2d_gated_convolutions_batch2", GatedConvolutions(), (x(2, 16, 10, 12),)),
+]
+
+
 class SharedBlock(nn.Module):
     def __init__(self, shared: nn.Module):
         super().__init__()

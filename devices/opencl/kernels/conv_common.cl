@@ -4,6 +4,10 @@
 // STORE_ARGS, STORE_VALUE(v, i): defined by a chain of elementwise operators fused after the
 // producer (ops/chain.py): its extra kernel arguments, and the value stored for output
 // element i; by default none, and v.
+// LOAD_ARGS, LOAD_VALUE(v, plane) (gemm.cl's convolutions): defined where an excitation
+// block's gate is folded into the convolution reading its output (ops/excitation.py): its
+// extra kernel arguments, and the value read for input element v of plane (image * Cin +
+// channel); by default none, and v.
 
 #ifndef PAD_MODE
 #define PAD_MODE 0
@@ -13,6 +17,12 @@
 #endif
 #ifndef STORE_VALUE
 #define STORE_VALUE(v, i) (v)
+#endif
+#ifndef LOAD_ARGS
+#define LOAD_ARGS
+#endif
+#ifndef LOAD_VALUE
+#define LOAD_VALUE(v, plane) (v)
 #endif
 
 inline int pad_index(int i, int n) {

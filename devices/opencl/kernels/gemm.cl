@@ -8,6 +8,8 @@
 //   STORE_ARGS, STORE_VALUE(v, i)   defined by a chain of elementwise operators fused after the
 //                product (ops/chain.py): its extra kernel arguments, and the value stored for
 //                output element i (its index in C, which is contiguous); by default v
+//   LOAD_ARGS, LOAD_VALUE(v, plane)  convolutions: an excitation gate folded into the reads
+//                (ops/excitation.py; conv_common.cl); by default v
 //
 // matmul_*: A and B are strided ((m, k) and (k, n) element strides), over up to three
 //   broadcast batch dims (dim 2 of the grid); C is contiguous (batch, M, N).
@@ -33,7 +35,7 @@
 #define WN 4
 #endif
 
-// PAD_MODE, STORE_ARGS, STORE_VALUE and pad_index:
+// PAD_MODE, STORE_ARGS, STORE_VALUE, LOAD_ARGS, LOAD_VALUE and pad_index:
 #include "conv_common.cl"
 
 #define THREADS_M (TM / WM)
@@ -134,7 +136,7 @@ typedef struct {
 #define CONV_ARGS                                                                        \
     __global const float* restrict A, __global const float* restrict X,                  \
     __global const int4* restrict ktab, __global const float* restrict bias,             \
-    __global float* restrict C, const ConvDims d STORE_ARGS
+    __global float* restrict C, const ConvDims d LOAD_ARGS STORE_ARGS
 
 #define CONV_SETUP                                                                       \
     const int a_off = d.a_off, x_off = d.x_off, bias_off = d.bias_off;                   \
@@ -144,7 +146,8 @@ typedef struct {
     const int g = get_global_id(2);                                                      \
     const int HW = H * W, HoWo = Ho * Wo;                                                \
     const int a_base = a_off + g * M * K;                                                \
-    const int x_base = x_off + g * Cg * HW;
+    const int x_base = x_off + g * Cg * HW;                                              \
+    const int g_plane = g * Cg;
 
 // The input value B[k][n] for an output pixel whose image base, top row and left column
 // are known: `image` = x_base + image * Cin * H * W, (y0, x0) = (oy*sh - ph, ox*sw - pw).
@@ -177,12 +180,13 @@ void conv_tiled(CONV_ARGS) {
     __local float As[TK][TM + 1];
     __local float Bs[TK][TN];
     // Each work-item loads the same B columns at every step: decompose them once.
-    int image[B_SLOTS], top[B_SLOTS], left[B_SLOTS];
+    int image[B_SLOTS], plane[B_SLOTS], top[B_SLOTS], left[B_SLOTS];
     for (int r = 0; r < B_SLOTS; ++r) {
         const int n = n0 + (tid + r * THREADS) % TN;
         const int b = n / HoWo, p = n - b * HoWo;
         const int oy = p / Wo, ox = p - oy * Wo;
         image[r] = n < N ? x_base + b * Cin * HW : -1;
+        plane[r] = b * Cin + g_plane;
         top[r] = oy * sh - ph;
         left[r] = ox * sw - pw;
     }
@@ -199,8 +203,13 @@ void conv_tiled(CONV_ARGS) {
             const int l = tid + r * THREADS;
             const int nn = l % TN, kk = l / TN;
             const int k = k0 + kk;
-            Bs[kk][nn] = (image[r] >= 0 && k < K)
-                ? conv_gather(X, ktab[k], image[r], top[r], left[r], H, W, HW) : 0.0f;
+            if (image[r] >= 0 && k < K) {
+                const int4 t = ktab[k];
+                const float v = conv_gather(X, t, image[r], top[r], left[r], H, W, HW);
+                Bs[kk][nn] = LOAD_VALUE(v, plane[r] + t.x);
+            } else {
+                Bs[kk][nn] = 0.0f;
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         TILE_PRODUCT
@@ -221,9 +230,12 @@ __kernel void conv_naive(CONV_ARGS) {
     if (m >= M || n >= N) return;
     const int b = n / HoWo, p = n - b * HoWo;
     const int oy = p / Wo, ox = p - oy * Wo;
-    const int image = x_base + b * Cin * HW, y0 = oy * sh - ph, x0 = ox * sw - pw;
+    const int image = x_base + b * Cin * HW, plane = b * Cin + g_plane, y0 = oy * sh - ph, x0 = ox * sw - pw;
     float acc = 0.0f;
-    for (int k = 0; k < K; ++k)
-        acc = mad(A[a_base + m * K + k], conv_gather(X, ktab[k], image, y0, x0, H, W, HW), acc);
+    for (int k = 0; k < K; ++k) {
+        const int4 t = ktab[k];
+        const float v = conv_gather(X, t, image, y0, x0, H, W, HW);
+        acc = mad(A[a_base + m * K + k], LOAD_VALUE(v, plane + t.x), acc);
+    }
     CONV_STORE(m, n, acc);
 }

@@ -118,6 +118,10 @@ class Launch:
         #: chain's producer enqueues (see :mod:`graphexec.devices.opencl.ops.chain`).
         self.store_source = ""
         self.store_args: tuple[Any, ...] = ()
+        #: The same for the reads, while a convolution enqueues with an excitation gate folded
+        #: in (see :mod:`graphexec.devices.opencl.ops.excitation`); its arguments go first.
+        self.load_source = ""
+        self.load_args: tuple[Any, ...] = ()
         self._fresh: set[int] = set()
 
     # -- tensors ---------------------------------------------------------------------------
@@ -152,8 +156,8 @@ class Launch:
     # -- enqueueing ------------------------------------------------------------------------
     def program(self, name: str, *, prefix: str = "", **defines: Any) -> Built:
         """``kernels/<name>.cl`` with ``defines``, after ``prefix`` (the op's generated
-        source) and the store's."""
-        return self.device.program(name, defines, prefix + self.store_source)
+        source), the reads' and the store's."""
+        return self.device.program(name, defines, prefix + self.load_source + self.store_source)
 
     def row_program(self, name: str, kernel: str, length: int, *, prefix: str = "") -> tuple[Built, int]:
         """(program, LOCAL) for ``kernel`` of ``kernels/<name>.cl`` that gives each row of
@@ -172,9 +176,9 @@ class Launch:
     def enqueue(self, built: Built, name: str, global_size: Sequence[int], local_size: Sequence[int] | None,
                 *args: Any) -> Any:
         """Enqueue kernel ``name`` with ``args`` (ints as int32, floats as float32: see
-        :meth:`OpenCLDevice.kernel`), and the store's arguments."""
+        :meth:`OpenCLDevice.kernel`), and the reads' and the store's arguments."""
         self.kernel_name = name
-        return self.submit(built, name, global_size, local_size, args + self.store_args)
+        return self.submit(built, name, global_size, local_size, args + self.load_args + self.store_args)
 
     def submit(self, built: Built, name: str, global_size: Sequence[int], local_size: Sequence[int] | None,
                args: tuple[Any, ...]) -> Any:

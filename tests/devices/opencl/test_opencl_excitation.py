@@ -1,11 +1,15 @@
-"""Squeeze-and-excitation blocks as one node on the device, in two launches
-(graphexec/passes/excitation.py, devices/opencl/ops/excitation.py).
+"""Squeeze-and-excitation blocks as one node on the device, in two launches, and as one
+node with the convolution that reads them (graphexec/passes/excitation.py,
+devices/opencl/ops/excitation.py).
 
-The fixture ``conv/conv2d_excitations_batch2`` is a pnnx export of MobileNet v3's block
-(ReLU, hardsigmoid) and EfficientNet's (SiLU, sigmoid) beside ones that must stay apart,
-checked against PyTorch; other batches and image sizes, and the path where the average
-pool runs as its own launch, against the CPU engine within the device tests' tolerance.
-Runs once per OpenCL device present (see conftest.py).
+The fixtures are pnnx exports checked against PyTorch: ``conv/conv2d_excitations_batch2``,
+MobileNet v3's block (ReLU, hardsigmoid) and EfficientNet's (SiLU, sigmoid) beside ones that
+must stay apart; ``conv/conv2d_gated_convolutions_batch2``, blocks read by a 1x1 projection
+with a residual add (the tiled GEMM), by a padded 3x3 convolution with a ReLU (the naive
+one) and by a depthwise convolution (which keeps its gate apart). Other batches and image
+sizes, and the path where the average pool runs as its own launch, are checked against the
+CPU engine within the device tests' tolerance. Runs once per OpenCL device present (see
+conftest.py).
 """
 
 from __future__ import annotations
@@ -13,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from graphexec.devices.opencl.ops import excitation
-from graphexec.devices.opencl.ops.excitation import SqueezeExciteOp
+from graphexec.devices.opencl.ops.excitation import GatedConvOp, SqueezeExciteOp
 
 from graphexec import DeviceError, Engine
-from graphexec.layers.excitation import SqueezeExcite
+from graphexec.layers.excitation import GatedConv, SqueezeExcite
 from graphexec.layers.fused import head_and_tail
 from tests.devices.opencl.conftest import break_op, make_layer
 from tests.devices.opencl.test_opencl_engine import as_tuple, assert_close
@@ -24,6 +28,7 @@ from tests.golden import OPS, assert_matches, load_io
 
 EXCITATIONS = OPS / "conv" / "conv2d_excitations_batch2"
 PARAM = EXCITATIONS / "model.pnnx.param"
+GATED = OPS / "conv" / "conv2d_gated_convolutions_batch2"
 
 
 def _blocks(engine: Engine, shape=None) -> list:
@@ -74,7 +79,8 @@ def test_a_block_the_device_cannot_run_whole_stays_apart(device):
     with Engine.load(PARAM, device=device, threads=1, cpu_types={"nn.AdaptiveAvgPool2d"}) as engine:
         assert _blocks(engine) == []
     steps = {n.name: n.step.layer for n in Engine.load(PARAM, fuse_excitations=False).plan().nodes}
-    (reduce, _), (expand, expand_tail) = head_and_tail(steps["mobile.fc1"]), head_and_tail(steps["mobile.fc2"])
+    (reduce, _) = head_and_tail(steps["mobile.fc1"])
+    (expand, expand_tail) = head_and_tail(steps["mobile.fc2"])
     unapplied = make_layer("nn.PReLU", {"num_parameters": 1}, {"weight": np.full(1, 0.25, np.float32)})
     block = SqueezeExcite("se", reduce, (unapplied,), expand, expand_tail)
     assert "nn.PReLU is not an activation" in SqueezeExciteOp().check(block)
@@ -90,3 +96,58 @@ def test_a_block_whose_device_run_fails_falls_back_to_the_cpu(device, monkeypatc
         assert len(moved) == 2 and all(r.device == "cpu" and "device run failed" in r.reason for r in moved)
         for k, (g, w) in enumerate(zip(as_tuple(engine.forward(*ins)), want, strict=True)):
             assert_matches(g, w, what=f"blocks on the CPU, out{k}")
+
+
+def _launches(device, engine: Engine, *inputs) -> dict[str, int]:
+    """Each node's commands in one replayed run, by node name."""
+    engine.forward(*inputs)
+    with device.collect_launches() as found:
+        engine.forward(*inputs)
+    device.finish()
+    counts: dict[str, int] = {}
+    for layer, _, _ in found:
+        counts[layer.name] = counts.get(layer.name, 0) + 1
+    return counts
+
+
+def test_a_convolution_alone_reading_a_block_multiplies_by_its_gate_as_it_reads(device):
+    ins, want = load_io(GATED)
+    with Engine.load(GATED / "model.pnnx.param", device=device, threads=1) as engine:
+        rows = {row.type: row.device for row in engine.placement.rows}
+        assert rows == {"nn.Conv2d+F.hardswish": "opencl", "nn.Conv2d": "opencl",
+                        # the projection and its residual add, the padded 3x3 and its ReLU
+                        "graphexec.SqueezeExcite+nn.Conv2d+pnnx.Expression": "opencl",
+                        "graphexec.SqueezeExcite+nn.Conv2d+F.relu": "opencl",
+                        "graphexec.SqueezeExcite": "opencl"}  # read by the depthwise convolution
+        launches = _launches(device, engine, *ins)
+        assert launches["project"] == launches["conv"] == 2 and launches["other.pool"] == 2
+        (got,) = as_tuple(engine.forward(*ins))
+    assert_matches(got, want[0], what="conv2d_gated_convolutions_batch2")
+    param = GATED / "model.pnnx.param"
+    with Engine.load(param, device=device, threads=1, passes_off={"fold_gates"}) as apart:
+        assert not any(isinstance(n.step.layer, GatedConv) for n in apart.plan().nodes)
+        assert sum(_launches(device, apart, *ins).values()) == sum(launches.values()) + 2
+        assert_close(got, as_tuple(apart.forward(*ins))[0], "folded vs unfolded gates on the device")
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["pooled-in-the-gate", "pool-apart"])
+@pytest.mark.parametrize("shape", [(1, 16, 7, 5), (3, 16, 12, 9)])
+def test_gated_convolutions_of_other_batches_and_sizes_match_the_cpu(device, monkeypatch, apart, shape):
+    monkeypatch.setattr(excitation, "POOL_APART", 0 if apart else 1 << 30)
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    param = GATED / "model.pnnx.param"
+    with Engine.load(param, device=device, threads=1) as engine, Engine.load(param, threads=1) as cpu:
+        assert sum(isinstance(n.step.layer, GatedConv) for n in engine.plan(shape).nodes) == 2
+        assert_close(as_tuple(engine.forward(x))[0], as_tuple(cpu.forward(x))[0], f"gated {shape}")
+
+
+def test_a_gated_convolution_whose_device_run_fails_falls_back_to_the_cpu(device, monkeypatch):
+    break_op(monkeypatch, GatedConvOp)
+    ins, want = load_io(GATED)
+    with pytest.raises(DeviceError, match=r"graphexec\.SqueezeExcite\+nn\.Conv2d"):
+        Engine.load(GATED / "model.pnnx.param", device=device)
+    with Engine.load(GATED / "model.pnnx.param", device=device, fallback=True) as engine:
+        moved = [r for r in engine.placement.rows if r.type.startswith("graphexec.SqueezeExcite+")]
+        assert len(moved) == 2 and all(r.device == "cpu" and "device run failed" in r.reason for r in moved)
+        (got,) = as_tuple(engine.forward(*ins))
+    assert_matches(got, want[0], what="gated convolutions on the CPU")

@@ -85,7 +85,9 @@ def enqueue_gate(launch: Launch, layer: SqueezeExcite, x: DeviceTensor) -> tuple
     prefix = _SOURCES.get(layer)
     if prefix is None:
         prefix = _SOURCES[layer] = activations_source(layer)
-    built, width = launch.row_program("excitation", "excitation_gate", c * hw, prefix=prefix)
+    # As wide as the device allows, whatever the image: the gate's work-items share out its
+    # channels and sums too, and one width keeps one build per block's activations.
+    built, width = launch.row_program("excitation", "excitation_gate", 1 << 30, prefix=prefix)
     launch.enqueue(built, "excitation_gate", (n * width,), (width,),
                    x.buffer, x.offset, params, work.buffer, work.offset, c, hw, reduced, int(pooled))
     return built, launch.view(work, (n, c), n * (c + reduced))

@@ -14,8 +14,13 @@ conftest.py).
 
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from graphexec.devices.opencl.ops import excitation
 from graphexec.devices.opencl.ops.excitation import GatedConvOp, SqueezeExciteOp
 
@@ -24,6 +29,7 @@ from graphexec.layers.excitation import GatedConv, SqueezeExcite
 from graphexec.layers.fused import head_and_tail
 from tests.devices.opencl.conftest import break_op, make_layer
 from tests.devices.opencl.test_opencl_engine import as_tuple, assert_close
+from tests.devices.opencl.test_opencl_kernels import SETTINGS, check, conv_cases, conv_of, data
 from tests.golden import OPS, assert_matches, load_io
 
 EXCITATIONS = OPS / "conv" / "conv2d_excitations_batch2"
@@ -151,3 +157,59 @@ def test_a_gated_convolution_whose_device_run_fails_falls_back_to_the_cpu(device
         assert len(moved) == 2 and all(r.device == "cpu" and "device run failed" in r.reason for r in moved)
         (got,) = as_tuple(engine.forward(*ins))
     assert_matches(got, want[0], what="gated convolutions on the CPU")
+
+
+#: The activations after a block's two products: (pnnx type, params) each. A few pairs, as
+#: each pair is a program to build.
+ACTIVATIONS = [([("nn.ReLU", {})], [("nn.Hardsigmoid", {})]),
+               ([("nn.SiLU", {})], [("nn.Sigmoid", {})]),
+               ([], [("nn.GELU", {"approximate": "tanh"}), ("nn.ELU", {"alpha": 0.5})])]
+
+
+@contextmanager
+def _pool_apart(apart: bool):
+    """The average pool as a launch of its own (every image), or inside the gate (none)."""
+    saved = excitation.POOL_APART
+    excitation.POOL_APART = 0 if apart else 1 << 30
+    try:
+        yield
+    finally:
+        excitation.POOL_APART = saved
+
+
+def _pointwise(cin: int, cout: int, bias: bool, seed: int):
+    attrs = {"weight": data(seed, (cout, cin, 1, 1), 1 / math.sqrt(cin))}
+    if bias:
+        attrs["bias"] = data(seed + 1, (cout,))
+    params = {"in_channels": cin, "out_channels": cout, "kernel_size": [1, 1], "stride": [1, 1],
+              "padding": [0, 0], "dilation": [1, 1], "groups": 1, "padding_mode": "zeros", "bias": bias}
+    return make_layer("nn.Conv2d", params, attrs)
+
+
+@st.composite
+def blocks(draw, channels=st.integers(1, 300)):
+    """A SqueezeExcite of random sizes, activations and biases, and its seed."""
+    c, hidden, seed = draw(channels), draw(st.integers(1, 80)), draw(st.integers(0, 2**16))
+    tails = [tuple(make_layer(t, p) for t, p in tail) for tail in draw(st.sampled_from(ACTIVATIONS))]
+    reduce = _pointwise(c, hidden, draw(st.booleans()), seed)
+    expand = _pointwise(hidden, c, draw(st.booleans()), seed + 2)
+    return SqueezeExcite("se", reduce, tails[0], expand, tails[1]), seed
+
+
+@SETTINGS
+@given(blocks(), st.integers(1, 3), st.integers(1, 40), st.integers(1, 40), st.booleans())
+def test_a_block_of_any_size_matches_the_cpu(device, block, n, h, w, apart):
+    layer, seed = block
+    with _pool_apart(apart):
+        check(device, layer, [data(seed + 4, (n, layer.channels, h, w), 3.0)])
+
+
+@SETTINGS
+@given(conv_cases().filter(lambda case: case[0] == 2 and case[2] // case[1] > 1 and case[10] > 0), st.data())
+def test_a_convolution_reading_through_a_gate_matches_the_cpu(device, case, draw):
+    """Any dense or grouped nn.Conv2d (tiled or naive GEMM, padding modes, strides) reading
+    a block's output."""
+    conv, shape, seed = conv_of(case)
+    block, _ = draw.draw(blocks(st.just(shape[1])))
+    with _pool_apart(draw.draw(st.booleans())):
+        check(device, GatedConv(block, conv), [data(seed + 4, shape, 3.0)])

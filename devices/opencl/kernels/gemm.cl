@@ -203,13 +203,10 @@ void conv_tiled(CONV_ARGS) {
             const int l = tid + r * THREADS;
             const int nn = l % TN, kk = l / TN;
             const int k = k0 + kk;
-            if (image[r] >= 0 && k < K) {
-                const int4 t = ktab[k];
-                const float v = conv_gather(X, t, image[r], top[r], left[r], H, W, HW);
-                Bs[kk][nn] = LOAD_VALUE(v, plane[r] + t.x);
-            } else {
-                Bs[kk][nn] = 0.0f;
-            }
+            // Without a gate LOAD_VALUE is its value: the same expression as a plain read.
+            Bs[kk][nn] = (image[r] >= 0 && k < K)
+                ? LOAD_VALUE(conv_gather(X, ktab[k], image[r], top[r], left[r], H, W, HW), plane[r] + ktab[k].x)
+                : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         TILE_PRODUCT
@@ -232,10 +229,8 @@ __kernel void conv_naive(CONV_ARGS) {
     const int oy = p / Wo, ox = p - oy * Wo;
     const int image = x_base + b * Cin * HW, plane = b * Cin + g_plane, y0 = oy * sh - ph, x0 = ox * sw - pw;
     float acc = 0.0f;
-    for (int k = 0; k < K; ++k) {
-        const int4 t = ktab[k];
-        const float v = conv_gather(X, t, image, y0, x0, H, W, HW);
-        acc = mad(A[a_base + m * K + k], LOAD_VALUE(v, plane + t.x), acc);
-    }
+    for (int k = 0; k < K; ++k)
+        acc = mad(A[a_base + m * K + k],
+                  LOAD_VALUE(conv_gather(X, ktab[k], image, y0, x0, H, W, HW), plane + ktab[k].x), acc);
     CONV_STORE(m, n, acc);
 }

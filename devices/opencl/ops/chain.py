@@ -25,13 +25,12 @@ from typing import Any
 
 from graphexec.devices.opencl.ops.base import F32, Op, implements, op_for
 from graphexec.devices.opencl.ops.conv import ConvOp
-from graphexec.devices.opencl.ops.elementwise import ACTIVATIONS, activation_kernel
+from graphexec.devices.opencl.ops.elementwise import ACTIVATIONS, activation_call
 from graphexec.devices.opencl.ops.expression import (
     MAX_RANK,
     ExpressionOp,
     broadcast_strides,
     collapse,
-    float_literal,
 )
 from graphexec.devices.opencl.ops.linear import EinsumOp, FLinearOp, LinearOp, MatMulOp
 from graphexec.devices.opencl.programs import kernel_source
@@ -76,8 +75,7 @@ def _link_code(link: Any, chain_inputs: dict[int, str]) -> str:
     """The C statements that apply ``link`` to ``r``."""
     layer = link.layer
     if type(layer) in ACTIVATIONS:
-        name, (p0, p1) = activation_kernel(layer)
-        return f"    r = f_{name.removeprefix('map_')}(r, {float_literal(p0)}, {float_literal(p1)});\n"
+        return f"    r = {activation_call(layer, 'r')};\n"
     expression = op_for(layer)
     assert isinstance(expression, ExpressionOp)
     compiled = expression.compiled(layer)

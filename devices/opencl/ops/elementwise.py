@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.devices.opencl.ops.base import Op, implements
+from graphexec.devices.opencl.ops.expression import float_literal
 from graphexec.layers import activation as act
 from graphexec.layers.norm import BatchNorm1d, BatchNorm2d
 
@@ -45,6 +46,13 @@ def activation_kernel(layer: Any) -> tuple[str, tuple[float, float]]:
     """The kernel name (``map_<name>``) and params of an activation layer."""
     name, params = ACTIVATIONS[type(layer)]
     return "map_" + (name(layer) if callable(name) else name), params(layer)
+
+
+def activation_call(layer: Any, value: str) -> str:
+    """C that applies activation ``layer`` to the float named ``value`` (its params written
+    in), through the functions of ``kernels/activations.cl``: for generated sources."""
+    name, (p0, p1) = activation_kernel(layer)
+    return f"f_{name.removeprefix('map_')}({value}, {float_literal(p0)}, {float_literal(p1)})"
 
 
 def _finite32(value: float) -> bool:

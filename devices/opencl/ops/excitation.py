@@ -25,8 +25,7 @@ import numpy as np
 
 from graphexec.devices.opencl.device import DeviceTensor
 from graphexec.devices.opencl.ops.base import Launch, Op, implements, op_for, refused_shapes
-from graphexec.devices.opencl.ops.elementwise import ACTIVATIONS, activation_kernel
-from graphexec.devices.opencl.ops.expression import float_literal
+from graphexec.devices.opencl.ops.elementwise import ACTIVATIONS, activation_call
 from graphexec.devices.opencl.programs import kernel_source
 from graphexec.layers.conv import Conv2d
 from graphexec.layers.excitation import GatedConv, SqueezeExcite
@@ -43,10 +42,7 @@ def activations_source(layer: SqueezeExcite) -> str:
     """``REDUCE_ACT(v)`` and ``EXPAND_ACT(v)``: the block's activations, in order, as C."""
 
     def function(name: str, tail: tuple) -> str:
-        body = ""
-        for act in tail:
-            kernel, (p0, p1) = activation_kernel(act)
-            body += f"    v = f_{kernel.removeprefix('map_')}(v, {float_literal(p0)}, {float_literal(p1)});\n"
+        body = "".join(f"    v = {activation_call(act, 'v')};\n" for act in tail)
         own = name.lower()
         return f"inline float {own}(float v) {{\n{body}    return v;\n}}\n#define {name}(v) {own}(v)\n"
 

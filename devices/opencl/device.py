@@ -42,7 +42,7 @@ import numpy as np
 
 from graphexec.devices.base import Device, DeviceKernel, Hints, Kernel
 from graphexec.devices.opencl._runtime import load_pyopencl, translated
-from graphexec.devices.opencl.programs import Built, ProgramCache, default_cache_dir, kernel_source
+from graphexec.devices.opencl.programs import Built, ProgramCache, caches_itself, default_cache_dir, kernel_source
 from graphexec.devices.opencl.replay_compiled import enqueue_mode
 from graphexec.errors import DeviceError
 from graphexec.layers.specs import TensorSpec
@@ -247,8 +247,10 @@ class OpenCLDevice(Device):
         self.max_work_item_sizes = tuple(int(s) for s in dev.max_work_item_sizes)
         self.local_mem_size = int(dev.local_mem_size)
         self.compute_units = int(dev.max_compute_units)
-        if cache_dir is True or cache_dir is None:
-            directory: Path | None = default_cache_dir()
+        if cache_dir is None:
+            directory: Path | None = None if caches_itself(info.platform) else default_cache_dir()
+        elif cache_dir is True:
+            directory = default_cache_dir()
         elif cache_dir is False:
             directory = None
         else:

@@ -7,7 +7,8 @@ is stored under that key, so a second process (a new context) loads the binary i
 compiling. A stale or unreadable binary is rebuilt from source and overwritten.
 
 pyopencl has a binary cache of its own, but skips it for PoCL and NVIDIA (it assumes
-their drivers cache); this one is explicit, keyed as above, and checked by the tests.
+their drivers cache); this one is explicit, keyed as above, and checked by the tests. By
+default it is not kept for PoCL (:func:`caches_itself`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/graphexec/opencl`` or ``~/.cache/graphexec/opencl``."""
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(root) / "graphexec" / "opencl"
+
+
+def caches_itself(platform: str) -> bool:
+    """Whether the platform's driver keeps compiled programs on disk itself, so that a
+    binary of ours only costs: PoCL, whose kernel cache (``POCL_CACHE_DIR``) makes a later
+    build from source as fast as loading a binary, and which compiles every kernel of a
+    program for any work-group size to export one (docs/guide/opencl.md, "The first run")."""
+    return "Portable Computing Language" in platform
 
 
 @dataclass(frozen=True)
@@ -111,8 +120,7 @@ class ProgramCache:
             if program is None:
                 if not self.stats["built"]:
                     logger.info("building OpenCL programs for {}: the first run with this device and driver "
-                                "compiles them ({}), later runs load them", self.device.name.strip(),
-                                f"binaries cached in {self.cache_dir}" if self.cache_dir else "not cached on disk")
+                                "compiles them, {}", self.device.name.strip(), self._kept_where())
                 started = time.perf_counter()
                 program = self._build(source, options, what)
                 took = time.perf_counter() - started
@@ -127,6 +135,13 @@ class ProgramCache:
             return built
 
     # -- disk -------------------------------------------------------------------------------
+    def _kept_where(self) -> str:
+        if self.cache_dir is not None:
+            return f"binaries cached in {self.cache_dir}: later runs load them"
+        if caches_itself(self.device.platform.name):
+            return "which the driver caches: later runs take them from there"
+        return "kept in memory only: another process compiles them again"
+
     def _path(self, key: str) -> Path | None:
         return None if self.cache_dir is None else self.cache_dir / f"{key}.bin"
 

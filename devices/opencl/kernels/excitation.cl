@@ -35,25 +35,13 @@ inline int lanes_for(const int outputs, const int terms) {
     return lanes;
 }
 
-// out[o] = b[o] + sum_k wt[k * O + o] * v[k] for o < O, before the activation `expand`
-// chooses (0: REDUCE_ACT, 1: EXPAND_ACT); the work-group's `lanes` split each sum.
-inline void vector_product(__local float* part, __global const float* restrict wt,
-                           __global const float* restrict b, __global const float* v,
-                           __global float* out, const int O, const int K, const int expand, const int lid) {
-    const int lanes = lanes_for(O, K), lane = lid % lanes, at_once = LOCAL / lanes;
-    for (int o0 = 0; o0 < O; o0 += at_once) {
-        const int o = o0 + lid / lanes;
-        float sum = 0.0f;
-        if (o < O)
-            for (int k = lane; k < K; k += lanes) sum = mad(wt[k * O + o], v[k], sum);
-        sum = lanes_sum(part, sum, lid, lanes);
-        if (o < O && lane == 0) out[o] = expand ? EXPAND_ACT(sum + b[o]) : REDUCE_ACT(sum + b[o]);
-    }
-}
-
-// One work-group per image: its channel means (unless `pooled`: the pool wrote them), then
-// the hidden vector and the gate. The work-group's own writes to `work` are read back by
-// it after a global barrier.
+// One work-group per image, in three phases, each writing out[o] for o < O from a sum over
+// k < K that the group's `lanes` work-items split: the channel means (unless `pooled`: the
+// pool wrote them), the hidden vector REDUCE_ACT(b1 + W1 means), the gate EXPAND_ACT(b2 +
+// W2 hidden). One loop runs the three, so the reduction and its barriers are compiled once:
+// a CPU device (PoCL) copies the code around each barrier, and three copies made its compile
+// of this kernel many times longer. The work-group reads back its own writes to `work` after
+// a global barrier.
 __kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
 void excitation_gate(__global const float* restrict x, const int x_off, __global const float* restrict params,
                      __global float* work, const int work_off, const int C, const int HW, const int Cr,
@@ -63,26 +51,34 @@ void excitation_gate(__global const float* restrict x, const int x_off, __global
     __global float* means = work + work_off + n * C;
     __global float* hidden = work + work_off + images * C + n * Cr;
     __global float* gate = work + work_off + images * (C + Cr) + n * C;
-    if (!pooled) {
-        __global const float* image = x + x_off + n * C * HW;
-        const int lanes = lanes_for(C, HW), lane = lid % lanes, at_once = LOCAL / lanes;
-        for (int c0 = 0; c0 < C; c0 += at_once) {
-            const int c = c0 + lid / lanes;
-            float sum = 0.0f;
-            if (c < C)
-                for (int i = lane; i < HW; i += lanes) sum += image[c * HW + i];
-            sum = lanes_sum(part, sum, lid, lanes);
-            if (c < C && lane == 0) means[c] = sum / (float)HW;
-        }
-    }
-    barrier(CLK_GLOBAL_MEM_FENCE);
+    __global const float* image = x + x_off + n * C * HW;
     __global const float* w1t = params;
     __global const float* b1 = w1t + C * Cr;
     __global const float* w2t = b1 + Cr;
     __global const float* b2 = w2t + Cr * C;
-    vector_product(part, w1t, b1, means, hidden, Cr, C, 0, lid);
-    barrier(CLK_GLOBAL_MEM_FENCE);
-    vector_product(part, w2t, b2, hidden, gate, C, Cr, 1, lid);
+    for (int phase = pooled ? 1 : 0; phase < 3; ++phase) {
+        // terms: image[o * HW + k] (phase 0), else wt[k * O + o] * v[k], W transposed
+        const int O = phase == 1 ? Cr : C, K = phase == 0 ? HW : phase == 1 ? C : Cr;
+        __global const float* v = phase == 0 ? image : phase == 1 ? means : hidden;
+        __global const float* wt = phase == 1 ? w1t : w2t;
+        __global float* out = phase == 0 ? means : phase == 1 ? hidden : gate;
+        const int lanes = lanes_for(O, K), lane = lid % lanes, at_once = LOCAL / lanes;
+        for (int o0 = 0; o0 < O; o0 += at_once) {
+            const int o = o0 + lid / lanes;
+            float sum = 0.0f;
+            if (o < O) {
+                if (phase == 0)
+                    for (int k = lane; k < K; k += lanes) sum += v[o * K + k];
+                else
+                    for (int k = lane; k < K; k += lanes) sum = mad(wt[k * O + o], v[k], sum);
+            }
+            sum = lanes_sum(part, sum, lid, lanes);
+            if (o < O && lane == 0)
+                out[o] = phase == 0 ? sum / (float)HW
+                       : phase == 1 ? REDUCE_ACT(sum + b1[o]) : EXPAND_ACT(sum + b2[o]);
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);
+    }
 }
 
 // y = x * gate of its (image, channel); x and y contiguous (N, C, H, W), y may be x.

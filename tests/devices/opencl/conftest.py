@@ -33,38 +33,38 @@ DEVICES, WHY_NONE = _available()
 
 @pytest.fixture(scope="session", params=[d.index for d in DEVICES] or [None],
                 ids=[f"opencl{d.index}-{d.name.replace(' ', '_')}" for d in DEVICES] or ["no-opencl"])
-def device(request, tmp_path_factory):
-    """An OpenCLDevice (two queues), once per device present."""
+def device(request):
+    """An OpenCLDevice (two queues), once per device present. Its programs stay in memory:
+    the tests of the disk cache open devices of their own."""
     if request.param is None:
         pytest.skip(f"no OpenCL device to test: {WHY_NONE}")
     from graphexec.devices.opencl import open_device
 
-    return open_device(f"opencl:{request.param}", queues=2, cache_dir=tmp_path_factory.mktemp("opencl-cache"))
+    return open_device(f"opencl:{request.param}", queues=2, cache_dir=False)
 
 
-def _reopened(device, tmp_path_factory, enqueue: str):
+def _reopened(device, enqueue: str):
     from graphexec.devices.opencl import open_device
 
-    return open_device(f"opencl:{device.info.index}", queues=2,
-                       cache_dir=tmp_path_factory.mktemp("opencl-cache"), enqueue=enqueue)
+    return open_device(f"opencl:{device.info.index}", queues=2, cache_dir=False, enqueue=enqueue)
 
 
 @pytest.fixture(scope="session")
-def python_device(device, tmp_path_factory):
+def python_device(device):
     """The same OpenCL device opened again, its replays enqueued through pyopencl (what
     ``device`` does too where numba is not installed)."""
-    return _reopened(device, tmp_path_factory, "python")
+    return _reopened(device, "python")
 
 
 @pytest.fixture(scope="session")
-def compiled_device(device, tmp_path_factory):
+def compiled_device(device):
     """The same OpenCL device opened again, its replays enqueued by the compiled loop
     (skipped without numba)."""
     from graphexec.devices.opencl.replay_compiled import available
 
     if not available():
         pytest.skip("the compiled enqueue loop needs numba (the jit extra)")
-    return _reopened(device, tmp_path_factory, "compiled")
+    return _reopened(device, "compiled")
 
 
 def make_layer(op_type, params=None, attrs=None, inputs=1, names=None, outputs=1, in_dtype=None, out_dtype=None):

@@ -391,11 +391,13 @@ def _relu_once(device) -> np.ndarray:
 
 
 def test_building_programs_says_so_with_the_time_it_took(device, tmp_path):
-    """A first run compiles for tens of seconds on PoCL: the log says what is happening,
-    where the binaries go, and how long each build took; a second process says nothing."""
+    """A first run compiles for seconds: the log says what is happening, where the binaries
+    go (or that the driver caches them, or that nothing keeps them), and how long each build
+    took; a second process says nothing."""
     from loguru import logger
 
     from graphexec.devices.opencl import open_device
+    from graphexec.devices.opencl.programs import caches_itself
 
     lines: list[str] = []
     sink = logger.add(lambda message: lines.append(str(message)), level="INFO", format="{message}")
@@ -405,6 +407,9 @@ def test_building_programs_says_so_with_the_time_it_took(device, tmp_path):
         built = list(lines)
         lines.clear()
         _relu_once(open_device(f"opencl:{device.info.index}", cache_dir=tmp_path))  # loads the binary
+        loaded = list(lines)
+        lines.clear()
+        _relu_once(open_device(f"opencl:{device.info.index}", cache_dir=False))
     finally:
         logger.remove(sink)
         logger.disable("graphexec")
@@ -412,7 +417,9 @@ def test_building_programs_says_so_with_the_time_it_took(device, tmp_path):
     assert built[0].startswith("building OpenCL programs for ") and f"binaries cached in {tmp_path}" in built[0]
     assert re.fullmatch(r"built OpenCL kernels/elementwise.cl[^(]* in \d+\.\d s \(1 built, \d+\.\d s in all\)\n",
                         built[1]), built[1]
-    assert lines == []
+    assert loaded == []
+    kept = ("which the driver caches" if caches_itself(device.info.platform) else "kept in memory only")
+    assert kept in lines[0], lines
 
 
 def test_programs_are_built_once_per_context(device):
@@ -446,6 +453,17 @@ def test_program_binaries_are_reused_from_disk(device, tmp_path):
     memory = open_device(spec, cache_dir=False)
     _relu_once(memory)
     assert memory.programs.cache_dir is None
+
+
+def test_by_default_binaries_are_kept_where_the_driver_keeps_none_itself(device):
+    from graphexec.devices.opencl import open_device
+    from graphexec.devices.opencl.programs import caches_itself, default_cache_dir
+
+    assert caches_itself("Portable Computing Language") and not caches_itself("NVIDIA CUDA")
+    spec = f"opencl:{device.info.index}"
+    assert open_device(spec).programs.cache_dir == (None if caches_itself(device.info.platform)
+                                                    else default_cache_dir())
+    assert open_device(spec, cache_dir=True).programs.cache_dir == default_cache_dir()
 
 
 def test_a_second_process_loads_the_binaries(device, tmp_path):

@@ -141,6 +141,7 @@ def run_sequential(
     calls = _calls(plan)
     bound = replay.bind(buffers) if replay is not None and buffers is not None and replay.usable(keep) else None
     starts = replay.starts if bound is not None else {}
+    spans = _stretch_drops(replay, keep, drops) if bound is not None else ()
     position = 0
     with quiet_floats():  # once for the run: entering it costs about a microsecond a node
         while position < len(nodes):
@@ -150,7 +151,10 @@ def run_sequential(
             stretch = starts.get(position)
             if stretch is not None:
                 bound.run(stretch, values)
-                end = replay.ends[stretch]  # type: ignore[union-attr]
+                for name in spans[stretch]:
+                    values.pop(name, None)
+                position = replay.ends[stretch]  # type: ignore[union-attr]
+                continue
             elif plain:  # run_step's work, inline: a node's call costs a few microseconds less
                 args = [values[name] for name in inputs]
                 try:
@@ -170,15 +174,12 @@ def run_sequential(
                     raise ExecutionError(step.name, step.layer.type, [str(spec_of(v)) for v in args],
                                          f"returned {len(results)} outputs, the graph expects {len(outputs)}")
                 values.update(zip(outputs, results))
-                end = position + 1
             else:
                 run_step(node, values, options.check_finite, buffers, spreader if node.index in shared else None,
                          quiet=True)
-                end = position + 1
-            for index in range(position, end):
-                for name in drops[index]:
-                    values.pop(name, None)
-            position = end
+            for name in drops[position]:
+                values.pop(name, None)
+            position += 1
     return {name: values[name] for name in keep}
 
 
@@ -193,6 +194,29 @@ def _calls(plan: Plan) -> tuple[tuple[Any, Step, tuple[str, ...], tuple[str, ...
     if found is None:
         found = _CALLS[plan] = tuple((node.kernel, node.step, tuple(node.step.inputs), tuple(node.step.outputs))
                                      for node in plan.nodes)
+    return found
+
+
+#: By replay (forgotten with it), by set of kept names: what :func:`_stretch_drops` found.
+_STRETCH_DROPS: weakref.WeakKeyDictionary[Replay, dict[frozenset[str], tuple[tuple[str, ...], ...]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _stretch_drops(replay: Replay, keep: frozenset[str],
+                   drops: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
+    """For each of ``replay``'s stretches, the drops (see :func:`_drops`) of all its nodes
+    in one tuple: a replayed stretch lets them go at once."""
+    per_keep = _STRETCH_DROPS.get(replay)
+    if per_keep is None:
+        per_keep = _STRETCH_DROPS.setdefault(replay, {})
+    found = per_keep.get(keep)
+    if found is None:
+        firsts = sorted(replay.starts, key=replay.starts.__getitem__)
+        found = tuple(tuple(name for index in range(first, end) for name in drops[index])
+                      for first, end in zip(firsts, replay.ends))
+        if len(per_keep) >= 16:  # as in _drops
+            per_keep.clear()
+        per_keep[keep] = found
     return found
 
 

@@ -50,6 +50,9 @@ from graphexec.transfers import TransferKernel, _Transfer
 #: each with the plans of the sizes runs found for it, are kept).
 PLAN_CACHE_SIZE = 16
 
+#: Made once: ``logger.opt`` per call cost a run a few microseconds even with logging off.
+_lazy_logger = logger.opt(lazy=True)
+
 
 class _Shared:
     """What the planners of one engine share: each pass's store, the nodes whose device
@@ -116,7 +119,7 @@ class Planner:
             if cached is not None:
                 self._plans.move_to_end(key)
         if cached is not None:
-            logger.opt(lazy=True).debug("reusing the plan for inputs {}", lambda: _shown(given))
+            _lazy_logger.debug("reusing the plan for inputs {}", lambda: _shown(given))
             return cached
         plan = self._build(given, given_by_user, off)
         with self._shared.lock:

@@ -61,14 +61,22 @@ def _flatten(value: Any) -> list[Any]:
 
 
 def relative_error(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
-    """The worst max|got - want| / max|want| over paired outputs."""
+    """The worst max|got - want| / max|want| over paired outputs (over want's finite
+    values). A NaN or infinity where the other side holds something else is an infinite
+    error, so that NaN outputs never pass; the same one on both sides is none."""
     worst = 0.0
     for g, w in zip(got, want, strict=True):
         g, w = np.asarray(g, dtype=np.float64), np.asarray(w, dtype=np.float64)
         if g.shape != w.shape:
             return float("inf")
-        if g.size:
-            worst = max(worst, float(np.abs(g - w).max()) / max(1e-12, float(np.abs(w).max())))
+        if not g.size:
+            continue
+        with np.errstate(invalid="ignore"):
+            apart = np.where((g == w) | (np.isnan(g) & np.isnan(w)), 0.0, np.abs(g - w))
+        if np.isnan(apart).any() or np.isinf(apart).any():
+            return float("inf")
+        finite = np.abs(w[np.isfinite(w)])
+        worst = max(worst, float(apart.max()) / max(1e-12, float(finite.max()) if finite.size else 0.0))
     return worst
 
 

@@ -52,6 +52,20 @@ def exported(tmp_path_factory):
     return folder, param, module, x
 
 
+def test_the_check_counts_a_nan_or_infinity_the_reference_lacks_as_an_infinite_error():
+    want = np.array([1.0, -2.0, np.inf, np.nan])
+    assert relative_error([want.copy()], [want]) == 0.0  # the same non-finite values: no error
+    assert relative_error([want + [0.5, 0, 0, 0]], [want]) == 0.25  # against the largest finite |want|
+    for wrong in (np.nan, np.inf, -np.inf):
+        got = want.copy()
+        got[0] = wrong
+        assert relative_error([got], [want]) == np.inf, wrong
+    got = want.copy()
+    got[3] = 0.0  # a number where the reference is NaN
+    assert relative_error([got], [want]) == np.inf
+    assert relative_error([np.full(3, np.nan)], [np.zeros(3)]) == np.inf
+    assert relative_error([np.zeros((2, 3))], [np.zeros(6)]) == np.inf  # shapes differ
+
 @needs_export_tools
 def test_export_writes_the_model_and_pytorchs_answer(exported):
     folder, param, _, x = exported

@@ -10,6 +10,8 @@
     Take            aten::take (x, indices)                           from the flattened input
     SearchSorted    aten::searchsorted (sorted, values, out_int32, right, side, sorter)
     Bucketize       aten::bucketize (values, boundaries, out_int32, right)
+    IsIn            aten::isin (elements, test_elements, assume_unique, invert)   bool membership
+    MaskedScatter   aten::masked_scatter (x, mask, source)            source's first elements where mask is set
     EmbeddingBag    aten::embedding_bag (weight, indices, offsets, ..., mode, ..., per_sample_weights,
                     include_last_offset, padding_idx)                 sums, means or maxima of bags of rows
 
@@ -24,9 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.layers._promotion import promote_types
 from graphexec.layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, required_constant
 from graphexec.layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.indexing import check_range, check_scatter_shapes, scatter_places
+from graphexec.layers.linear import broadcast
 from graphexec.layers.registry import register
 
 
@@ -300,6 +304,59 @@ class Bucketize(_Searching):
     def forward(self, inputs: list[Any]) -> list[Any]:
         found = np.searchsorted(np.asarray(inputs[1]), np.asarray(inputs[0]), side=self.side)
         return [np.asarray(found, dtype=self.out_dtype())]
+
+
+@register("aten::isin")
+class IsIn(_Aten):
+    """``torch.isin(elements, test_elements, invert=)``: whether each element equals one of
+    the test elements (bool, shaped as the elements; NaN equals nothing), or not with
+    ``invert``. Either may be a number; both are compared in their common dtype."""
+
+    arity = 4
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        required_constant(params, 2, "assume_unique", bool)  # a hint: the answer is the same
+        self.invert = required_constant(params, 3, "invert", bool)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        elements, tests = specs[0], specs[1]
+        if not all(isinstance(s, TensorSpec) and s.dtype.kind in "iuf" for s in (elements, tests)):
+            raise ShapeMismatch(f"isin compares integer or floating point values, given {elements} and {tests}")
+        return [TensorSpec(elements.shape, np.dtype(np.bool_))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        elements, tests = np.asarray(inputs[0]), np.asarray(inputs[1])
+        common = promote_types(elements.dtype, tests.dtype)
+        return [np.isin(elements.astype(common, copy=False), tests.astype(common, copy=False), invert=self.invert)]
+
+
+@register("aten::masked_scatter")
+class MaskedScatter(_Aten):
+    """``x.masked_scatter(mask, source)``: ``x`` and the bool ``mask`` broadcast together,
+    the elements where the mask is set replaced, in row-major order, by the first elements
+    of ``source`` (of x's dtype, any shape, at least as many as the mask selects)."""
+
+    arity = 3
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x, mask, source = specs
+        if not all(isinstance(s, TensorSpec) for s in specs):
+            raise ShapeMismatch(f"masked_scatter takes three tensors, given {specs}")
+        if mask.dtype != np.bool_ or source.dtype != x.dtype:
+            raise ShapeMismatch(f"masked_scatter needs a bool mask and a source of the input's dtype, given input "
+                                f"{x}, mask {mask} and source {source}")
+        return [TensorSpec(broadcast(x.shape, mask.shape, self.type), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x, mask = np.broadcast_arrays(np.asarray(inputs[0]), np.asarray(inputs[1]))
+        source = np.asarray(inputs[2]).reshape(-1)
+        count = int(np.count_nonzero(mask))
+        if source.size < count:
+            raise ShapeMismatch(f"masked_scatter: the mask selects {count} elements, the source holds {source.size}")
+        out = np.array(x, copy=True)
+        out[mask] = source[:count]
+        return [out]
 
 
 _BAG_MODES = {0: "sum", 1: "mean", 2: "max"}

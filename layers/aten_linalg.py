@@ -6,6 +6,9 @@
     LinalgNorm       aten::linalg_norm (x, ord, dim, keepdim, dtype)   vector or matrix norm
     Renorm           aten::renorm (x, p, dim, maxnorm)            slices scaled down to maxnorm
     AddR, AddBmm     aten::addr (x, u, v, beta, alpha), aten::addbmm (x, b1, b2, beta, alpha)
+    AddMv            aten::addmv (x, mat, vec, beta, alpha)       beta * x + alpha * mat @ vec
+    Inner, VDot      aten::inner (a, b), aten::vdot (u, v)        products over the last dims
+    Dist             aten::dist (a, b, p)                         the p-norm of a - b, broadcast
     MultiDot         aten::linalg_multi_dot (tensors)             a chain of matrix products
     GroupedMatMul    aten::_grouped_mm (a, b, offs, bias, out_dtype)  mixture-of-experts products
     Trace, Cross     aten::trace (x), aten::linalg_cross (a, b, dim)
@@ -15,13 +18,22 @@ Norms are summed in float64 and cast back.
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
-from graphexec.layers._promotion import DIM, result_type
-from graphexec.layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, reduced_shape, required_constant
+from graphexec.layers._promotion import DIM, ZERO_DIM, result_type
+from graphexec.layers.aten import (
+    NOT_CONSTANT,
+    _Aten,
+    constant_input,
+    constant_number,
+    constant_text,
+    reduced_shape,
+    required_constant,
+)
 from graphexec.layers.aten_shape import list_of_tensors
 from graphexec.layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.linear import broadcast
@@ -232,6 +244,103 @@ class AddBmm(_AddProduct):
     def product(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         batch, n, k = a.shape
         return a.transpose(1, 0, 2).reshape(n, batch * k) @ b.reshape(batch * k, -1)
+
+
+@register("aten::addmv")
+class AddMv(_AddProduct):
+    """``torch.addmv(x, mat, vec, beta, alpha)``: ``beta * x + alpha * (mat @ vec)``."""
+
+    def product_shape(self, a: Shape, b: Shape) -> Shape:
+        if len(a) != 2 or len(b) != 1 or a[1] != b[0]:
+            raise ShapeMismatch(f"addmv needs a matrix (n, m) and a vector (m,), given {a} and {b}")
+        return (a[0],)
+
+    def product(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a @ b
+
+
+@register("aten::inner")
+class Inner(_Aten):
+    """``torch.inner(a, b)``: sums of products over the last dim of both, shaped
+    ``a.shape[:-1] + b.shape[:-1]``; a 0-d operand just scales the other (promoted as a
+    product), else the two must share a dtype, as PyTorch asks."""
+
+    arity = 2
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        a, b = specs
+        if not isinstance(a, TensorSpec) or not isinstance(b, TensorSpec):
+            raise ShapeMismatch(f"inner takes two tensors, given {a} and {b}")
+        if not a.shape or not b.shape:
+            dtype = result_type([(a.dtype, DIM if a.shape else ZERO_DIM), (b.dtype, DIM if b.shape else ZERO_DIM)])
+            return [TensorSpec(a.shape or b.shape, dtype)]
+        if a.shape[-1] != b.shape[-1] or a.dtype != b.dtype:
+            raise ShapeMismatch(f"inner needs the same last dim and dtype, given {a} and {b}")
+        return [TensorSpec(a.shape[:-1] + b.shape[:-1], a.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+        if a.ndim and b.ndim:
+            return [np.asarray(np.inner(a, b))]
+        dtype = result_type([(v.dtype, DIM if v.ndim else ZERO_DIM) for v in (a, b)])
+        return [np.asarray(a.astype(dtype) * b.astype(dtype), dtype=dtype)]
+
+
+@register("aten::vdot")
+class VDot(_Aten):
+    """``torch.vdot(u, v)``: the inner product of two vectors of one length and dtype, the
+    first conjugated (a 0-d result)."""
+
+    arity = 2
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        u, v = specs
+        if not isinstance(u, TensorSpec) or not isinstance(v, TensorSpec) or len(u.shape) != 1 \
+                or u.shape != v.shape or u.dtype != v.dtype:
+            raise ShapeMismatch(f"vdot needs two vectors of one length and dtype, given {u} and {v}")
+        return [TensorSpec((), u.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        u = np.asarray(inputs[0])
+        return [np.asarray(np.vdot(u, np.asarray(inputs[1])), dtype=u.dtype)]
+
+
+@register("aten::dist")
+class Dist(_Aten):
+    """``torch.dist(a, b, p)``: the p-norm of ``a - b`` (broadcast) over every element, a
+    0-d float: p = 2, 1, inf (the largest difference), -inf (the smallest), 0 (a count of
+    differences) or any other number."""
+
+    arity = 3
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.p = constant_number(params, 2, "p")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        a, b = specs[0], specs[1]
+        if not isinstance(a, TensorSpec) or not isinstance(b, TensorSpec):
+            raise ShapeMismatch(f"dist takes two tensors, given {a} and {b}")
+        shape = broadcast(a.shape, b.shape, self.type)
+        dtype = self._dtype(a, b)
+        if abs(self.p) == np.inf and not math.prod(shape):
+            raise ShapeMismatch(f"dist with p={self.p} of empty tensors {a.shape} and {b.shape} has no value")
+        return [TensorSpec((), dtype)]
+
+    def _dtype(self, a: Any, b: Any) -> np.dtype:
+        dtype = result_type([(a.dtype, DIM if a.shape else ZERO_DIM), (b.dtype, DIM if b.shape else ZERO_DIM)])
+        if dtype.kind != "f":
+            raise ShapeMismatch(f"dist needs floating point tensors, given {a.dtype} and {b.dtype}")
+        return dtype
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+        dtype = self._dtype(a, b)
+        if abs(self.p) == np.inf and not (a.size and b.size):
+            raise ShapeMismatch(f"dist with p={self.p} of empty tensors {a.shape} and {b.shape} has no value")
+        with np.errstate(all="ignore"):  # inf - inf is NaN, a zero difference to a negative p inf, as in PyTorch
+            d = np.subtract(a, b, dtype=dtype)
+            return [np.asarray(vector_norm(d, self.p, tuple(range(d.ndim))).reshape(()), dtype=dtype)]
 
 
 @register("aten::linalg_multi_dot")

@@ -12,6 +12,7 @@
     Histc            aten::histc (x, bins, min, max)              counts in equal bins
     AddCMul, AddCDiv aten::addcmul / aten::addcdiv (x, t1, t2, value)
     Frac, Hypot      aten::frac (x), aten::hypot (a, b)
+    AngleUnits       aten::deg2rad / aten::rad2deg (x)            x times pi/180 or 180/pi
     IsClose          aten::isclose (a, b, rtol, atol, equal_nan)  bool, broadcast
 
 Computed in float64 where PyTorch accumulates in a wider type, then cast back. Norms and
@@ -20,6 +21,7 @@ matrix products are in :mod:`graphexec.layers.aten_linalg`.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -419,6 +421,25 @@ class Hypot(_Aten):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [np.asarray(np.hypot(inputs[0], inputs[1]))]
+
+
+@register("aten::deg2rad", "aten::rad2deg")
+class AngleUnits(_Aten):
+    """Degrees to radians (``x * pi / 180``) or back, multiplied in float32 (float64 for
+    float64) as PyTorch does; integers and bools give float32."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or x.dtype.kind not in "biuf":
+            raise ShapeMismatch(f"{self.type} needs a real tensor, given {x}")
+        return [TensorSpec(x.shape, x.dtype if x.dtype.kind == "f" else np.dtype(np.float32))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float32)
+        compute = np.promote_types(dtype, np.float32)
+        factor = np.asarray(math.pi / 180 if self.type == "aten::deg2rad" else 180 / math.pi, compute)
+        return [np.asarray(x.astype(compute, copy=False) * factor, dtype=dtype)]
 
 
 @register("aten::isclose")

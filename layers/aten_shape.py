@@ -1,19 +1,21 @@
 """Rearrangements pnnx leaves as TorchScript operators: movedim, rot90, fliplr / flipud,
 channel_shuffle, diagonal, diag_embed, unfold (sliding windows), narrow_copy, meshgrid,
 broadcast_tensors, broadcast_to, repeat_interleave, unsafe_chunk, hstack / vstack / dstack /
-column_stack, cartesian_prod, block_diag and linalg_vander."""
+column_stack, cartesian_prod, block_diag, linalg_vander, atleast_1d / 2d / 3d and
+as_strided (which pnnx writes as ``torch.as_strided`` unless the graph computes its offset)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from graphexec.layers._promotion import DIM, result_type
 from graphexec.layers.aten import NOT_CONSTANT, _Aten, constant_input, constant_text, required_constant
-from graphexec.layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
-from graphexec.layers.shape import RepeatInterleave
+from graphexec.layers.shape import RepeatInterleave, known_ints, runtime_ints
 from graphexec.layers.slicing import ChannelShuffle
 from graphexec.layers.specs import SequenceSpec
 
@@ -509,3 +511,159 @@ class UnsafeChunk(_Aten):
         axis = normalize_axis(self.dim, x.ndim)
         cut = (slice(None),) * axis
         return [tuple(x[(*cut, slice(a, b))] for a, b in self._bounds(x.shape[axis]))]
+
+
+#: The rank each ``aten::atleast_*`` lifts a tensor to.
+_AT_LEAST = {"aten::atleast_1d": 1, "aten::atleast_2d": 2, "aten::atleast_3d": 3}
+
+
+def _at_least(shape: Shape, rank: int) -> Shape:
+    """PyTorch's shape for ``atleast_<rank>d``: ones in front, but a vector (n) becomes
+    (1, n, 1) and a matrix (m, n) becomes (m, n, 1) for rank 3."""
+    if len(shape) >= rank:
+        return shape
+    if rank == 3 and shape:
+        return (1,) * (2 - len(shape)) + shape + (1,)
+    return (1,) * (rank - len(shape)) + shape
+
+
+@register(*_AT_LEAST)
+class AtLeast(_Aten):
+    """``torch.atleast_1d/2d/3d(x)``: ``x`` viewed with at least that many dims (a list of
+    tensors in, a list out)."""
+
+    is_view = True
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        rank = _AT_LEAST[self.type]
+        x = specs[0]
+        if isinstance(x, SequenceSpec):
+            items = list_of_tensors(x, self.type)
+            return [SequenceSpec(tuple(TensorSpec(_at_least(s.shape, rank), s.dtype) for s in items))]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"{self.type} takes a tensor or a list of them, given {x}")
+        return [TensorSpec(_at_least(x.shape, rank), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        rank = _AT_LEAST[self.type]
+        if isinstance(inputs[0], (list, tuple)):
+            return [tuple(np.asarray(v).reshape(_at_least(np.shape(v), rank)) for v in inputs[0])]
+        x = np.asarray(inputs[0])
+        return [x.reshape(_at_least(x.shape, rank))]
+
+
+def strided_shape(size: tuple[int, ...], stride: tuple[int, ...], offset: int, numel: int) -> Shape:
+    """``size``, once checked to view only elements ``[0, numel)`` of a row-major tensor
+    from ``offset`` with these (element) strides; ShapeMismatch for anything else."""
+    if len(size) != len(stride):
+        raise ShapeMismatch(f"as_strided: {len(size)} sizes {size} but {len(stride)} strides {stride}")
+    if min(size, default=0) < 0 or min(stride, default=0) < 0 or offset < 0:
+        raise ShapeMismatch(f"as_strided: sizes {size}, strides {stride} and storage_offset {offset} must be "
+                            f">= 0 (PyTorch takes no negative strides)")
+    if math.prod(size):
+        last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+        if last >= numel:
+            raise ShapeMismatch(f"as_strided: sizes {size} and strides {stride} from storage_offset {offset} reach "
+                                f"element {last}, out of bounds for an input of {numel} elements")
+    return size
+
+
+class _AsStrided(Layer):
+    """``torch.as_strided(x, size, stride, storage_offset)``: a read-only view of the
+    elements of ``x`` in row-major order (a copy first where they are not so held). Each of
+    the three is a constant (``known``) or read from input ``at``. PyTorch reads the memory
+    of a tensor it holds as a view of another (a transpose) instead: only a contiguous
+    tensor gives the same elements in both."""
+
+    is_view = True
+
+    def build(self, params: Params) -> None:
+        #: size, stride, storage_offset: the constant values (None where an input gives them)
+        self.known: list[Any] = [None, None, None]
+        #: their input indices (None where constant)
+        self.at: list[int | None] = [None, None, None]
+
+    def _value(self, which: int, specs_or_values: list[Any], at_infer: bool) -> Any:
+        """size / stride (a tuple) or storage_offset (an int); None when inference cannot know it."""
+        if self.at[which] is None:
+            return self.known[which]
+        given = specs_or_values[self.at[which]]  # type: ignore[index]
+        if at_infer:
+            value = known_ints(given) if which < 2 else getattr(given, "value", None)
+            if which == 2 and value is not None:
+                value = runtime_ints([value], "storage_offset")[0]
+            return value
+        name = ("size", "stride", "storage_offset")[which]
+        if which == 2:
+            return 0 if given is None else runtime_ints([given], name)[0]
+        return runtime_ints(given, name)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, self.num_inputs)
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"as_strided takes a tensor, given {x}")
+        size, stride, offset = (self._value(i, specs, True) for i in range(3))
+        if size is None:
+            raise ShapeMismatch(f"the size {specs[self.at[0]]} depends on runtime values "  # type: ignore[index]
+                                "that shape inference does not know")
+        if stride is not None and offset is not None:
+            strided_shape(size, stride, offset, math.prod(x.shape))
+        elif min(size, default=0) < 0:
+            raise ShapeMismatch(f"as_strided: sizes {size} must be >= 0")
+        return [TensorSpec(tuple(size), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.ascontiguousarray(inputs[0])
+        size, stride, offset = (self._value(i, inputs, False) for i in range(3))
+        shape = strided_shape(size, stride, offset, x.size)
+        if not math.prod(shape):
+            return [np.empty(shape, x.dtype)]
+        start = x.reshape(-1)[offset:]
+        return [np.lib.stride_tricks.as_strided(start, shape, tuple(s * x.itemsize for s in stride), writeable=False)]
+
+
+@register("torch.as_strided")
+class AsStrided(_AsStrided):
+    """``torch.as_strided(x, size, stride)`` as pnnx writes it: ``size`` and ``stride`` params,
+    or inputs where they are computed. pnnx leaves a constant ``storage_offset`` out of both
+    the param file and its own Python model (an exported offset other than 0 is lost); a
+    ``storage_offset`` param is read should it write one."""
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        names = list(self.input_names) if any(self.input_names) else ["input"]
+        for which, name in enumerate(("size", "stride", "storage_offset")):
+            if params.has(name):
+                self.known[which] = params.int(name) if which == 2 else params.ints(name)
+            elif name in names:
+                self.at[which] = names.index(name)
+            elif which == 2:
+                self.known[which] = 0
+            else:
+                raise params.error(f"needs a {name}= param or a {name} input")
+        if self.known[0] is not None and self.known[1] is not None and len(self.known[0]) != len(self.known[1]):
+            raise params.error(f"size={self.known[0]} and stride={self.known[1]} differ in length")
+
+
+@register("aten::as_strided")
+class AtenAsStrided(_AsStrided):
+    """``x.as_strided(size, stride, storage_offset)`` that pnnx leaves as TorchScript (a
+    ``storage_offset`` computed in the graph): inputs x, size, stride, storage_offset, each
+    a constant or a value the graph computes."""
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        if self.num_inputs != 4:
+            raise params.error(f"takes 4 inputs (x, size, stride, storage_offset), given {self.num_inputs}")
+        for which in range(3):
+            value = constant_input(params, which + 1)
+            if value is NOT_CONSTANT:
+                self.at[which] = which + 1
+            elif which < 2 and isinstance(value, tuple):
+                self.known[which] = value
+            elif which == 2 and (value is None or (isinstance(value, int) and not isinstance(value, bool))):
+                self.known[which] = value or 0
+            else:
+                raise params.error(f"{('size', 'stride', 'storage_offset')[which]} (input {which + 1}) must be "
+                                   f"{'a list of ints' if which < 2 else 'an int or None'}, given {value!r}")

@@ -10,6 +10,7 @@ they run.
     Unique             aten::_unique2             sorted distinct values (+ inverse, counts)
     UniqueDim          aten::unique_dim           distinct slices along a dim
     UniqueConsecutive  aten::unique_consecutive   runs of equal values collapsed
+    BinCount           aten::bincount             how often each value 0..max(x) occurs
 
 Each infers a :class:`~graphexec.layers.specs.DynamicSpec` for those outputs: the rank,
 the dtype, ``None`` for the data-dependent size and the most it can be (the element count,
@@ -237,3 +238,51 @@ class UniqueConsecutive(_Unique):
         flat = x.reshape(-1)
         starts = _distinct_starts(flat)
         return self.outputs(flat[starts], starts, np.arange(flat.size), flat.size, x.shape)
+
+
+@register("aten::bincount")
+class BinCount(Layer):
+    """``torch.bincount(x, weights, minlength)``: for each value 0..max(x) of the 1-d
+    non-negative integers ``x``, how often it occurs (int64), or the sum of its ``weights``
+    (float32 for float32 weights, else float64, as PyTorch sums them); at least
+    ``minlength`` long. How long only the data says, and nothing bounds it."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 3:
+            raise params.error(f"takes 3 inputs (self, weights, minlength), given {self.num_inputs}")
+        self.weighted = constant_input(params, 1) is not None
+        minlength = constant_input(params, 2)
+        if isinstance(minlength, bool) or not isinstance(minlength, int) or minlength < 0:
+            raise params.error(f"minlength (input 2) must be a constant integer >= 0, given {minlength!r}")
+        self.minlength = minlength
+
+    def _dtype(self, weights: np.dtype | None) -> np.dtype:
+        if weights is None:
+            return _INT64
+        return np.dtype(np.float32 if weights == np.float32 else np.float64)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = _tensor(specs[0], "the input")
+        if len(x.shape) != 1 or x.dtype.kind not in "iu":
+            raise ShapeMismatch(f"bincount counts a 1-d tensor of integers, given {x}")
+        weights = None
+        if self.weighted:
+            w = _tensor(specs[1], "the weights")
+            if w.shape != x.shape or w.dtype.kind not in "biuf":
+                raise ShapeMismatch(f"bincount's weights must be real numbers shaped as the input {x.shape}, given {w}")
+            weights = w.dtype
+        if x.shape == (0,):  # nothing to count: minlength zeros
+            return [TensorSpec((self.minlength,), self._dtype(weights))]
+        return [DynamicSpec((None,), self._dtype(weights), (None,))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        if x.ndim != 1 or x.dtype.kind not in "iu" or (x.size and x.min() < 0):
+            raise ShapeMismatch(f"bincount counts a 1-d tensor of non-negative integers, given {x.dtype} {x.shape}"
+                                + (f" holding {x.min()}" if x.size and x.dtype.kind in "iu" else ""))
+        if not self.weighted:
+            return [np.bincount(x.astype(np.int64, copy=False), minlength=self.minlength).astype(_INT64, copy=False)]
+        weights = np.asarray(inputs[1])
+        counts = np.bincount(x.astype(np.int64, copy=False), weights=weights.astype(np.float64, copy=False),
+                             minlength=self.minlength)
+        return [counts.astype(self._dtype(weights.dtype), copy=False)]

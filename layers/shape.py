@@ -10,10 +10,11 @@ What pnnx writes (checked against real exports): ``Tensor.view``/``torch.reshape
 ``Tensor.reshape``; ``nn.Flatten`` becomes ``torch.flatten``; ``torch.permute`` becomes
 ``Tensor.permute``; ``Tensor.transpose``/``swapaxes`` become ``torch.transpose``; ``x.T``,
 ``x.mT``, ``x.mH`` and ``x.H`` stay ``aten::numpy_T``, ``aten::mT``, ``aten::mH``, ``aten::matrix_H``;
-``Tensor.squeeze(d)`` of a size-1 dim often becomes ``Tensor.select``; ``nn.Unflatten``
-becomes ``Tensor.unflatten``; ``x.float()/.long()/.type(...)`` become ``Tensor.to``;
-``nn.Identity``, dropout (every kind), ``Tensor.contiguous``, ``Tensor.detach`` and casts
-to float16/bfloat16 are removed from the graph altogether.
+``x.view_as(y)`` stays ``aten::view_as``; ``Tensor.squeeze(d)`` of a size-1 dim often
+becomes ``Tensor.select``; ``nn.Unflatten`` becomes ``Tensor.unflatten``;
+``x.float()/.long()/.type(...)`` become ``Tensor.to``; ``nn.Identity``, dropout (every
+kind), ``Tensor.contiguous``, ``Tensor.detach`` and casts to float16/bfloat16 are removed
+from the graph altogether.
 
 A target shape is a param (``shape=(2,-1)``) when pnnx could fold it, else a second input
 (``$shape=``, a list built by a ``pnnx.Expression`` such as ``[size(@0,0),-1]``). Its value
@@ -220,9 +221,10 @@ class Reshape(_Targeted):
         return rows_kept(inputs, outputs)  # dim 0 kept: each sample's elements stay its own
 
 
-@register("Tensor.reshape_as")
+@register("Tensor.reshape_as", "aten::view_as")
 class ReshapeAs(Layer):
-    """Reshape input 0 to the shape of input 1 (whose values are not read)."""
+    """Reshape input 0 to the shape of input 1 (whose values are not read): ``reshape_as``,
+    and ``view_as``, which pnnx leaves as ``aten::view_as``."""
 
     is_view = True
 

@@ -24,6 +24,8 @@ RUNTIME_SIZED = {
     "dynamic/arange_between_computed_floats": "torch.arange",
     "dynamic/arange_to_a_computed_end": "torch.arange",
     "dynamic/argwhere": "aten::argwhere",
+    "dynamic/bincount": "aten::bincount",
+    "dynamic/bincount_weights_minlength": "aten::bincount",
     "dynamic/batched_nms": "pnnx.custom_op.torchvision.nms",
     "dynamic/index_bool_mask": "Tensor.index",
     "dynamic/index_bool_mask_on_dim1": "Tensor.index",

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
 
+F32 = np.dtype(np.float32)
+
 
 def aten(op_type, *constants, outputs=1):
     """An aten layer whose input 0 is data and each further input a constant made by an
@@ -602,3 +604,109 @@ def test_infinities_give_pytorchs_nan_and_inf_without_numpy_warnings():
         u, v = np.array([3e38], np.float32), np.array([10.0, -10.0], np.float32)
         (outer,) = aten("aten::addr", ..., ..., 1, 1).forward([np.zeros((1, 2), np.float32), u, v])
         assert outer.dtype == np.float32 and outer.tolist() == [[np.inf, -np.inf]]
+
+
+def test_addmv_inner_vdot_and_dist_by_their_definitions():
+    rng = np.random.default_rng(6)
+    x, m, v = rng.standard_normal(3), rng.standard_normal((3, 4)), rng.standard_normal(4)
+    (got,) = aten("aten::addmv", ..., ..., 0.5, 2.0).forward([x, m, v, None, None])
+    np.testing.assert_allclose(got, 0.5 * x + 2.0 * (m @ v))
+    (got,) = aten("aten::addmv", ..., ..., 0, 1).forward([np.full(3, np.nan), m, v, None, None])
+    np.testing.assert_allclose(got, m @ v)  # beta 0: the input is not read
+    with pytest.raises(ShapeMismatch, match=r"a matrix \(n, m\) and a vector \(m,\)"):
+        aten("aten::addmv", ..., ..., 1, 1).infer([TensorSpec((3,), np.float32), TensorSpec((3, 4), np.float32),
+                                                  TensorSpec((3,), np.float32)] + [TensorSpec((), np.int64)] * 2)
+    a, b = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((5, 3, 4)).astype(np.float32)
+    inner = aten("aten::inner", ...)
+    (got,) = inner.forward([a, b])
+    np.testing.assert_allclose(got, np.einsum("ik,jlk->ijl", a, b), rtol=1e-6)
+    assert inner.infer([TensorSpec(a.shape, a.dtype), TensorSpec(b.shape, b.dtype)]) == [TensorSpec((2, 5, 3), F32)]
+    # a 0-d operand scales the other, promoted as a product: an int64 scalar keeps float32
+    assert inner.infer([TensorSpec((), np.int64), TensorSpec(a.shape, a.dtype)]) == [TensorSpec(a.shape, F32)]
+    np.testing.assert_array_equal(inner.forward([np.array(3), a])[0], 3 * a)
+    with pytest.raises(ShapeMismatch, match="same last dim and dtype"):
+        inner.infer([TensorSpec((2, 4), np.float32), TensorSpec((3, 4), np.float64)])
+    u = np.array([1 + 2j, 3 - 1j], np.complex64)
+    (got,) = aten("aten::vdot", ...).forward([u, u * 2])
+    assert got.shape == () and got.dtype == np.complex64 and got == 2 * np.sum(np.abs(u) ** 2)
+    with pytest.raises(ShapeMismatch, match="one length and dtype"):
+        aten("aten::vdot", ...).infer([TensorSpec((3,), np.float32), TensorSpec((3,), np.float64)])
+
+
+@pytest.mark.parametrize("p, want", [(2, 5.0), (1, 7.0), (np.inf, 4.0), (-np.inf, 0.0), (0, 2.0), (3, 91 ** (1 / 3))])
+def test_dist_is_the_p_norm_of_the_broadcast_difference(p, want):
+    a, b = np.array([[3.0, 1.0], [0.0, -3.0]], np.float32), np.array([0.0, 1.0], np.float32)
+    (got,) = aten("aten::dist", ..., p).forward([a, b, None])
+    assert got.shape == () and got.dtype == np.float32 and np.isclose(got, want, rtol=1e-6)
+
+
+def test_dist_refuses_integers_and_an_infinite_order_of_nothing():
+    with pytest.raises(ShapeMismatch, match="floating point"):
+        aten("aten::dist", ..., 2).infer([TensorSpec((3,), np.int64)] * 2 + [TensorSpec((), np.int64)])
+    with pytest.raises(ShapeMismatch, match="no value"):
+        aten("aten::dist", ..., np.inf).infer([TensorSpec((0,), np.float32)] * 2 + [TensorSpec((), np.float64)])
+    assert aten("aten::dist", ..., 2).forward([np.zeros(0, np.float32)] * 2 + [None])[0] == 0
+    with pytest.raises(LayerConfigError, match="p .input 2. must be a constant number"):
+        aten("aten::dist", ..., ...)
+
+
+def test_angle_units_of_integers_halves_and_doubles():
+    (got,) = aten("aten::deg2rad").forward([np.array([180, -90])])
+    assert got.dtype == np.float32 and np.allclose(got, [np.pi, -np.pi / 2])
+    (got,) = aten("aten::rad2deg").forward([np.array([np.pi], np.float16)])
+    assert got.dtype == np.float16 and got[0] == np.float16(180)
+    (got,) = aten("aten::deg2rad").forward([np.array([45.0])])
+    assert got.dtype == np.float64 and got[0] == np.pi / 4
+    assert aten("aten::rad2deg").infer([TensorSpec((2,), np.bool_)]) == [TensorSpec((2,), F32)]
+    with pytest.raises(ShapeMismatch, match="real tensor"):
+        aten("aten::deg2rad").infer([TensorSpec((2,), np.complex64)])
+
+
+@pytest.mark.parametrize("op_type, shapes", [
+    ("aten::atleast_1d", {(): (1,), (4,): (4,), (2, 3): (2, 3)}),
+    ("aten::atleast_2d", {(): (1, 1), (4,): (1, 4), (2, 3): (2, 3), (2, 3, 4): (2, 3, 4)}),
+    ("aten::atleast_3d", {(): (1, 1, 1), (4,): (1, 4, 1), (2, 3): (2, 3, 1), (2, 3, 4): (2, 3, 4)}),
+])
+def test_atleast_views_a_tensor_or_a_list_with_enough_dims(op_type, shapes):
+    layer = aten(op_type)
+    for shape, want in shapes.items():
+        x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+        (got,) = layer.forward([x])
+        assert got.shape == want and np.shares_memory(got, x)
+        assert layer.infer([TensorSpec(shape, F32)]) == [TensorSpec(want, F32)]
+    listed = [np.zeros(()), np.zeros((4,))]
+    (got,) = layer.forward([listed])
+    assert [g.shape for g in got] == [shapes[()], shapes[(4,)]]
+    (spec,) = layer.infer([SequenceSpec((TensorSpec((), F32), TensorSpec((4,), F32)))])
+    assert spec == SequenceSpec((TensorSpec(shapes[()], F32), TensorSpec(shapes[(4,)], F32)))
+
+
+def test_isin_compares_in_the_common_dtype_and_inverts():
+    elements = np.array([[1, 2, 3], [4, 5, 6]])
+    (got,) = aten("aten::isin", ..., False, False).forward([elements, np.array([2.0, 5.5]), None, None])
+    assert got.tolist() == [[False, True, False], [False, False, False]]
+    (got,) = aten("aten::isin", ..., False, True).forward([np.array([np.nan, 1.0]), np.array([np.nan]), None, None])
+    assert got.tolist() == [True, True]  # NaN is in nothing, so it is not in the tests either
+    (got,) = aten("aten::isin", ..., False, False).forward([np.array(5), elements, None, None])
+    assert got.shape == () and got.dtype == np.bool_ and got
+    with pytest.raises(ShapeMismatch, match="integer or floating point"):
+        aten("aten::isin", ..., False, False).infer([TensorSpec((2,), np.bool_)] * 2 + [TensorSpec((), np.bool_)] * 2)
+    with pytest.raises(LayerConfigError, match="invert .input 3. must be a constant bool"):
+        aten("aten::isin", ..., False, ...)
+
+
+def test_masked_scatter_fills_the_set_places_in_order_and_refuses_a_short_source():
+    layer = aten("aten::masked_scatter", ..., ...)
+    x = np.zeros(3, np.float32)
+    mask = np.array([[True, False, True], [False, True, True]])
+    (got,) = layer.forward([x, mask, np.arange(10, dtype=np.float32).reshape(2, 5)])
+    assert got.tolist() == [[0, 0, 1], [0, 2, 3]] and got.dtype == np.float32
+    assert not np.shares_memory(got, x)
+    assert layer.infer([TensorSpec((3,), F32), TensorSpec((2, 3), np.bool_), TensorSpec((7,), F32)]) == \
+        [TensorSpec((2, 3), F32)]
+    with pytest.raises(ShapeMismatch, match="selects 4 elements, the source holds 3"):
+        layer.forward([x, mask, np.arange(3, dtype=np.float32)])
+    with pytest.raises(ShapeMismatch, match="bool mask and a source of the input's dtype"):
+        layer.infer([TensorSpec((3,), F32), TensorSpec((3,), np.bool_), TensorSpec((3,), np.int64)])
+    with pytest.raises(ShapeMismatch, match="bool mask"):
+        layer.infer([TensorSpec((3,), F32), TensorSpec((3,), np.uint8), TensorSpec((3,), F32)])

@@ -84,3 +84,45 @@ def test_unique_flags_must_be_constants():
         make("aten::_unique2", True, "maybe", True, outputs=3)
     with pytest.raises(LayerConfigError, match="dim=None"):
         make("aten::unique_consecutive", False, False, 0, outputs=3)
+
+
+def test_bincount_is_unbounded_but_known_for_nothing_to_count():
+    counts = make("aten::bincount", None, 0)
+    assert counts.infer([TensorSpec((5,), np.int64)] + [TensorSpec((), np.int64)] * 2) == \
+        [DynamicSpec((None,), np.int64, (None,))]
+    assert counts.forward([np.array([0, 3, 1, 3], np.uint8), None, None])[0].tolist() == [1, 1, 0, 2]
+    assert counts.forward([np.zeros(0, np.int64), None, None])[0].shape == (0,)
+    longer = make("aten::bincount", None, 4)
+    assert longer.infer([TensorSpec((0,), np.int64)] + [TensorSpec((), np.int64)] * 2) == \
+        [TensorSpec((4,), np.int64)]
+    assert longer.forward([np.array([1]), None, None])[0].tolist() == [0, 1, 0, 0]
+
+
+def test_bincount_sums_weights_in_pytorchs_dtypes():
+    weights = np.array([0.5, 1.5, 2.0], np.float32)
+    layer = lookup("aten::bincount")(Operator("aten::bincount", "op", inputs=[Operand("x"), Operand("w"), flag(0)],
+                                              outputs=[Operand("out")], input_names=[""] * 3))
+    (got,) = layer.forward([np.array([2, 0, 2]), weights, None])
+    assert got.dtype == np.float32 and got.tolist() == [1.5, 0.0, 2.5]
+    for given, want in [(np.float32, np.float32), (np.float64, np.float64), (np.float16, np.float64),
+                        (np.int64, np.float64)]:
+        spec = layer.infer([TensorSpec((3,), np.int64), TensorSpec((3,), given), TensorSpec((), np.int64)])
+        assert spec == [DynamicSpec((None,), want, (None,))]
+        assert layer.forward([np.array([1, 1, 0]), weights.astype(given), None])[0].dtype == want
+    with pytest.raises(ShapeMismatch, match="shaped as the input"):
+        layer.infer([TensorSpec((3,), np.int64), TensorSpec((4,), np.float32), TensorSpec((), np.int64)])
+
+
+def test_bincount_refuses_what_pytorch_refuses():
+    layer = make("aten::bincount", None, 0)
+    rest = [TensorSpec((), np.int64)] * 2
+    with pytest.raises(ShapeMismatch, match="1-d tensor of integers"):
+        layer.infer([TensorSpec((2, 3), np.int64)] + rest)
+    with pytest.raises(ShapeMismatch, match="1-d tensor of integers"):
+        layer.infer([TensorSpec((3,), np.float32)] + rest)
+    with pytest.raises(ShapeMismatch, match="1-d tensor of integers"):
+        layer.infer([TensorSpec((3,), np.bool_)] + rest)
+    with pytest.raises(ShapeMismatch, match="non-negative integers, given int64 .3,. holding -1"):
+        layer.forward([np.array([2, -1, 0]), None, None])
+    with pytest.raises(LayerConfigError, match="minlength .input 2. must be a constant integer >= 0"):
+        make("aten::bincount", None, -1)

@@ -53,6 +53,8 @@ X = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
     ("Tensor.unflatten", {"dim": 1, "sizes": []}, 1, "at least one size"),
     ("Tensor.to", {"dtype": "torch.quint8"}, 1, "not supported"),
     ("Tensor.to", {"dtype": "torch.float", "copy": 1}, 1, "True or False"),
+    ("torch.as_strided", {"size": [2, 2], "stride": [1]}, 1, "differ in length"),
+    ("torch.as_strided", {"size": [2, 2]}, 1, "needs a stride= param or a stride input"),
 ])
 def test_bad_params_raise_layer_config_error(op_type, params, n_in, match):
     with pytest.raises(LayerConfigError, match=match) as info:
@@ -66,6 +68,7 @@ def test_bad_params_raise_layer_config_error(op_type, params, n_in, match):
     ("Tensor.reshape", {"shape": [2, 3]}, [(2, 4)], r"\(6 elements\)"),
     ("Tensor.reshape", {"shape": [0, -1]}, [(0, 3)], "cannot reshape"),
     ("Tensor.reshape_as", {}, [(2, 3), (4, 2)], "cannot reshape"),
+    ("aten::view_as", {}, [(2, 3), (4, 2)], "cannot reshape"),
     ("torch.flatten", {"start_dim": 2, "end_dim": 1}, [(2, 3, 4)], "comes after"),
     ("torch.flatten", {"start_dim": 0, "end_dim": 3}, [(2, 3, 4)], "out of range"),
     ("Tensor.unflatten", {"dim": 1, "sizes": [2, 2]}, [(2, 3)], "cannot reshape"),
@@ -267,3 +270,32 @@ def test_repeat_interleave_counts_from_a_tensor_only_when_the_file_holds_them():
     computed.input_names = ["input", "repeats"]
     with pytest.raises(LayerConfigError, match="output's size would depend on its values"):
         lookup("torch.repeat_interleave")(computed)
+
+
+def test_as_strided_views_the_row_major_elements_within_bounds():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    windows = make("torch.as_strided", {"size": [3, 3], "stride": [1, 2]})
+    got = run(windows, x)
+    np.testing.assert_array_equal(got, [[0, 2, 4], [1, 3, 5], [2, 4, 6]])
+    assert np.shares_memory(got, x) and not got.flags.writeable
+    assert windows.infer([TensorSpec((3, 4), np.float32)]) == [TensorSpec((3, 3), np.float32)]
+    np.testing.assert_array_equal(run(windows, x.T), [[0, 8, 5], [4, 1, 9], [8, 5, 2]])  # x.T's own order
+    with pytest.raises(ShapeMismatch, match="reach element 12, out of bounds for an input of 12 elements"):
+        make("torch.as_strided", {"size": [2, 2], "stride": [8, 4]}).infer([TensorSpec((3, 4), np.float32)])
+    with pytest.raises(ShapeMismatch, match="no negative strides"):
+        make("torch.as_strided", {"size": [2], "stride": [-1]}).infer([TensorSpec((3, 4), np.float32)])
+    empty = make("torch.as_strided", {"size": [0, 2], "stride": [9, 9], "storage_offset": 40})
+    assert run(empty, x).shape == (0, 2)  # nothing read, nothing out of bounds
+
+
+def test_aten_as_strided_reads_its_arguments_at_run_time():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    layer = make("aten::as_strided", n_in=4)
+    np.testing.assert_array_equal(run(layer, x, [2, 2], [4, 1], np.array(5)), [[5, 6], [9, 10]])
+    with pytest.raises(ShapeMismatch, match="reach element 12"):
+        run(layer, x, [2, 2], [4, 1], np.array(7))
+    with pytest.raises(ShapeMismatch, match="2 sizes .* but 1 strides"):
+        run(layer, x, [2, 2], [4], np.array(0))
+    with pytest.raises(ShapeMismatch, match="depends on runtime values"):
+        layer.infer([TensorSpec((3, 4), np.float32), TensorSpec((2,), np.int64), TensorSpec((2,), np.int64),
+                     TensorSpec((), np.int64)])

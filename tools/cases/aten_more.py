@@ -51,6 +51,27 @@ class Cells(torch.nn.Module):
         return self.lstm(h * 2, state)
 
 
+class ViewAsInAConvBlock(torch.nn.Module):
+    """A convolution's output softmaxed over all its positions and viewed back as it was."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.relu(y.flatten(1).softmax(1).view_as(y) * 10)
+
+
+def as_strided_computed(a):
+    """Sizes, strides and an offset read from the input's shape: pnnx leaves a computed
+    offset as aten::as_strided, and writes torch.as_strided with size and stride inputs
+    where only those are computed (offset 0: a constant one other than 0 it drops)."""
+    n, m = a.shape
+    return (a.as_strided((n - 1, 2, 2), (m, 1, m - 2), m - 3), torch.as_strided(a, (n, m - 1), (m, 1)),
+            torch.as_strided(a, (2, n), (1, m - 1)))
+
+
 CASES = [
     Case("index_add_copy_fill",
          Fn(lambda a, i, s: (a.index_add(0, i, s, alpha=2), a.index_copy(0, i[:2], s[:2]),
@@ -163,4 +184,40 @@ CASES = [
     Case("nearest_exact_to_a_size_of_another",  # the size read from a tensor's shape stays an aten:: call
          Fn(lambda a, b: torch.nn.functional.interpolate(b, size=(a.shape[2], a.shape[3]), mode="nearest-exact")),
          (x(1, 2, 13, 17), x(1, 2, 7, 9))),
+    Case("view_as", Fn(lambda a, b: ((a * 2).view_as(b), b.view_as(a.reshape(2, 2, 3)), a.view_as(a))),
+         (x(2, 6), x(3, 4))),
+    Case("view_as_in_a_conv_block", ViewAsInAConvBlock().eval(), (x(1, 3, 6, 5),)),
+    Case("addmv_inner_vdot",  # beta 0: the input is not read (its NaN stay out)
+         Fn(lambda a, m, v, b: (torch.addmv(a, m, v), torch.addmv(a[:1], m, v, beta=0.5, alpha=2),
+                                torch.addmv(a.log(), m, v, beta=0, alpha=-1), torch.inner(m, b), torch.inner(v, v),
+                                torch.inner(a.sum(), b), torch.vdot(v, v * 2))),
+         (x(3), x(3, 4), x(4), x(2, 5, 4))),
+    Case("dist_orders",
+         Fn(lambda a, b: (torch.dist(a, b), torch.dist(a, b, 1), torch.dist(a, b, float("inf")),
+                          torch.dist(a, b, float("-inf")), torch.dist(a, b.round(), 0), torch.dist(a, b, 3.5),
+                          torch.dist(a[0], a[1], -1.5))),
+         (x(3, 4), x(4))),
+    Case("deg2rad_rad2deg", Fn(lambda a, i: (torch.deg2rad(a * 90), torch.rad2deg(a), torch.deg2rad(i),
+                                             torch.rad2deg(i))),
+         (x(3, 4), torch.tensor([[0, 45, 90], [180, -270, 360]]))),
+    Case("atleast_1d_2d_3d",
+         Fn(lambda a, v: (torch.atleast_1d(a.sum()), torch.atleast_1d(v), torch.atleast_2d(a.sum()),
+                          torch.atleast_2d(v) + 1, torch.atleast_2d(a), torch.atleast_3d(a.sum()),
+                          torch.atleast_3d(v) * 2, torch.atleast_3d(a) - 1, torch.atleast_3d(a[None]),
+                          torch.atleast_3d(v, a)[0] + torch.atleast_3d(v, a)[1][:1, :3])),
+         (x(3, 4), x(3))),
+    Case("isin_inverted",
+         Fn(lambda i, t, f: (torch.isin(i, t), torch.isin(i, t, invert=True), torch.isin(i, 3),
+                             torch.isin(f, f[:, 1]), torch.isin(f.log(), f.log()[0], invert=True),
+                             torch.isin(i, t.float() + 0.5), torch.isin(2, i))),
+         (torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([2, 5, 9]), x(3, 4))),
+    Case("masked_scatter",
+         Fn(lambda a, m, s: (a.masked_scatter(a > 0, s), a.masked_scatter(m > 0, s),
+                             m.masked_scatter(a < 0, s))),
+         (x(3, 4), x(4), x(3, 5))),
+    Case("as_strided_views",  # overlapping windows, a stride of 0, an offset of 0
+         Fn(lambda a: (torch.as_strided(a, (3, 3), (1, 2)), a.as_strided((2, 3, 4), (4, 1, 1)),
+                       torch.as_strided(a, (2, 3), (0, 5), 0) * 2, a.as_strided((0, 2), (3, 1)))),
+         (x(3, 4),)),
+    Case("as_strided_computed", Fn(as_strided_computed), (x(3, 4),), inputs2=(x(5, 6),)),
 ]

@@ -1,5 +1,5 @@
 """Golden cases for operators whose output size the data decides (layers/selection.py,
-torchvision's nms, arange to a computed end, ``x[mask]``).
+torchvision's nms, arange to a computed end, ``x[mask]``, bincount).
 
 An engine plans such a graph up to the value whose size the run decides and the rest once
 it is computed (docs/design/runtime-sizes.md); tests/graphexec/test_dynamic_ops.py runs
@@ -117,4 +117,11 @@ CASES = [
                       _threshold_inputs(64, 0.05), _threshold_inputs(60, 0.5))),
     Case("arange_between_computed_floats", Fn(lambda x: torch.arange(x.min(), x.max(), 0.5)),
          (torch.tensor([1.0, 3.2]),), more_inputs=((torch.tensor([2.0, 2.0]),), (torch.tensor([-1.0, 4.1]),))),
+    Case("bincount", Fn(lambda i: torch.bincount(i) * 2), (_ints(70, 9),),
+         more_inputs=((_ints(71, 9, high=9),), (torch.zeros(9, dtype=torch.int64),))),
+    Case("bincount_weights_minlength",  # as long as the largest value + 1 or minlength, whichever is more
+         Fn(lambda i, w: (torch.bincount(i, w, minlength=6), torch.bincount(i, w.double(), minlength=2),
+                          torch.bincount(i, minlength=3))),
+         (_ints(72, 8), _x(73, 8)), more_inputs=((_ints(74, 8, high=12), _x(75, 8)),
+                                                 (torch.zeros(8, dtype=torch.int64), _x(76, 8)))),
 ]

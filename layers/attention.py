@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.ir import Operand
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch
 from graphexec.layers.linear import broadcast
 from graphexec.layers.registry import register
@@ -163,14 +164,18 @@ class MultiheadAttention(Layer):
     second output gives the attention weights, averaged over the heads unless the export
     shows one per head.
 
-    pnnx puts boolean masks ahead of the query and labels the query (or the last of key and
-    value) ``$attn_mask``, whatever the masks were; so where a boolean input is not labelled
-    a mask, inputs are bound by dtype instead: the boolean ones are the masks, the float
-    ones query, key and value (a last float one that fits as a mask, a float attn_mask
-    beside a boolean key_padding_mask, is one). A mask's kind comes from its exported
-    shape: (L, S) or (N*heads, L, S) an attn_mask, (N, S) ((S,) unbatched) a
-    key_padding_mask. Where it fits both (N == L, or sizes the export leaves unknown) the
-    operator is refused rather than guessed at.
+    pnnx labels at most one input ``$attn_mask``, whatever the masks were: a float
+    key_padding_mask alone (``nn.TransformerEncoder``'s ``src_key_padding_mask`` is one once
+    PyTorch has made it float), or the last of two float masks, the other left unlabelled
+    where the key would be; boolean masks go ahead of the query, which (or the last of key
+    and value) gets the label. So where inputs are labelled as pnnx labels them, they are
+    bound by dtype, order and exported shape: the boolean ones are masks, the float ones
+    query, key and value, bar the last one or two if pnnx labels the last a mask and they
+    fit as masks. A mask's kind comes from its exported shape: (L, S) or (N*heads, L, S) an
+    attn_mask, (N, S) ((S,) unbatched) a key_padding_mask; a size the export leaves dynamic
+    (``?``, one that differed between the two traced input sets) matches only a dynamic
+    size. Where a mask fits both kinds (N == L, or N and L both dynamic) the operator is
+    refused rather than guessed at.
 
     A query that the masks let see no key gives NaN, as PyTorch's module gives with
     ``need_weights=True`` (its default). With ``need_weights=False`` PyTorch computes
@@ -209,6 +214,14 @@ class MultiheadAttention(Layer):
             self.bias_k = params.attr("bias_k", shape=(1, 1, e), dtype=np.float32).reshape(e)
             self.bias_v = params.attr("bias_v", shape=(1, 1, e), dtype=np.float32).reshape(e)
         self._bind_inputs(params)
+        for at in (self.mask_at, self.padding_at):
+            if at is not None and params.op.inputs and _folded_to_inf(params.op.inputs[at]):
+                raise params.error(
+                    "its mask is -inf everywhere, so every output would be NaN: pnnx folds the float copy "
+                    "PyTorch makes of a boolean key padding mask (nn.TransformerEncoder's "
+                    "src_key_padding_mask) into a constant of -inf; export with the padding as a float "
+                    "mask (0 to attend, -inf to mask)"
+                )
         weights = params.op.outputs[1].shape if len(params.op.outputs) > 1 else None
         query = params.op.inputs[self.q_at].shape if params.op.inputs else None
         # average_attn_weights is not written to the param file: per-head weights show as one more dim
@@ -216,10 +229,17 @@ class MultiheadAttention(Layer):
 
     def _bind_inputs(self, params: Params) -> None:
         names = self.input_names or [""] * self.num_inputs
-        bools = [i for i, o in enumerate(params.op.inputs) if o.dtype == "bool"]
-        if any(names[i] not in _MASKS for i in bools):
-            # pnnx puts boolean masks ahead of the query and labels another input as the mask
-            self.q_at, self.k_at, self.v_at, self.mask_at, self.padding_at = _bind_by_dtype(
+        inputs = params.op.inputs
+        bools = [i for i, o in enumerate(inputs) if o.dtype == "bool"]
+        labels = {n for n in names if n}
+        as_pnnx_labels = (
+            "attn_mask" in labels and labels <= {"attn_mask", "input"} and len(inputs) == len(names)
+            and all(o.shape is not None for o in inputs)
+        )
+        if any(names[i] not in _MASKS for i in bools) or as_pnnx_labels:
+            # pnnx's one $attn_mask label may be on a key_padding_mask, on the query (boolean
+            # masks go first), or on the second of two float masks
+            self.q_at, self.k_at, self.v_at, self.mask_at, self.padding_at = _bind_by_shape(
                 params, names, bools, self.batch_first, (self.embed_dim, self.kdim, self.vdim), self.num_heads
             )
             return
@@ -264,8 +284,8 @@ class MultiheadAttention(Layer):
         if self.mask_at is not None:
             mask = shapes[self.mask_at]
             if mask not in ((length, source), (n * h, length, source)):
-                hint = (" (pnnx writes a key_padding_mask as attn_mask: pass the padding as a float "
-                        f"attn_mask of shape ({n * h}, {length}, {source}) instead)" if mask == (n, source) else "")
+                hint = (" (the exported shape of this input makes it an attn_mask; a key_padding_mask runs "
+                        "where the model was exported with one)" if mask == (n, source) else "")
                 raise ShapeMismatch(
                     f"attn_mask should be ({length}, {source}) or ({n * h}, {length}, {source}), given {mask}{hint}"
                 )
@@ -348,24 +368,29 @@ class MultiheadAttention(Layer):
 _MASKS = ("attn_mask", "key_padding_mask")
 
 
-def _bind_by_dtype(
+def _bind_by_shape(
     params: Params, names: list[str], bools: list[int], batch_first: bool, dims: tuple[int, int, int], heads: int
 ) -> tuple[int, int, int, int | None, int | None]:
     """(query, key, value, attn_mask, key_padding_mask) positions of an ``nn.MultiheadAttention``
-    with boolean masks, read from the inputs' dtypes and exported shapes.
+    whose masks pnnx labelled its own way, read from the inputs' dtypes, order and exported
+    shapes.
 
-    pnnx puts boolean masks ahead of the query and labels another input ``$attn_mask``
-    (the query in self-attention, the last of key/value otherwise), however the masks
-    were passed. So: the boolean inputs are masks, the float ones query, key and value in
-    this order, bar a last float one that pnnx labels a mask and that fits as one; each
+    pnnx labels one input ``$attn_mask`` however the masks were passed: boolean masks go
+    ahead of the query and the label goes to the query (self-attention) or the last of
+    key/value; a float mask is labelled, a key_padding_mask as much as an attn_mask; of two
+    float masks the last is labelled and the other follows the query, key and value
+    unlabelled. So: the boolean inputs are masks, the float ones query, key and value in
+    this order (the one labelled ``$input`` alone where there is one), bar the last one or
+    two, which are masks if pnnx labels the last one a mask and they fit as masks; each
     mask is an attn_mask ((L, S) or (N*heads, L, S)) or a key_padding_mask ((N, S), (S,)
-    unbatched) as its shape says. Where shapes allow more than one reading (N == L, or
-    sizes the export leaves unknown), the operator is refused rather than guessed at.
+    unbatched) as its shape says, a dynamic size matching only a dynamic one. Where shapes
+    allow more than one reading (N == L, or N and L both dynamic), the operator is refused
+    rather than guessed at.
     """
     inputs = params.op.inputs
     hint = (
-        "; pass the masks as one float attn_mask instead (0 to attend, -inf to mask; (L, S) or "
-        "(N*num_heads, L, S))"
+        "; pass the masks as one float attn_mask of shape (N*num_heads, L, S) instead "
+        "(0 to attend, -inf to mask)"
     )
     if len(bools) > 2:
         raise params.error(f"{len(bools)} boolean inputs, where at most two masks can be given{hint}")
@@ -374,10 +399,13 @@ def _bind_by_dtype(
             "boolean inputs without the shapes that tell a mask's kind (pnnx wrote none)" + hint
         )
     floats = [i for i in range(len(inputs)) if i not in bools]
+    query = [names.index("input")] if "input" in names else None
     readings = []
-    for float_masks in (0, 1):
+    for float_masks in (0, 1, 2):
         qkv, masks = floats[: len(floats) - float_masks], bools + floats[len(floats) - float_masks :]
-        if not 1 <= len(qkv) <= 3 or (float_masks and names[floats[-1]] not in _MASKS):
+        if not masks or not 1 <= len(qkv) <= 3 or (query is not None and qkv != query):
+            continue
+        if float_masks and (names[floats[-1]] not in _MASKS or any(names[i] for i in masks[len(bools) : -1])):
             continue
         q, k, v = qkv[0], qkv[min(1, len(qkv) - 1)], qkv[-1]
         sizes = _sequences([inputs[i].shape for i in (q, k, v)], dims, batch_first)
@@ -400,10 +428,26 @@ def _bind_by_dtype(
         raise params.error(
             f"its mask of shape {_format(inputs[both].shape)} fits both as an attn_mask (L, S) and as a "
             f"key_padding_mask (N, S) for inputs {shown}{why}, and pnnx's labels do not say which{hint}"
-            + ("" if unknown else ", or export with a batch size other than the sequence length")
+            + (", or export with the batch size or the sequence length left static" if unknown
+               else ", or export with a batch size other than the sequence length")
         )
     at = dict(zip(kinds[0], masks))
     return q, k, v, at.get("attn_mask"), at.get("key_padding_mask")
+
+
+def _folded_to_inf(mask: Operand) -> bool:
+    """Whether ``mask`` is ``masked_fill(constant, m, -inf)`` of a constant that is -inf
+    everywhere: how pnnx writes ``torch.zeros_like(m).masked_fill_(m, -inf)``, PyTorch's
+    float copy of a boolean key padding mask, once it has folded the zeros after the fill."""
+    fill = mask.producer
+    if fill is None or fill.type != "Tensor.masked_fill" or fill.params.get("value") != -math.inf:
+        return False
+    source = fill.named_input("input") or (fill.inputs[0] if fill.inputs else None)
+    constant = source.producer if source is not None else None
+    if constant is None or constant.type != "pnnx.Attribute" or "data" not in constant.attrs:
+        return False
+    data = constant.attrs["data"].data
+    return data is not None and data.size > 0 and bool(np.all(data == -np.inf))
 
 
 def _known(dim: Any) -> int | None:
@@ -411,11 +455,16 @@ def _known(dim: Any) -> int | None:
     return dim if isinstance(dim, int) and not isinstance(dim, bool) else None
 
 
-def _fits(shape: tuple, pattern: tuple) -> bool:
-    """Whether ``shape`` may be ``pattern``: the same rank, equal dims wherever both are known."""
-    return len(shape) == len(pattern) and all(
-        a is None or b is None or a == b for a, b in zip(map(_known, shape), pattern)
-    )
+def _fits(shape: tuple, pattern: tuple, strict: bool = False) -> bool:
+    """Whether ``shape`` may be ``pattern``: the same rank, equal dims wherever both are
+    known; ``strict``, also unknown dims where the pattern's are unknown and known ones where
+    they are known (pnnx leaves a dim unknown where it differed between the two input sets
+    it traced, so a known dim cannot be an unknown one)."""
+    if len(shape) != len(pattern):
+        return False
+    if strict:
+        return all(a == b for a, b in zip(map(_known, shape), pattern))
+    return all(a is None or b is None or a == b for a, b in zip(map(_known, shape), pattern))
 
 
 def _sequences(
@@ -441,14 +490,18 @@ def _sequences(
 def _mask_kinds(
     shape: tuple, unbatched: bool, batch: int | None, length: int | None, source: int | None, heads: int
 ) -> tuple[str, ...]:
-    """The masks a tensor of ``shape`` may be for this query and key."""
+    """The masks a tensor of ``shape`` may be for this query and key: read strictly (a
+    dynamic size is only a dynamic size), or loosely where the strict reading finds none."""
     stacked = heads if unbatched else (None if batch is None else batch * heads)
-    kinds = ()
-    if _fits(shape, (length, source)) or _fits(shape, (stacked, length, source)):
-        kinds += ("attn_mask",)
-    if _fits(shape, (source,) if unbatched else (batch, source)):
-        kinds += ("key_padding_mask",)
-    return kinds
+    for strict in (True, False):
+        kinds: tuple[str, ...] = ()
+        if _fits(shape, (length, source), strict) or _fits(shape, (stacked, length, source), strict):
+            kinds += ("attn_mask",)
+        if _fits(shape, (source,) if unbatched else (batch, source), strict):
+            kinds += ("key_padding_mask",)
+        if kinds:
+            return kinds
+    return ()
 
 
 def _format(shape: tuple) -> str:

@@ -78,11 +78,12 @@ def test_a_query_of_the_wrong_width_names_the_expected_shape():
         net.forward(np.zeros((1, 5, 15), np.float32))
 
 
-def test_a_mask_shaped_as_key_padding_says_how_pnnx_writes_one():
-    """pnnx hands a key_padding_mask over as ``$attn_mask``, (N, S): the error says so."""
+def test_a_key_padding_mask_given_where_an_attn_mask_was_exported_says_so():
+    """A mask's kind is decided from its exported shape: a model exported with an (L, S)
+    attn_mask refuses an (N, S) mask at run time, and the error says why."""
     net = engine("mha_float_mask")
     (x, _), _ = load_io(ATTENTION / "mha_float_mask")
-    with pytest.raises(GraphexecError, match=r"given \(1, 5\) \(pnnx writes a key_padding_mask as attn_mask"):
+    with pytest.raises(GraphexecError, match=r"given \(1, 5\) \(the exported shape of this input makes it"):
         net.forward(x, np.zeros((1, 5), np.float32))
 
 
@@ -222,6 +223,90 @@ def test_a_dynamic_per_head_boolean_mask_runs_at_other_sizes():
     before, after = net.forward(x, mask), net.forward(y, mask)
     np.testing.assert_allclose(after[1:], before[1:], rtol=1e-5, atol=1e-6)
     assert not np.allclose(after[0], before[0])
+
+
+# -- nn.MultiheadAttention with float masks ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("inputs", "label", "want"),
+    [
+        ([((5, 3, 8), "f32"), ((3, 5), "f32")], 1, (0, None, 1)),  # pnnx's order: query, then the mask
+        ([((5, 3, 8), "f32"), ((5, 5), "f32")], 1, (0, 1, None)),
+        ([((5, 3, 8), "f32"), ((6, 5, 5), "f32")], 1, (0, 1, None)),  # (N*heads, L, S)
+        ([((5, 8), "f32"), ((5,), "f32")], 1, (0, None, 1)),  # unbatched
+        # two masks: the padding labelled, the attn_mask left unlabelled where the key would be
+        ([((5, 3, 8), "f32"), ((5, 5), "f32"), ((3, 5), "f32")], 2, (0, 1, 2)),
+        ([((5, 3, 8), "f32"), ((7, 3, 8), "f32"), ((3, 7), "f32")], 2, (0, None, 2)),  # cross-attention
+        # dynamic: a size pnnx leaves unknown (it differed between the traces) is no known one
+        ([((5, None, 8), "f32"), ((None, 5), "f32")], 1, (0, None, 1)),
+        ([((5, None, 8), "f32"), ((5, 5), "f32")], 1, (0, 1, None)),
+        ([((5, None, 8), "f32"), ((5, 5), "f32"), ((None, 5), "f32")], 2, (0, 1, 2)),
+    ],
+)
+def test_float_masks_are_told_apart_by_their_exported_shapes(inputs, label, want):
+    """pnnx labels one float mask $attn_mask, an attn_mask or a key_padding_mask alike (and
+    of two, the padding): an (N, S) mask with N != L is a key_padding_mask."""
+    layer = lookup("nn.MultiheadAttention")(multihead_attention(*inputs, label=label))
+    assert (layer.q_at, layer.mask_at, layer.padding_at) == want
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ([((4, 4, 8), "f32"), ((4, 4), "f32")], r"mask of shape \(4,4\) fits both .* batch size other"),
+        ([((None, None, 8), "f32"), ((None, None), "f32")], "fits both .* leaves some sizes unknown"),
+        ([((5, 3, 8), "f32"), ((3, 7), "f32")], "cannot tell query, key, value and masks apart"),
+    ],
+)
+def test_a_float_mask_that_fits_both_kinds_or_none_is_refused(inputs, message):
+    with pytest.raises(LayerConfigError, match=message):
+        lookup("nn.MultiheadAttention")(multihead_attention(*inputs, label=1))
+
+
+def test_a_padding_mask_that_pnnx_folded_to_minus_inf_is_refused():
+    """nn.TransformerEncoder's boolean src_key_padding_mask becomes masked_fill(zeros, mask,
+    -inf) in PyTorch, and pnnx folds the zeros into a constant of -inf: every output would be
+    NaN, so the operator is refused, saying what to export instead."""
+    folded = Operand("zeros", (3, 6), "f32")
+    folded.producer = Operator("pnnx.Attribute", "fold", outputs=[folded],
+                               attrs={"data": Attribute.from_array(np.full((3, 6), -np.inf, np.float32))})
+    mask = Operand("mask", (3, 6), "f32")
+    padding = Operand("padding", (3, 6), "bool")
+    mask.producer = Operator("Tensor.masked_fill", "fill", inputs=[folded, padding], outputs=[mask],
+                             params={"value": -np.inf}, input_names=["input", "mask"])
+    op = multihead_attention(((6, 3, 8), "f32"), ((3, 6), "f32"), label=1)
+    op.inputs[1] = mask
+    with pytest.raises(LayerConfigError, match="mask is -inf everywhere.* float mask"):
+        lookup(op.type)(op)
+    folded.producer.attrs["data"] = Attribute.from_array(np.zeros((3, 6), np.float32))  # as PyTorch has it
+    assert lookup(op.type)(op).padding_at == 1
+
+
+def test_padded_keys_change_nothing_in_an_encoder():
+    """nn.TransformerEncoder with a float src_key_padding_mask: what the padded positions
+    hold changes no output at the positions kept."""
+    net = engine("mha_encoder_padding")
+    (x, padding), (want,) = load_io(ATTENTION / "mha_encoder_padding")
+    kept = np.isfinite(padding)
+    assert not kept.all()
+    y = x.copy()
+    y[~kept] += 3
+    np.testing.assert_allclose(net.forward(y, padding)[kept], want[kept], rtol=1e-4, atol=1e-5)
+
+
+def test_a_dynamic_float_padding_stays_one_at_a_batch_size_equal_to_the_length():
+    """Exported with the batch size dynamic, (?, 5) against a length of 5 is a padding mask,
+    also when run with 5 sequences: a key hidden from a sample changes none of its outputs."""
+    net = engine("mha_float_padding_dynamic")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5, 5, 8)).astype(np.float32)
+    padding = np.zeros((5, 5), np.float32)
+    padding[1, 3] = -np.inf
+    y = x.copy()
+    y[1, 3] += 4  # batch-first: token 3 of sample 1
+    before, after = net.forward(x, padding), net.forward(y, padding)
+    np.testing.assert_allclose(np.delete(after[1], 3, axis=0), np.delete(before[1], 3, axis=0),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.delete(after, 1, axis=0), np.delete(before, 1, axis=0))
 
 
 # -- einsum equations -----------------------------------------------------------------------

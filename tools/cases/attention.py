@@ -66,7 +66,34 @@ class Attention(nn.Module):
             return self.attn(q, q, q, attn_mask=rest[0] > 0.5)
         if self.how == "float_mask_bool_padding":
             return self.attn(q, q, q, attn_mask=rest[0], key_padding_mask=rest[1] > 0.5, need_weights=False)[0]
+        # float masks (added to the scores): pnnx labels a key_padding_mask $attn_mask, and of
+        # two masks the second, the first left where the key would be
+        if self.how == "float_padding":
+            return self.attn(q, q, q, key_padding_mask=rest[0], need_weights=False)[0]
+        if self.how == "float_padding_cross":
+            return self.attn(q, rest[0], rest[0], key_padding_mask=rest[1])
+        if self.how == "float_both":
+            return self.attn(q, q, q, attn_mask=rest[0], key_padding_mask=rest[1], need_weights=False)[0]
         raise ValueError(self.how)
+
+
+class PaddedEncoder(nn.Module):
+    """nn.TransformerEncoder given a float src_key_padding_mask (-inf: padding), and an
+    attn_mask where ``mask``. pnnx labels the (N, S) padding ``$attn_mask``; with both, it
+    labels the padding and leaves the attn_mask unlabelled where the key would be. (A
+    boolean padding PyTorch makes float in place on ``torch.zeros_like``, which pnnx folds
+    into a constant of -inf.) With both masks PyTorch's eval fast path gives NaN: F.silu
+    keeps it off that path."""
+
+    def __init__(self, batch_first: bool, mask: bool = False):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=batch_first,
+                                           activation=F.silu if mask else "relu")
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.mask = mask
+
+    def forward(self, x, padding, *mask):
+        return self.encoder(x, mask=mask[0] if self.mask else None, src_key_padding_mask=padding)
 
 
 def unchecked(name, module, inputs):
@@ -85,6 +112,13 @@ def tiny_vit() -> nn.Module:
         model.heads.head.weight.normal_(0, 0.2)
         model.heads.head.bias.uniform_(-0.5, 0.5)
     return model
+
+
+#: Float key padding masks (-inf: padding, other values added to the scores): three
+#: sequences of 6 tokens, and three of 5.
+PADDING = torch.tensor([[0.0] * 6, [0.0] * 4 + [-float("inf")] * 2, [0.0] * 2 + [-float("inf")] * 4])
+FLOAT_PADDING = torch.tensor([[0.0, -1.5, 0.5, 0.0, -float("inf")], [0.0] * 3 + [-float("inf")] * 2,
+                              [1.0, -float("inf"), 0.0, -0.5, 0.0]])
 
 
 def sdpa(**kwargs):
@@ -185,5 +219,30 @@ CASES = [
         "mha_float_mask_bool_padding",
         Attention("float_mask_bool_padding", embed=8),
         (x(5, 2, 8), x(5, 5), torch.rand(2, 5)),
+    ),
+    # a float (N, S) mask labelled $attn_mask with N != L is a key_padding_mask: sequences
+    # of 6, 4 and 2 tokens padded to 6
+    unchecked("mha_encoder_padding", PaddedEncoder(batch_first=True), (x(3, 6, 16), PADDING)),
+    unchecked("mha_encoder_padding_seq_first", PaddedEncoder(batch_first=False), (x(6, 3, 16), PADDING)),
+    unchecked(
+        "mha_encoder_mask_padding", PaddedEncoder(batch_first=True, mask=True),
+        (x(3, 6, 16), PADDING, x(6, 6)),
+    ),
+    unchecked(
+        "mha_float_padding", Attention("float_padding", embed=8, batch_first=True),
+        (x(3, 5, 8), FLOAT_PADDING),
+    ),
+    unchecked(
+        "mha_float_padding_cross", Attention("float_padding_cross", embed=8, batch_first=True),
+        (x(3, 4, 8), x(3, 5, 8), FLOAT_PADDING),
+    ),
+    unchecked("mha_float_both", Attention("float_both", embed=8), (x(5, 3, 8), x(5, 5), FLOAT_PADDING)),
+    # a batch size left dynamic ((?, 5) against a length of 5) cannot be the length: a padding
+    Case(
+        "mha_float_padding_dynamic",
+        Attention("float_padding", embed=8, batch_first=True),
+        (x(3, 5, 8), FLOAT_PADDING),
+        inputs2=(x(2, 5, 8), FLOAT_PADDING[:2]),
+        check_trace=False,
     ),
 ]

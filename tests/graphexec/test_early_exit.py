@@ -40,6 +40,15 @@ MAIN_THREAD_ONLY = pytest.mark.skipif(
     reason="Ctrl-C is sent to the main thread")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt in these tests even where the suite was started with
+    SIGINT ignored (a shell's background job): they send it themselves."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def ctrl_c() -> None:
     """SIGINT to the main thread, as Ctrl-C sends it: it wakes a blocking wait there too
     (``_thread.interrupt_main`` does not)."""

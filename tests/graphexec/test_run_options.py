@@ -154,7 +154,8 @@ def test_check_finite_names_the_first_operator_producing_nan(threads):
 
 
 INTERRUPTED = textwrap.dedent("""
-    import sys, time, numpy as np
+    import signal, sys, time, numpy as np
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even where started ignoring it
     sys.path.insert(0, {root!r})
     from graphexec import Engine
     from tests.graphexec.test_run_options import chain

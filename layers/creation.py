@@ -5,6 +5,7 @@
     Arange        torch.arange          start, end, step (params or inputs)
     Filled        torch.zeros / ones / full / empty            of ``size``
     NewFilled     Tensor.new_zeros / new_ones / new_empty   (the input's dtype)
+    FilledLike    torch.zeros_like / ones_like / full_like / empty_like   (the input's shape)
     AtenNewFull   aten::new_full        x.new_full(size, value), as TorchScript leaves it
     Linspace      aten::linspace        steps values from start to end
     Numel         aten::numel           the element count, as an int64 scalar
@@ -152,6 +153,28 @@ class NewFilled(_Sized):
     def forward(self, inputs: list[Any]) -> list[Any]:
         dtype = self.dtype or np.asarray(inputs[self.x_at]).dtype
         return [np.full(self.runtime_size(inputs), self.fill, dtype=dtype)]
+
+
+@register("torch.zeros_like", "torch.ones_like", "torch.full_like", "torch.empty_like")
+class FilledLike(Layer):
+    """``torch.zeros_like/ones_like/full_like/empty_like(x)``: ``x``'s shape, of its dtype
+    unless one is given; pnnx keeps them where ``x``'s shape is dynamic at export.
+    ``empty_like`` gives zeros (its content is unspecified)."""
+
+    def build(self, params: Params) -> None:
+        self.fill = _fill_of(params, self.type.split(".")[1].removesuffix("_like"))
+        self.dtype = _dtype_param(params)
+        (self.x_at,) = self.bind_inputs(params, ["input"])
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[self.x_at]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"{self.type} takes a tensor, given {x}")
+        return [TensorSpec(x.shape, self.dtype or x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[self.x_at])
+        return [np.full(x.shape, self.fill, dtype=self.dtype or x.dtype)]
 
 
 @register("aten::new_full")

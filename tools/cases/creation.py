@@ -31,6 +31,9 @@ CASES = [
     Case("empty_filled", Fn(lambda a: (torch.empty(a.size(0), 2).fill_(1.5), a.new_empty(a.size(1)).fill_(-2.0),
                                        a.new_full((a.size(0),), 7))),
          (x(2, 5),), (x(3, 7),)),
+    Case("zeros_ones_full_empty_like", Fn(lambda a: (torch.zeros_like(a) + 1, torch.ones_like(a, dtype=torch.int64),
+                                                    torch.full_like(a, 2.5) * a, torch.empty_like(a).fill_(0))),
+         (x(2, 5),), (x(3, 7),)),
     # bounds computed from the data, a constant count: the length is known before the run
     Case("linspace_between_computed_bounds", Fn(lambda a: torch.linspace(a.min(), a.max(), 7) * 2),
          (torch.tensor([[0.5, -1.25, 3.0]]),)),

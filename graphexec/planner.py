@@ -128,7 +128,7 @@ class Planner:
             plan = self._plans.setdefault(key, plan)  # two callers may have made it at once
             while len(self._plans) > self._plans_kept:
                 self._plans.popitem(last=False)
-        logger.opt(lazy=True).debug("planned inputs {}: {} nodes in {} units, width {}", lambda: _shown(given),
+        _lazy_logger.debug("planned inputs {}: {} nodes in {} units, width {}", lambda: _shown(given),
                                     lambda: len(plan.nodes), lambda: len(plan.units), lambda: plan.width)
         return plan
 
@@ -157,7 +157,7 @@ class Planner:
                 while len(shared.rests) > PLAN_CACHE_SIZE:
                     shared.rests.popitem(last=False)
             shared.rests.move_to_end(key)
-        logger.opt(lazy=True).debug("sizes found at run time: {}",
+        _lazy_logger.debug("sizes found at run time: {}",
                                     lambda: _shown({n: given[n] for n in rest.dynamic}))
         return planner.plan(given, off=off)
 

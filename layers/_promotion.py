@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.layers.specs import TensorSpec
+
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 C64 = np.dtype(np.complex64)
@@ -89,9 +91,12 @@ def result_type(kinds: Sequence[Kind]) -> np.dtype:
 
 
 def kind_of(value: Any) -> Kind:
-    """The promotion kind of a runtime value (an array or a Python number)."""
+    """The promotion kind of a runtime value (an array or a Python number) or of a tensor's
+    spec."""
     if isinstance(value, (np.ndarray, np.generic)):  # first: np.float64 is also a float
         return value.dtype, (DIM if value.ndim else ZERO_DIM)
+    if isinstance(value, TensorSpec):
+        return value.dtype, (DIM if value.shape else ZERO_DIM)
     if isinstance(value, bool):
         return BOOL, SCALAR
     if isinstance(value, int):

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.layers._promotion import DIM, ZERO_DIM, result_type
+from graphexec.layers._promotion import DIM, kind_of, result_type
 from graphexec.layers.aten import (
     NOT_CONSTANT,
     _Aten,
@@ -272,7 +272,7 @@ class Inner(_Aten):
         if not isinstance(a, TensorSpec) or not isinstance(b, TensorSpec):
             raise ShapeMismatch(f"inner takes two tensors, given {a} and {b}")
         if not a.shape or not b.shape:
-            dtype = result_type([(a.dtype, DIM if a.shape else ZERO_DIM), (b.dtype, DIM if b.shape else ZERO_DIM)])
+            dtype = result_type([kind_of(a), kind_of(b)])
             return [TensorSpec(a.shape or b.shape, dtype)]
         if a.shape[-1] != b.shape[-1] or a.dtype != b.dtype:
             raise ShapeMismatch(f"inner needs the same last dim and dtype, given {a} and {b}")
@@ -282,7 +282,7 @@ class Inner(_Aten):
         a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
         if a.ndim and b.ndim:
             return [np.asarray(np.inner(a, b))]
-        dtype = result_type([(v.dtype, DIM if v.ndim else ZERO_DIM) for v in (a, b)])
+        dtype = result_type([kind_of(a), kind_of(b)])
         return [np.asarray(a.astype(dtype) * b.astype(dtype), dtype=dtype)]
 
 
@@ -328,7 +328,7 @@ class Dist(_Aten):
         return [TensorSpec((), dtype)]
 
     def _dtype(self, a: Any, b: Any) -> np.dtype:
-        dtype = result_type([(a.dtype, DIM if a.shape else ZERO_DIM), (b.dtype, DIM if b.shape else ZERO_DIM)])
+        dtype = result_type([kind_of(a), kind_of(b)])
         if dtype.kind != "f":
             raise ShapeMismatch(f"dist needs floating point tensors, given {a.dtype} and {b.dtype}")
         return dtype

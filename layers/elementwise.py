@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.layers import _expr
-from graphexec.layers._promotion import BOOL, DIM, ZERO_DIM, Kind, cast, kind_of, result_type
+from graphexec.layers._promotion import BOOL, cast, kind_of, result_type
 from graphexec.layers.aten import constant_input
 from graphexec.layers.base import Layer, Params, ShapeMismatch
 from graphexec.layers.registry import register
@@ -66,13 +66,6 @@ class _Arguments:
         return self.values(specs, names)
 
 
-def _kind(value: Any) -> Kind:
-    """The promotion kind of an argument: a spec, an array or a Python number."""
-    if isinstance(value, TensorSpec):
-        return value.dtype, (DIM if value.shape else ZERO_DIM)
-    return kind_of(value)
-
-
 def _broadcast(name: str, operands: list[Any]) -> Shape:
     shapes = [o.shape for o in operands if isinstance(o, TensorSpec)]
     try:
@@ -95,7 +88,7 @@ class _Function(Layer):
         operands = self.args.specs(specs, self.arguments)
         shape = _broadcast(self.type, operands)
         try:
-            _, dtype, _ = self.fn.signature([_kind(o) for o in operands])
+            _, dtype, _ = self.fn.signature([kind_of(o) for o in operands])
         except TypeError as exc:
             raise ShapeMismatch(f"{self.type}: {exc}") from exc
         return [TensorSpec(shape, dtype)]
@@ -181,7 +174,7 @@ class Logit(Layer):
         x = specs[0]
         if not isinstance(x, TensorSpec):
             raise ShapeMismatch(f"takes a tensor, got a sequence {x}")
-        _, dtype, _ = self.log.signature([_kind(x)])
+        _, dtype, _ = self.log.signature([kind_of(x)])
         return [TensorSpec(x.shape, dtype)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
@@ -211,7 +204,7 @@ class Clamp(Layer):
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         operands = self.args.specs(specs, ("input",) + self.bounds)
-        return [TensorSpec(_broadcast(self.type, operands), result_type([_kind(o) for o in operands]))]
+        return [TensorSpec(_broadcast(self.type, operands), result_type([kind_of(o) for o in operands]))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x, *bounds = self.args.values(inputs, ("input",) + self.bounds)
@@ -280,7 +273,7 @@ class Where(Layer):
         if condition.dtype != BOOL:
             raise ShapeMismatch(f"the condition must be bool, got {condition.dtype}")
         shape = _broadcast(self.type, [condition, *branches])
-        return [TensorSpec(shape, result_type([_kind(b) for b in branches]))]
+        return [TensorSpec(shape, result_type([kind_of(b) for b in branches]))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         condition, *branches = self.args.values(inputs, ("condition", "input", "other"))

@@ -193,6 +193,7 @@ class Planner:
             raise InputShapeError(
                 f"the model cannot take inputs {given_text} (exported with {exported}): operator "
                 f"{exc.step_name} ({exc.step_type}) refuses [{shown}]: {exc.reason}"
+                f"{_fixed_at_export(self.program, given)}"
             ) from exc
 
     # -- building ----------------------------------------------------------------------------
@@ -317,6 +318,23 @@ def _first_divergence(program: Program, known: dict[str, Spec]) -> str:
 def _shown(given: Mapping[str, Spec]) -> str:
     """Input specs as a log line shows them: ``0=(1,3,224,224)float32``."""
     return ", ".join(f"{name}={spec}" for name, spec in given.items())
+
+
+def _fixed_at_export(program: Program, given: Mapping[str, Spec]) -> str:
+    """A hint where an input's size differs from one the export fixed: pnnx writes the
+    sizes it traced into reshapes and views unless it saw a second input shape."""
+    operands = program.graph.operands
+    for name in program.inputs:
+        exported, spec = operands[name].shape, given.get(name)
+        if not exported or not isinstance(spec, TensorSpec) or len(spec.shape) != len(exported):
+            continue
+        differ = [k for k, (e, g) in enumerate(zip(exported, spec.shape)) if isinstance(e, int) and e != g]
+        if differ:
+            batch = " (or run one sample at a time)" if differ == [0] and exported[0] == 1 else ""
+            return ("; the export fixed the sizes it traced: export again with a second input "
+                    "shape (`graphexec.export(..., dynamic_inputs=...)`, pnnx's `inputs2`) to keep "
+                    f"them dynamic{batch}")
+    return ""
 
 
 def _show_shape(shape: Any) -> str:

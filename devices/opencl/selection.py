@@ -125,10 +125,11 @@ def open_device(
 
     ``cache_dir``: where built program binaries are kept between processes (default
     ``~/.cache/graphexec/opencl``, or under ``$XDG_CACHE_HOME``, except on PoCL, which
-    keeps its own; ``True``: there on every driver); ``False`` keeps them in memory only. ``profiling`` enables event timestamps on the queues. ``enqueue``: how
-    replayed stretches reach the queues, ``"compiled"`` (one numba call a stretch, the
-    ``jit`` extra), ``"python"`` (a pyopencl call a command) or ``"auto"`` (compiled
-    where numba is installed).
+    keeps its own; ``True``: there on every driver); ``False`` keeps them in memory only.
+    ``profiling`` enables event timestamps on the queues. ``enqueue``: how replayed
+    stretches reach the queues, ``"compiled"`` (one numba call a stretch, the ``jit``
+    extra), ``"python"`` (a pyopencl call a command) or ``"auto"`` (compiled where numba
+    is installed).
     """
     from graphexec.devices.opencl.device import OpenCLDevice
 

@@ -7,6 +7,9 @@ import pytest
 
 from graphexec import Engine, InputShapeError
 from tests.golden import OPS
+from tests.paths import REPO
+
+EXAMPLES = REPO / "examples" / "models"
 
 MODEL = OPS / "shape" / "dynamic_view_and_slice" / "model.pnnx.param"
 
@@ -33,3 +36,19 @@ def test_a_shape_needing_more_memory_than_the_limit_is_refused_before_running():
     engine.forward(np.zeros((1, 3, 8, 8), np.float32))  # a few kB: fine
     with pytest.raises(InputShapeError, match="memory_limit"):
         engine.forward(np.zeros((64, 3, 64, 64), np.float32))  # 3 MiB in, more inside
+
+
+@pytest.mark.parametrize(("shape", "one_sample"), [((2, 3, 32, 32), True), ((1, 3, 64, 64), False)])
+def test_a_size_fixed_at_export_says_how_to_keep_it_dynamic(shape, one_sample):
+    engine = Engine.load(EXAMPLES / "wide.pnnx.param")  # exported at (1,3,32,32); reshapes keep it
+    with pytest.raises(InputShapeError, match=r"Tensor\.reshape_12 .*the export fixed the sizes it traced") as info:
+        engine.forward(np.zeros(shape, np.float32))
+    assert "dynamic_inputs=" in str(info.value)
+    assert ("one sample at a time" in str(info.value)) == one_sample
+
+
+def test_a_wrong_rank_gives_no_export_hint():
+    engine = Engine.load(MODEL)
+    with pytest.raises(InputShapeError) as info:
+        engine.forward(np.zeros((2, 3, 4), np.float32))
+    assert "dynamic_inputs" not in str(info.value)

@@ -28,3 +28,32 @@ void layer_norm_rows(__global const float* restrict x, const int x_off,
     const float inv = rsqrt(group_sum(part, q, lid) / (float)n + eps);
     for (int i = lid; i < n; i += LOCAL) dst[i] = (src[i] - mean) * inv * weight[i] + bias[i];
 }
+
+// Group norm (and instance norm, a group a channel): each row is one sample's group of
+// channels, n = hw * the channels of a group; y = (x - mean) / sqrt(var + eps) * weight[c]
+// + bias[c], c the element's channel, (row % groups) * (n / hw) + i / hw.
+__kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
+void group_norm_rows(__global const float* restrict x, const int x_off,
+                     __global float* restrict y, const int y_off,
+                     __global const float* restrict weight, const int w_off,
+                     __global const float* restrict bias, const int b_off,
+                     const int n, const int hw, const int groups, const float eps) {
+    __local float part[LOCAL];
+    const int row = get_group_id(0), lid = get_local_id(0);
+    __global const float* src = x + x_off + row * n;
+    __global float* dst = y + y_off + row * n;
+    float s = 0.0f;
+    for (int i = lid; i < n; i += LOCAL) s += src[i];
+    const float mean = group_sum(part, s, lid) / (float)n;
+    float q = 0.0f;
+    for (int i = lid; i < n; i += LOCAL) {
+        const float d = src[i] - mean;
+        q += d * d;
+    }
+    const float inv = rsqrt(group_sum(part, q, lid) / (float)n + eps);
+    const int first = (row % groups) * (n / hw);
+    for (int i = lid; i < n; i += LOCAL) {
+        const int c = first + i / hw;
+        dst[i] = (src[i] - mean) * inv * weight[w_off + c] + bias[b_off + c];
+    }
+}

@@ -11,9 +11,11 @@ from graphexec.devices.opencl.ops import (  # noqa: F401  (imported for their re
     expression,
     linear,
     norm,
+    pad,
     pooling,
     reduction,
     resize,
+    sdpa,
     softmax,
     tensors,
 )

@@ -1,5 +1,6 @@
 """``pnnx.Expression`` on the device: the parsed tree (layers/_expr.py) becomes an OpenCL C
-expression, and one kernel evaluates it over the broadcast inputs.
+expression, and one kernel evaluates it over the broadcast inputs; ``addcmul`` and
+``addcdiv`` are such expressions too.
 
 Supported: float32 tensor inputs (broadcasting to one output shape of at most four dims
 once adjacent dims are merged) combined by the elementwise arithmetic and math functions
@@ -20,6 +21,7 @@ import numpy as np
 from graphexec.devices.opencl.ops.base import Op, implements
 from graphexec.devices.opencl.programs import kernel_source
 from graphexec.layers import _expr
+from graphexec.layers.aten_math import AddCDiv, AddCMul
 from graphexec.layers.expression import Expression
 
 #: pnnx function -> OpenCL C template over the arguments' C text.
@@ -179,33 +181,66 @@ class ExpressionOp(Op):
         return self.compiled(layer).error
 
     def check_shapes(self, layer, specs):
-        compiled = self.compiled(layer)
-        shapes = [specs[k].shape for k in compiled.used]
-        try:
-            out = tuple(np.broadcast_shapes(*shapes))
-        except ValueError:
-            return f"input shapes {shapes} do not broadcast"
-        rank = len(collapse(out, [broadcast_strides(s, out) for s in shapes])[0])
-        if rank > MAX_RANK:
-            return f"the broadcast needs {rank} dims once merged; the kernel indexes {MAX_RANK}"
-        return None
+        return unbroadcastable([specs[k].shape for k in self.compiled(layer).used])
 
     def run(self, launch, layer, inputs):
         compiled = self.compiled(layer)
-        tensors = [inputs[k] for k in compiled.used]
-        out_shape = tuple(np.broadcast_shapes(*(t.shape for t in tensors)))
-        out = launch.output(0, out_shape)
-        n = out.size
-        full = [t.shape == out_shape for t in tensors]
-        shape, strides = collapse(out_shape, [broadcast_strides(t.shape, out_shape) for t in tensors])
-        pad = MAX_RANK - len(shape)
-        dims = (1,) * pad + shape
-        source = kernel_text(compiled.text, compiled.used, full)
-        built = launch.device.source_program(source, what=f"kernel for pnnx.Expression {layer.text}")
-        args: list[Any] = [out.buffer, out.offset, n, dims[1], dims[2], dims[3]]
-        for t, is_full, st in zip(tensors, full, strides):
-            args += [t.buffer, t.offset]
-            if not is_full:
-                args += [0] * pad + list(st)
-        launch.enqueue_1d(built, "expression", n, *args)
-        return [out]
+        what = f"kernel for pnnx.Expression {layer.text}"
+        return [enqueue_elementwise(launch, compiled.text, compiled.used, [inputs[k] for k in compiled.used], what)]
+
+
+def unbroadcastable(shapes: list[tuple[int, ...]]) -> str | None:
+    """Why tensors of ``shapes`` cannot be combined by :func:`enqueue_elementwise`, or None."""
+    try:
+        out = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return f"input shapes {shapes} do not broadcast"
+    rank = len(collapse(out, [broadcast_strides(s, out) for s in shapes])[0])
+    if rank > MAX_RANK:
+        return f"the broadcast needs {rank} dims once merged; the kernel indexes {MAX_RANK}"
+    return None
+
+
+def enqueue_elementwise(launch, text: str, used: list[int], tensors: list[Any], what: str) -> Any:
+    """The output of C expression ``text`` over ``v<k>`` (k in ``used``, read from the
+    matching ``tensors``, broadcast together): one generated kernel, built once per text."""
+    out_shape = tuple(np.broadcast_shapes(*(t.shape for t in tensors)))
+    out = launch.output(0, out_shape)
+    n = out.size
+    full = [t.shape == out_shape for t in tensors]
+    shape, strides = collapse(out_shape, [broadcast_strides(t.shape, out_shape) for t in tensors])
+    pad = MAX_RANK - len(shape)
+    dims = (1,) * pad + shape
+    built = launch.device.source_program(kernel_text(text, used, full), what=what)
+    args: list[Any] = [out.buffer, out.offset, n, dims[1], dims[2], dims[3]]
+    for t, is_full, st in zip(tensors, full, strides):
+        args += [t.buffer, t.offset]
+        if not is_full:
+            args += [0] * pad + list(st)
+    launch.enqueue_1d(built, "expression", n, *args)
+    return out
+
+
+@implements(AddCMul, AddCDiv)
+class AddCOp(Op):
+    """``x + value * (t1 * t2)`` (``addcmul``) or ``x + value * (t1 / t2)`` (``addcdiv``),
+    broadcast together, as one generated elementwise kernel: ResMLP's and LayerScale's
+    affine maps, ConvNeXt V2's response norm."""
+
+    def check(self, layer):
+        try:
+            float_literal(layer.value)
+        except Unsupported as exc:
+            return str(exc)
+        return None
+
+    def check_inputs(self, layer, specs):
+        return super().check_inputs(layer, specs[:3])  # the value is a constant the layer holds
+
+    def check_shapes(self, layer, specs):
+        return unbroadcastable([s.shape for s in specs[:3]])
+
+    def run(self, launch, layer, inputs):
+        op = "*" if isinstance(layer, AddCMul) else "/"
+        text = f"(v0 + (v1 {op} v2) * {float_literal(layer.value)})"
+        return [enqueue_elementwise(launch, text, [0, 1, 2], inputs[:3], f"kernel for {layer.type}")]

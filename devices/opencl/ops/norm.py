@@ -1,6 +1,8 @@
-"""Layer norm with stored weights over the trailing dims (``kernels/norm.cl``), one
-work-group per row: the norm of ConvNeXt's blocks and of transformers' tokens. Batch norm,
-a per-channel affine map after folding, is in :mod:`graphexec.devices.opencl.ops.elementwise`."""
+"""Layer norm with stored weights over the trailing dims, and group norm and instance norm
+over each sample's groups of channels (``kernels/norm.cl``), one work-group per row: the
+norms of ConvNeXt's blocks, of transformers' tokens, of PoolFormer's and of U-Nets. Batch
+norm, a per-channel affine map after folding, is in
+:mod:`graphexec.devices.opencl.ops.elementwise`."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ import math
 import numpy as np
 
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
-from graphexec.layers.norm import LayerNorm
+from graphexec.layers.norm import (
+    FGroupNorm,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LayerNorm,
+)
 
 
 @implements(LayerNorm)
@@ -34,3 +43,50 @@ class LayerNormOp(Op):
         launch.enqueue(built, "layer_norm_rows", (rows * width,), (width,),
                        x.buffer, x.offset, out.buffer, out.offset, weight, bias, n, float(layer.eps))
         return [out]
+
+
+@implements(GroupNorm, FGroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
+class GroupNormOp(Op):
+    """Each sample's groups of channels normalised, then a per-channel weight and bias
+    (stored, or ``F.group_norm``'s inputs); instance norm is a group a channel, batched or
+    not. An instance norm with running stats is a per-channel affine map the CPU runs."""
+
+    def check(self, layer):
+        if getattr(layer, "folded", None) is not None:
+            return "instance norm with running stats is left to the CPU"
+        return None
+
+    def check_shapes(self, layer, specs):
+        return refused_shapes(layer, [s.shape for s in specs])
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        out = launch.output(0, x.shape)
+        if x.size == 0:
+            return [out]
+        if isinstance(layer, (GroupNorm, FGroupNorm)):
+            groups, channel_axis = layer.num_groups, 1
+        else:  # instance norm: unbatched inputs have one dim fewer
+            groups, channel_axis = layer.num_features, x.ndim - layer.spatial - 1
+        channels = x.shape[channel_axis]
+        hw = math.prod(x.shape[channel_axis + 1:])
+        n = hw * channels // groups
+        weight, w_off = self._vector(launch, layer, inputs, "weight", channels, 1.0)
+        bias, b_off = self._vector(launch, layer, inputs, "bias", channels, 0.0)
+        built, width = launch.row_program("norm", "group_norm_rows", n)
+        launch.enqueue(built, "group_norm_rows", (x.size // n * width,), (width,), x.buffer, x.offset,
+                       out.buffer, out.offset, weight, w_off, bias, b_off, n, hw, groups, float(layer.eps))
+        return [out]
+
+    @staticmethod
+    def _vector(launch, layer, inputs, name, channels, fill):
+        """(buffer, offset) of the weight or bias: an input of F.group_norm, the stored one,
+        or ``fill`` where there is none."""
+        at = getattr(layer, "at", {})
+        if name in at:
+            tensor = inputs[at[name]]
+            return tensor.buffer, tensor.offset
+        stored = getattr(layer, name, None)
+        buffer = launch.device.constant(layer, name, lambda: np.full(channels, fill, np.float32) if stored is None
+                                        else np.asarray(stored, np.float32).reshape(channels))
+        return buffer, 0

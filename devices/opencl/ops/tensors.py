@@ -1,7 +1,7 @@
 """Moving data without arithmetic: concat and stack (each input copied straight into its
-slice of the output), channel shuffle, roll, the model's constants, and every view layer
-(chunk, split, slice, select, narrow, reshape, flatten, squeeze, permute, transpose, flip,
-expand, ...).
+slice of the output), channel shuffle, roll, repeat_interleave, unfold's windows, the
+model's constants, and every view layer (chunk, split, slice, select, narrow, reshape,
+flatten, squeeze, permute, transpose, flip, expand, ...).
 
 A view layer runs the CPU layer's own ``forward`` on a *phantom*: a numpy array of the
 input's shape and strides over a one-byte buffer, whose result's offset and strides say
@@ -27,6 +27,7 @@ from graphexec.devices.opencl.ops.expression import collapse
 from graphexec.errors import DeviceError
 from graphexec.layers import plumbing, slicing
 from graphexec.layers import shape as shape_layers
+from graphexec.layers.aten_shape import Windows
 from graphexec.layers.base import normalize_axis
 
 #: The copy kernel's element type per itemsize (copies are bit-exact for any dtype).
@@ -175,6 +176,58 @@ class RollOp(Op):
             source = sum(start * stride for (start, _, _), stride in zip(pieces, strides))
             target = sum(start * stride for (_, start, _), stride in zip(pieces, strides))
             copy_strided(launch, x, source, strides, out, target, strides, [length for _, _, length in pieces])
+        return [out]
+
+
+@implements(shape_layers.RepeatInterleave)
+class RepeatInterleaveOp(Op):
+    """torch.repeat_interleave by one count (GC ViT's global queries, one a window): each
+    element read ``repeats`` times along its dim by a zero stride, in one strided copy.
+    Counts that differ per element stay on the CPU."""
+
+    float_only = False
+
+    def check(self, layer):
+        if not isinstance(layer.repeats, int) and len(layer.repeats) != 1:
+            return "a count per element is left to the CPU"
+        return None
+
+    def check_shapes(self, layer, specs):
+        return refused_shapes(layer, [s.shape for s in specs]) or _copyable(specs[:1])
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        repeats = layer.repeats if isinstance(layer.repeats, int) else layer.repeats[0]
+        shape = (x.size,) if layer.dim is None else x.shape
+        axis = normalize_axis(0 if layer.dim is None else layer.dim, len(shape))
+        outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+        out = launch.output(0, shape[:axis] + (n * repeats,) + shape[axis + 1:], x.dtype)
+        grid = (outer, n, repeats, inner)
+        copy_strided(launch, x, 0, (n * inner, inner, 0, 1), out, 0, contiguous_strides(grid), grid)
+        return [out]
+
+
+@implements(Windows)
+class WindowsOp(Op):
+    """``x.unfold(dimension, size, step)`` (halo attention's neighbourhoods): the windows
+    gathered by one strided copy, the window a new last dim."""
+
+    float_only = False
+
+    def check_inputs(self, layer, specs):
+        return super().check_inputs(layer, specs[:1])  # dimension, size and step: constants the layer holds
+
+    def check_shapes(self, layer, specs):
+        return refused_shapes(layer, [s.shape for s in specs]) or _copyable(specs[:1])
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        shape = layer.infer_shapes([x.shape])[0]
+        out = launch.output(0, shape, x.dtype)
+        axis = normalize_axis(layer.dim, x.ndim)
+        strides = list(contiguous_strides(x.shape))
+        source = strides[:axis] + [strides[axis] * layer.step] + strides[axis + 1:] + [strides[axis]]
+        copy_strided(launch, x, 0, source, out, 0, contiguous_strides(shape), shape)
         return [out]
 
 

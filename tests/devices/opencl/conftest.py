@@ -80,6 +80,19 @@ def make_layer(op_type, params=None, attrs=None, inputs=1, names=None, outputs=1
     return lookup(op_type)(op)
 
 
+def aten_layer(op_type, tensors, constants):
+    """An ``aten::`` layer as pnnx writes it: ``tensors`` inputs, then one input per value of
+    ``constants``, each made by a ``pnnx.Expression`` without inputs."""
+    inputs = [Operand(f"in{i}") for i in range(tensors)]
+    for k, value in enumerate(constants):
+        constant = Operator("pnnx.Expression", f"constant{k}", params={"expr": value})
+        operand = Operand(f"constant{k}", producer=constant)
+        constant.outputs.append(operand)
+        inputs.append(operand)
+    op = Operator(op_type, "op", inputs=inputs, outputs=[Operand("out")], input_names=[""] * len(inputs))
+    return lookup(op_type)(op)
+
+
 def run_both(device, layer, arrays, queue=0):
     """(device outputs, CPU outputs) of ``layer`` on ``arrays``; checks support first."""
     specs = [np.asarray(a) for a in arrays]

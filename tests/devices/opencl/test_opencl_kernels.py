@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from graphexec.build import BOUNDARY_TYPES, build_layers
 from graphexec.ir import INPUT_TYPE
 from graphexec.pnnx import load
-from tests.devices.opencl.conftest import make_layer, run_both
+from tests.devices.opencl.conftest import aten_layer, make_layer, run_both
 from tests.golden import OPS, assert_matches, load_io, op_cases
 
 REL = 1e-4
@@ -468,6 +468,30 @@ def test_roll_matches_cpu(device, shape, draw, flat, dtype, seed):
 def test_channel_shuffle_matches_cpu(device, n, groups, per_group, rest, seed):
     layer = make_layer("nn.ChannelShuffle", {"groups": groups})
     check(device, layer, [data(seed, (n, groups * per_group) + tuple(rest))], exact=True)
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=4), st.data(), st.integers(0, 4),
+       st.sampled_from([np.float32, np.int32, np.float16]), st.integers(0, 2**16))
+def test_repeat_interleave_matches_cpu(device, shape, draw, repeats, dtype, seed):
+    """One count along any dim, or over the flattened input; a count per element stays on
+    the CPU."""
+    dim = draw.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)))
+    params = {"repeats": repeats if draw.draw(st.booleans()) else [repeats]} | ({} if dim is None else {"dim": dim})
+    x = (np.random.default_rng(seed).standard_normal(shape) * 10).astype(dtype)
+    check(device, make_layer("torch.repeat_interleave", params), [x], exact=True)
+    per_element = make_layer("torch.repeat_interleave", {"repeats": [1, 2], "dim": 0})
+    assert "per element" in device.unsupported_reason(per_element)
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.data(), st.integers(0, 2**16))
+def test_unfold_windows_match_cpu(device, shape, draw, seed):
+    """``x.unfold(dimension, size, step)`` along any dim, windows overlapping or apart."""
+    dim = draw.draw(st.integers(-len(shape), len(shape) - 1))
+    size = draw.draw(st.integers(0, shape[dim]))
+    layer = aten_layer("aten::unfold", 1, [dim, size, draw.draw(st.integers(1, 3))])
+    check(device, layer, [data(seed, tuple(shape))], exact=True)
 
 
 @SETTINGS

@@ -49,6 +49,10 @@ class Attribute(Layer):
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         self.expect_inputs(specs, 0)
+        if self.value.ndim == 0 and self.value.dtype.kind in "biu":
+            # a size pnnx folded into a constant (a window clamped while tracing): what it
+            # feeds (pads, reshapes) can then be known before the run
+            return [ScalarSpec((), self.value.dtype, self.value.item())]
         return [TensorSpec(self.value.shape, self.value.dtype)]
 
     def batchwise(self, inputs, outputs) -> bool:

@@ -14,6 +14,7 @@ from graphexec import Engine
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Attribute as IrAttribute
 from graphexec.ir import Graph
+from graphexec import pnnx
 from graphexec.pnnx import parse_value
 from tests.paths import REPO
 
@@ -38,6 +39,29 @@ def test_attribute_output_is_read_only_even_from_a_writable_array():
         out[0, 0] = 1
     assert source.flags.writeable  # the caller's array is left as it was
     assert layer.infer([]) == [TensorSpec((2, 3), F32)]
+
+
+def test_an_integer_scalar_attribute_is_known_before_the_run(tmp_path):
+    """pnnx keeps a size it folded while tracing as a 0-d integer constant (Hugging Face's
+    Swin clamps its window to the map as a tensor) and computes pads from it: the pads are
+    known when the run is planned, so the plan has their shapes."""
+    window = build(Attribute, "pnnx.Attribute", attrs={"data": IrAttribute.from_array(np.array(3, np.int64))})
+    assert window.infer([]) == [ScalarSpec((), I64, 3)]
+    g = Graph()
+    g.add_operator("pnnx.Input", "pnnx_input_0", [], ["x"])
+    g.operands["x"].shape, g.operands["x"].dtype = (1, 5, 4, 2), "f32"
+    g.add_operator("pnnx.Attribute", "window", [], ["w"], attrs={"data": IrAttribute.from_array(np.array(3, np.int64))})
+    g.add_operator("pnnx.Expression", "pads", ["w"], ["p"],
+                   {"expr": "[0,0,0,int(remainder(sub(@0,remainder(4,@0)),@0)),0,int(remainder(sub(@0,remainder(5,@0)),@0))]"})
+    g.add_operator("F.pad", "pad", ["x", "p"], ["y"], {"mode": "constant"})
+    g.operators[-1].input_names = ["input", "pad"]
+    g.add_operator("pnnx.Output", "pnnx_output_0", ["y"], [])
+    param = tmp_path / "model.pnnx.param"
+    g.validate()
+    pnnx.save(g, param)
+    x = np.arange(40, dtype=F32).reshape(1, 5, 4, 2)
+    y = Engine.load(param).forward(x)
+    np.testing.assert_array_equal(y, np.pad(x, ((0, 0), (0, 1), (0, 2), (0, 0))))
 
 
 def test_attribute_from_a_real_bin_cannot_be_written_through():

@@ -57,3 +57,17 @@ void group_norm_rows(__global const float* restrict x, const int x_off,
         dst[i] = (src[i] - mean) * inv * weight[w_off + c] + bias[b_off + c];
     }
 }
+
+// Root-mean-square norm over rows of n elements: y = x / sqrt(mean(x^2) + eps) * weight.
+__kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
+void rms_norm_rows(__global const float* restrict x, const int x_off, __global float* restrict y, const int y_off,
+                   __global const float* restrict weight, const int w_off, const int n, const float eps) {
+    __local float part[LOCAL];
+    const int row = get_group_id(0), lid = get_local_id(0);
+    __global const float* src = x + x_off + row * n;
+    __global float* dst = y + y_off + row * n;
+    float q = 0.0f;
+    for (int i = lid; i < n; i += LOCAL) q += src[i] * src[i];
+    const float inv = 1.0f / sqrt(group_sum(part, q, lid) / (float)n + eps);
+    for (int i = lid; i < n; i += LOCAL) dst[i] = src[i] * inv * weight[w_off + i];
+}

@@ -1,6 +1,6 @@
 """``pnnx.Expression`` on the device: the parsed tree (layers/_expr.py) becomes an OpenCL C
-expression, and one kernel evaluates it over the broadcast inputs; ``addcmul`` and
-``addcdiv`` are such expressions too.
+expression, and one kernel evaluates it over the broadcast inputs; ``addcmul``,
+``addcdiv``, ``torch.where`` and ``masked_fill`` are such expressions too.
 
 Supported: float32 tensor inputs (broadcasting to one output shape of at most four dims
 once adjacent dims are merged) combined by the elementwise arithmetic and math functions
@@ -18,11 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.devices.opencl.ops.base import Op, implements
+from graphexec.devices.opencl.ops.base import F32, Op, implements
 from graphexec.devices.opencl.programs import kernel_source
 from graphexec.layers import _expr
 from graphexec.layers.aten_math import AddCDiv, AddCMul
+from graphexec.layers.elementwise import Where
 from graphexec.layers.expression import Expression
+from graphexec.layers.indexing import MaskedFill
 
 #: pnnx function -> OpenCL C template over the arguments' C text.
 FUNCTIONS: dict[str, str] = {
@@ -42,6 +44,8 @@ FUNCTIONS: dict[str, str] = {
     "logaddexp": "ge_logaddexp({0}, {1})", "remainder": "ge_remainder({0}, {1})",
     "fmod": "fmod({0}, {1})", "floor_divide": "ge_floor_divide({0}, {1})",
 }
+
+BOOL = np.dtype(np.bool_)
 
 #: Dims the generated kernel indexes (after merging adjacent dims).
 MAX_RANK = 4
@@ -140,20 +144,21 @@ class _Compiled:
         self.used = sorted(used)
 
 
-def kernel_text(expr: str, used: list[int], full: list[bool]) -> str:
+def kernel_text(expr: str, used: list[int], full: list[bool], types: list[str] | None = None) -> str:
     """One kernel computing ``expr``: ``full[j]`` says input ``used[j]`` has the output's
-    shape (read at the output's index), otherwise it is read through 4-D strides."""
+    shape (read at the output's index), otherwise it is read through 4-D strides;
+    ``types[j]`` is its C element type (float unless given: uchar for a bool mask)."""
     params = ["__global float* restrict out", "const int out_off", "const int n",
               "const int d1", "const int d2", "const int d3"]
     loads = []
-    for k, is_full in zip(used, full):
-        params += [f"__global const float* restrict in{k}", f"const int off{k}"]
+    for k, is_full, ctype in zip(used, full, types or ["float"] * len(used)):
+        params += [f"__global const {ctype}* restrict in{k}", f"const int off{k}"]
         if is_full:
-            loads.append(f"    const float v{k} = in{k}[off{k} + i];")
+            loads.append(f"    const {ctype} v{k} = in{k}[off{k} + i];")
         else:
             params += [f"const int s{k}_{j}" for j in range(MAX_RANK)]
             index = " + ".join(f"i{j} * s{k}_{j}" for j in range(MAX_RANK))
-            loads.append(f"    const float v{k} = in{k}[off{k} + {index}];")
+            loads.append(f"    const {ctype} v{k} = in{k}[off{k} + {index}];")
     decompose = ""
     if not all(full):
         decompose = ("    int r = i;\n    const int i3 = r % d3; r /= d3;\n    const int i2 = r % d2; r /= d2;\n"
@@ -203,7 +208,8 @@ def unbroadcastable(shapes: list[tuple[int, ...]]) -> str | None:
 
 def enqueue_elementwise(launch, text: str, used: list[int], tensors: list[Any], what: str) -> Any:
     """The output of C expression ``text`` over ``v<k>`` (k in ``used``, read from the
-    matching ``tensors``, broadcast together): one generated kernel, built once per text."""
+    matching ``tensors``, broadcast together; a bool tensor is read as uchar): one
+    generated kernel, built once per text."""
     out_shape = tuple(np.broadcast_shapes(*(t.shape for t in tensors)))
     out = launch.output(0, out_shape)
     n = out.size
@@ -211,7 +217,8 @@ def enqueue_elementwise(launch, text: str, used: list[int], tensors: list[Any], 
     shape, strides = collapse(out_shape, [broadcast_strides(t.shape, out_shape) for t in tensors])
     pad = MAX_RANK - len(shape)
     dims = (1,) * pad + shape
-    built = launch.device.source_program(kernel_text(text, used, full), what=what)
+    types = ["uchar" if t.dtype == np.bool_ else "float" for t in tensors]
+    built = launch.device.source_program(kernel_text(text, used, full, types), what=what)
     args: list[Any] = [out.buffer, out.offset, n, dims[1], dims[2], dims[3]]
     for t, is_full, st in zip(tensors, full, strides):
         args += [t.buffer, t.offset]
@@ -244,3 +251,68 @@ class AddCOp(Op):
         op = "*" if isinstance(layer, AddCMul) else "/"
         text = f"(v0 + (v1 {op} v2) * {float_literal(layer.value)})"
         return [enqueue_elementwise(launch, text, [0, 1, 2], inputs[:3], f"kernel for {layer.type}")]
+
+
+@implements(Where)
+class WhereOp(Op):
+    """``torch.where(condition, input, other)``, either branch a float32 tensor or a number:
+    GPT-Neo's causal mask, a mask's fill before a softmax."""
+
+    float_only = False
+
+    def check(self, layer):
+        for name in ("input", "other"):
+            kind, value = layer.args.sources[name]
+            if kind == "param":
+                try:
+                    float_literal(value)
+                except Unsupported as exc:
+                    return str(exc)
+        return None
+
+    def check_shapes(self, layer, specs):
+        for name, allowed in (("condition", BOOL), ("input", F32), ("other", F32)):
+            kind, at = layer.args.sources[name]
+            if kind == "input" and specs[at].dtype != allowed:
+                return f"{name} is {specs[at].dtype}; {allowed} runs here"
+        if all(layer.args.sources[name][0] == "param" for name in ("input", "other")):
+            return "two numbers make no float32 tensor here"
+        return unbroadcastable([s.shape for s in specs])
+
+    def run(self, launch, layer, inputs):
+        terms, used = [], []
+        for name in ("condition", "input", "other"):
+            kind, value = layer.args.sources[name]
+            if kind == "input":
+                terms.append(f"v{value}")
+                used.append(value)
+            else:
+                terms.append(float_literal(value))
+        text = f"({terms[0]} ? {terms[1]} : {terms[2]})"
+        return [enqueue_elementwise(launch, text, used, [inputs[k] for k in used], f"kernel for {layer.type}")]
+
+
+@implements(MaskedFill)
+class MaskedFillOp(Op):
+    """``x.masked_fill(mask, value)`` with a float32 ``x`` and a number: attention masks
+    filled with -inf (DeBERTa's, BERT's extended masks)."""
+
+    float_only = False
+
+    def check(self, layer):
+        if layer.value_input is not None:
+            return "a value given as a tensor is left to the CPU"
+        try:
+            float_literal(layer.value)
+        except Unsupported as exc:
+            return str(exc)
+        return None
+
+    def check_shapes(self, layer, specs):
+        if specs[0].dtype != F32 or specs[1].dtype != BOOL:
+            return f"input {specs[0].dtype} and mask {specs[1].dtype}: float32 and bool run here"
+        return unbroadcastable([specs[0].shape, specs[1].shape])
+
+    def run(self, launch, layer, inputs):
+        text = f"(v1 ? {float_literal(layer.value)} : v0)"
+        return [enqueue_elementwise(launch, text, [0, 1], inputs[:2], f"kernel for {layer.type}")]

@@ -1,6 +1,6 @@
 """Matrix products on the device: ``nn.Linear``, ``F.linear``, ``torch.matmul`` (and its
-stricter aliases mm, mv, bmm) and the ``torch.einsum`` equations that are batched matrix
-products, all through the tiled GEMM of ``kernels/gemm.cl``.
+stricter aliases mm, mv, bmm), ``addmm`` and ``baddbmm``, and the ``torch.einsum`` equations
+that are batched matrix products, all through the tiled GEMM of ``kernels/gemm.cl``.
 
 The tile is chosen per device and per problem: :func:`tiles_for` keeps the shapes whose
 work-group fits the device (threads, local memory), then a product with few rows runs the
@@ -17,8 +17,21 @@ import numpy as np
 
 from graphexec.devices.opencl.device import DeviceTensor, contiguous_strides
 from graphexec.devices.opencl.ops.base import Launch, Op, implements, refused_shapes
+from graphexec.devices.opencl.ops.expression import enqueue_elementwise, float_literal
 from graphexec.errors import DeviceError
-from graphexec.layers.linear import BMM, MM, MV, Einsum, FLinear, Linear, MatMul, broadcast, matmul_shape
+from graphexec.layers.linear import (
+    BMM,
+    MM,
+    MV,
+    AddMM,
+    BAddBMM,
+    Einsum,
+    FLinear,
+    Linear,
+    MatMul,
+    broadcast,
+    matmul_shape,
+)
 
 #: Products with at most this many rows (per group) run one output per work-item.
 NAIVE_ROWS = 8
@@ -210,6 +223,40 @@ class MatMulOp(Op):
             b_batch=_batch_strides(b2, full, k * n),
         )
         return [out]
+
+
+@implements(AddMM, BAddBMM)
+class AddMMOp(Op):
+    """``beta * input + alpha * (mat1 @ mat2)`` (``torch.addmm``: GPT-2's projections) and
+    its batched form. With alpha 1 and beta 1 (or 0) and an input of at most two dims, the
+    product's store adds the input wherever it broadcasts from (a bias row, a column, a
+    matrix), as ``nn.Linear``'s bias is; otherwise one elementwise launch scales and adds
+    after the product."""
+
+    def check_shapes(self, layer, specs):
+        return refused_shapes(layer, [s.shape for s in specs])
+
+    def run(self, launch, layer, inputs):
+        c, a, b = inputs
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        shape = matmul_shape(a.shape, b.shape)
+        in_store = layer.alpha == 1.0 and layer.beta in (0.0, 1.0) and c.ndim <= 2
+        product = launch.output(0, shape) if in_store else launch.alloc(shape)
+        bias = None
+        if in_store and layer.beta == 1.0:
+            rows, cols = (1,) * (2 - c.ndim) + tuple(c.shape)
+            bias = (c.buffer, c.offset, cols if rows > 1 else 0, 1 if cols > 1 else 0)
+        batch = {} if a.ndim == 2 else {"batch": (1, 1, a.shape[0]), "a_batch": (0, 0, m * k),
+                                        "b_batch": (0, 0, k * n)}
+        enqueue_matmul(launch, (a.buffer, a.offset, k, 1), (b.buffer, b.offset, n, 1), product, m, n, k, bias=bias,
+                       **batch)  # type: ignore[arg-type]
+        if in_store:
+            return [product]
+        alpha = float_literal(layer.alpha)
+        if layer.beta == 0.0:  # the input is ignored, even its NaNs, as PyTorch does
+            return [enqueue_elementwise(launch, f"(v0 * {alpha})", [0], [product], f"kernel for {layer.type}")]
+        text = f"(v0 * {alpha} + v1 * {float_literal(layer.beta)})"
+        return [enqueue_elementwise(launch, text, [0, 1], [product, c], f"kernel for {layer.type}")]
 
 
 def _batch_strides(shape: tuple[int, ...], batch: tuple[int, ...], matrix: int) -> tuple[int, int, int]:

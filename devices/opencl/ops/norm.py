@@ -1,6 +1,7 @@
-"""Layer norm with stored weights over the trailing dims, and group norm and instance norm
+"""Layer norm and RMS norm over the trailing dims, and group norm and instance norm
 over each sample's groups of channels (``kernels/norm.cl``), one work-group per row: the
-norms of ConvNeXt's blocks, of transformers' tokens, of PoolFormer's and of U-Nets. Batch
+norms of ConvNeXt's blocks, of transformers' tokens (LLaMA's and T5's RMS norm), of
+PoolFormer's and of U-Nets. Batch
 norm, a per-channel affine map after folding, is in
 :mod:`graphexec.devices.opencl.ops.elementwise`."""
 
@@ -18,6 +19,8 @@ from graphexec.layers.norm import (
     InstanceNorm2d,
     InstanceNorm3d,
     LayerNorm,
+    RMSNorm,
+    FRMSNorm,
 )
 
 
@@ -90,3 +93,31 @@ class GroupNormOp(Op):
         buffer = launch.device.constant(layer, name, lambda: np.full(channels, fill, np.float32) if stored is None
                                         else np.asarray(stored, np.float32).reshape(channels))
         return buffer, 0
+
+
+@implements(RMSNorm, FRMSNorm)
+class RMSNormOp(Op):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims: the norm of LLaMA,
+    Mistral, Qwen and T5; the weight stored (``nn.RMSNorm``) or an input (``F.rms_norm``)."""
+
+    def check_shapes(self, layer, specs):
+        return refused_shapes(layer, [s.shape for s in specs])
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        n = math.prod(layer.normalized_shape)
+        out = launch.output(0, x.shape)
+        if x.size == 0:
+            return [out]
+        at = getattr(layer, "at", {})
+        if "weight" in at:
+            weight, w_off = inputs[at["weight"]].buffer, inputs[at["weight"]].offset
+        else:
+            stored = getattr(layer, "weight", None)
+            weight, w_off = launch.device.constant(layer, "weight", lambda: np.ones(n, np.float32) if stored is None
+                                                   else np.asarray(stored, np.float32).reshape(n)), 0
+        eps = float(np.finfo(np.float32).eps) if layer.eps is None else float(layer.eps)
+        built, width = launch.row_program("norm", "rms_norm_rows", n)
+        launch.enqueue(built, "rms_norm_rows", (x.size // n * width,), (width,), x.buffer, x.offset, out.buffer,
+                       out.offset, weight, w_off, n, eps)
+        return [out]

@@ -233,13 +233,13 @@ class WindowsOp(Op):
 
 @implements(plumbing.Attribute)
 class ConstantOp(Op):
-    """A constant of the model (``pnnx.Attribute``: ConvNeXt's layer scales, Swin's attention
-    masks), uploaded once and copied on the device into each run's output, so that a run
+    """A float32 or bool constant of the model (``pnnx.Attribute``: ConvNeXt's layer scales,
+    Swin's attention masks, a causal mask for ``torch.where``), uploaded once and copied on the device into each run's output, so that a run
     uploads nothing for it and its readers cannot change the kept copy."""
 
     def check(self, layer):
-        if layer.value.dtype != np.float32:
-            return f"a {layer.value.dtype} constant stays on the CPU (the kernels compute float32)"
+        if layer.value.dtype not in (np.float32, np.bool_):
+            return f"a {layer.value.dtype} constant stays on the CPU (the kernels read float32 values and bool masks)"
         if layer.value.size == 0:
             return "an empty constant stays on the CPU"
         return None

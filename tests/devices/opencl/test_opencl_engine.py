@@ -117,8 +117,8 @@ def test_a_view_of_a_cpu_value_stays_on_the_cpu(device):
 
 
 def test_constants_live_on_the_side_that_reads_them(device):
-    """A float32 constant (pnnx.Attribute) that device nodes read is uploaded once and copied
-    on the device each run, so the plan uploads only the model's input; one that only CPU
+    """A float32 or bool constant (pnnx.Attribute) that device nodes read is uploaded once and
+    copied on the device each run, so the plan uploads only the model's input; one that only CPU
     nodes read (the causal mask of a MultiheadAttention kept on the CPU) stays there."""
     case = OPS / "plumbing" / "folded_constant"
     ins, want = load_io(case)
@@ -137,6 +137,11 @@ def test_constants_live_on_the_side_that_reads_them(device):
         assert row.device == "cpu" and row.reason == CONSTANT_FOR_HOST
         assert engine.placement.transfers == (0, 0)
         assert_matches(engine.forward(*ins), want[0], what="mha_causal kept on the CPU")
+    case = OPS / "attention" / "mha_bool_causal"  # a bool constant: the mask read where it lies
+    ins, want = load_io(case)
+    with Engine.load(case / "model.pnnx.param", device=device) as engine:
+        assert len(engine.placement.on("opencl")) == 2 and engine.placement.transfers == (1, 1)
+        assert_matches(engine.forward(*ins), want[0], what="mha_bool_causal on the device")
 
 
 def test_an_operator_without_kernel_runs_on_the_cpu_between_transfers(device):

@@ -236,6 +236,23 @@ def test_matmul_aliases(device, op_type, a, b):
 
 
 @SETTINGS
+@given(st.sampled_from(["torch.addmm", "torch.baddbmm"]), st.integers(1, 70), st.integers(1, 40), st.integers(1, 66),
+       st.sampled_from(["matrix", "row", "column", "scalar", "vector", "batch"]),
+       st.sampled_from([(1.0, 1.0), (1.0, 0.0), (2.0, 0.5), (-1.5, 0.0)]), st.integers(0, 2**16))
+def test_addmm_matches_cpu(device, op_type, m, k, n, input_form, alpha_beta, seed):
+    """``beta * input + alpha * (mat1 @ mat2)``, the input broadcast from a matrix, a (1, n)
+    row, an (m, 1) column, a 0-d scalar, an (n,) vector or a batch of matrices; ``beta=0``
+    ignores the input, NaNs included."""
+    lead = (3,) if op_type == "torch.baddbmm" else ()
+    c_shape = {"matrix": (m, n), "row": (1, n), "column": (m, 1), "scalar": (), "vector": (n,),
+               "batch": lead + (m, n)}[input_form]
+    alpha, beta = alpha_beta
+    c = np.full(c_shape, np.nan, np.float32) if beta == 0.0 else data(seed, c_shape)
+    layer = make_layer(op_type, {"alpha": alpha, "beta": beta}, inputs=3)
+    check(device, layer, [c, data(seed + 1, lead + (m, k)), data(seed + 2, lead + (k, n))])
+
+
+@SETTINGS
 @given(st.integers(1, 20), st.integers(1, 30), st.booleans(), st.booleans(), st.integers(0, 2**16))
 def test_functional_linear(device, k, n, vector_weight, with_bias, seed):
     names = ["input", "weight"] + (["bias"] if with_bias else [])

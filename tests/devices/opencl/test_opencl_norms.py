@@ -1,4 +1,4 @@
-"""Group norm, instance norm, vector norms (``torch.norm``) and ``F.normalize`` on the
+"""Group norm, instance norm, RMS norm, vector norms (``torch.norm``) and ``F.normalize`` on the
 device against the CPU layers, on drawn shapes and params; tolerance as for every kernel
 (tests/devices/opencl/test_opencl_kernels.py)."""
 
@@ -49,6 +49,24 @@ def test_instance_norm_with_running_stats_is_left_to_the_cpu(device):
     layer = make_layer("nn.InstanceNorm2d", {"num_features": 3, "track_running_stats": True},
                        {"running_mean": data(1, (3,)), "running_var": np.ones(3, np.float32)})
     assert "running stats" in device.unsupported_reason(layer, [TensorSpec((1, 3, 4, 4), np.dtype(np.float32))])
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.data(), st.sampled_from(["stored", "none", "input"]),
+       st.sampled_from([1e-6, None]), st.integers(0, 2**16))
+def test_rms_norm_matches_cpu(device, shape, draw, weight, eps, seed):
+    """nn.RMSNorm with and without its weight, F.rms_norm with the weight as an input; over
+    the last one or more dims; eps None is float32's machine epsilon."""
+    normalized = shape[len(shape) - draw.draw(st.integers(1, len(shape))):]
+    params = {"normalized_shape": normalized, "eps": eps}
+    arrays = [data(seed, tuple(shape), 3.0)]
+    if weight == "input":
+        layer = make_layer("F.rms_norm", params, inputs=2, names=["input", "weight"])
+        arrays.append(data(seed + 1, tuple(normalized)))
+    else:
+        attrs = {"weight": data(seed + 1, tuple(normalized))} if weight == "stored" else {}
+        layer = make_layer("nn.RMSNorm", params | {"elementwise_affine": weight == "stored"}, attrs)
+    check(device, layer, arrays)
 
 
 NORMS = [2, 1, "inf", "-inf"]

@@ -7,6 +7,7 @@ from graphexec.devices.opencl.ops import (  # noqa: F401  (imported for their re
     chain,
     conv,
     elementwise,
+    im2col,
     excitation,
     expression,
     linear,

@@ -1,15 +1,18 @@
 """Pooling on the device: max (no indices) and average window pooling, adaptive average and
 adaptive max (no indices), 1-D and 2-D, batched or not; ``kernels/pooling.cl``. Output
-sizes (ceil_mode included) come from the layer itself."""
+sizes (ceil_mode included) come from the layer itself. A 3-D adaptive average pool to one
+value a channel (the head of video networks) is a mean over each plane."""
 
 from __future__ import annotations
 
 import math
 
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.devices.opencl.ops.reduction import reduce_lines
 from graphexec.layers.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
     AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
     AvgPool1d,
@@ -87,4 +90,20 @@ class AdaptivePoolOp(_PoolOp):
         built = launch.program("pooling")
         launch.enqueue_1d(built, "adaptive_pool2d", out.size, x.buffer, x.offset, out.buffer, out.offset, out.size,
                           h, w, ho, wo, use_max)
+        return [out]
+
+
+@implements(AdaptiveAvgPool3d)
+class GlobalAvgPool3dOp(_PoolOp):
+    def check_shapes(self, layer, specs):
+        reason = refused_shapes(layer, [specs[0].shape])
+        if reason is None and any(d != 1 for d in layer.infer_shapes([specs[0].shape])[0][-3:]):
+            return "only an output of (1, 1, 1) a channel runs here"
+        return reason
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        out = launch.output(0, layer.infer_shapes([x.shape])[0])
+        if x.size:
+            reduce_lines(launch, x, out, math.prod(x.shape[:-3]), math.prod(x.shape[-3:]), 1, 1)  # mode 1: mean
         return [out]

@@ -1,0 +1,35 @@
+// im2col over up to three spatial dims: every kernel window of x (N, C, D, H, W) as one
+// column of cols (N, C * kd * kh * kw, Do * Ho * Wo), rows channel first, then the kernel's
+// depth, row and column (PyTorch's order: nn.Unfold's output, a 3-D convolution's GEMM
+// operand). Positions the padding covers read zero, or for a convolution's other padding
+// modes (1 reflect, 2 replicate, 3 circular) the input element they mirror, repeat or wrap.
+
+typedef struct {
+    int x_off, cols_off, total, C, D, H, W, kd, kh, kw, Do, Ho, Wo;
+    int sd, sh, sw, dd, dh, dw, pd, ph, pw, mode;
+} Im2colDims;
+
+// The input index a padded coordinate reads, or -1 for a zero.
+inline int source(int at, const int size, const int mode) {
+    if (at >= 0 && at < size) return at;
+    if (mode == 0) return -1;
+    if (mode == 1) return at < 0 ? -at : 2 * (size - 1) - at;
+    if (mode == 2) return clamp(at, 0, size - 1);
+    return at < 0 ? at + size : at - size;
+}
+
+__kernel void im2col(__global const float* restrict x, __global float* restrict cols, const Im2colDims d) {
+    const int id = get_global_id(0);
+    if (id >= d.total) return;
+    const int spots = d.Do * d.Ho * d.Wo, taps = d.kd * d.kh * d.kw;
+    const int o = id % spots, row = (id / spots) % (d.C * taps), n = id / (spots * d.C * taps);
+    const int c = row / taps, tap = row % taps;
+    const int i = tap / (d.kh * d.kw), j = (tap / d.kw) % d.kh, l = tap % d.kw;
+    const int oz = o / (d.Ho * d.Wo), oy = (o / d.Wo) % d.Ho, ox = o % d.Wo;
+    const int z = source(oz * d.sd - d.pd + i * d.dd, d.D, d.mode);
+    const int y = source(oy * d.sh - d.ph + j * d.dh, d.H, d.mode);
+    const int xx = source(ox * d.sw - d.pw + l * d.dw, d.W, d.mode);
+    float v = 0.0f;
+    if (z >= 0 && y >= 0 && xx >= 0) v = x[d.x_off + (((n * d.C + c) * d.D + z) * d.H + y) * d.W + xx];
+    cols[d.cols_off + id] = v;
+}

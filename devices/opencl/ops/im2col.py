@@ -1,0 +1,117 @@
+"""Operators built on im2col (``kernels/im2col.cl``): ``nn.Unfold`` / ``F.unfold`` is the
+im2col itself; ``nn.Conv3d`` / ``F.conv3d`` (video networks, lambda layers) gathers every
+kernel window into working memory and multiplies by the weight through the tiled GEMM
+(:func:`~graphexec.devices.opencl.ops.linear.enqueue_matmul`), every sample in one launch
+(a grouped one a group and a sample at a time), the bias added by the product's store. The columns take ``C * taps`` times the input's memory, so a
+convolution whose columns would pass :data:`MAX_COLUMNS` stays on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from graphexec.devices.opencl.device import packed_ints
+from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.devices.opencl.ops.linear import enqueue_matmul
+from graphexec.layers.conv3d import Conv3d, FConv3d
+from graphexec.layers.patches import Unfold
+
+#: Elements of a convolution's columns above which it stays on the CPU (1 GiB of float32).
+MAX_COLUMNS = 2**28
+#: Products a grouped convolution may launch (one per group and sample) before it stays on the CPU.
+MAX_LAUNCHES = 16
+_PAD_MODES = {"zeros": 0, "reflect": 1, "replicate": 2, "circular": 3}
+
+
+def enqueue_im2col(launch, x, cols, batch: int, channels: int, size, kernel, stride, dilation, front_pads, out_size,
+                   mode: int = 0) -> None:
+    """``cols`` (batch, channels * taps, spots) from ``x`` (batch, channels, *size), one to
+    three spatial dims (padded on the left to three)."""
+    fill = (1,) * (3 - len(size))
+    dims = packed_ints(x.offset, cols.offset, cols.size, channels, *(fill + tuple(size)), *(fill + tuple(kernel)),
+                       *(fill + tuple(out_size)), *(fill + tuple(stride)), *(fill + tuple(dilation)),
+                       *((0,) * (3 - len(size)) + tuple(front_pads)), mode)
+    built = launch.program("im2col")
+    launch.enqueue_1d(built, "im2col", cols.size, x.buffer, cols.buffer, dims)
+
+
+@implements(Unfold)
+class UnfoldOp(Op):
+    """Every kernel window of an image as a column (T2T-ViT's soft split, VOLO's outlooker)."""
+
+    def check_shapes(self, layer, specs):
+        return refused_shapes(layer, [specs[0].shape])
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        out = launch.output(0, layer.infer_shapes([x.shape])[0])
+        batch = x.shape[0] if x.ndim == 4 else 1
+        enqueue_im2col(launch, x, out, batch, x.shape[-3], x.shape[-2:], layer.kernel, layer.stride, layer.dilation,
+                       layer.padding, layer.windows(x.shape[-2:]))
+        return [out]
+
+
+@implements(Conv3d, FConv3d)
+class Conv3dOp(Op):
+    def check_shapes(self, layer, specs):
+        reason = refused_shapes(layer, [s.shape for s in specs])
+        if reason is not None:
+            return reason
+        x = specs[0].shape
+        out = layer.infer_shapes([s.shape for s in specs])[0]
+        kernel = self._kernel(layer, [s.shape for s in specs])
+        columns = (x[0] if len(x) == 5 else 1) * x[-4] * math.prod(kernel) * math.prod(out[-3:])
+        if columns > MAX_COLUMNS:
+            return f"its columns would hold {columns} elements (more than {MAX_COLUMNS})"
+        if layer.groups * (x[0] if len(x) == 5 else 1) > MAX_LAUNCHES:
+            return f"{layer.groups} groups of {x[0] if len(x) == 5 else 1} samples, a launch each: left to the CPU"
+        return None
+
+    @staticmethod
+    def _kernel(layer, shapes) -> tuple[int, ...]:
+        return tuple(layer.kernel_size) if isinstance(layer, Conv3d) else tuple(shapes[layer._weight_at][2:])
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        shapes = [t.shape for t in inputs]
+        out_shape = layer.infer_shapes(shapes)[0]
+        out = launch.output(0, out_shape)
+        kernel = self._kernel(layer, shapes)
+        batch = x.shape[0] if x.ndim == 5 else 1
+        channels, size, spatial_out = x.shape[-4], x.shape[-3:], out_shape[-3:]
+        groups, cout = layer.groups, out_shape[-4]
+        taps, spots = math.prod(kernel), math.prod(spatial_out)
+        k = channels // groups * taps  # a group's GEMM depth
+        cols = launch.alloc((batch, channels * taps, spots))
+        enqueue_im2col(launch, x, cols, batch, channels, size, kernel, layer.stride, layer.dilation,
+                       [front for front, _ in layer._pads(kernel)], spatial_out, _PAD_MODES[layer.padding_mode])
+        weight, bias = self._weight_and_bias(launch, layer, inputs, cout, k)
+        per_group = cout // groups
+        if groups == 1:  # every sample's product in one launch: out is (batch, cout, spots)
+            b = None if bias is None else (bias[0], bias[1], 1, 0)
+            enqueue_matmul(launch, (weight[0], weight[1], k, 1), (cols.buffer, cols.offset, spots, 1), out, cout,
+                           spots, k, batch=(1, 1, batch), b_batch=(0, 0, k * spots), bias=b)
+            return [out]
+        for n in range(batch):  # a group's outputs are not contiguous across samples: one launch each
+            for g in range(groups):
+                b = None if bias is None else (bias[0], bias[1] + g * per_group, 1, 0)
+                target = launch.view(out, (per_group, spots), (n * cout + g * per_group) * spots)
+                enqueue_matmul(launch, (weight[0], weight[1] + g * per_group * k, k, 1),
+                               (cols.buffer, cols.offset + (n * groups + g) * k * spots, spots, 1), target,
+                               per_group, spots, k, bias=b)
+        return [out]
+
+    @staticmethod
+    def _weight_and_bias(launch, layer, inputs, cout, depth):
+        """((buffer, offset) of the (cout, depth) weight, that of the bias or None)."""
+        if isinstance(layer, FConv3d):
+            w = inputs[layer._weight_at]
+            b = None if layer._bias_at is None else inputs[layer._bias_at]
+            return (w.buffer, w.offset), None if b is None else (b.buffer, b.offset)
+        device = launch.device
+        weight = device.constant(layer, "weight", lambda: np.stack(layer.plane_weights, axis=2).astype(np.float32)
+                                 .reshape(cout, depth))
+        bias = None if layer.bias is None else (device.constant(layer, "bias", lambda: np.asarray(layer.bias, np.float32)), 0)
+        return (weight, 0), bias

@@ -33,3 +33,31 @@ __kernel void im2col(__global const float* restrict x, __global float* restrict 
     if (z >= 0 && y >= 0 && xx >= 0) v = x[d.x_off + (((n * d.C + c) * d.D + z) * d.H + y) * d.W + xx];
     cols[d.cols_off + id] = v;
 }
+
+// col2im, nn.Fold's sum: each element of y (N, C, H, W) adds up, tap by tap in the kernel's
+// order (as the CPU layer adds), the column entries of every window that covers it.
+typedef struct {
+    int cols_off, y_off, total, C, H, W, kh, kw, rows, cols, sh, sw, dh, dw, ph, pw;
+} Col2imDims;
+
+__kernel void col2im(__global const float* restrict cols, __global float* restrict y, const Col2imDims d) {
+    const int id = get_global_id(0);
+    if (id >= d.total) return;
+    const int x = id % d.W, row = (id / d.W) % d.H, c = (id / (d.W * d.H)) % d.C, n = id / (d.W * d.H * d.C);
+    const int spots = d.rows * d.cols;
+    float sum = 0.0f;
+    for (int i = 0; i < d.kh; ++i) {
+        const int yy = row + d.ph - i * d.dh;
+        if (yy < 0 || yy % d.sh) continue;
+        const int r = yy / d.sh;
+        if (r >= d.rows) continue;
+        for (int j = 0; j < d.kw; ++j) {
+            const int xx = x + d.pw - j * d.dw;
+            if (xx < 0 || xx % d.sw) continue;
+            const int s = xx / d.sw;
+            if (s >= d.cols) continue;
+            sum += cols[d.cols_off + ((n * d.C + c) * d.kh * d.kw + i * d.kw + j) * spots + r * d.cols + s];
+        }
+    }
+    y[d.y_off + id] = sum;
+}

@@ -1,5 +1,5 @@
 """Operators built on im2col (``kernels/im2col.cl``): ``nn.Unfold`` / ``F.unfold`` is the
-im2col itself; ``nn.Conv3d`` / ``F.conv3d`` (video networks, lambda layers) gathers every
+im2col itself, ``nn.Fold`` / ``F.fold`` its reverse (col2im, overlaps summed); ``nn.Conv3d`` / ``F.conv3d`` (video networks, lambda layers) gathers every
 kernel window into working memory and multiplies by the weight through the tiled GEMM
 (:func:`~graphexec.devices.opencl.ops.linear.enqueue_matmul`), every sample in one launch
 (a grouped one a group and a sample at a time), the bias added by the product's store. The columns take ``C * taps`` times the input's memory, so a
@@ -16,7 +16,7 @@ from graphexec.devices.opencl.device import packed_ints
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
 from graphexec.devices.opencl.ops.linear import enqueue_matmul
 from graphexec.layers.conv3d import Conv3d, FConv3d
-from graphexec.layers.patches import Unfold
+from graphexec.layers.patches import Fold, Unfold
 
 #: Elements of a convolution's columns above which it stays on the CPU (1 GiB of float32).
 MAX_COLUMNS = 2**28
@@ -50,6 +50,27 @@ class UnfoldOp(Op):
         batch = x.shape[0] if x.ndim == 4 else 1
         enqueue_im2col(launch, x, out, batch, x.shape[-3], x.shape[-2:], layer.kernel, layer.stride, layer.dilation,
                        layer.padding, layer.windows(x.shape[-2:]))
+        return [out]
+
+
+@implements(Fold)
+class FoldOp(Op):
+    """Columns of kernel windows summed back into an image (VOLO's outlooker, T2T-ViT),
+    each output element gathering the entries of the windows that cover it."""
+
+    def check_shapes(self, layer, specs):
+        return refused_shapes(layer, [specs[0].shape])
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        out = launch.output(0, layer.infer_shapes([x.shape])[0])
+        if out.size == 0:
+            return [out]
+        rows, cols = layer.windows(layer.output_size)
+        dims = packed_ints(x.offset, out.offset, out.size, out.shape[-3], *layer.output_size, *layer.kernel, rows, cols,
+                           *layer.stride, *layer.dilation, *layer.padding)
+        built = launch.program("im2col")
+        launch.enqueue_1d(built, "col2im", out.size, x.buffer, out.buffer, dims)
         return [out]
 
 

@@ -1,8 +1,8 @@
-"""3-D convolutions and ``nn.Unfold`` on the device (im2col, then the tiled GEMM), and the
-3-D global average pool, against the CPU layers, on drawn shapes and params: every padding
-mode, strides, dilations, groups, batched and unbatched inputs, the weight stored or an
-input. Tolerance as for every kernel (tests/devices/opencl/test_opencl_kernels.py); the
-unfold is a copy, so exact."""
+"""3-D convolutions, ``nn.Unfold`` and ``nn.Fold`` on the device (im2col then the tiled
+GEMM; col2im) and the 3-D global average pool, against the CPU layers, on drawn shapes and
+params: every padding mode, strides, dilations, groups, batched and unbatched inputs, the
+weight stored or an input. Tolerance as for every kernel
+(tests/devices/opencl/test_opencl_kernels.py); the unfold is a copy, so exact."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 from graphexec.layers.specs import TensorSpec
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from tests.devices.opencl.conftest import make_layer
@@ -89,3 +89,19 @@ def test_global_average_pool3d_matches_cpu(device, shape):
     check(device, make_layer("nn.AdaptiveAvgPool3d", {"output_size": [1, 1, 1]}), [data(1, shape)])
     other = make_layer("nn.AdaptiveAvgPool3d", {"output_size": [1, 2, 2]})
     assert "(1, 1, 1)" in device.unsupported_reason(other, [TensorSpec(shape, np.dtype(np.float32))])
+
+
+@SETTINGS
+@given(st.integers(0, 2), st.integers(1, 3), st.lists(st.integers(1, 3), min_size=2, max_size=2),
+       st.lists(st.integers(1, 2), min_size=2, max_size=2), st.lists(st.integers(0, 1), min_size=2, max_size=2),
+       st.lists(st.integers(1, 3), min_size=2, max_size=2), st.integers(0, 2**16))
+def test_fold_matches_cpu(device, n, c, kernel, dilation, padding, stride, seed):
+    """Windows overlapping (stride below the kernel), apart, or padded away at the edges."""
+    params = {"kernel_size": kernel, "dilation": dilation, "padding": padding, "stride": stride, "output_size": [7, 6]}
+    layer = make_layer("nn.Fold", params)
+    try:
+        rows, cols = layer.windows((7, 6))
+    except ValueError:
+        assume(False)
+    shape = ((n,) if n else ()) + (c * kernel[0] * kernel[1], rows * cols)
+    check(device, layer, [data(seed, shape)])

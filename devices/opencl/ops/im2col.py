@@ -1,9 +1,11 @@
 """Operators built on im2col (``kernels/im2col.cl``): ``nn.Unfold`` / ``F.unfold`` is the
-im2col itself, ``nn.Fold`` / ``F.fold`` its reverse (col2im, overlaps summed); ``nn.Conv3d`` / ``F.conv3d`` (video networks, lambda layers) gathers every
-kernel window into working memory and multiplies by the weight through the tiled GEMM
-(:func:`~graphexec.devices.opencl.ops.linear.enqueue_matmul`), every sample in one launch
-(a grouped one a group and a sample at a time), the bias added by the product's store. The columns take ``C * taps`` times the input's memory, so a
-convolution whose columns would pass :data:`MAX_COLUMNS` stays on the CPU.
+im2col itself, ``nn.Fold`` / ``F.fold`` its reverse (col2im, overlaps summed); ``nn.Conv3d``
+/ ``F.conv3d`` (video networks, lambda layers) gathers every kernel window into working
+memory and multiplies by the weight through the tiled GEMM
+(:func:`~graphexec.devices.opencl.ops.linear.enqueue_matmul`), every sample in one launch (a
+grouped one a group and a sample at a time), the bias added by the product's store. The
+columns take ``C * taps`` times the input's memory, so a convolution whose columns would
+pass :data:`MAX_COLUMNS` stays on the CPU.
 """
 
 from __future__ import annotations
@@ -134,5 +136,6 @@ class Conv3dOp(Op):
         device = launch.device
         weight = device.constant(layer, "weight", lambda: np.stack(layer.plane_weights, axis=2).astype(np.float32)
                                  .reshape(cout, depth))
-        bias = None if layer.bias is None else (device.constant(layer, "bias", lambda: np.asarray(layer.bias, np.float32)), 0)
-        return (weight, 0), bias
+        if layer.bias is None:
+            return (weight, 0), None
+        return (weight, 0), (device.constant(layer, "bias", lambda: np.asarray(layer.bias, np.float32)), 0)

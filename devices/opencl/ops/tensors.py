@@ -234,8 +234,9 @@ class WindowsOp(Op):
 @implements(plumbing.Attribute)
 class ConstantOp(Op):
     """A float32 or bool constant of the model (``pnnx.Attribute``: ConvNeXt's layer scales,
-    Swin's attention masks, a causal mask for ``torch.where``), uploaded once and copied on the device into each run's output, so that a run
-    uploads nothing for it and its readers cannot change the kept copy."""
+    Swin's attention masks, a causal mask for ``torch.where``), uploaded once and copied on
+    the device into each run's output, so that a run uploads nothing for it and its readers
+    cannot change the kept copy."""
 
     def check(self, layer):
         if layer.value.dtype not in (np.float32, np.bool_):

@@ -82,14 +82,14 @@ class Conv3dOp(Op):
         reason = refused_shapes(layer, [s.shape for s in specs])
         if reason is not None:
             return reason
-        x = specs[0].shape
-        out = layer.infer_shapes([s.shape for s in specs])[0]
-        kernel = self._kernel(layer, [s.shape for s in specs])
-        columns = (x[0] if len(x) == 5 else 1) * x[-4] * math.prod(kernel) * math.prod(out[-3:])
+        shapes = [s.shape for s in specs]
+        x, out = shapes[0], layer.infer_shapes(shapes)[0]
+        batch = x[0] if len(x) == 5 else 1
+        columns = batch * x[-4] * math.prod(self._kernel(layer, shapes)) * math.prod(out[-3:])
         if columns > MAX_COLUMNS:
             return f"its columns would hold {columns} elements (more than {MAX_COLUMNS})"
-        if layer.groups * (x[0] if len(x) == 5 else 1) > MAX_LAUNCHES:
-            return f"{layer.groups} groups of {x[0] if len(x) == 5 else 1} samples, a launch each: left to the CPU"
+        if layer.groups * batch > MAX_LAUNCHES:
+            return f"{layer.groups} groups of {batch} samples, a launch each: left to the CPU"
         return None
 
     @staticmethod

@@ -36,16 +36,26 @@ class LayerNormOp(Op):
         out = launch.output(0, x.shape)
         if rows == 0:
             return [out]
-        device = launch.device
         # Absent weight and bias are ones and zeros, so one kernel serves every form.
-        weight = device.constant(layer, "weight", lambda: np.ones(n, np.float32) if layer.weight is None
-                                 else np.asarray(layer.weight, np.float32).reshape(n))
-        bias = device.constant(layer, "bias", lambda: np.zeros(n, np.float32) if layer.bias is None
-                               else np.asarray(layer.bias, np.float32).reshape(n))
+        weight, _ = _vector(launch, layer, inputs, "weight", n, 1.0)
+        bias, _ = _vector(launch, layer, inputs, "bias", n, 0.0)
         built, width = launch.row_program("norm", "layer_norm_rows", n)
         launch.enqueue(built, "layer_norm_rows", (rows * width,), (width,),
                        x.buffer, x.offset, out.buffer, out.offset, weight, bias, n, float(layer.eps))
         return [out]
+
+
+def _vector(launch, layer, inputs, name, size, fill):
+    """(buffer, offset) of a norm's weight or bias: an input of the functional form, the
+    stored one, or ``fill`` where there is none."""
+    at = getattr(layer, "at", {})
+    if name in at:
+        tensor = inputs[at[name]]
+        return tensor.buffer, tensor.offset
+    stored = getattr(layer, name, None)
+    buffer = launch.device.constant(layer, name, lambda: np.full(size, fill, np.float32) if stored is None
+                                    else np.asarray(stored, np.float32).reshape(size))
+    return buffer, 0
 
 
 @implements(GroupNorm, FGroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
@@ -74,25 +84,12 @@ class GroupNormOp(Op):
         channels = x.shape[channel_axis]
         hw = math.prod(x.shape[channel_axis + 1:])
         n = hw * channels // groups
-        weight, w_off = self._vector(launch, layer, inputs, "weight", channels, 1.0)
-        bias, b_off = self._vector(launch, layer, inputs, "bias", channels, 0.0)
+        weight, w_off = _vector(launch, layer, inputs, "weight", channels, 1.0)
+        bias, b_off = _vector(launch, layer, inputs, "bias", channels, 0.0)
         built, width = launch.row_program("norm", "group_norm_rows", n)
         launch.enqueue(built, "group_norm_rows", (x.size // n * width,), (width,), x.buffer, x.offset,
                        out.buffer, out.offset, weight, w_off, bias, b_off, n, hw, groups, float(layer.eps))
         return [out]
-
-    @staticmethod
-    def _vector(launch, layer, inputs, name, channels, fill):
-        """(buffer, offset) of the weight or bias: an input of F.group_norm, the stored one,
-        or ``fill`` where there is none."""
-        at = getattr(layer, "at", {})
-        if name in at:
-            tensor = inputs[at[name]]
-            return tensor.buffer, tensor.offset
-        stored = getattr(layer, name, None)
-        buffer = launch.device.constant(layer, name, lambda: np.full(channels, fill, np.float32) if stored is None
-                                        else np.asarray(stored, np.float32).reshape(channels))
-        return buffer, 0
 
 
 @implements(RMSNorm, FRMSNorm)
@@ -109,13 +106,7 @@ class RMSNormOp(Op):
         out = launch.output(0, x.shape)
         if x.size == 0:
             return [out]
-        at = getattr(layer, "at", {})
-        if "weight" in at:
-            weight, w_off = inputs[at["weight"]].buffer, inputs[at["weight"]].offset
-        else:
-            stored = getattr(layer, "weight", None)
-            weight, w_off = launch.device.constant(layer, "weight", lambda: np.ones(n, np.float32) if stored is None
-                                                   else np.asarray(stored, np.float32).reshape(n)), 0
+        weight, w_off = _vector(launch, layer, inputs, "weight", n, 1.0)
         eps = float(np.finfo(np.float32).eps) if layer.eps is None else float(layer.eps)
         built, width = launch.row_program("norm", "rms_norm_rows", n)
         launch.enqueue(built, "rms_norm_rows", (x.size // n * width,), (width,), x.buffer, x.offset, out.buffer,

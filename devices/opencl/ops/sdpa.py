@@ -20,6 +20,7 @@ import numpy as np
 
 from graphexec.devices.opencl.device import MAX_ELEMENTS
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.devices.opencl.ops.expression import broadcast_strides
 from graphexec.devices.opencl.ops.linear import enqueue_matmul
 from graphexec.layers.attention import ScaledDotProductAttention
 from graphexec.layers.linear import broadcast
@@ -76,11 +77,7 @@ class _Layout:
 def _strides(dims: tuple[int, ...], full: tuple[int, ...], matrix: int) -> tuple[int, ...]:
     """Element strides of batch ``dims`` of a contiguous tensor whose matrices hold ``matrix``
     elements, 0 where a dim is broadcast to ``full``."""
-    strides, step = [], matrix
-    for size, want in zip(reversed(dims), reversed(full)):
-        strides.append(step if size == want and size > 1 else 0)
-        step *= size
-    return tuple(reversed(strides))
+    return tuple(matrix * step for step in broadcast_strides(dims, full))
 
 
 def _padded(values: tuple[int, ...], fill: int) -> tuple[int, int, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,34 @@ def _base(path: str | os.PathLike[str]) -> Path:
 
 
 def _flatten(value: Any) -> list[Any]:
+    """The tensors of a nested output in order: a mapping's values in its own order
+    (segmentation models return ``{"out": ..., "aux": ...}``, Hugging Face a ``ModelOutput``)."""
+    if isinstance(value, Mapping):
+        return [leaf for item in value.values() for leaf in _flatten(item)]
     if isinstance(value, (tuple, list)):
         return [leaf for item in value for leaf in _flatten(item)]
     return [value]
+
+
+def _holds_mapping(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return True
+    return isinstance(value, (tuple, list)) and any(_holds_mapping(item) for item in value)
+
+
+def _returning_tuple(torch: Any, module: Any) -> Any:
+    """``module`` behind a wrapper that returns its outputs flattened into one tuple:
+    TorchScript's tracer, which pnnx runs, refuses a dict among the outputs."""
+
+    class FlatOutputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = module
+
+        def forward(self, *inputs: Any) -> tuple[Any, ...]:
+            return tuple(_flatten(self.model(*inputs)))
+
+    return FlatOutputs().eval()
 
 
 def relative_error(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
@@ -102,7 +127,8 @@ def export(
     exported input shapes). ``path`` names the model without suffix (``out/net``; a
     ``.pt`` or ``.pnnx.param`` suffix is dropped). Written: ``<path>.pnnx.param``,
     ``<path>.pnnx.bin`` and ``<path>.io.npz`` holding the inputs ``in0..`` and PyTorch's
-    outputs ``out0..`` (a tuple of outputs flattened, as graphexec returns them).
+    outputs ``out0..`` (tuples, lists and dicts of outputs flattened in order, as graphexec
+    returns them).
 
     With ``check`` (the default) the export is loaded with :class:`~graphexec.Engine` and
     run on the same inputs; it raises an error if graphexec cannot run it (for instance an
@@ -127,7 +153,10 @@ def export(
     base.parent.mkdir(parents=True, exist_ok=True)
     module.eval()
     with torch.no_grad():
-        outputs = _flatten(module(*inputs))
+        returned = module(*inputs)
+    outputs = _flatten(returned)
+    if _holds_mapping(returned):
+        module = _returning_tuple(torch, module)
     with tempfile.TemporaryDirectory(prefix="graphexec-export-") as tmp:
         written = Path(tmp) / "model.pnnx.param"
         try:

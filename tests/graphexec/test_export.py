@@ -161,6 +161,33 @@ def test_a_transformer_exports_with_the_trace_check_off_and_matches(tmp_path):
     assert "nn.MultiheadAttention" in param.read_text()
 
 
+@needs_export_tools
+def test_a_model_returning_a_dict_exports_its_values_in_order(tmp_path):
+    """TorchScript's tracer refuses a dict among the outputs (torchvision's segmentation
+    models return ``{"out": ..., "aux": ...}``): the values come out flattened, in order."""
+    import torch
+    from torch import nn
+
+    class Heads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = self.body(x)
+            return {"out": torch.relu(y), "aux": [y.mean((2, 3)), torch.sigmoid(y)]}
+
+    torch.manual_seed(0)
+    module, x = Heads().eval(), torch.rand(1, 3, 8, 8)
+    param = graphexec.export(module, x, tmp_path / "heads")  # checked inside
+    with torch.no_grad():
+        want = module(x)
+    got = Engine.load(param).forward(x.numpy())
+    assert [g.shape for g in got] == [(1, 4, 8, 8), (1, 4), (1, 4, 8, 8)]
+    for g, w in zip(got, (want["out"], *want["aux"]), strict=True):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_an_export_failure_puts_the_hint_first_and_quotes_the_cause_short():
     from graphexec.exporting import QUOTED_CHARS, _export_failure
 

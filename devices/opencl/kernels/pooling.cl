@@ -1,5 +1,5 @@
 // 2-D pooling over (planes, H, W), one work-item per output element (1-D pooling runs
-// with H == 1). Windows follow PyTorch: padding never wins a max (it is -inf), a NaN does;
+// with H == 1; 3-D pooling has its own kernel below). Windows follow PyTorch: padding never wins a max (it is -inf), a NaN does;
 // the average divides by divisor_override, or by the window clipped to input + padding
 // (count_include_pad) or to the input alone.
 
@@ -52,6 +52,54 @@ __kernel void avg_pool2d(__global const float* restrict x, const int x_off,
         for (int ix = x0; ix < x1; ++ix) sum += src[iy * W + ix];
     const int count = divisor > 0 ? divisor : (include_pad ? padded : (y1 - y0) * (x1 - x0));
     y[y_off + idx] = sum / (float)count;
+}
+
+// 3-D window pooling over (planes, D, H, W), max or average as the 2-D kernels above; the
+// offsets and sizes travel as one argument (see ConvDims in gemm.cl), in this order.
+typedef struct {
+    int x_off, y_off, total, D, H, W, Do, Ho, Wo, kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw;
+    int use_max, include_pad, divisor;
+} Pool3dDims;
+
+__kernel void window_pool3d(__global const float* restrict x, __global float* restrict y, const Pool3dDims d) {
+    const int idx = get_global_id(0);
+    if (idx >= d.total) return;
+    const int ox = idx % d.Wo;
+    int t = idx / d.Wo;
+    const int oy = t % d.Ho;
+    t /= d.Ho;
+    const int oz = t % d.Do, plane = t / d.Do;
+    __global const float* src = x + d.x_off + plane * d.D * d.H * d.W;
+    if (d.use_max) {
+        float best = -INFINITY;
+        for (int i = 0; i < d.kd; ++i) {
+            const int iz = oz * d.sd - d.pd + i * d.dd;
+            if (iz < 0 || iz >= d.D) continue;
+            for (int j = 0; j < d.kh; ++j) {
+                const int iy = oy * d.sh - d.ph + j * d.dh;
+                if (iy < 0 || iy >= d.H) continue;
+                for (int l = 0; l < d.kw; ++l) {
+                    const int ix = ox * d.sw - d.pw + l * d.dw;
+                    if (ix < 0 || ix >= d.W) continue;
+                    const float v = src[(iz * d.H + iy) * d.W + ix];
+                    if (v > best || isnan(v)) best = v;
+                }
+            }
+        }
+        y[d.y_off + idx] = best;
+        return;
+    }
+    int z0 = oz * d.sd - d.pd, y0 = oy * d.sh - d.ph, x0 = ox * d.sw - d.pw;
+    int z1 = min(z0 + d.kd, d.D + d.pd), y1 = min(y0 + d.kh, d.H + d.ph), x1 = min(x0 + d.kw, d.W + d.pw);
+    const int padded = (z1 - z0) * (y1 - y0) * (x1 - x0);
+    z0 = max(z0, 0); y0 = max(y0, 0); x0 = max(x0, 0);
+    z1 = min(z1, d.D); y1 = min(y1, d.H); x1 = min(x1, d.W);
+    float sum = 0.0f;
+    for (int iz = z0; iz < z1; ++iz)
+        for (int iy = y0; iy < y1; ++iy)
+            for (int ix = x0; ix < x1; ++ix) sum += src[(iz * d.H + iy) * d.W + ix];
+    const int count = d.divisor > 0 ? d.divisor : (d.include_pad ? padded : (z1 - z0) * (y1 - y0) * (x1 - x0));
+    y[d.y_off + idx] = sum / (float)count;
 }
 
 // PyTorch's adaptive bins: start = floor(o * in / out), end = ceil((o + 1) * in / out).

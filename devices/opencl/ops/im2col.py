@@ -2,10 +2,12 @@
 im2col itself, ``nn.Fold`` / ``F.fold`` its reverse (col2im, overlaps summed); ``nn.Conv3d``
 / ``F.conv3d`` (video networks, lambda layers) gathers every kernel window into working
 memory and multiplies by the weight through the tiled GEMM
-(:func:`~graphexec.devices.opencl.ops.linear.enqueue_matmul`), every sample in one launch (a
-grouped one a group and a sample at a time), the bias added by the product's store. The
-columns take ``C * taps`` times the input's memory, so a convolution whose columns would
-pass :data:`MAX_COLUMNS` stays on the CPU.
+(:func:`~graphexec.devices.opencl.ops.linear.enqueue_matmul`), every sample in one launch, the
+bias added by the product's store. The columns take ``C * taps`` times the input's memory,
+so a convolution whose columns would pass :data:`MAX_COLUMNS` stays on the CPU. A grouped
+one (depthwise in channel-separated video networks, MViT's pooling) is a direct kernel
+instead (``kernels/grouped_conv3d.cl``): its groups' products are small, and one launch
+covers them all.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from graphexec.layers.patches import Fold, Unfold
 
 #: Elements of a convolution's columns above which it stays on the CPU (1 GiB of float32).
 MAX_COLUMNS = 2**28
-#: Products a grouped convolution may launch (one per group and sample) before it stays on the CPU.
-MAX_LAUNCHES = 16
 _PAD_MODES = {"zeros": 0, "reflect": 1, "replicate": 2, "circular": 3}
 
 
@@ -80,7 +80,7 @@ class FoldOp(Op):
 class Conv3dOp(Op):
     def check_shapes(self, layer, specs):
         reason = refused_shapes(layer, [s.shape for s in specs])
-        if reason is not None:
+        if reason is not None or layer.groups > 1:
             return reason
         shapes = [s.shape for s in specs]
         x, out = shapes[0], layer.infer_shapes(shapes)[0]
@@ -88,8 +88,6 @@ class Conv3dOp(Op):
         columns = batch * x[-4] * math.prod(self._kernel(layer, shapes)) * math.prod(out[-3:])
         if columns > MAX_COLUMNS:
             return f"its columns would hold {columns} elements (more than {MAX_COLUMNS})"
-        if layer.groups * batch > MAX_LAUNCHES:
-            return f"{layer.groups} groups of {batch} samples, a launch each: left to the CPU"
         return None
 
     @staticmethod
@@ -101,29 +99,30 @@ class Conv3dOp(Op):
         shapes = [t.shape for t in inputs]
         out_shape = layer.infer_shapes(shapes)[0]
         out = launch.output(0, out_shape)
+        if out.size == 0:
+            return [out]
         kernel = self._kernel(layer, shapes)
         batch = x.shape[0] if x.ndim == 5 else 1
         channels, size, spatial_out = x.shape[-4], x.shape[-3:], out_shape[-3:]
-        groups, cout = layer.groups, out_shape[-4]
-        taps, spots = math.prod(kernel), math.prod(spatial_out)
-        k = channels // groups * taps  # a group's GEMM depth
-        cols = launch.alloc((batch, channels * taps, spots))
-        enqueue_im2col(launch, x, cols, batch, channels, size, kernel, layer.stride, layer.dilation,
-                       [front for front, _ in layer._pads(kernel)], spatial_out, _PAD_MODES[layer.padding_mode])
+        cout, k = out_shape[-4], channels // layer.groups * math.prod(kernel)  # k: a group's GEMM depth
         weight, bias = self._weight_and_bias(launch, layer, inputs, cout, k)
-        per_group = cout // groups
-        if groups == 1:  # every sample's product in one launch: out is (batch, cout, spots)
-            b = None if bias is None else (bias[0], bias[1], 1, 0)
-            enqueue_matmul(launch, (weight[0], weight[1], k, 1), (cols.buffer, cols.offset, spots, 1), out, cout,
-                           spots, k, batch=(1, 1, batch), b_batch=(0, 0, k * spots), bias=b)
+        fronts = [front for front, _ in layer._pads(kernel)]
+        mode = _PAD_MODES[layer.padding_mode]
+        if layer.groups > 1:
+            bias_buffer, bias_offset = (None, 0) if bias is None else bias
+            dims = packed_ints(x.offset, weight[1], bias_offset, int(bias is not None), out.offset, out.size,
+                               channels, channels // layer.groups, cout, cout // layer.groups, *size, *spatial_out,
+                               *kernel, *layer.stride, *fronts, *layer.dilation)  # GroupedConv3dDims
+            built = launch.program("grouped_conv3d", PAD_MODE=mode)
+            launch.enqueue_1d(built, "grouped_conv3d", out.size, x.buffer, weight[0], bias_buffer, out.buffer, dims)
             return [out]
-        for n in range(batch):  # a group's outputs are not contiguous across samples: one launch each
-            for g in range(groups):
-                b = None if bias is None else (bias[0], bias[1] + g * per_group, 1, 0)
-                target = launch.view(out, (per_group, spots), (n * cout + g * per_group) * spots)
-                enqueue_matmul(launch, (weight[0], weight[1] + g * per_group * k, k, 1),
-                               (cols.buffer, cols.offset + (n * groups + g) * k * spots, spots, 1), target,
-                               per_group, spots, k, bias=b)
+        spots = math.prod(spatial_out)
+        cols = launch.alloc((batch, k, spots))
+        enqueue_im2col(launch, x, cols, batch, channels, size, kernel, layer.stride, layer.dilation, fronts,
+                       spatial_out, mode)
+        b = None if bias is None else (bias[0], bias[1], 1, 0)
+        enqueue_matmul(launch, (weight[0], weight[1], k, 1), (cols.buffer, cols.offset, spots, 1), out, cout,
+                       spots, k, batch=(1, 1, batch), b_batch=(0, 0, k * spots), bias=b)
         return [out]
 
     @staticmethod

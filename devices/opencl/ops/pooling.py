@@ -1,5 +1,5 @@
-"""Pooling on the device: max (no indices) and average window pooling, adaptive average and
-adaptive max (no indices), 1-D and 2-D, batched or not; ``kernels/pooling.cl``. Output
+"""Pooling on the device: max (no indices) and average window pooling, 1-D to 3-D, adaptive
+average and adaptive max (no indices), 1-D and 2-D, batched or not; ``kernels/pooling.cl``. Output
 sizes (ceil_mode included) come from the layer itself. A 3-D adaptive average pool to one
 value a channel (the head of video networks) is a mean over each plane."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from graphexec.devices.opencl.device import packed_ints
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
 from graphexec.devices.opencl.ops.reduction import reduce_lines
 from graphexec.layers.pooling import (
@@ -17,8 +18,10 @@ from graphexec.layers.pooling import (
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
 )
 
 
@@ -64,6 +67,24 @@ class WindowPoolOp(_PoolOp):
             divisor = layer.divisor or 0
             launch.enqueue_1d(built, "avg_pool2d", out.size, x.buffer, x.offset, out.buffer, out.offset, out.size,
                               h, w, ho, wo, kh, kw, sh, sw, ph, pw, layer.count_include_pad, divisor)
+        return [out]
+
+
+@implements(MaxPool3d, AvgPool3d)
+class WindowPool3dOp(WindowPoolOp):
+    """Video networks' pools (S3D, MViT): one kernel for max and average, dims in a struct."""
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        (out_shape,) = layer.infer_shapes([x.shape])
+        out = launch.output(0, out_shape)
+        if out.size == 0:
+            return [out]
+        win, use_max = layer.window, isinstance(layer, MaxPool3d)
+        include_pad, divisor = (0, 0) if use_max else (int(layer.count_include_pad), layer.divisor or 0)
+        dims = packed_ints(x.offset, out.offset, out.size, *x.shape[-3:], *out_shape[-3:], *win.kernel, *win.stride,
+                           *win.padding, *win.dilation, int(use_max), include_pad, divisor)  # Pool3dDims
+        launch.enqueue_1d(launch.program("pooling"), "window_pool3d", out.size, x.buffer, out.buffer, dims)
         return [out]
 
 

@@ -1,5 +1,5 @@
 """3-D convolutions, ``nn.Unfold`` and ``nn.Fold`` on the device (im2col then the tiled
-GEMM; col2im) and the 3-D global average pool, against the CPU layers, on drawn shapes and
+GEMM, a direct kernel for grouped convolutions; col2im) and the 3-D global average pool, against the CPU layers, on drawn shapes and
 params: every padding mode, strides, dilations, groups, batched and unbatched inputs, the
 weight stored or an input. Tolerance as for every kernel
 (tests/devices/opencl/test_opencl_kernels.py); the unfold is a copy, so exact."""
@@ -66,10 +66,38 @@ def test_functional_conv3d_matches_cpu(device, c, cout, with_bias, seed):
     check(device, layer, arrays)
 
 
-def test_conv3d_with_many_groups_is_left_to_the_cpu(device):
-    layer = make_layer("nn.Conv3d", {"in_channels": 32, "out_channels": 32, "kernel_size": [3, 3, 3], "groups": 32},
-                       {"weight": data(1, (32, 1, 3, 3, 3))})
-    assert "groups" in device.unsupported_reason(layer, [TensorSpec((1, 32, 4, 8, 8), np.dtype(np.float32))])
+@pytest.mark.parametrize("mode", ["zeros", "reflect", "replicate", "circular"])
+def test_depthwise_conv3d_with_a_multiplier_runs_in_one_launch(device, mode):
+    """Depthwise with two outputs a channel (MViT's pooling, channel-separated networks):
+    every group of every sample in the direct kernel's one launch."""
+    params = {"in_channels": 12, "out_channels": 24, "kernel_size": [3, 3, 2], "groups": 12, "padding": [1, 1, 1],
+              "stride": [1, 2, 1], "dilation": [2, 1, 1], "padding_mode": mode, "bias": True}
+    layer = make_layer("nn.Conv3d", params, {"weight": data(1, (24, 1, 3, 3, 2)), "bias": data(2, (24,))})
+    x = data(3, (5, 12, 5, 6, 7))
+    assert device.unsupported_reason(layer, [TensorSpec(x.shape, np.dtype(np.float32))]) is None
+    check(device, layer, [x])
+
+
+@SETTINGS
+@given(st.sampled_from([2, 3]), st.integers(1, 3), st.booleans(), st.integers(0, 2**16))
+def test_grouped_functional_conv3d_matches_cpu(device, groups, per_group, with_bias, seed):
+    c, cout = 2 * groups, per_group * groups
+    names = ["input", "weight"] + (["bias"] if with_bias else [])
+    layer = make_layer("F.conv3d", {"stride": [1, 2, 1], "padding": [1, 0, 1], "groups": groups},
+                       inputs=len(names), names=names)
+    arrays = [data(seed, (2, c, 4, 5, 6)), data(seed + 1, (cout, 2, 3, 2, 3), 0.3)]
+    if with_bias:
+        arrays.append(data(seed + 2, (cout,)))
+    check(device, layer, arrays)
+
+
+def test_conv3d_of_one_group_takes_a_batch_of_any_size(device):
+    """Every sample in the product's one launch, however many there are."""
+    layer = make_layer("nn.Conv3d", {"in_channels": 2, "out_channels": 3, "kernel_size": [2, 2, 2], "bias": True},
+                       {"weight": data(1, (3, 2, 2, 2, 2)), "bias": data(2, (3,))})
+    x = data(3, (20, 2, 3, 4, 4))
+    assert device.unsupported_reason(layer, [TensorSpec(x.shape, np.dtype(np.float32))]) is None
+    check(device, layer, [x])
 
 
 @SETTINGS

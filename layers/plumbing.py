@@ -47,6 +47,16 @@ class Attribute(Layer):
         value.flags.writeable = False
         self.value = value
 
+    @classmethod
+    def holding(cls, name: str, value: np.ndarray) -> Attribute:
+        """A constant of ``value`` (read-only) named ``name``, made by the planner: what a step
+        computes from constants alone (graphexec/passes/constants.py)."""
+        layer = cls.__new__(cls)
+        layer.name, layer.type = name, "pnnx.Attribute"
+        layer.num_inputs, layer.num_outputs, layer.input_names = 0, 1, []
+        layer.value = value
+        return layer
+
     def infer(self, specs: list[Spec]) -> list[Spec]:
         self.expect_inputs(specs, 0)
         if self.value.ndim == 0 and self.value.dtype.kind in "biu":

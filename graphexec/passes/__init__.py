@@ -15,6 +15,8 @@ stacked weights) it keeps in ``context.kept``, its own dictionary.
 
 The default list, in order (:data:`DEFAULT_PASSES`):
 
+    fold_constants       steps computed from constants alone ->          constants.py
+                         constants (once per engine)
     fuse_activations     producer + in-place activation -> one node      activations.py
     fuse_chains          producer + elementwise operators -> one node     chains.py
                          (on a device whose store applies them)
@@ -86,11 +88,12 @@ class Pass:
 def _default_passes() -> tuple[Pass, ...]:
     from graphexec.passes.activations import FuseActivations
     from graphexec.passes.chains import FuseChains
+    from graphexec.passes.constants import FoldConstants
     from graphexec.passes.excitation import FoldGates, FuseExcitations
     from graphexec.passes.preactivation import FoldPreactivations
     from graphexec.passes.siblings import MergeSiblings
 
-    return (FuseActivations(), FuseChains(), FuseExcitations(), FoldGates(), FoldPreactivations(),
+    return (FoldConstants(), FuseActivations(), FuseChains(), FuseExcitations(), FoldGates(), FoldPreactivations(),
             MergeSiblings())
 
 

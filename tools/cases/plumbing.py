@@ -20,8 +20,26 @@ class Constants(torch.nn.Module):
         return a * self.scale + self.offset, self.offset
 
 
+class RelativePositions(torch.nn.Module):
+    """A bias gathered from a table by relative positions (MViT, Swin): exported with a
+    dynamic batch, pnnx keeps the ``torch.arange``, the index arithmetic and the gather in
+    the graph, all of them from constants alone; the indices are handed out too."""
+
+    def __init__(self, n: int = 5, heads: int = 3):
+        super().__init__()
+        self.table = torch.nn.Parameter(_rand(2 * n - 1, heads, seed=35))
+
+    def forward(self, x):
+        n = x.shape[-1]
+        index = (torch.arange(n)[:, None] - torch.arange(n)[None, :] + (n - 1)).long()
+        bias = self.table[index].permute(2, 0, 1)
+        return torch.softmax(x + bias, dim=-1), index
+
+
 CASES = [
     Case("attribute", Constants(), (_rand(2, 3, seed=31),)),
     Case("folded_constant", Fn(lambda a: a + torch.tensor([1.0, 2.0, 3.0])), (_rand(2, 3, seed=32),)),
+    Case("relative_positions", RelativePositions(), (_rand(2, 3, 5, 5, seed=36),),
+         inputs2=(_rand(4, 3, 5, 5, seed=37),)),
     Case("nested_tuple", Fn(lambda a, b: ((a, b * 2), a + b)), (_rand(2, 3, seed=33), _rand(2, 3, seed=34))),
 ]

@@ -144,6 +144,24 @@ def test_constants_live_on_the_side_that_reads_them(device):
         assert_matches(engine.forward(*ins), want[0], what="mha_bool_causal on the device")
 
 
+def test_what_the_model_computes_from_constants_alone_is_a_constant_on_the_device(device):
+    """A bias gathered from a table by relative positions (integer indexing, which no kernel
+    computes) is folded at planning: the device reads it as a constant uploaded once, so a
+    run uploads only the input; without the fold it is gathered on the CPU at every run."""
+    case = OPS / "plumbing" / "relative_positions"
+    ins, want = load_io(case)
+    with Engine.load(case / "model.pnnx.param", device=device) as engine:
+        placement = engine.plan(ins[0].shape).placement
+        assert [r.device for r in placement.rows if r.node == "Tensor.permute_3"] == ["opencl"]
+        assert placement.transfers == (1, 1)
+        for _ in range(2):
+            got = engine.forward(*ins)
+            assert_close(got[0], want[0], "relative_positions on the device")
+            assert np.array_equal(got[1], want[1])
+    with Engine.load(case / "model.pnnx.param", device=device, passes_off={"fold_constants"}) as engine:
+        assert engine.plan(ins[0].shape).placement.transfers == (2, 1)
+
+
 def test_an_operator_without_kernel_runs_on_the_cpu_between_transfers(device):
     from graphexec.layers import Layer, register
     from graphexec.layers.registry import unregister

@@ -18,12 +18,13 @@ MODELS = REPO / "examples" / "models"
 
 
 def test_the_default_passes_in_order():
-    assert PASS_NAMES == ("fuse_activations", "fuse_chains", "fuse_excitations", "fold_gates",
+    assert PASS_NAMES == ("fold_constants", "fuse_activations", "fuse_chains", "fuse_excitations", "fold_gates",
                           "fold_preactivations", "merge_siblings")
     assert all(isinstance(p, Pass) and p.name for p in DEFAULT_PASSES)
     assert [p.name for p in DEFAULT_PASSES if not p.applies_to("cpu")] == ["fuse_chains", "fold_gates"]
-    assert [p.name for p in DEFAULT_PASSES if p.applies_to("opencl")] == ["fuse_activations", "fuse_chains",
-                                                                          "fuse_excitations", "fold_gates"]
+    assert [p.name for p in DEFAULT_PASSES if p.applies_to("opencl")] == ["fold_constants", "fuse_activations",
+                                                                          "fuse_chains", "fuse_excitations",
+                                                                          "fold_gates"]
 
 
 def _fused(plan) -> int:

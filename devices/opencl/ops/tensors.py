@@ -344,3 +344,45 @@ class ViewOp(Op):
                 copy_strided(launch, x, offset, strides, out, 0, contiguous_strides(shape), shape)
                 outputs.append(out)
         return outputs
+
+
+@implements(slicing.SliceCopy)
+class SliceCopyOp(Op):
+    """Slice assignment ``y[:, 1:] = z`` (``Tensor.slice_copy``; MViT's relative-position
+    terms added into the attention scores): the input copied whole, then the values copied
+    over its slice, broadcast by zero strides."""
+
+    def check(self, layer):
+        if _runtime_bound(layer):
+            return "its bounds are runtime values, known on the host only"
+        return None
+
+    def check_shapes(self, layer, specs):
+        target, values = specs[0], specs[1]
+        if values.dtype != target.dtype:
+            return f"values of dtype {values.dtype} cast to {target.dtype} stay on the CPU"
+        reason = _copyable(specs[:1])
+        if reason:
+            return reason
+        _, shape, strides = self._region(layer, target.shape)
+        if len(collapse(shape, [strides, contiguous_strides(shape)])[0]) > COPY_RANK:
+            return f"a copy over more than {COPY_RANK} dims"
+        return None
+
+    @staticmethod
+    def _region(layer, shape):
+        """(offset, shape, strides) in elements of the slice written, in the output."""
+        phantom = _phantom(shape)
+        region = np.asarray(slicing.Slice.forward(layer, [phantom])[0])
+        base = phantom.__array_interface__["data"][0]
+        return region.__array_interface__["data"][0] - base, tuple(region.shape), tuple(region.strides)
+
+    def run(self, launch, layer, inputs):
+        x, values = inputs[0], inputs[1]
+        out = launch.output(0, x.shape, x.dtype)
+        launch.copy(out, x)
+        offset, shape, strides = self._region(layer, x.shape)
+        lead = len(shape) - values.ndim  # values broadcast from the right, as torch's copy_
+        source = [0] * lead + [0 if n == 1 else s for n, s in zip(values.shape, contiguous_strides(values.shape))]
+        copy_strided(launch, values, 0, source, out, offset, strides, shape)
+        return [out]

@@ -535,6 +535,37 @@ def test_views_match_cpu(device, case, n, dtype, seed):
     check(device, layer, [x], exact=True)
 
 
+@st.composite
+def slice_copy_cases(draw):
+    """A slice (ranges with steps, or single indices) of a drawn tensor, and values that
+    broadcast to it: some dims 1, leading ones dropped."""
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=4)))
+    dims = draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True))
+    starts, ends, steps, selects = [], [], [], []
+    for d in dims:
+        if draw(st.integers(0, 3)) == 0:
+            starts.append(0), ends.append(0), steps.append(0)
+            selects.append(draw(st.integers(-shape[d], shape[d] - 1)))
+        else:
+            starts.append(draw(st.integers(-shape[d], shape[d])))
+            ends.append(draw(st.sampled_from([2147483647, draw(st.integers(-shape[d], shape[d]))])))
+            steps.append(draw(st.integers(1, 3)))
+            selects.append(2147483647)
+    params = {"dims": dims, "starts": starts, "ends": ends, "steps": steps, "selects": selects}
+    region = make_layer("Tensor.slice", params).forward([np.zeros(shape)])[0].shape
+    values = tuple(1 if draw(st.booleans()) else n for n in region)[draw(st.integers(0, len(region))):]
+    return params, shape, values, draw(st.integers(0, 2**16))
+
+
+@SETTINGS
+@given(slice_copy_cases())
+def test_slice_assignment_matches_cpu(device, case):
+    """``y[idx] = z`` as pnnx writes it (``Tensor.slice_copy``): the copy, then the values."""
+    params, shape, values, seed = case
+    layer = make_layer("Tensor.slice_copy", params, inputs=2, names=["self", "src"])
+    check(device, layer, [data(seed, shape), data(seed + 1, values)], exact=True)
+
+
 def test_contiguous_pieces_share_the_buffer(device):
     """A chunk of the channels of one image, a reshape, a flatten: no kernel, no copy."""
     x = device.upload(data(1, (1, 8, 3, 3)))

@@ -14,7 +14,7 @@ Not folded, so left to run as before: an output the caller gets back (handed out
 constant could be written to), a value that is not an array of its inferred spec (a tuple,
 a size), a computed value larger than :data:`MAX_FOLDED_BYTES`, and a step that raises (a
 run reports it, naming the operator). Values depend on no input, so they are kept in the
-pass's store and shared by the plans of every input shape.
+pass's store and shared by the plans of every input shape, as are the constant layers.
 """
 
 from __future__ import annotations
@@ -87,6 +87,16 @@ def _as_constant(value: Any, spec: Spec | None) -> np.ndarray | None:
     return array
 
 
+def _constant_layer(kept: dict[Any, Any], name: str, value: np.ndarray) -> Attribute:
+    """The constant layer named ``name``, one for every plan of the engine (a device then
+    uploads its value once)."""
+    key = ("layer", name)
+    layer = kept.get(key)
+    if layer is None:
+        layer = kept[key] = Attribute.holding(name, value)
+    return layer
+
+
 def fold_constants(program: Program, specs: Mapping[str, Spec], kept: dict[str, Any]
                    ) -> tuple[Program, frozenset[str], int]:
     """``program`` with every foldable step's demanded outputs as constants and the steps
@@ -120,7 +130,10 @@ def fold_constants(program: Program, specs: Mapping[str, Spec], kept: dict[str, 
             demanded.update(step.inputs)  # kept as it is: what it reads is demanded too
             continue
         names = [step.name] if len(wanted) == 1 else [f"{step.name}#{n}" for n in wanted]
-        replaced[k] = [Step(Attribute.holding(name, a), (), (n,)) for name, n, a in zip(names, wanted, arrays)]
+        replaced[k] = [Step(_constant_layer(kept, name, a), (), (n,)) for name, n, a in zip(names, wanted, arrays)]
+    for k in constant - replaced.keys():  # what is not held is computed again by the next plan
+        if kept.get(program.steps[k].name) is not _UNFOLDABLE:
+            kept.pop(program.steps[k].name, None)
     if not replaced:
         return program, frozenset(), 0
     steps: list[Step] = []

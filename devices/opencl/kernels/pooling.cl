@@ -1,7 +1,7 @@
 // 2-D pooling over (planes, H, W), one work-item per output element (1-D pooling runs
-// with H == 1; 3-D pooling has its own kernel below). Windows follow PyTorch: padding never wins a max (it is -inf), a NaN does;
-// the average divides by divisor_override, or by the window clipped to input + padding
-// (count_include_pad) or to the input alone.
+// with H == 1; 3-D pooling has its own kernel below). Windows follow PyTorch: padding
+// never wins a max (it is -inf), a NaN does; the average divides by divisor_override, or
+// by the window clipped to input + padding (count_include_pad) or to the input alone.
 
 __kernel void max_pool2d(__global const float* restrict x, const int x_off,
                          __global float* restrict y, const int y_off, const int total,

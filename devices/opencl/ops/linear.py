@@ -18,6 +18,7 @@ import numpy as np
 from graphexec.devices.opencl.device import DeviceTensor, contiguous_strides
 from graphexec.devices.opencl.ops.base import Launch, Op, implements, refused_shapes
 from graphexec.devices.opencl.ops.expression import enqueue_elementwise, float_literal
+from graphexec.devices.opencl.ops.tensors import copy_strided
 from graphexec.errors import DeviceError
 from graphexec.layers.linear import (
     BMM,
@@ -272,7 +273,9 @@ def _batch_strides(shape: tuple[int, ...], batch: tuple[int, ...], matrix: int) 
 @dataclass(frozen=True)
 class BatchedProduct:
     """An einsum of two operands read as C[batch] (m x n) = A[batch] (m x k) @ B[batch] (k x n):
-    each operand's element strides along m or n, k and the (up to three) batch labels."""
+    each operand's element strides along m or n, k and the (up to three) batch labels; C is
+    contiguous in (batch, m, n) order, and ``out_strides`` says where each of those dims lies
+    in the einsum's output when that order is not the output's (None: it is)."""
 
     m: int
     n: int
@@ -282,43 +285,59 @@ class BatchedProduct:
     b: tuple[int, int]
     a_batch: tuple[int, int, int]
     b_batch: tuple[int, int, int]
+    shape: tuple[int, ...] = ()
+    out_strides: tuple[int, ...] | None = None
 
 
 def batched_product(layer: Einsum, shapes: list[tuple[int, ...]]) -> BatchedProduct | str:
     """The product an einsum is, or why it is not one the GEMM runs: two operands, no
-    ``...``, every label once per term, one label each for the rows, the columns and the
-    sum, at most three batch labels, and the output the batch labels then rows, columns
-    (MaxViT's ``ijkln,ijkmn->ijklm``)."""
+    ``...``, every label once per term, one summed label, a label of the output that only
+    the first operand has (the rows; the last such) and one only the second has (the
+    columns), and at most three other output labels of more than one value (batch labels,
+    broadcast where an operand lacks them or holds one value). The product is stored in
+    (batch, rows, columns) order, then copied into the output's order where that differs:
+    MaxViT's ``ijkln,ijkmn->ijklm`` is stored in place, MViT's relative positions
+    ``ijklmo,mno->ijklmn`` are copied."""
     parsed = layer.parsed
     if len(parsed.terms) != 2 or "..." in parsed.equation:
         return "only einsums of two operands without '...' run here"
     (ta, tb), out = parsed.terms, parsed.output
     if any(len(set(t)) != len(t) for t in (ta, tb, out)):
         return "a label repeated within a term (a diagonal) is left to the CPU"
-    if len(out) < 2 or out[-2] not in ta or out[-2] in tb or out[-1] not in tb or out[-1] in ta:
-        return f"{parsed.equation!r} does not end in a row label of the first operand and a column label of the second"
-    batch, summed = out[:-2], [c for c in ta if c in tb and c not in out]
-    if len(summed) != 1 or len(batch) > 3 or any(c not in ta or c not in tb for c in batch):
-        return f"{parsed.equation!r} is not a batched matrix product (one summed label, up to three batch labels)"
-    if set(ta) != {*batch, out[-2], summed[0]} or set(tb) != {*batch, out[-1], summed[0]}:
+    summed = [c for c in ta if c in tb and c not in out]
+    if any(c not in out and c not in summed for c in ta + tb):
         return f"{parsed.equation!r} sums a label over one operand alone"
+    rows, cols = [c for c in out if c not in tb], [c for c in out if c not in ta]
+    if not rows or not cols:
+        return f"{parsed.equation!r} has no row label of the first operand alone and column label of the second"
+    if len(summed) != 1:
+        return f"{parsed.equation!r} is not a matrix product (it sums {len(summed)} labels, not one)"
     try:
         sizes, _ = parsed.sizes(shapes)
     except ValueError as exc:
         return str(exc)
+    (row, col), k = (rows[-1], cols[-1]), summed[0]
+    batch = [c for c in out if c not in (row, col) and sizes[c] > 1]
+    if len(batch) > 3:
+        return f"{parsed.equation!r} is batched over {len(batch)} labels (up to three run here)"
     strides = [dict(zip(t, contiguous_strides(shape))) for t, shape in zip((ta, tb), shapes)]
     dims = [dict(zip(t, shape)) for t, shape in zip((ta, tb), shapes)]
-
-    def along(which: int) -> tuple[int, int, int]:  # batch strides, 0 where broadcast
-        found = [strides[which][c] if dims[which][c] == sizes[c] and sizes[c] > 1 else 0 for c in batch]
-        return tuple([0] * (3 - len(found)) + found)  # type: ignore[return-value]
-
-    (row, col), k = out[-2:], summed[0]
     if dims[0][k] != dims[1][k]:
         return f"the summed label {k!r} has sizes {dims[0][k]} and {dims[1][k]}"
+
+    def along(which: int) -> tuple[int, int, int]:  # batch strides, 0 where absent or broadcast
+        found = [strides[which][c] if dims[which].get(c) == sizes[c] else 0 for c in batch]
+        return tuple([0] * (3 - len(found)) + found)  # type: ignore[return-value]
+
+    stored = [*batch, row, col]
+    shape = tuple(sizes[c] for c in stored)
+    out_strides = None
+    if [c for c in out if sizes[c] > 1] != [c for c in stored if sizes[c] > 1]:
+        placed = dict(zip(out, contiguous_strides(tuple(sizes[c] for c in out))))
+        out_strides = tuple(placed[c] for c in stored)
     full = tuple([1] * (3 - len(batch)) + [sizes[c] for c in batch])
     return BatchedProduct(sizes[row], sizes[col], sizes[k], full, (strides[0][row], strides[0][k]),  # type: ignore[arg-type]
-                          (strides[1][k], strides[1][col]), along(0), along(1))
+                          (strides[1][k], strides[1][col]), along(0), along(1), shape, out_strides)
 
 
 @implements(Einsum)
@@ -335,7 +354,11 @@ class EinsumOp(Op):
         if isinstance(product, str):  # check_shapes keeps such an einsum on the CPU
             raise DeviceError(product)
         out = launch.output(0, layer.infer_shapes([a.shape, b.shape])[0])
-        enqueue_matmul(launch, (a.buffer, a.offset, *product.a), (b.buffer, b.offset, *product.b), out,
+        stored = out if product.out_strides is None else launch.alloc(product.shape)
+        enqueue_matmul(launch, (a.buffer, a.offset, *product.a), (b.buffer, b.offset, *product.b), stored,
                        product.m, product.n, product.k, batch=product.batch, a_batch=product.a_batch,
                        b_batch=product.b_batch)
+        if product.out_strides is not None:  # into the output's order of labels
+            copy_strided(launch, stored, 0, contiguous_strides(product.shape), out, 0, product.out_strides,
+                         product.shape)
         return [out]

@@ -600,18 +600,25 @@ def test_softmax_long_rows(device, shape, dim):
 
 
 #: Einsums that are batched matrix products: plain, batched, with either operand transposed,
-#: and MaxViT's two (three batch labels).
+#: MaxViT's two (three batch labels), batch labels of one operand alone (broadcast over the
+#: other), and outputs in another order than (batch, rows, columns), stored then copied:
+#: ``ij,jk->ki``, MViT's and SAM's relative positions.
 PRODUCTS = ["ij,jk->ik", "bij,bjk->bik", "bij,bkj->bik", "bji,bjk->bik", "hqd,hkd->hqk", "nhls,nhsd->nhld",
-            "ijkln,ijkmn->ijklm", "ijkln,ijknm->ijklm", "bhij,hbjk->bhik"]
+            "ijkln,ijkmn->ijklm", "ijkln,ijknm->ijklm", "bhij,hbjk->bhik", "abij,bjk->abik", "ij,jk->ki",
+            "ijklmo,lno->ijklmn", "ijklmo,mno->ijklmn", "bhwc,hkc->bhwk", "bhwc,wkc->bhwk", "bqd,kd->bkq"]
 
 
 @SETTINGS
 @given(st.sampled_from(PRODUCTS), st.data(), st.integers(0, 2**16))
 def test_einsum_products_match_cpu(device, equation, draw, seed):
-    """Label sizes drawn per label; a batch label of size 1 in one operand is broadcast."""
+    """Label sizes drawn per label (at most three batch labels of more than one value); a
+    batch label of size 1 in one operand is broadcast."""
     (ta, tb), out = equation.split("->")[0].split(","), equation.split("->")[1]
     sizes = {c: draw.draw(st.integers(1, 9)) for c in set(ta + tb)}
-    batch = out[:-2]
+    rows, cols = [c for c in out if c not in tb], [c for c in out if c not in ta]
+    batch = [c for c in out if c not in (rows[-1], cols[-1])]
+    for c in batch[:-3]:
+        sizes[c] = 1
     shapes = []
     for term in (ta, tb):
         ones = draw.draw(st.sets(st.sampled_from(batch))) if batch else set()
@@ -622,8 +629,9 @@ def test_einsum_products_match_cpu(device, equation, draw, seed):
 
 @pytest.mark.parametrize("equation, shapes, why", [
     ("ii->i", [(3, 3)], "two operands"), ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)], "two operands"),
-    ("ij,jk->ki", [(3, 4), (4, 5)], "row label"), ("ij,ij->i", [(3, 4), (3, 4)], "row label"),
-    ("iij,jk->ik", [(3, 3, 4), (4, 5)], "repeated"), ("abij,bjk->abik", [(2, 3, 4, 5), (3, 5, 6)], "batched"),
+    ("ij,ij->i", [(3, 4), (3, 4)], "row label"), ("iij,jk->ik", [(3, 3, 4), (4, 5)], "repeated"),
+    ("abcdij,abcdjk->abcdik", [(2, 2, 2, 2, 3, 4), (2, 2, 2, 2, 4, 5)], "batched over 4 labels"),
+    ("ijk,jkl->il", [(3, 4, 2), (4, 2, 5)], "sums 2 labels"),
     ("ijk,jl->il", [(3, 4, 2), (4, 5)], "one operand alone"),
 ])
 def test_einsums_the_device_leaves_to_the_cpu(device, equation, shapes, why):

@@ -1,7 +1,7 @@
 """3-D convolutions, ``nn.Unfold`` and ``nn.Fold`` on the device (im2col then the tiled
-GEMM, a direct kernel for grouped convolutions; col2im) and the 3-D global average pool, against the CPU layers, on drawn shapes and
-params: every padding mode, strides, dilations, groups, batched and unbatched inputs, the
-weight stored or an input. Tolerance as for every kernel
+GEMM, a direct kernel for grouped convolutions; col2im) and the 3-D global average pool,
+against the CPU layers, on drawn shapes and params: every padding mode, strides,
+dilations, groups, batched and unbatched inputs, the weight stored or an input. Tolerance as for every kernel
 (tests/devices/opencl/test_opencl_kernels.py); the unfold is a copy, so exact."""
 
 from __future__ import annotations

@@ -543,14 +543,13 @@ def slice_copy_cases(draw):
     dims = draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True))
     starts, ends, steps, selects = [], [], [], []
     for d in dims:
-        if draw(st.integers(0, 3)) == 0:
-            starts.append(0), ends.append(0), steps.append(0)
-            selects.append(draw(st.integers(-shape[d], shape[d] - 1)))
+        if draw(st.integers(0, 3)) == 0:  # one index: pnnx writes zeros for the range
+            bounds = (0, 0, 0, draw(st.integers(-shape[d], shape[d] - 1)))
         else:
-            starts.append(draw(st.integers(-shape[d], shape[d])))
-            ends.append(draw(st.sampled_from([2147483647, draw(st.integers(-shape[d], shape[d]))])))
-            steps.append(draw(st.integers(1, 3)))
-            selects.append(2147483647)
+            end = draw(st.sampled_from([2147483647, draw(st.integers(-shape[d], shape[d]))]))
+            bounds = (draw(st.integers(-shape[d], shape[d])), end, draw(st.integers(1, 3)), 2147483647)
+        for bound, values in zip(bounds, (starts, ends, steps, selects)):
+            values.append(bound)
     params = {"dims": dims, "starts": starts, "ends": ends, "steps": steps, "selects": selects}
     region = make_layer("Tensor.slice", params).forward([np.zeros(shape)])[0].shape
     values = tuple(1 if draw(st.booleans()) else n for n in region)[draw(st.integers(0, len(region))):]

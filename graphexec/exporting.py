@@ -56,23 +56,25 @@ def _base(path: str | os.PathLike[str]) -> Path:
 
 def _flatten(value: Any) -> list[Any]:
     """The tensors of a nested output in order: a mapping's values in its own order
-    (segmentation models return ``{"out": ..., "aux": ...}``, Hugging Face a ``ModelOutput``)."""
+    (segmentation models return ``{"out": ..., "aux": ...}``, Hugging Face a ``ModelOutput``);
+    a None (an output a model leaves out) is skipped."""
     if isinstance(value, Mapping):
         return [leaf for item in value.values() for leaf in _flatten(item)]
     if isinstance(value, (tuple, list)):
         return [leaf for item in value for leaf in _flatten(item)]
-    return [value]
+    return [] if value is None else [value]
 
 
-def _holds_mapping(value: Any) -> bool:
-    if isinstance(value, Mapping):
+def _needs_flattening(value: Any) -> bool:
+    """Whether a nested output holds what TorchScript's tracer refuses: a dict or a None."""
+    if value is None or isinstance(value, Mapping):
         return True
-    return isinstance(value, (tuple, list)) and any(_holds_mapping(item) for item in value)
+    return isinstance(value, (tuple, list)) and any(_needs_flattening(item) for item in value)
 
 
 def _returning_tuple(torch: Any, module: Any) -> Any:
     """``module`` behind a wrapper that returns its outputs flattened into one tuple:
-    TorchScript's tracer, which pnnx runs, refuses a dict among the outputs."""
+    TorchScript's tracer, which pnnx runs, refuses a dict or a None among the outputs."""
 
     class FlatOutputs(torch.nn.Module):
         def __init__(self) -> None:
@@ -127,8 +129,8 @@ def export(
     exported input shapes). ``path`` names the model without suffix (``out/net``; a
     ``.pt`` or ``.pnnx.param`` suffix is dropped). Written: ``<path>.pnnx.param``,
     ``<path>.pnnx.bin`` and ``<path>.io.npz`` holding the inputs ``in0..`` and PyTorch's
-    outputs ``out0..`` (tuples, lists and dicts of outputs flattened in order, as graphexec
-    returns them).
+    outputs ``out0..`` (tuples, lists and dicts of outputs flattened in order, Nones left
+    out, as graphexec returns them).
 
     With ``check`` (the default) the export is loaded with :class:`~graphexec.Engine` and
     run on the same inputs; it raises an error if graphexec cannot run it (for instance an
@@ -155,7 +157,7 @@ def export(
     with torch.no_grad():
         returned = module(*inputs)
     outputs = _flatten(returned)
-    if _holds_mapping(returned):
+    if _needs_flattening(returned):
         module = _returning_tuple(torch, module)
     with tempfile.TemporaryDirectory(prefix="graphexec-export-") as tmp:
         written = Path(tmp) / "model.pnnx.param"

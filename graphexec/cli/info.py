@@ -62,6 +62,7 @@ def command(args: argparse.Namespace) -> None:
             print(f"  {op_type:<28} used by {', '.join(names)}")
         return
     shapes = run_shapes(engine, args)
+    plan = None
     try:
         plan = engine.plan(*(shapes or ()))
     except InputError as exc:
@@ -78,9 +79,8 @@ def command(args: argparse.Namespace) -> None:
           + (f", large nodes in compiled parts on {engine.policy.cores} threads" if engine.policy.parts else "")
           + (" (the defaults for this plan on this machine)" if chosen else "")
           + (f", workers pinned to cores {', '.join(map(str, pinned))}" if pinned else ""))
-    placement = engine.plan().placement if engine.device is not None else None
-    if placement is not None:
-        print_placement(placement, args.placement)
+    if plan is not None and plan.placement.device is not None:  # the plan for the shapes given
+        print_placement(plan.placement, args.placement)
 
 
 def describe_plan(engine: Engine, plan: Plan) -> None:

@@ -115,6 +115,19 @@ def test_info_on_opencl_shows_where_nodes_run(capsys):
     assert "nn.Conv2d+nn.ReLU        opencl" in out
 
 
+def test_info_on_opencl_places_the_shapes_given_for_a_dynamic_model(capsys):
+    """A model exported with a dynamic batch: the placement is the plan's for --input-shape."""
+    if _opencl_missing() is not None:
+        pytest.skip(f"no OpenCL device: {_opencl_missing()}")
+    from tests.golden import OPS
+
+    model = OPS / "plumbing" / "relative_positions" / "model.pnnx.param"
+    assert main(["info", str(model), "--input-shape", "4,3,5,5", "--device", "opencl", "--placement"]) == 0
+    out = capsys.readouterr().out
+    assert "planned for inputs in0 (4, 3, 5, 5)" in out
+    assert "placement: 6 nodes: 3 on opencl, 3 on cpu" in out and "Tensor.permute_3" in out
+
+
 def test_trace_on_opencl_has_a_lane_per_queue(tmp_path, capsys):
     if _opencl_missing() is not None:
         pytest.skip(f"no OpenCL device: {_opencl_missing()}")

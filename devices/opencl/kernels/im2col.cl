@@ -35,12 +35,14 @@ __kernel void im2col(__global const float* restrict x, __global float* restrict 
 }
 
 // col2im, nn.Fold's sum: each element of y (N, C, H, W) adds up, tap by tap in the kernel's
-// order (as the CPU layer adds), the column entries of every window that covers it.
+// order (as the CPU layer adds), the column entries of every window that covers it, then
+// its channel's bias where there is one (a transposed convolution's).
 typedef struct {
-    int cols_off, y_off, total, C, H, W, kh, kw, rows, cols, sh, sw, dh, dw, ph, pw;
+    int cols_off, y_off, total, C, H, W, kh, kw, rows, cols, sh, sw, dh, dw, ph, pw, bias_off, has_bias;
 } Col2imDims;
 
-__kernel void col2im(__global const float* restrict cols, __global float* restrict y, const Col2imDims d) {
+__kernel void col2im(__global const float* restrict cols, __global float* restrict y,
+                     __global const float* restrict bias, const Col2imDims d) {
     const int id = get_global_id(0);
     if (id >= d.total) return;
     const int x = id % d.W, row = (id / d.W) % d.H, c = (id / (d.W * d.H)) % d.C, n = id / (d.W * d.H * d.C);
@@ -59,5 +61,5 @@ __kernel void col2im(__global const float* restrict cols, __global float* restri
             sum += cols[d.cols_off + ((n * d.C + c) * d.kh * d.kw + i * d.kw + j) * spots + r * d.cols + s];
         }
     }
-    y[d.y_off + id] = sum;
+    y[d.y_off + id] = sum + (d.has_bias ? bias[d.bias_off + c] : 0.0f);
 }

@@ -7,7 +7,8 @@ bias added by the product's store. The columns take ``C * taps`` times the input
 so a convolution whose columns would pass :data:`MAX_COLUMNS` stays on the CPU. A grouped
 one (depthwise in channel-separated video networks, MViT's pooling) is a direct kernel
 instead (``kernels/grouped_conv3d.cl``): its groups' products are small, and one launch
-covers them all.
+covers them all. A transposed 1-D or 2-D convolution is a product into columns, then
+col2im.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from graphexec.devices.opencl.device import packed_ints
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
 from graphexec.devices.opencl.ops.linear import enqueue_matmul
+from graphexec.layers.conv import ConvTranspose1d, ConvTranspose2d
 from graphexec.layers.conv3d import Conv3d, FConv3d
 from graphexec.layers.patches import Fold, Unfold
 
@@ -70,9 +72,52 @@ class FoldOp(Op):
             return [out]
         rows, cols = layer.windows(layer.output_size)
         dims = packed_ints(x.offset, out.offset, out.size, out.shape[-3], *layer.output_size, *layer.kernel, rows, cols,
-                           *layer.stride, *layer.dilation, *layer.padding)
+                           *layer.stride, *layer.dilation, *layer.padding, 0, 0)  # Col2imDims, no bias
         built = launch.program("im2col")
-        launch.enqueue_1d(built, "col2im", out.size, x.buffer, out.buffer, dims)
+        launch.enqueue_1d(built, "col2im", out.size, x.buffer, out.buffer, None, dims)
+        return [out]
+
+
+@implements(ConvTranspose1d, ConvTranspose2d)
+class ConvTransposeOp(Op):
+    """A transposed convolution (U-Net and segmentation decoders, GAN generators) as
+    convolution's gradient: the product of the weight, read as (groups, Cout/G * taps,
+    Cin/G), and the input gives each input pixel's contribution to every tap, then col2im
+    sums the contributions landing on each output pixel and adds the bias."""
+
+    def check_shapes(self, layer, specs):
+        reason = refused_shapes(layer, [specs[0].shape])
+        if reason is not None:
+            return reason
+        x = specs[0].shape
+        batch = x[0] if len(x) == layer.spatial + 2 else 1
+        columns = batch * layer.out_channels * math.prod(layer.kernel_size) * math.prod(x[-layer.spatial:])
+        if columns > MAX_COLUMNS:
+            return f"its columns would hold {columns} elements (more than {MAX_COLUMNS})"
+        return None
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        out_shape = layer.infer_shapes([x.shape])[0]
+        out = launch.output(0, out_shape)
+        if out.size == 0:
+            return [out]
+        flat = layer.spatial == 1  # a 1-D one runs as 2-D with one row
+        lift = (lambda values, fill: (fill, values[0])) if flat else (lambda values, fill: tuple(values))
+        batch = x.shape[0] if x.ndim == layer.spatial + 2 else 1
+        cin, cout, groups = x.shape[-layer.spatial - 1], layer.out_channels, layer.groups
+        (h, w), (ho, wo) = lift(x.shape[-layer.spatial:], 1), lift(out_shape[-layer.spatial:], 1)
+        kh, kw = lift(layer.kernel_size, 1)
+        m, k, spots = cout // groups * kh * kw, cin // groups, h * w
+        device = launch.device
+        kernel = device.constant(layer, "kernel", lambda: np.asarray(layer.kernel, np.float32))  # (G, m, k)
+        cols = launch.alloc((batch, cout * kh * kw, spots))
+        enqueue_matmul(launch, (kernel, 0, k, 1), (x.buffer, x.offset, spots, 1), cols, m, spots, k,
+                       batch=(1, batch, groups), a_batch=(0, 0, m * k), b_batch=(0, cin * spots, k * spots))
+        bias = None if layer.bias is None else device.constant(layer, "bias", lambda: np.asarray(layer.bias, np.float32))
+        dims = packed_ints(cols.offset, out.offset, out.size, cout, ho, wo, kh, kw, h, w, *lift(layer.stride, 1),
+                           *lift(layer.dilation, 1), *lift(layer.padding, 0), 0, int(bias is not None))  # Col2imDims
+        launch.enqueue_1d(launch.program("im2col"), "col2im", out.size, cols.buffer, out.buffer, bias, dims)
         return [out]
 
 

@@ -163,16 +163,15 @@ def test_supports_by_class_params_and_specs(device):
     relu = make_layer("nn.ReLU", {})
     assert device.supports(relu, f32)
     assert "int64" in device.unsupported_reason(relu, [TensorSpec((3,), np.int64)])
-    transposed = make_layer("nn.ConvTranspose2d", {"in_channels": 4, "out_channels": 4, "kernel_size": [2, 2],
-                                                       "stride": [2, 2], "bias": False},
-                            {"weight": np.zeros((4, 4, 2, 2), np.float32)})
-    assert "no OpenCL kernel for ConvTranspose2d" in device.unsupported_reason(transposed)
+    transposed = make_layer("F.conv_transpose2d", {"stride": [2, 2]}, inputs=2, names=["input", "weight"])
+    assert "no OpenCL kernel for FConvTranspose2d" in device.unsupported_reason(transposed)
     pool = make_layer("nn.MaxPool2d", {"kernel_size": [2, 2], "return_indices": True}, outputs=2)
     assert "return_indices" in device.unsupported_reason(pool)
     compare = make_layer("pnnx.Expression", {"expr": "gt(@0,@1)"}, inputs=2)
     assert "gt() is not implemented" in device.unsupported_reason(compare)
     with pytest.raises(DeviceError, match="cannot run on"):
-        device.run(transposed, [device.upload(np.zeros((1, 4, 3, 3), np.float32))])
+        device.run(transposed, [device.upload(np.zeros((1, 4, 3, 3), np.float32)),
+                                device.upload(np.zeros((4, 4, 2, 2), np.float32))])
 
 
 def test_weights_are_uploaded_once_per_layer(device):

@@ -1,7 +1,8 @@
 """3-D convolutions, ``nn.Unfold`` and ``nn.Fold`` on the device (im2col then the tiled
-GEMM, a direct kernel for grouped convolutions; col2im) and the 3-D global average pool,
-against the CPU layers, on drawn shapes and params: every padding mode, strides,
-dilations, groups, batched and unbatched inputs, the weight stored or an input. Tolerance as for every kernel
+GEMM, a direct kernel for grouped convolutions; col2im), transposed convolutions (a
+product, then col2im) and the 3-D global average pool, against the CPU layers, on drawn
+shapes and params: every padding mode, strides, dilations, groups, batched and unbatched
+inputs, the weight stored or an input. Tolerance as for every kernel
 (tests/devices/opencl/test_opencl_kernels.py); the unfold is a copy, so exact."""
 
 from __future__ import annotations
@@ -89,6 +90,38 @@ def test_grouped_functional_conv3d_matches_cpu(device, groups, per_group, with_b
     if with_bias:
         arrays.append(data(seed + 2, (cout,)))
     check(device, layer, arrays)
+
+
+@st.composite
+def conv_transpose_cases(draw):
+    spatial, groups = draw(st.sampled_from([1, 2, 2])), draw(st.sampled_from([1, 1, 2, 3]))
+    c, cout = groups * draw(st.integers(1, 3)), groups * draw(st.integers(1, 3))
+    kernel = [draw(st.integers(1, 4)) for _ in range(spatial)]
+    stride = [draw(st.integers(1, 3)) for _ in range(spatial)]
+    dilation = [draw(st.integers(1, 2)) for _ in range(spatial)]
+    padding = [draw(st.integers(0, d * (k - 1))) for k, d in zip(kernel, dilation)]
+    output_padding = [draw(st.integers(0, max(s, d) - 1)) for s, d in zip(stride, dilation)]
+    size = tuple(draw(st.integers(1, 6)) for _ in range(spatial))
+    n = draw(st.integers(0, 3))
+    params = {"in_channels": c, "out_channels": cout, "kernel_size": kernel, "stride": stride, "padding": padding,
+              "output_padding": output_padding, "dilation": dilation, "groups": groups,
+              "bias": draw(st.booleans())}
+    return spatial, params, ((n,) if n else ()) + (c,) + size, draw(st.integers(0, 2**16))
+
+
+@SETTINGS
+@given(conv_transpose_cases())
+def test_transposed_convolution_matches_cpu(device, case):
+    """``nn.ConvTranspose1d/2d``: strides, paddings, output paddings, dilations, groups,
+    batched and unbatched inputs, with and without a bias (a product, then col2im)."""
+    spatial, params, shape, seed = case
+    c, cout, groups = params["in_channels"], params["out_channels"], params["groups"]
+    attrs = {"weight": data(seed, (c, cout // groups, *params["kernel_size"]), 0.5)}
+    if params["bias"]:
+        attrs["bias"] = data(seed + 1, (cout,))
+    layer = built(lambda: make_layer(f"nn.ConvTranspose{spatial}d", params, attrs), [shape])
+    assert device.unsupported_reason(layer, [TensorSpec(shape, np.dtype(np.float32))]) is None
+    check(device, layer, [data(seed + 2, shape)])
 
 
 def test_conv3d_of_one_group_takes_a_batch_of_any_size(device):

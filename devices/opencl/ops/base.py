@@ -57,6 +57,12 @@ def supported_classes() -> list[type]:
     return sorted(_OPS, key=lambda c: c.__name__)
 
 
+def as_pair(values: Sequence[int], spatial: int, fill: int) -> tuple[int, int]:
+    """A 1-D or 2-D layer's sizes, strides or pads as a (rows, columns) pair: 1-D runs as 2-D
+    with one row, whose value is ``fill``."""
+    return (fill, values[0]) if spatial == 1 else (values[0], values[1])
+
+
 def refused_shapes(layer: Any, shapes: Sequence[Sequence[int]]) -> str | None:
     """Why ``layer`` refuses inputs of ``shapes`` (its own message), or None."""
     try:

@@ -65,6 +65,15 @@ def _has_input(node: _expr.Node) -> bool:
     return False
 
 
+def refused_number(value: Any) -> str | None:
+    """Why ``value`` cannot be written into a kernel as a float32 literal, or None."""
+    try:
+        float_literal(value)
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
 def float_literal(value: Any) -> str:
     """``value`` rounded to float32, as an exact OpenCL C literal."""
     if isinstance(value, complex) or not isinstance(value, (bool, int, float)):
@@ -235,11 +244,7 @@ class AddCOp(Op):
     affine maps, ConvNeXt V2's response norm."""
 
     def check(self, layer):
-        try:
-            float_literal(layer.value)
-        except Unsupported as exc:
-            return str(exc)
-        return None
+        return refused_number(layer.value)
 
     def check_inputs(self, layer, specs):
         return super().check_inputs(layer, specs[:3])  # the value is a constant the layer holds
@@ -263,11 +268,8 @@ class WhereOp(Op):
     def check(self, layer):
         for name in ("input", "other"):
             kind, value = layer.args.sources[name]
-            if kind == "param":
-                try:
-                    float_literal(value)
-                except Unsupported as exc:
-                    return str(exc)
+            if kind == "param" and (reason := refused_number(value)) is not None:
+                return reason
         return None
 
     def check_shapes(self, layer, specs):
@@ -302,11 +304,7 @@ class MaskedFillOp(Op):
     def check(self, layer):
         if layer.value_input is not None:
             return "a value given as a tensor is left to the CPU"
-        try:
-            float_literal(layer.value)
-        except Unsupported as exc:
-            return str(exc)
-        return None
+        return refused_number(layer.value)
 
     def check_shapes(self, layer, specs):
         if specs[0].dtype != F32 or specs[1].dtype != BOOL:

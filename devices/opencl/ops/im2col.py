@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from graphexec.devices.opencl.device import packed_ints
-from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.devices.opencl.ops.base import Op, as_pair, implements, refused_shapes
 from graphexec.devices.opencl.ops.linear import enqueue_matmul
 from graphexec.layers.conv import ConvTranspose1d, ConvTranspose2d
 from graphexec.layers.conv3d import Conv3d, FConv3d
@@ -102,12 +102,11 @@ class ConvTransposeOp(Op):
         out = launch.output(0, out_shape)
         if out.size == 0:
             return [out]
-        flat = layer.spatial == 1  # a 1-D one runs as 2-D with one row
-        lift = (lambda values, fill: (fill, values[0])) if flat else (lambda values, fill: tuple(values))
-        batch = x.shape[0] if x.ndim == layer.spatial + 2 else 1
-        cin, cout, groups = x.shape[-layer.spatial - 1], layer.out_channels, layer.groups
-        (h, w), (ho, wo) = lift(x.shape[-layer.spatial:], 1), lift(out_shape[-layer.spatial:], 1)
-        kh, kw = lift(layer.kernel_size, 1)
+        nd = layer.spatial
+        batch = x.shape[0] if x.ndim == nd + 2 else 1
+        cin, cout, groups = x.shape[-nd - 1], layer.out_channels, layer.groups
+        (h, w), (ho, wo) = as_pair(x.shape[-nd:], nd, 1), as_pair(out_shape[-nd:], nd, 1)
+        kh, kw = as_pair(layer.kernel_size, nd, 1)
         m, k, spots = cout // groups * kh * kw, cin // groups, h * w
         device = launch.device
         kernel = device.constant(layer, "kernel", lambda: np.asarray(layer.kernel, np.float32))  # (G, m, k)
@@ -115,8 +114,9 @@ class ConvTransposeOp(Op):
         enqueue_matmul(launch, (kernel, 0, k, 1), (x.buffer, x.offset, spots, 1), cols, m, spots, k,
                        batch=(1, batch, groups), a_batch=(0, 0, m * k), b_batch=(0, cin * spots, k * spots))
         bias = None if layer.bias is None else device.constant(layer, "bias", lambda: np.asarray(layer.bias, np.float32))
-        dims = packed_ints(cols.offset, out.offset, out.size, cout, ho, wo, kh, kw, h, w, *lift(layer.stride, 1),
-                           *lift(layer.dilation, 1), *lift(layer.padding, 0), 0, int(bias is not None))  # Col2imDims
+        dims = packed_ints(cols.offset, out.offset, out.size, cout, ho, wo, kh, kw, h, w,  # Col2imDims
+                           *as_pair(layer.stride, nd, 1), *as_pair(layer.dilation, nd, 1),
+                           *as_pair(layer.padding, nd, 0), 0, int(bias is not None))
         launch.enqueue_1d(launch.program("im2col"), "col2im", out.size, cols.buffer, out.buffer, bias, dims)
         return [out]
 
@@ -125,7 +125,7 @@ class ConvTransposeOp(Op):
 class Conv3dOp(Op):
     def check_shapes(self, layer, specs):
         reason = refused_shapes(layer, [s.shape for s in specs])
-        if reason is not None or layer.groups > 1:
+        if reason is not None or layer.groups > 1:  # a grouped one is the direct kernel: no columns
             return reason
         shapes = [s.shape for s in specs]
         x, out = shapes[0], layer.infer_shapes(shapes)[0]

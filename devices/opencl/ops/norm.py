@@ -14,13 +14,13 @@ import numpy as np
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
 from graphexec.layers.norm import (
     FGroupNorm,
+    FRMSNorm,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
     InstanceNorm3d,
     LayerNorm,
     RMSNorm,
-    FRMSNorm,
 )
 
 

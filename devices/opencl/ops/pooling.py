@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from graphexec.devices.opencl.device import packed_ints
-from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
+from graphexec.devices.opencl.ops.base import Op, as_pair, implements, refused_shapes
 from graphexec.devices.opencl.ops.reduction import reduce_lines
 from graphexec.layers.pooling import (
     AdaptiveAvgPool1d,
@@ -28,12 +28,8 @@ from graphexec.layers.pooling import (
 def _planes(layer, shape: tuple[int, ...]) -> tuple[int, int, int]:
     """(planes, H, W) of an input: everything before the pooled dims is one plane each."""
     nd = layer.spatial
-    h, w = (1, shape[-1]) if nd == 1 else shape[-2:]
+    h, w = as_pair(shape[len(shape) - nd:], nd, 1)
     return math.prod(shape[: len(shape) - nd]), h, w
-
-
-def _lift(values: tuple[int, ...], nd: int, fill: int) -> tuple[int, int]:
-    return (fill, values[0]) if nd == 1 else (values[0], values[1])
 
 
 class _PoolOp(Op):
@@ -55,12 +51,12 @@ class WindowPoolOp(_PoolOp):
         _, h, w = _planes(layer, x.shape)
         _, ho, wo = _planes(layer, out_shape)
         win, nd = layer.window, layer.spatial
-        kh, kw = _lift(win.kernel, nd, 1)
-        sh, sw = _lift(win.stride, nd, 1)
-        ph, pw = _lift(win.padding, nd, 0)
+        kh, kw = as_pair(win.kernel, nd, 1)
+        sh, sw = as_pair(win.stride, nd, 1)
+        ph, pw = as_pair(win.padding, nd, 0)
         built = launch.program("pooling")
         if isinstance(layer, (MaxPool1d, MaxPool2d)):
-            dh, dw = _lift(win.dilation, nd, 1)
+            dh, dw = as_pair(win.dilation, nd, 1)
             launch.enqueue_1d(built, "max_pool2d", out.size, x.buffer, x.offset, out.buffer, out.offset, out.size,
                               h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw)
         else:

@@ -279,15 +279,19 @@ def view_geometry(layer: Any, shapes: Sequence[Sequence[int]]) -> list[tuple[int
     """(offset, shape, strides) in elements of each output of a view layer, relative to
     its first input."""
     phantoms = [_phantom(s) for s in shapes]
-    base = phantoms[0].__array_interface__["data"][0]
-    results = layer.forward(phantoms)
     geometry = []
-    for r in results:
+    for r in layer.forward(phantoms):
         r = np.asarray(r)
         if r.dtype != np.uint8 or r.base is None:
             raise DeviceError(f"{layer.type} did not return a view")
-        geometry.append((r.__array_interface__["data"][0] - base, tuple(r.shape), tuple(r.strides)))
+        geometry.append(_placed(r, phantoms[0]))
     return geometry
+
+
+def _placed(view: np.ndarray, phantom: np.ndarray) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """(offset, shape, strides) in elements of a view of ``phantom``."""
+    offset = view.__array_interface__["data"][0] - phantom.__array_interface__["data"][0]
+    return offset, tuple(view.shape), tuple(view.strides)
 
 
 def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
@@ -373,9 +377,7 @@ class SliceCopyOp(Op):
     def _region(layer, shape):
         """(offset, shape, strides) in elements of the slice written, in the output."""
         phantom = _phantom(shape)
-        region = np.asarray(slicing.Slice.forward(layer, [phantom])[0])
-        base = phantom.__array_interface__["data"][0]
-        return region.__array_interface__["data"][0] - base, tuple(region.shape), tuple(region.strides)
+        return _placed(np.asarray(slicing.Slice.forward(layer, [phantom])[0]), phantom)
 
     def run(self, launch, layer, inputs):
         x, values = inputs[0], inputs[1]

@@ -16,6 +16,7 @@ from graphexec.devices.opencl.ops import (  # noqa: F401  (imported for their re
     pooling,
     reduction,
     resize,
+    sampling,
     sdpa,
     softmax,
     tensors,

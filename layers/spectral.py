@@ -8,6 +8,7 @@
     ViewAsReal    torch.view_as_real  (..., 2) float        ViewAsComplex  torch.view_as_complex
     Complex       torch.complex(real, imag)                 Angle          aten::angle
     STFT          torch.stft          windowed frames of a signal, Fourier transformed
+    Spectrogram   torchaudio.functional.spectrogram   the same, its magnitude to a power
     ISTFT         torch.istft         the signal back from them, by windowed overlap-add
 
 numpy's pocketfft computes them; the result is cast to PyTorch's dtype (complex64 from
@@ -288,30 +289,24 @@ class Complex(Layer):
 _STFT_PADS = {"reflect": "reflect", "constant": "constant", "replicate": "edge", "circular": "wrap"}
 
 
-@register("torch.stft")
-class STFT(Layer):
-    """``torch.stft``: the Fourier transform of windowed frames of a (L,) or (B, L) signal,
-    (B, n_fft // 2 + 1 or n_fft, frames), complex (or its real view with
-    ``return_complex=False``). The window (an input, or all ones) is centred and zero-padded
-    to ``n_fft``; ``center`` pads the signal by ``n_fft // 2`` on each side first."""
+class _ShortTime(Layer):
+    """What ``torch.stft`` and torchaudio's spectrogram share: frames of ``n_fft`` samples
+    ``hop_length`` apart, each times the window (an input, or all ones: centred and
+    zero-padded to ``n_fft``), Fourier transformed; ``center`` pads the signal by
+    ``n_fft // 2`` on each side first."""
 
-    def build(self, params: Params) -> None:
+    def read_frames(self, params: Params, default_hop: int) -> None:
         self.n_fft = params.int("n_fft")
-        self.hop = self.n_fft // 4 if params.raw("hop_length", None) is None else params.int("hop_length")
+        self.hop = default_hop if params.raw("hop_length", None) is None else params.int("hop_length")
         width = params.raw("win_length", None)
         self.win_length = self.n_fft if width is None else params.int("win_length")
         self.center = params.bool("center", True)
         self.pad_mode = params.str("pad_mode", "reflect", choices=tuple(_STFT_PADS))
-        self.normalized = params.bool("normalized", False)
         onesided = params.raw("onesided", None)
         self.onesided = None if onesided is None else params.bool("onesided")
-        self.complex_out = params.bool("return_complex", True)
         if self.n_fft < 1 or self.hop < 1 or not 0 < self.win_length <= self.n_fft:
             raise params.error(f"needs n_fft >= 1, hop_length >= 1 and 0 < win_length <= n_fft, given "
                                f"{self.n_fft}, {self.hop} and {self.win_length}")
-        names = ("input", "window") if self.num_inputs == 2 else ("input",)
-        at = self.bind_inputs(params, names)
-        self.signal_at, self.window_at = at[0], (at[1] if len(at) == 2 else None)
 
     def _sides(self, dtypes: list[np.dtype]) -> bool:
         """Whether the output keeps only the non-negative frequencies: by default when the
@@ -321,18 +316,54 @@ class STFT(Layer):
             raise ShapeMismatch("onesided=True needs a real signal and window")
         return real if self.onesided is None else self.onesided
 
+    def framed_shape(self, samples: int, window: Spec | None, dtypes: list[np.dtype]) -> tuple[int, int]:
+        """(bins, frames) of a signal of ``samples``; ShapeMismatch if it is too short."""
+        if window is not None and tuple(window.shape) != (self.win_length,):
+            raise ShapeMismatch(f"the window should be ({self.win_length},), given {window.shape}")
+        length = samples + (2 * (self.n_fft // 2) if self.center else 0)
+        if length < self.n_fft or (self.center and self.pad_mode == "reflect" and samples <= self.n_fft // 2):
+            raise ShapeMismatch(f"a signal of {samples} samples is too short for frames of {self.n_fft}")
+        bins = self.n_fft // 2 + 1 if self._sides(dtypes) else self.n_fft
+        return bins, 1 + (length - self.n_fft) // self.hop
+
+    def transform(self, signal: np.ndarray, window: np.ndarray | None, normalized: bool) -> np.ndarray:
+        """The (..., bins, frames) complex spectrum of a (..., L) signal."""
+        if window is None:
+            window = np.ones(self.win_length, signal.dtype)
+        dtype = complex_of(np.result_type(signal.dtype, window.dtype))
+        left = (self.n_fft - self.win_length) // 2
+        padded = np.pad(window, (left, self.n_fft - self.win_length - left))
+        if self.center:
+            half = self.n_fft // 2
+            signal = np.pad(signal, [(0, 0)] * (signal.ndim - 1) + [(half, half)], mode=_STFT_PADS[self.pad_mode])
+        frames = np.lib.stride_tricks.sliding_window_view(signal, self.n_fft, axis=-1)[..., :: self.hop, :]
+        onesided = self._sides([signal.dtype, window.dtype])
+        spectrum = (np.fft.rfft if onesided else np.fft.fft)(frames * padded, axis=-1,
+                                                              norm="ortho" if normalized else None)
+        return np.ascontiguousarray(np.swapaxes(spectrum, -1, -2), dtype=dtype)
+
+
+@register("torch.stft")
+class STFT(_ShortTime):
+    """``torch.stft``: the Fourier transform of windowed frames of a (L,) or (B, L) signal,
+    (B, n_fft // 2 + 1 or n_fft, frames), complex (or its real view with
+    ``return_complex=False``)."""
+
+    def build(self, params: Params) -> None:
+        self.read_frames(params, params.int("n_fft") // 4)
+        self.normalized = params.bool("normalized", False)
+        self.complex_out = params.bool("return_complex", True)
+        names = ("input", "window") if self.num_inputs == 2 else ("input",)
+        at = self.bind_inputs(params, names)
+        self.signal_at, self.window_at = at[0], (at[1] if len(at) == 2 else None)
+
     def infer(self, specs: list[Spec]) -> list[Spec]:
         signal = specs[self.signal_at]
         if len(signal.shape) not in (1, 2):
             raise ShapeMismatch(f"stft takes a (L,) or (B, L) signal, given shape {signal.shape}")
-        if self.window_at is not None and tuple(specs[self.window_at].shape) != (self.win_length,):
-            raise ShapeMismatch(f"the window should be ({self.win_length},), given {specs[self.window_at].shape}")
-        length = signal.shape[-1] + (2 * (self.n_fft // 2) if self.center else 0)
-        if length < self.n_fft or (self.center and self.pad_mode == "reflect" and signal.shape[-1] <= self.n_fft // 2):
-            raise ShapeMismatch(f"a signal of {signal.shape[-1]} samples is too short for frames of {self.n_fft}")
-        frames = 1 + (length - self.n_fft) // self.hop
+        window = None if self.window_at is None else specs[self.window_at]
         dtypes = [s.dtype for s in specs]
-        bins = self.n_fft // 2 + 1 if self._sides(dtypes) else self.n_fft
+        bins, frames = self.framed_shape(signal.shape[-1], window, dtypes)
         dtype = complex_of(np.result_type(*dtypes))
         shape = (*signal.shape[:-1], bins, frames)
         if self.complex_out:
@@ -340,22 +371,62 @@ class STFT(Layer):
         return [TensorSpec((*shape, 2), real_of(dtype))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        signal = np.asarray(inputs[self.signal_at])
-        window = (np.ones(self.win_length, signal.dtype) if self.window_at is None
-                  else np.asarray(inputs[self.window_at]))
-        dtype = complex_of(np.result_type(signal.dtype, window.dtype))
-        left = (self.n_fft - self.win_length) // 2
-        window = np.pad(window, (left, self.n_fft - self.win_length - left))
-        if self.center:
-            half = self.n_fft // 2
-            signal = np.pad(signal, [(0, 0)] * (signal.ndim - 1) + [(half, half)], mode=_STFT_PADS[self.pad_mode])
-        frames = np.lib.stride_tricks.sliding_window_view(signal, self.n_fft, axis=-1)[..., :: self.hop, :]
-        framed = frames * window
-        onesided = self._sides([signal.dtype, window.dtype])
-        spectrum = (np.fft.rfft if onesided else np.fft.fft)(framed, axis=-1, norm="ortho" if self.normalized else None)
-        spectrum = np.ascontiguousarray(np.swapaxes(spectrum, -1, -2), dtype=dtype)
-        return [spectrum if self.complex_out else np.ascontiguousarray(spectrum.view(real_of(dtype)).reshape(
+        window = None if self.window_at is None else np.asarray(inputs[self.window_at])
+        spectrum = self.transform(np.asarray(inputs[self.signal_at]), window, self.normalized)
+        return [spectrum if self.complex_out else np.ascontiguousarray(spectrum.view(real_of(spectrum.dtype)).reshape(
             *spectrum.shape, 2))]
+
+
+@register("torchaudio.functional.spectrogram")
+class Spectrogram(_ShortTime):
+    """torchaudio's ``spectrogram`` (``transforms.Spectrogram``, the first step of
+    ``MelSpectrogram``): the STFT of a (..., L) waveform, zero-padded by ``pad`` on each
+    side first, as (..., bins, frames); complex with ``power=None``, else its magnitude to
+    ``power``. ``normalized``: ``frame_length`` (or True) scales by 1 / sqrt(n_fft),
+    ``window`` by 1 / sqrt(sum(window ** 2))."""
+
+    NORMALIZED = ("frame_length", "window")
+
+    def build(self, params: Params) -> None:
+        self.read_frames(params, params.int("n_fft") // 2)
+        self.pad = params.int("pad", 0)
+        power = params.raw("power", 2.0)
+        self.power = None if power is None else params.float("power")
+        normalized = params.raw("normalized", False)
+        self.normalized = "frame_length" if normalized is True else (normalized or None)
+        if self.normalized is not None and self.normalized not in self.NORMALIZED:
+            raise params.error(f"normalized={normalized!r} is not one of False, True, {', '.join(self.NORMALIZED)}")
+        if self.pad < 0 or (self.power is not None and self.power <= 0):
+            raise params.error(f"needs pad >= 0 and a positive power, given {self.pad} and {self.power}")
+        names = ("waveform", "window") if self.num_inputs == 2 else ("waveform",)
+        at = self.bind_inputs(params, names)
+        self.signal_at, self.window_at = at[0], (at[1] if len(at) == 2 else None)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        signal = specs[self.signal_at]
+        if not signal.shape:
+            raise ShapeMismatch("the waveform should have a time dim, given a 0-d tensor")
+        window = None if self.window_at is None else specs[self.window_at]
+        dtypes = [s.dtype for s in specs]
+        bins, frames = self.framed_shape(signal.shape[-1] + 2 * self.pad, window, dtypes)
+        dtype = complex_of(np.result_type(*dtypes))
+        return [TensorSpec((*signal.shape[:-1], bins, frames), dtype if self.power is None else real_of(dtype))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        signal = np.asarray(inputs[self.signal_at])
+        window = None if self.window_at is None else np.asarray(inputs[self.window_at])
+        if self.pad:
+            signal = np.pad(signal, [(0, 0)] * (signal.ndim - 1) + [(self.pad, self.pad)])
+        flat = signal.reshape(-1, signal.shape[-1])
+        spectrum = self.transform(flat, window, self.normalized == "frame_length")
+        spectrum = spectrum.reshape(*signal.shape[:-1], *spectrum.shape[-2:])
+        if self.normalized == "window":
+            energy = np.sum(np.square(np.ones(self.win_length) if window is None else window))
+            spectrum = spectrum / np.sqrt(energy).astype(real_of(spectrum.dtype))
+        if self.power is None:
+            return [spectrum]
+        magnitude = np.abs(spectrum)
+        return [magnitude if self.power == 1 else magnitude ** np.asarray(self.power, magnitude.dtype)]
 
 
 @register("torch.istft")

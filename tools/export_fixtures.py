@@ -1,4 +1,5 @@
-"""Export the per-operator golden fixtures with pnnx (needs ``pip install -e .[export]``).
+"""Export the per-operator golden fixtures with pnnx (needs ``pip install -e .[export]``, and
+torchaudio for its spectrogram cases).
 
 Each module in ``tools/cases/`` defines ``CASES``, a list of :class:`Case`. For each case
 this script runs the module in PyTorch, exports it with ``pnnx.export`` and stores, under

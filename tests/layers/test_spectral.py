@@ -112,6 +112,34 @@ def test_stft_real_view_and_refusals():
 
 
 @settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 3), max_size=2), st.integers(0, 4), st.sampled_from([None, 1.0, 2.0, 0.5]),
+       st.sampled_from([False, True, "frame_length", "window"]))
+def test_spectrogram_is_the_stft_of_the_padded_waveform_to_a_power(batch, pad, power, normalized):
+    """torchaudio's spectrogram over any leading dims: zero-padded by ``pad``, each signal's
+    STFT (normalised by the frame length or the window's energy), its magnitude to ``power``."""
+    x = np.random.default_rng(pad).standard_normal((*batch, 30)).astype(np.float32)
+    window = np.hanning(10).astype(np.float32)
+    op = Operator("torchaudio.functional.spectrogram", "op", inputs=[Operand("in0"), Operand("in1")],
+                  outputs=[Operand("out0")], input_names=["waveform", "window"],
+                  params={"n_fft": 16, "hop_length": 4, "win_length": 10, "pad": pad, "power": power,
+                          "normalized": normalized, "center": True, "pad_mode": "reflect", "onesided": True})
+    spectrogram = lookup(op.type)(op)
+    (got,) = spectrogram.forward([x, window])
+    padded = np.pad(x, [(0, 0)] * len(batch) + [(pad, pad)]).reshape(-1, 30 + 2 * pad)
+    scale = {"window": np.sqrt(np.sum(window.astype(np.float64) ** 2)), False: 1.0}.get(normalized, 4.0)
+    centred = np.pad(padded, [(0, 0), (8, 8)], mode="reflect").astype(np.float64)
+    frames = [centred[:, start:start + 16] * np.pad(window, 3) for start in range(0, centred.shape[1] - 15, 4)]
+    want = np.stack([np.fft.rfft(frame, axis=-1) for frame in frames], axis=-1) / scale
+    want = want.reshape(*batch, *want.shape[1:])
+    if power is not None:
+        want = np.abs(want) ** power
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert spectrogram.infer([TensorSpec(x.shape, x.dtype), TensorSpec(window.shape, window.dtype)]) == [
+        TensorSpec(got.shape, got.dtype)]
+    assert got.dtype == (np.complex64 if power is None else np.float32)
+
+
+@settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(2, 6), min_size=2, max_size=3), st.sampled_from([None, "forward", "ortho"]),
        st.booleans())
 def test_hermitian_transforms_undo_each_other(shape, norm, two):

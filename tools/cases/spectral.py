@@ -15,6 +15,23 @@ def x(*shape):
     return torch.randn(*shape)
 
 
+def spectrogram(a, **options):
+    """torchaudio's spectrogram (pnnx's ``torchaudio.functional.spectrogram``); torchaudio is
+    needed to export these cases only (``pip install torchaudio``)."""
+    import torchaudio
+
+    return torchaudio.functional.spectrogram(a, **options)
+
+
+def mel_front_end(a):
+    """A keyword spotter's front end: torchaudio's MelSpectrogram (its window and filter bank
+    exported as constants), then log."""
+    import torchaudio
+
+    mel = torchaudio.transforms.MelSpectrogram(sample_rate=8000, n_fft=64, hop_length=16, n_mels=10)
+    return torch.log(mel(a) + 1e-6)
+
+
 class GlobalFilter(nn.Module):
     """GFNet's filter: rfft2, times a learned complex weight, irfft2 back."""
 
@@ -64,6 +81,20 @@ CASES = [
         return_complex=True).abs()), (x(2, 70),)),
     Case("stft_no_window_constant_pad_twosided", Fn(lambda a: torch.view_as_real(torch.stft(
         a, 12, pad_mode="constant", onesided=False, return_complex=True))), (x(40),)),
+    # torchaudio's spectrogram, whose powers and window normalisation pnnx folds in
+    Case("spectrogram_power_2", Fn(lambda a: spectrogram(
+        a, pad=0, window=torch.hann_window(32), n_fft=32, hop_length=8, win_length=32, power=2.0,
+        normalized=False)), (x(2, 150),)),
+    Case("spectrogram_magnitude_window_normalized_padded", Fn(lambda a: spectrogram(
+        a, pad=5, window=torch.hamming_window(20), n_fft=32, hop_length=6, win_length=20, power=1.0,
+        normalized=True, center=False)), (x(2, 3, 90),)),
+    Case("spectrogram_complex_frame_normalized", Fn(lambda a: torch.view_as_real(spectrogram(
+        a, pad=0, window=torch.hann_window(16), n_fft=16, hop_length=4, win_length=16, power=None,
+        normalized="frame_length", pad_mode="constant", onesided=False))), (x(70),)),
+    Case("spectrogram_power_half", Fn(lambda a: spectrogram(
+        a, pad=0, window=torch.hann_window(24), n_fft=24, hop_length=12, win_length=24, power=0.5,
+        normalized=False)), (x(1, 120),)),
+    Case("mel_spectrogram", Fn(mel_front_end), (x(1, 400),)),
     # the Hermitian transforms over several dims: a half spectrum in, real out, and back
     Case("hfft2_ihfft2", Fn(lambda a, b: (torch.fft.hfft2(a), torch.view_as_real(torch.fft.ihfft2(b)))),
          (torch.randn(3, 4, 5, dtype=torch.complex64), x(2, 4, 6))),

@@ -103,6 +103,7 @@ class Engine:
         self._inputs = Inputs(self.program)
         self.input_names = self._inputs.names
         self._check_cpu_types()
+        self._warn_of_unread_inputs()
         #: The device nodes are placed on beside the CPU (None: the CPU alone).
         self.device = resolve_device(options.device)
         self._owns_device = isinstance(options.device, str) and self.device is not None
@@ -290,6 +291,16 @@ class Engine:
                               f"{', '.join(sorted(types))})")
         if unknown:
             logger.warning("cpu_types {} name no operator of this model", sorted(unknown))
+
+    def _warn_of_unread_inputs(self) -> None:
+        """An input no operator reads cannot change the outputs. A model may read only its
+        shape, but an export may also have lost what read it (pnnx drops a causal mask
+        PyTorch traced as ``is_causal``), and then the answers are not PyTorch's."""
+        unread = [name for name, operand in zip(self.input_names, self.graph.input_operands) if not operand.consumers]
+        if unread:
+            logger.warning("inputs {} are read by no operator: the outputs do not depend on their values "
+                           "(right if the model reads only their shapes; else the export lost what reads them)",
+                           unread)
 
     # -- running ---------------------------------------------------------------------------
     def forward(

@@ -14,10 +14,11 @@ folder (the command line uses it for ``graphexec info model.pt``; see :mod:`grap
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,30 @@ def _returning_tuple(torch: Any, module: Any) -> Any:
             return tuple(_flatten(self.model(*inputs)))
 
     return FlatOutputs().eval()
+
+
+@contextlib.contextmanager
+def causal_masks_kept() -> Iterator[None]:
+    """While tracing, PyTorch's transformer modules keep a causal mask they are given as a
+    mask. They would otherwise recognise it and pass ``is_causal`` instead, which drops the
+    mask from the traced attention; pnnx's ``nn.MultiheadAttention`` has no ``is_causal``,
+    so the export would attend to every position. A mask applied as given is the same
+    attention (PyTorch takes ``is_causal`` as a hint about the mask it is also given)."""
+    from torch.nn.modules import transformer
+
+    detect = getattr(transformer, "_detect_is_causal_mask", None)
+    if detect is None:
+        yield
+        return
+
+    def as_given(mask: Any, is_causal: Any = None, size: Any = None) -> bool:
+        return False if mask is not None else detect(mask, is_causal, size)
+
+    transformer._detect_is_causal_mask = as_given
+    try:
+        yield
+    finally:
+        transformer._detect_is_causal_mask = detect
 
 
 def relative_error(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
@@ -167,7 +192,8 @@ def export(
                 others = tuple(dynamic_inputs)
             elif dynamic_inputs is not None:
                 others = (dynamic_inputs,)
-            pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
+            with causal_masks_kept():
+                pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not written.exists():
                 raise GraphexecError(_export_failure(exc)) from exc

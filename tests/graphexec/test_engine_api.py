@@ -169,6 +169,28 @@ def test_load_takes_the_sibling_bin_by_default(tmp_path, options):
     ).tolist() == [[2, 4, 6, 8]]
 
 
+def test_an_input_no_operator_reads_is_named_at_load():
+    """A real export whose first input only gave its shape (folded into the graph): its
+    values cannot change the outputs, which the load says, naming it; a model reading every
+    input says nothing."""
+    from loguru import logger
+
+    from tests.golden import OPS
+
+    lines: list[str] = []
+    logger.enable("graphexec")
+    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING", format="{message}")
+    try:
+        Engine.load(OPS / "aten_more" / "nearest_exact_to_a_size_of_another" / "model.pnnx.param")
+        Engine.load(OPS / "attention" / "mha_encoder_causal_mask" / "model.pnnx.param")
+    finally:
+        logger.remove(sink)
+        logger.disable("graphexec")
+    assert [line for line in lines if "read by no operator" in line] == [
+        "inputs ['in0'] are read by no operator: the outputs do not depend on their values (right if the model "
+        "reads only their shapes; else the export lost what reads them)\n"]
+
+
 def test_names_and_shapes(tmp_path):
     g = Graph()
     add_input(g, 0, "img", (1, 3, None, "w"))

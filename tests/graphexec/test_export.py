@@ -162,6 +162,35 @@ def test_a_transformer_exports_with_the_trace_check_off_and_matches(tmp_path):
 
 
 @needs_export_tools
+def test_a_causal_mask_given_to_a_transformer_stays_in_the_export(tmp_path):
+    """PyTorch recognises a causal mask given to nn.TransformerEncoder and traces is_causal
+    without it, which pnnx's attention does not keep: the export keeps it a mask, read by
+    the attention, and matches PyTorch (checked inside); the PyTorch module is unchanged."""
+    import torch
+    from torch import nn
+    from torch.nn.modules import transformer
+
+    detect = transformer._detect_is_causal_mask
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=True)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, x, mask):
+            return self.encoder(x, mask=mask)
+
+    x, mask = torch.rand(2, 6, 16), nn.Transformer.generate_square_subsequent_mask(6)
+    param = graphexec.export(Masked().eval(), (x, mask), tmp_path / "causal", check_trace=False)
+    engine = Engine.load(param)
+    assert all(operand.consumers for operand in engine.graph.input_operands)
+    assert transformer._detect_is_causal_mask is detect
+
+
+@needs_export_tools
 def test_a_model_returning_a_dict_exports_its_values_in_order(tmp_path):
     """TorchScript's tracer refuses a dict or a None among the outputs (torchvision's
     segmentation models return ``{"out": ..., "aux": ...}``): the values come out

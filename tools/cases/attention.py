@@ -96,6 +96,31 @@ class PaddedEncoder(nn.Module):
         return self.encoder(x, mask=mask[0] if self.mask else None, src_key_padding_mask=padding)
 
 
+class CausalTransformer(nn.Module):
+    """nn.TransformerEncoder (pre-norm) and nn.Transformer given causal masks as inputs:
+    PyTorch recognises them and would trace ``is_causal`` without the mask (graphexec.export
+    keeps them masks)."""
+
+    def __init__(self, decoder: bool):
+        super().__init__()
+        if decoder:
+            self.model = nn.Transformer(16, 2, 1, 1, 32, dropout=0.0, batch_first=True)
+        else:
+            layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True, norm_first=True)
+            self.model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.decoder = decoder
+
+    def forward(self, x, *rest):
+        if self.decoder:
+            target, mask = rest
+            return self.model(x, target, tgt_mask=mask)
+        return self.model(x, mask=rest[0])
+
+
+def causal_mask(size):
+    return nn.Transformer.generate_square_subsequent_mask(size)
+
+
 def unchecked(name, module, inputs):
     """A case exported without TorchScript's trace check."""
     return Case(name, module, inputs, check_trace=False)
@@ -228,6 +253,9 @@ CASES = [
         "mha_encoder_mask_padding", PaddedEncoder(batch_first=True, mask=True),
         (x(3, 6, 16), PADDING, x(6, 6)),
     ),
+    unchecked("mha_encoder_causal_mask", CausalTransformer(decoder=False), (x(2, 6, 16), causal_mask(6))),
+    unchecked("mha_transformer_causal_target", CausalTransformer(decoder=True),
+              (x(2, 7, 16), x(2, 5, 16), causal_mask(5))),
     unchecked(
         "mha_float_padding", Attention("float_padding", embed=8, batch_first=True),
         (x(3, 5, 8), FLOAT_PADDING),

@@ -26,6 +26,7 @@ the reference: faster ways to run a layer are kernels of a device
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,19 @@ from graphexec.ir import Operator
 from graphexec.layers.specs import SequenceSpec, Shape, Spec, TensorSpec
 
 _MISSING: Any = object()
+
+#: ``int(160)``: a size pnnx computed from a traced ``aten::Int`` and wrote as its call.
+_INT_CALL = re.compile(r"int\((-?\d+)\)")
+
+
+def _as_integer(value: Any) -> Any:
+    """``value``, or the integer an ``int(N)`` string names (pnnx writes a slice's end so
+    when a traced size went through ``int``: torchaudio's resampling)."""
+    if isinstance(value, str):
+        found = _INT_CALL.fullmatch(value.strip())
+        if found:
+            return int(found.group(1))
+    return value
 
 
 class ShapeMismatch(ValueError):
@@ -66,7 +80,7 @@ class Params:
     def int(self, key: str, default: Any = _MISSING) -> int:
         if key not in self.op.params:
             return self.raw(key, default)
-        value = self.op.params[key]
+        value = _as_integer(self.op.params[key])
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(f"param {key}={quoted(value)} should be an integer")
         return value
@@ -102,6 +116,7 @@ class Params:
         if key not in self.op.params:
             return self.raw(key, default)
         value = self.op.params[key]
+        value = [_as_integer(v) for v in value] if isinstance(value, list) else _as_integer(value)
         if isinstance(value, int) and not isinstance(value, bool):
             value = [value] * (n or 1)
         if isinstance(value, list) and n is not None and len(value) not in (1, n):  # before reading every item

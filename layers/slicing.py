@@ -35,10 +35,13 @@ import numpy as np
 
 from graphexec.layers._samples import all_rows, off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.specs import DynamicSpec
 from graphexec.layers.registry import register
 
 #: What pnnx writes for "no bound" (an open slice end) and "not a select".
 INT_MAX = 2**31 - 1
+#: A dim a select drops, in :meth:`Slice._sized`'s working list.
+_DROPPED: Any = object()
 
 
 # ------------------------------------------------------------------------------------------
@@ -463,7 +466,10 @@ class Slice(Layer):
     def infer(self, specs: list[Spec]) -> list[Spec]:
         if not specs or not isinstance(specs[0], TensorSpec):
             raise ShapeMismatch("takes the tensor to slice as its first input")
-        return [TensorSpec(self._shape(specs[0].shape, specs), specs[0].dtype)]
+        shape, bound = self._sized(specs[0].shape, specs)
+        if None in shape:  # bounds computed in the run: at most the whole dim
+            return [DynamicSpec(shape, specs[0].dtype, bound)]
+        return [TensorSpec(shape, specs[0].dtype)]
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if not shapes:
@@ -471,6 +477,18 @@ class Slice(Layer):
         return [self._shape(shapes[0], [])]
 
     def _shape(self, shape: Shape, specs: Sequence[Any]) -> Shape:
+        """The output's shape; ShapeMismatch where the run's bounds decide it."""
+        sized, _ = self._sized(shape, specs)
+        if None in sized:
+            raise ShapeMismatch(
+                "its slice bounds are runtime values that shape inference does not know, "
+                "so its output shape is only known when it runs"
+            )
+        return sized  # type: ignore[return-value]
+
+    def _sized(self, shape: Shape, specs: Sequence[Any]) -> tuple[tuple[int | None, ...], tuple[int, ...]]:
+        """The output's shape, None along a dim whose bounds only the run knows, and the most
+        each dim can be."""
         axes = self._axes(len(shape))
         starts, ends, steps, selects = (bound.known(specs) for bound in self.bounds)
         is_select = self._is_select(selects, steps)
@@ -479,6 +497,7 @@ class Slice(Layer):
                 "both its steps and its selects are runtime values: which dims it drops is unknown"
             )
         out: list[int | None] = list(shape)
+        most: list[int | None] = list(shape)
         for i, (axis, select) in enumerate(zip(axes, is_select)):
             size = shape[axis]
             if select:
@@ -486,15 +505,13 @@ class Slice(Layer):
                     raise ShapeMismatch(
                         f"index {selects[i]} is out of range for dim {self.dims[i]} of size {size}"
                     )
-                out[axis] = None
+                out[axis] = most[axis] = _DROPPED
             elif starts is None or ends is None or steps is None:
-                raise ShapeMismatch(
-                    "its slice bounds are runtime values that shape inference does not know, "
-                    "so its output shape is only known when it runs"
-                )
+                out[axis] = None
             else:
-                out[axis] = len(range(size)[starts[i]:ends[i]:steps[i]])
-        return tuple(d for d in out if d is not None)
+                out[axis] = most[axis] = len(range(size)[starts[i]:ends[i]:steps[i]])
+        kept = [k for k, d in enumerate(out) if d is not _DROPPED]
+        return tuple(out[k] for k in kept), tuple(most[k] for k in kept)  # type: ignore[misc]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = inputs[0]
@@ -525,7 +542,7 @@ class SliceCopy(Slice):
         if len(specs) < 2 or not all(isinstance(s, TensorSpec) for s in specs[:2]):
             raise ShapeMismatch("takes the tensor to copy and the values for its slice as its first two inputs")
         target, values = specs[0], specs[1]
-        self._fits(values.shape, self._shape(target.shape, specs))  # type: ignore[union-attr]
+        self._fits(values.shape, self._sized(target.shape, specs)[0])  # type: ignore[union-attr]
         return [TensorSpec(target.shape, target.dtype)]  # type: ignore[union-attr]
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
@@ -535,9 +552,12 @@ class SliceCopy(Slice):
         return [shapes[0]]
 
     @staticmethod
-    def _fits(values: Shape, region: Shape) -> None:
-        """ShapeMismatch unless ``values`` broadcasts to the slice's shape, as torch's copy_ needs."""
-        if len(values) > len(region) or any(v not in (1, r) for v, r in zip(reversed(values), reversed(region))):
+    def _fits(values: Shape, region: Sequence[int | None]) -> None:
+        """ShapeMismatch unless ``values`` broadcasts to the slice's shape, as torch's copy_ needs
+        (a dim whose bounds the run computes is checked then)."""
+        if len(values) > len(region) or any(
+            r is not None and v not in (1, r) for v, r in zip(reversed(values), reversed(region))
+        ):
             raise ShapeMismatch(f"values of shape {values} do not broadcast to the slice's shape {region}")
 
     def forward(self, inputs: list[Any]) -> list[Any]:

@@ -36,6 +36,7 @@ RUNTIME_SIZED = {
     "dynamic/nonzero": "aten::nonzero",
     "dynamic/nonzero_as_tuple": "aten::nonzero_numpy",
     "dynamic/nonzero_of_a_scalar": "aten::nonzero",
+    "dynamic/slice_to_a_computed_end": "Tensor.slice",
     "dynamic/unique_consecutive": "aten::unique_consecutive",
     "dynamic/unique_dim": "aten::unique_dim",
     "dynamic/unique_floats": "aten::_unique2",

@@ -110,6 +110,11 @@ CASES = [
     Case("batched_nms", Fn(batched_nms_as_traced), (_B, _S, _C),
          more_inputs=((_boxes(50, 12), _scores(51, 12), _ints(52, 12, high=3)),
                        (_boxes(53, 12), _scores(54, 12), torch.zeros(12, dtype=torch.int64)))),
+    # rows up to a length read from another input, as streaming speech models cut a key
+    Case("slice_to_a_computed_end", Fn(lambda x, n: x[: x.size(0) - torch.max(n).int()] * 2.0),
+         (torch.randn(5, 3), torch.tensor([4])),
+         more_inputs=((torch.randn(5, 3), torch.tensor([0])), (torch.randn(5, 3), torch.tensor([5])),
+                      (torch.randn(5, 3), torch.tensor([2, 1])))),
     Case("arange_to_a_computed_end", Fn(lambda x: torch.arange(x.max().long())), (torch.tensor([3.0, 5.0]),),
          more_inputs=((torch.tensor([0.0, -1.0]),), (torch.tensor([7.9, 1.0]),))),
     Case("after_a_threshold", AfterAThreshold(), _threshold_inputs(60, 0.5),

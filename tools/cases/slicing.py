@@ -77,7 +77,16 @@ class SliceAssignments(nn.Module):
         return y
 
 
+def resampled(a):
+    """torchaudio's resampling, whose output length pnnx writes as a slice's ``end=int(N)``;
+    torchaudio is needed to export this case only."""
+    import torchaudio
+
+    return torchaudio.functional.resample(a, 16000, 8000, lowpass_filter_width=4)
+
+
 CASES = [
+    Case("slice_end_written_as_int", Fn(resampled), (torch.randn(1, 320),)),
     Case("cat_negative_dim", Fn(lambda a, b: torch.cat([a, b], dim=-1)), (r(2, 3, 4), r(2, 3, 2))),
     Case("cat_skips_a_1d_empty_tensor",  # a KV cache that starts as torch.empty(0), as HF's does
          Fn(lambda a: (torch.cat([torch.empty(0), a], dim=-2), torch.cat([a, torch.empty(0, dtype=torch.float64)], 1))),

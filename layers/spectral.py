@@ -10,6 +10,7 @@
     STFT          torch.stft          windowed frames of a signal, Fourier transformed
     Spectrogram   torchaudio.functional.spectrogram   the same, its magnitude to a power
     ISTFT         torch.istft         the signal back from them, by windowed overlap-add
+    AtenISTFT     aten::istft         the same, as TorchScript's call
 
 numpy's pocketfft computes them; the result is cast to PyTorch's dtype (complex64 from
 float32 or complex64 input, complex128 from double precision; the inverse real transforms
@@ -24,6 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from graphexec.layers.aten import NOT_CONSTANT, constant_input, required_constant
 from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
 
@@ -448,14 +450,17 @@ class ISTFT(Layer):
         self.onesided = None if onesided is None else params.bool("onesided")
         self.length = None if params.raw("length", None) is None else params.int("length")
         self.complex_out = params.bool("return_complex", False)
+        self.check_sizes(params)
+        names = ("input", "window") if self.num_inputs == 2 else ("input",)
+        at = self.bind_inputs(params, names)
+        self.spectrum_at, self.window_at = at[0], (at[1] if len(at) == 2 else None)
+
+    def check_sizes(self, params: Params) -> None:
         if not (0 < self.hop <= self.win_length <= self.n_fft):
             raise params.error(f"needs 0 < hop_length <= win_length <= n_fft, given {self.hop}, "
                                f"{self.win_length} and {self.n_fft}")
         if self.length is not None and self.length < 0:
             raise params.error(f"length={self.length} must not be negative")
-        names = ("input", "window") if self.num_inputs == 2 else ("input",)
-        at = self.bind_inputs(params, names)
-        self.spectrum_at, self.window_at = at[0], (at[1] if len(at) == 2 else None)
 
     def _onesided(self, bins: int) -> bool:
         onesided = self.onesided if self.onesided is not None else bins != self.n_fft
@@ -527,3 +532,39 @@ class ISTFT(Layer):
         if end > total:
             y = np.concatenate([y, np.zeros((*y.shape[:-1], end - total), y.dtype)], axis=-1)
         return [np.ascontiguousarray(y, dtype=dtype)]
+
+
+@register("aten::istft")
+class AtenISTFT(ISTFT):
+    """``torch.istft`` left as TorchScript's call (pnnx does so when ``length`` was read from
+    a tensor's size): ``(input, n_fft, hop_length, win_length, window, center, normalized,
+    onesided, length, return_complex)``, every argument but the input and the window a
+    constant."""
+
+    ARGUMENTS = ("input", "n_fft", "hop_length", "win_length", "window", "center", "normalized", "onesided",
+                 "length", "return_complex")
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != len(self.ARGUMENTS):
+            raise params.error(f"takes {len(self.ARGUMENTS)} inputs ({', '.join(self.ARGUMENTS)}), "
+                               f"given {self.num_inputs}")
+
+        def given(index: int, kind: type) -> Any:
+            value = constant_input(params, index)
+            if value is not None and (value is NOT_CONSTANT or isinstance(value, bool) != (kind is bool)
+                                      or not isinstance(value, kind)):
+                raise params.error(f"{self.ARGUMENTS[index]} (input {index}) must be a constant {kind.__name__}")
+            return value
+
+        self.n_fft = required_constant(params, 1, "n_fft", int)
+        hop, width = given(2, int), given(3, int)
+        self.hop = self.n_fft // 4 if hop is None else hop
+        self.win_length = self.n_fft if width is None else width
+        self.center = required_constant(params, 5, "center", bool)
+        self.normalized = required_constant(params, 6, "normalized", bool)
+        self.onesided = given(7, bool)
+        self.length = given(8, int)
+        self.complex_out = required_constant(params, 9, "return_complex", bool)
+        self.check_sizes(params)
+        self.spectrum_at = 0
+        self.window_at = None if constant_input(params, 4) is None else 4

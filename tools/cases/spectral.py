@@ -117,6 +117,9 @@ CASES = [
     Case("istft_twosided_complex_no_window",
          Fn(lambda s: torch.view_as_real(torch.istft(s, 12, onesided=False, return_complex=True, length=40))),
          (torch.randn(12, 14, dtype=torch.complex64),)),
+    Case("istft_to_the_input_length", Fn(lambda a: torch.istft(  # pnnx leaves it aten::istft
+        torch.stft(a, 32, 8, window=torch.hann_window(32), return_complex=True) * 0.5, 32, 8,
+        window=torch.hann_window(32), length=a.shape[-1])), (x(1, 150),)),
     Case("istft_of_stft", Fn(lambda a: torch.istft(
         torch.stft(a, 32, 8, window=torch.hann_window(32), return_complex=True), 32, 8,
         window=torch.hann_window(32), length=150)), (x(2, 150),)),

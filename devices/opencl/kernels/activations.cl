@@ -7,7 +7,11 @@
 inline float softplus1(float s) { return fmax(s, 0.0f) + log1p(exp(-fabs(s))); }
 
 inline float f_relu(float v, float p0, float p1) { return v < 0.0f ? 0.0f : v; }
-inline float f_clamp(float v, float p0, float p1) { return v < p0 ? p0 : (v > p1 ? p1 : v); }
+// max then min, as torch.clamp: a lower bound above the upper gives the upper
+inline float f_clamp(float v, float p0, float p1) {
+    const float low = v < p0 ? p0 : v;
+    return low > p1 ? p1 : low;
+}
 inline float f_threshold(float v, float p0, float p1) { return v <= p0 ? p1 : v; }
 inline float f_leaky_relu(float v, float p0, float p1) { return v > 0.0f ? v : v * p0; }
 inline float f_elu(float v, float p0, float p1) { return v > 0.0f ? v : p0 * expm1(v); }

@@ -1,8 +1,8 @@
 // Elementwise maps: the activations of layers/activation.py that are simple maps
-// (activations.cl), and the per-channel affine map of an inference batch norm (its
-// statistics folded into scale and shift). Every map kernel has the same arguments: x
-// (offset), y (offset), n, and two float parameters p0, p1 whose meaning depends on the
-// activation (slope, alpha, bounds, ...).
+// (activations.cl), the per-channel affine map of an inference batch norm (its
+// statistics folded into scale and shift), and the gated halves of F.glu. Every map
+// kernel has the same arguments: x (offset), y (offset), n, and two float parameters p0,
+// p1 whose meaning depends on the activation (slope, alpha, bounds, ...).
 
 #include "activations.cl"
 
@@ -46,4 +46,15 @@ __kernel void channel_affine(__global const float* restrict x, const int x_off,
     if (i >= n) return;
     const int c = (i / inner) % C;
     y[y_off + i] = x[x_off + i] * scale[c] + shift[c];
+}
+
+// F.glu: x viewed as (outer, 2 * width, inner), y (outer, width, inner) = first half * sigmoid(second).
+__kernel void glu(__global const float* restrict x, const int x_off,
+                  __global float* restrict y, const int y_off,
+                  const int n, const int width, const int inner) {
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    const int outer = i / (width * inner);
+    const int at = x_off + i + outer * width * inner;  // the same place in the first half
+    y[y_off + i] = x[at] * f_sigmoid(x[at + width * inner], 0.0f, 0.0f);
 }

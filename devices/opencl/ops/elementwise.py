@@ -10,10 +10,25 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.devices.opencl.ops.base import Op, implements
+from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
 from graphexec.devices.opencl.ops.expression import float_literal
 from graphexec.layers import activation as act
+from graphexec.layers.base import normalize_axis
+from graphexec.layers.elementwise import Clamp
 from graphexec.layers.norm import BatchNorm1d, BatchNorm2d
+
+
+def clamp_bounds(layer: Clamp) -> tuple[float, float] | None:
+    """(lower, upper) of a clamp whose bounds are numbers (an absent one infinite), or None
+    where one is a tensor input."""
+    bounds = {"min": -math.inf, "max": math.inf}
+    for name in layer.bounds:
+        kind, value = layer.args.sources[name]
+        if kind != "param":
+            return None
+        bounds[name] = float(value)
+    return bounds["min"], bounds["max"]
+
 
 #: layer class -> (kernel suffix, its two float params from the layer)
 ACTIVATIONS: dict[type, tuple[str | Callable[[Any], str], Callable[[Any], tuple[float, float]]]] = {
@@ -39,6 +54,8 @@ ACTIVATIONS: dict[type, tuple[str | Callable[[Any], str], Callable[[Any], tuple[
     act.Tanhshrink: ("tanhshrink", lambda l: (0.0, 0.0)),
     act.Hardshrink: ("hardshrink", lambda l: (l.lambd, 0.0)),
     act.Softshrink: ("softshrink", lambda l: (l.lambd, 0.0)),
+    # torch.clamp by numbers (a tensor bound: refused by ActivationOp.check)
+    Clamp: ("clamp", lambda l: clamp_bounds(l) or (0.0, 0.0)),
 }
 
 
@@ -64,6 +81,8 @@ class ActivationOp(Op):
     """``y = f(x)`` for one activation, its params passed as kernel arguments."""
 
     def check(self, layer):
+        if type(layer) is Clamp and clamp_bounds(layer) is None:
+            return "a bound given as a tensor is left to the CPU"
         _, params = activation_kernel(layer)
         if not all(_finite32(p) or math.isinf(p) for p in params):
             return f"params {params} are not float32 numbers"
@@ -75,6 +94,24 @@ class ActivationOp(Op):
         out = launch.output(0, x.shape)
         built = launch.program("elementwise")
         launch.enqueue_1d(built, name, x.size, x.buffer, x.offset, out.buffer, out.offset, x.size, p0, p1)
+        return [out]
+
+
+@implements(act.GLU)
+class GLUOp(Op):
+    """``a * sigmoid(b)`` of the two halves along ``dim``, one work-item an output element."""
+
+    def check_shapes(self, layer, specs):
+        return refused_shapes(layer, [specs[0].shape])
+
+    def run(self, launch, layer, inputs):
+        x = inputs[0]
+        (shape,) = layer.infer_shapes([x.shape])
+        out = launch.output(0, shape)
+        axis = normalize_axis(layer.dim, x.ndim)
+        built = launch.program("elementwise")
+        launch.enqueue_1d(built, "glu", out.size, x.buffer, x.offset, out.buffer, out.offset, out.size,
+                          shape[axis], math.prod(shape[axis + 1:]))
         return [out]
 
 

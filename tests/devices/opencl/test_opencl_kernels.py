@@ -320,6 +320,8 @@ ACTIVATIONS = [
     ("nn.Softplus", {"beta": 2.0, "threshold": 3.0}), ("nn.LogSigmoid", {}), ("nn.Hardswish", {}),
     ("nn.Hardsigmoid", {}), ("nn.Softsign", {}), ("nn.Tanhshrink", {}), ("nn.Hardshrink", {"lambd": 0.4}),
     ("nn.Softshrink", {"lambd": 0.6}),
+    ("torch.clamp", {"min": -0.5, "max": 2.0}), ("torch.clamp", {"min": 0.3}), ("torch.clamp", {"max": -0.2}),
+    ("torch.clamp", {"min": 1.0, "max": -1.0}),  # a lower bound above the upper gives the upper
 ]
 
 
@@ -329,6 +331,24 @@ def test_activation_matches_cpu(device, op_type, params):
     x = np.concatenate([np.linspace(-12, 12, 2001, dtype=np.float32), data(1, (999,), 3.0),
                         np.float32([0.0, -0.0, 80.0, -80.0, 100.0, -100.0])])
     check(device, layer, [x.reshape(6, -1)])
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=4), st.data(), st.integers(0, 2**16))
+def test_glu_matches_cpu(device, shape, draw, seed):
+    dim = draw.draw(st.integers(-len(shape), len(shape) - 1))
+    shape[dim] *= 2
+    check(device, make_layer("F.glu", {"dim": dim}), [data(seed, tuple(shape), 3.0)])
+
+
+def test_clamp_keeps_nan_and_leaves_tensor_bounds_to_the_cpu(device):
+    x = np.float32([np.nan, -3.0, 0.5, 7.0, np.inf, -np.inf])
+    for params in ({"min": -1.0, "max": 1.0}, {"min": 2.0}, {"max": float("inf")}):
+        got = check(device, make_layer("torch.clamp", params), [x])[0]
+        assert np.isnan(got[0])
+    bounded = make_layer("torch.clamp", {}, inputs=2, names=["input", "min"])
+    specs = [TensorSpec((6,), np.dtype(np.float32)), TensorSpec((6,), np.dtype(np.float32))]
+    assert "tensor" in device.unsupported_reason(bounded, specs)
 
 
 @SETTINGS

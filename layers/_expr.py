@@ -297,9 +297,23 @@ _BINARY: dict[str, tuple[Callable[..., Any], Callable[[np.dtype, bool], tuple[np
     "logical_xor": (np.logical_xor, _rule_bool),
 }
 
+class _Power(Function):
+    """``pow``: a tensor to a number exponent of 0.5 or -0.5 is its square root or reciprocal
+    square root, as in PyTorch (``pow(-inf, -0.5)`` is NaN there, C's and numpy's 0); to a
+    tensor exponent, C's ``pow``."""
+
+    def __call__(self, *values: Any) -> Any:
+        base, exponent = values
+        if isinstance(exponent, float) and exponent in (0.5, -0.5) and isinstance(base, np.ndarray) \
+                and base.dtype.kind == "f":
+            return FUNCTIONS["sqrt" if exponent > 0 else "rsqrt"](base)
+        return super().__call__(*values)
+
+
 FUNCTIONS: dict[str, Function] = {
     **{name: Function(name, 1, fn, rule) for name, (fn, rule) in _UNARY.items()},
-    **{name: Function(name, 2, fn, rule) for name, (fn, rule) in _BINARY.items()},
+    **{name: Function(name, 2, fn, rule) for name, (fn, rule) in _BINARY.items() if name != "pow"},
+    "pow": _Power("pow", 2, *_BINARY["pow"]),
 }
 
 #: ``torch.<dtype>(x)``, what pnnx writes for ``Tensor.to`` on a scalar.

@@ -35,8 +35,8 @@ import numpy as np
 
 from graphexec.layers._samples import all_rows, off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
-from graphexec.layers.specs import DynamicSpec
 from graphexec.layers.registry import register
+from graphexec.layers.specs import DynamicSpec
 
 #: What pnnx writes for "no bound" (an open slice end) and "not a select".
 INT_MAX = 2**31 - 1

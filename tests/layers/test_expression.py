@@ -448,3 +448,16 @@ def test_sizes_follow_the_input_of_a_dynamic_model(shape):
     out = engine.forward(x)
     np.testing.assert_allclose(out, x * 2 + shape[1] / 2 - shape[2] * 0.5, rtol=1e-6)
     assert out.dtype == F32 and engine.specs(shape)["2"] == TensorSpec(shape, F32)
+
+
+def test_a_power_of_one_half_is_a_root_as_in_pytorch():
+    """``x ** 0.5`` and ``x ** -0.5`` by a number are sqrt and rsqrt in PyTorch, whose
+    values at -inf and -0.0 differ from C's pow (torch 2.x: ``x ** -0.5`` gives
+    [nan, -inf, 0.5, 0] for [-inf, -0.0, 4, inf]); a tensor exponent keeps C's pow."""
+    x = np.float32([-np.inf, -0.0, 4.0, np.inf, -1.0])
+    np.testing.assert_array_equal(run("pow(@0,5.000000e-01)", x), np.float32([np.nan, -0.0, 2.0, np.inf, np.nan]))
+    got = run("pow(@0,-5.000000e-01)", x)
+    np.testing.assert_array_equal(got, np.float32([np.nan, -np.inf, 0.5, 0.0, np.nan]))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(run("pow(@0,@1)", x, np.full(5, -0.5, np.float32)),
+                                  np.float32([0.0, np.inf, 0.5, 0.0, np.nan]))

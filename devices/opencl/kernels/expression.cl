@@ -28,3 +28,5 @@ inline float ge_logaddexp(float a, float b) {
 }
 inline float ge_square(float a) { return a * a; }
 inline float ge_reciprocal(float a) { return 1.0f / a; }
+// pow to a number: 0.5 and -0.5 are sqrt and rsqrt, as in PyTorch (C's pow(-inf, 0.5) is inf)
+inline float ge_pow_number(float a, float b) { return b == 0.5f ? sqrt(a) : (b == -0.5f ? rsqrt(a) : pow(a, b)); }

@@ -108,6 +108,8 @@ def to_c(node: _expr.Node, used: set[int]) -> str:
             exponent = node.args[1]
             if isinstance(exponent, _expr.Literal) and type(exponent.value) is int and abs(exponent.value) < 2**31:
                 return f"pown({to_c(node.args[0], used)}, {exponent.value})"
+            if not _has_input(exponent):  # a number: 0.5 and -0.5 are roots, as on the CPU
+                return f"ge_pow_number({to_c(node.args[0], used)}, {to_c(exponent, used)})"
         return template.format(*(to_c(a, used) for a in node.args))
     raise Unsupported(f"{_expr.to_text(node)} is not an elementwise value")
 

@@ -392,6 +392,19 @@ def test_expression_matches_cpu(device, text, arity):
     check(device, layer, arrays)
 
 
+def test_powers_by_numbers_treat_special_values_as_the_cpu(device):
+    """``x ** 0.5`` and ``x ** -0.5`` are roots (NaN at -inf, -0.0 kept), other numbers and a
+    tensor exponent C's pow: the device gives the CPU layer's NaNs and infinities, and its
+    numbers within the device's rounding."""
+    x = np.float32([-np.inf, -0.0, 0.0, 4.0, np.inf, -1.0, np.nan, 2.5])
+    for text, arity in (("pow(@0,5.000000e-01)", 1), ("pow(@0,-5.000000e-01)", 1), ("pow(@0,1.500000e+00)", 1),
+                        ("pow(@0,@1)", 2)):
+        layer = make_layer("pnnx.Expression", {"expr": text}, inputs=arity, in_dtype="f32", out_dtype="f32")
+        arrays = [x, np.full(x.shape, -0.5, np.float32)][:arity]
+        got, want = run_both(device, layer, arrays)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=0, err_msg=text)
+
+
 BROADCASTS = st.sampled_from([
     [(2, 3), (3,), (2, 1)], [(4, 1, 5), (1, 3, 1), ()], [(2, 3, 4, 5), (3, 1, 5), (1,)], [(6,), (6,), (6,)],
     [(2, 1, 3, 1, 4), (1, 5, 1, 2, 1), (1, 1, 1, 1, 1)], [(1, 7, 1), (7, 1), (1, 1, 9)],

@@ -297,6 +297,7 @@ _BINARY: dict[str, tuple[Callable[..., Any], Callable[[np.dtype, bool], tuple[np
     "logical_xor": (np.logical_xor, _rule_bool),
 }
 
+
 class _Power(Function):
     """``pow``: a tensor to a number exponent of 0.5 or -0.5 is its square root or reciprocal
     square root, as in PyTorch (``pow(-inf, -0.5)`` is NaN there, C's and numpy's 0); to a
@@ -304,8 +305,8 @@ class _Power(Function):
 
     def __call__(self, *values: Any) -> Any:
         base, exponent = values
-        if isinstance(exponent, float) and exponent in (0.5, -0.5) and isinstance(base, np.ndarray) \
-                and base.dtype.kind == "f":
+        root = isinstance(exponent, float) and exponent in (0.5, -0.5)
+        if root and isinstance(base, np.ndarray) and base.dtype.kind == "f":
             return FUNCTIONS["sqrt" if exponent > 0 else "rsqrt"](base)
         return super().__call__(*values)
 

@@ -716,10 +716,7 @@ class _SoftmaxBase(Layer):
         if self.dim is not None:
             self.dim = params.int("dim")
         self.cast_to: np.dtype | None = None
-        wrote = params.op.outputs[0].dtype if params.op.outputs else None
-        read = params.op.inputs[0].dtype if params.op.inputs else None
-        if wrote in ("f16", "f32", "f64") and read is not None and wrote != read:
-            self.cast_to = np.dtype({"f16": np.float16, "f32": np.float32, "f64": np.float64}[wrote])
+        self.cast_to = params.dropped_dtype(lambda dtype: self.infer_dtypes([dtype])[0])
 
     def axis(self, rank: int) -> int:
         if self.dim is None:  # PyTorch's legacy choice when no dim is given

@@ -84,6 +84,11 @@ def required_constant(params: Params, index: int, name: str, kind: type) -> Any:
     return value
 
 
+def optional_constant(params: Params, index: int, name: str, kind: type) -> Any:
+    """:func:`required_constant`, or None where the argument is left at its default."""
+    return None if constant_input(params, index) is None else required_constant(params, index, name, kind)
+
+
 def constant_number(params: Params, index: int, name: str, low: float | None = None,
                     high: float | None = None) -> float:
     """A constant real argument within ``[low, high]`` (either bound may be absent);

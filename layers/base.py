@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from graphexec.dtypes import is_known, numpy_dtype
 from graphexec.errors import LayerConfigError, quoted
 from graphexec.ir import Operator
 from graphexec.layers.specs import SequenceSpec, Shape, Spec, TensorSpec
@@ -143,6 +144,19 @@ class Params:
         ):
             raise self.error(f"param {key}={quoted(value)} should be a list of numbers")
         return tuple(float(v) for v in value)
+
+    def dropped_dtype(self, natural: Callable[[np.dtype], np.dtype]) -> np.dtype | None:
+        """The output's annotated dtype where the layer's own rule ``natural``, applied to the
+        annotated input, makes another: pnnx drops a ``dtype=`` argument (``x.cumsum(1,
+        dtype=torch.float32)``, ``softmax(x, 1, dtype=torch.float64)``) but annotates the
+        traced output with it. None where they agree or either is not annotated."""
+        op = self.op
+        wrote = op.outputs[0].dtype if op.outputs else None
+        read = op.inputs[0].dtype if op.inputs else None
+        if not (wrote and read and is_known(wrote) and is_known(read)) or "bf16" in (wrote, read):
+            return None
+        made = numpy_dtype(wrote)
+        return made if natural(numpy_dtype(read)) != made else None
 
     def has_attr(self, key: str) -> bool:
         attr = self.op.attrs.get(key)

@@ -13,12 +13,10 @@ sums as a plain reduction gets; a mean over the last dims is one matrix-vector p
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from graphexec.dtypes import is_known, numpy_dtype
 from graphexec.layers._expr import TORCH_DTYPES
 from graphexec.layers._samples import off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, ShapeMismatch, normalize_axis
@@ -36,20 +34,6 @@ def read_dims(params: Params, key: str = "dim") -> tuple[int, ...] | None:
     if len(set(dims)) != len(dims):
         raise params.error(f"{key}={list(dims)} repeats a dim")
     return dims or None
-
-
-def dropped_dtype(params: Params, natural: Callable[[np.dtype], np.dtype]) -> np.dtype | None:
-    """The output's annotated dtype where the op's own rule, from the annotated input, makes
-    another: pnnx drops a ``dtype=`` argument (``x.cumsum(1, dtype=torch.float32)``, ``sum``
-    of a mask to float) but annotates the traced output with it. None where they agree or
-    either is not annotated."""
-    op = params.op
-    wrote = op.outputs[0].dtype if op.outputs else None
-    read = op.inputs[0].dtype if op.inputs else None
-    if not (wrote and read and is_known(wrote) and is_known(read)) or "bf16" in (wrote, read):
-        return None
-    made = numpy_dtype(wrote)
-    return made if natural(numpy_dtype(read)) != made else None
 
 
 class _Reduction(Layer):
@@ -161,7 +145,7 @@ class Sum(_Summing):
             raise params.error(f"dtype={name!r} is not a dtype this engine knows ({known})")
         self.dtype = None if name is None else TORCH_DTYPES[name]
         if self.dtype is None:
-            self.dtype = dropped_dtype(params, lambda dtype: self.infer_dtypes([dtype])[0])
+            self.dtype = params.dropped_dtype(lambda dtype: self.infer_dtypes([dtype])[0])
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         return [self.dtype] if self.dtype is not None else super().infer_dtypes(dtypes)
@@ -456,7 +440,7 @@ class _Cumulative(Layer):
     def build(self, params: Params) -> None:
         self.dim = params.int("dim")
         self.dtype: np.dtype | None = None
-        self.dtype = dropped_dtype(params, lambda dtype: self.infer_dtypes([dtype])[0])
+        self.dtype = params.dropped_dtype(lambda dtype: self.infer_dtypes([dtype])[0])
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from graphexec.layers.aten import NOT_CONSTANT, constant_input, required_constant
+from graphexec.layers.aten import constant_input, optional_constant, required_constant
 from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
 
@@ -548,22 +548,14 @@ class AtenISTFT(ISTFT):
         if self.num_inputs != len(self.ARGUMENTS):
             raise params.error(f"takes {len(self.ARGUMENTS)} inputs ({', '.join(self.ARGUMENTS)}), "
                                f"given {self.num_inputs}")
-
-        def given(index: int, kind: type) -> Any:
-            value = constant_input(params, index)
-            if value is not None and (value is NOT_CONSTANT or isinstance(value, bool) != (kind is bool)
-                                      or not isinstance(value, kind)):
-                raise params.error(f"{self.ARGUMENTS[index]} (input {index}) must be a constant {kind.__name__}")
-            return value
-
         self.n_fft = required_constant(params, 1, "n_fft", int)
-        hop, width = given(2, int), given(3, int)
+        hop, width = optional_constant(params, 2, "hop_length", int), optional_constant(params, 3, "win_length", int)
         self.hop = self.n_fft // 4 if hop is None else hop
         self.win_length = self.n_fft if width is None else width
         self.center = required_constant(params, 5, "center", bool)
         self.normalized = required_constant(params, 6, "normalized", bool)
-        self.onesided = given(7, bool)
-        self.length = given(8, int)
+        self.onesided = optional_constant(params, 7, "onesided", bool)
+        self.length = optional_constant(params, 8, "length", int)
         self.complex_out = required_constant(params, 9, "return_complex", bool)
         self.check_sizes(params)
         self.spectrum_at = 0

@@ -169,14 +169,24 @@ ROW_MEAN_MAX_TERMS = 4096
 
 @register("torch.mean")
 class Mean(_Summing):
-    """The mean over ``dims`` (None: all); floating inputs only, as in PyTorch."""
+    """The mean over ``dims`` (None: all); floating inputs only, as in PyTorch, unless a
+    ``dtype=`` (which pnnx drops, annotating the output with it) says what to average in."""
 
     needs_float = True
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.dtype = params.dropped_dtype(lambda dtype: dtype)
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return super().infer_dtypes(dtypes) if self.dtype is None else [self.dtype]
 
     def accumulator(self, x: np.ndarray, axes: tuple[int, ...]) -> np.dtype:
         return x.dtype if _averages_rows(x, axes) else super().accumulator(x, axes)
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...], out: np.ndarray | None = None) -> np.ndarray:
+        if self.dtype is not None and x.dtype != self.dtype:  # mean(dtype=) reads its input in that dtype
+            x = x.astype(self.dtype)
         if _averages_rows(x, axes):
             return _row_means(x, len(axes), out)
         return np.mean(x, axis=axes, keepdims=True, dtype=self.accumulator(x, axes), out=out)

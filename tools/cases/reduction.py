@@ -47,6 +47,9 @@ CASES = [
     Case("dtype_given_to_cumsum_sum_cumprod", Fn(lambda a: (
         torch.cumsum((a * 3).long(), 1, dtype=torch.float32), torch.sum(a > 0, dim=0, dtype=torch.float32),
         torch.cumprod(a, 0, dtype=torch.float64))), (torch.randn(3, 4),)),
+    Case("dtype_given_to_mean", Fn(lambda a, i: (
+        torch.mean(a, 1, dtype=torch.float64), torch.mean(a.repeat(1, 8), 1, dtype=torch.float64),
+        torch.mean(i, 0, dtype=torch.float32))), (torch.randn(3, 4), _ints(3, 4, seed=43))),
     Case("mean", Fn(lambda a: (a.mean(), a.mean(1), a.mean((0, 2), keepdim=True), a.mean(-1))), (_X,)),
     Case("sum", Fn(lambda a, i: (a.sum(), a.sum(1), a.sum((0, 2), keepdim=True), a.sum((-1, 0)), i.sum(0))),
          (_X, _ints(2, 3, 4, seed=41))),

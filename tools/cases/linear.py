@@ -51,6 +51,11 @@ CASES = [
          (x(2, 3, 4), x(2, 4, 5))),
     Case("einsum_attention_scores", Fn(lambda a, b: torch.einsum("ijkln,ijkmn->ijklm", a, b)),
          (x(1, 2, 2, 5, 4), x(1, 2, 2, 6, 4))),
+    # stored by (batch, rows, columns) and copied into the output's order (Mamba 2's chunked scan)
+    Case("einsum_reordered_then_relu_and_product",
+         Fn(lambda a, b, c: (torch.relu(torch.einsum("ijkmn,ijlmn->ijklm", a, b)),
+                             torch.einsum("ijkmn,ijlmn->ijklm", b, a) * c.permute(0, 2, 3, 4, 1))),
+         (x(1, 3, 4, 8, 8), x(1, 3, 4, 8, 8), x(1, 8, 3, 4, 4))),
     Case("einsum_outer", Fn(lambda a, b: torch.einsum("i,j->ij", a, b)), (x(3), x(4))),
     Case("einsum_trace_diagonal", Fn(lambda a: torch.einsum("ii->i", a)), (x(4, 4),)),
     Case("einsum_sum_transpose", Fn(lambda a: torch.einsum("abc->ca", a)), (x(2, 3, 4),)),

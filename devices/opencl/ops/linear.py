@@ -348,6 +348,12 @@ class EinsumOp(Op):
         found = batched_product(layer, [s.shape for s in specs])
         return found if isinstance(found, str) else None
 
+    def stores_in_order(self, layer: Einsum, shapes: list[tuple[int, ...]]) -> bool:
+        """Whether the product's store (a chain's STORE_VALUE) indexes the output itself:
+        not where the product is stored by (batch, rows, columns) and copied after."""
+        product = batched_product(layer, shapes)
+        return isinstance(product, str) or product.out_strides is None
+
     def run(self, launch, layer, inputs):
         a, b = inputs
         product = batched_product(layer, [a.shape, b.shape])

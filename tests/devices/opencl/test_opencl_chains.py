@@ -127,3 +127,16 @@ def test_a_chain_whose_device_run_fails_falls_back_to_the_cpu(device, monkeypatc
         assert moved and all(r.device == "cpu" and "device run failed" in r.reason for r in moved)
         for k, (g, w) in enumerate(zip(as_tuple(engine.forward(*ins)), want, strict=True)):
             assert_matches(g, w, what=f"chains on the CPU, out{k}")
+
+
+def test_an_einsum_stored_out_of_order_chains_activations_but_not_other_tensors(device):
+    """Its store indexes the product by (batch, rows, columns) before the copy into the
+    output's order of labels: a ReLU applies there, a product with another tensor, read by
+    the output's index, runs after it."""
+    case = OPS / "linear" / "einsum_reordered_then_relu_and_product"
+    ins, want = load_io(case)
+    with Engine.load(case / "model.pnnx.param", device=device, threads=1) as engine:
+        rows = {row.type: row.device for row in engine.placement.rows}
+        assert rows.get("torch.einsum+F.relu") == "opencl" and rows.get("pnnx.Expression") == "opencl", rows
+        for k, (g, w) in enumerate(zip(as_tuple(engine.forward(*ins)), want, strict=True)):
+            assert_matches(g, w, what=f"einsum_reordered_then_relu_and_product out{k}")

@@ -232,6 +232,24 @@ class Angle(_Elementwise):
         return [np.angle(x).astype(self.out_dtype(x.dtype))]
 
 
+@register("aten::_conj", "aten::conj", "aten::conj_physical", "aten::resolve_conj", "aten::resolve_neg")
+class Conjugate(_Elementwise):
+    """``torch.conj`` (lazy in PyTorch, traced as ``aten::_conj``) and ``conj_physical``;
+    ``resolve_conj`` / ``resolve_neg`` only make such a lazy flag real, so they pass the
+    values through. A real tensor is its own conjugate."""
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.conjugates = self.type in ("aten::_conj", "aten::conj", "aten::conj_physical")
+
+    def out_dtype(self, dtype: np.dtype) -> np.dtype:
+        return dtype
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [np.conj(x) if self.conjugates and x.dtype.kind == "c" else x]
+
+
 @register("torch.view_as_real")
 class ViewAsReal(Layer):
     """``torch.view_as_real``: complex (...,) as real (..., 2) holding (real, imag)."""

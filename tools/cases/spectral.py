@@ -59,6 +59,11 @@ class SpectralConv(nn.Module):
 
 
 CASES = [
+    # a cross-correlation through the spectrum (Autoformer's auto-correlation)
+    Case("conj_of_spectra", Fn(lambda a: (
+        torch.fft.irfft(torch.fft.rfft(a) * torch.conj(torch.fft.rfft(a * 2 + 1)), n=8),
+        torch.view_as_real(torch.fft.rfft(a).conj().resolve_conj()),
+        torch.view_as_real(torch.conj_physical(torch.fft.fft(a))))), (x(2, 8),)),
     Case("fnet_mixing", Fn(lambda a: torch.fft.fft(torch.fft.fft(a, dim=-1), dim=-2).real), (x(2, 6, 8),)),
     Case("global_filter", GlobalFilter(), (x(1, 6, 6, 8),)),
     Case("spectral_conv", SpectralConv(), (x(1, 4, 6, 6),)),

@@ -8,6 +8,7 @@
     FilledLike    torch.zeros_like / ones_like / full_like / empty_like   (the input's shape)
     AtenNewFull   aten::new_full        x.new_full(size, value), as TorchScript leaves it
     Linspace      aten::linspace        steps values from start to end
+    Eye           aten::eye             the identity matrix of n (x m)
     Numel         aten::numel           the element count, as an int64 scalar
 
 pnnx folds these into constants when every size is known at export; they stay in the graph
@@ -284,6 +285,34 @@ class Linspace(Layer):
         start, end, steps = _number(inputs[0]), _number(inputs[1]), int(_number(inputs[2]))
         dtype = self._dtype(None if inputs[3] is None else _number(inputs[3]))
         return [np.linspace(start, end, steps, dtype=np.float64).astype(dtype)]
+
+
+@register("aten::eye")
+class Eye(Layer):
+    """``torch.eye(n)`` or ``torch.eye(n, m)`` (float32 unless a dtype is given), kept in the
+    graph where ``n`` is a dynamic input dim; TorchScript's inputs: n, (m,) dtype, layout,
+    device, pin_memory."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (5, 6):
+            raise params.error(f"takes 5 or 6 inputs (n, m optional, dtype, layout, device, pin_memory), "
+                               f"given {self.num_inputs}")
+        self.sizes = self.num_inputs - 4
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        sizes = [_known_number(spec) for spec in specs[:self.sizes]]
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in sizes):
+            raise ShapeMismatch(f"the sizes must be non-negative integers known before the run, given {sizes}")
+        return [TensorSpec((sizes[0], sizes[-1]), self._dtype(_known_number(specs[self.sizes])))]
+
+    @staticmethod
+    def _dtype(code: Any) -> np.dtype:
+        return np.dtype(np.float32) if code in (None, _UNKNOWN) else scalar_type(code)
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        n, m = int(_number(inputs[0])), int(_number(inputs[self.sizes - 1]))
+        code = inputs[self.sizes]
+        return [np.eye(n, m, dtype=self._dtype(None if code is None else _number(code)))]
 
 
 @register("aten::numel")

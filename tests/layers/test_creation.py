@@ -26,6 +26,8 @@ CASES = {
     "new_zeros_ones_full": lambda a: [np.zeros_like(a), np.zeros((3, 2)), np.full(7, -4.0)],
     "linspace_of_a_size": lambda a: [a + np.linspace(-1, 1, 7, dtype=np.float32)],
     "empty_filled": lambda a: [np.full((3, 2), 1.5), np.full(7, -2.0), np.full(3, 7.0)],
+    "eye_of_a_size": lambda a: [a * np.eye(3, 7, dtype=np.float32), np.eye(7).sum(1, keepdims=True) - 3,
+                                np.eye(3, dtype=np.int64)],
 }
 
 
@@ -40,6 +42,8 @@ def test_sizes_follow_the_input_shape(name):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
     assert got[0].dtype == (np.int64 if name == "full_int" else np.float32)
+    if name == "eye_of_a_size":  # a dtype given as TorchScript's number
+        assert [g.dtype for g in got] == [np.float32, np.float64, np.int64]
 
 
 def layer(op_type, params, names):

@@ -232,15 +232,15 @@ class Angle(_Elementwise):
         return [np.angle(x).astype(self.out_dtype(x.dtype))]
 
 
-@register("aten::_conj", "aten::conj", "aten::conj_physical", "aten::resolve_conj", "aten::resolve_neg")
+@register("aten::_conj", "aten::conj_physical", "aten::resolve_conj")
 class Conjugate(_Elementwise):
     """``torch.conj`` (lazy in PyTorch, traced as ``aten::_conj``) and ``conj_physical``;
-    ``resolve_conj`` / ``resolve_neg`` only make such a lazy flag real, so they pass the
-    values through. A real tensor is its own conjugate."""
+    ``resolve_conj`` only makes such a lazy conjugate real, so it passes the values through.
+    A real tensor is its own conjugate."""
 
     def build(self, params: Params) -> None:
         super().build(params)
-        self.conjugates = self.type in ("aten::_conj", "aten::conj", "aten::conj_physical")
+        self.conjugates = self.type != "aten::resolve_conj"
 
     def out_dtype(self, dtype: np.dtype) -> np.dtype:
         return dtype

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from graphexec.errors import LayerConfigError
 from graphexec.program import Program
-from graphexec.layers.specs import Spec, is_dynamic
+from graphexec.layers._expr import ScalarSpec
+from graphexec.layers.specs import Spec, TensorSpec, is_dynamic
 
 
 class InferenceFailure(Exception):
@@ -48,6 +53,7 @@ def infer_specs(program: Program, inputs: dict[str, Spec], *, defer_dynamic: boo
                 step.name, step.layer.type, given,
                 f"produced {len(produced)} outputs, the graph expects {len(step.outputs)}", specs,
             )
+        produced = _with_values(step.layer, given, produced)
         dynamic = [(name, spec) for name, spec in zip(step.outputs, produced) if is_dynamic(spec)]
         if dynamic and not defer_dynamic:
             name, spec = dynamic[0]
@@ -59,3 +65,26 @@ def infer_specs(program: Program, inputs: dict[str, Spec], *, defer_dynamic: boo
         specs.update(zip(step.outputs, produced))
         waiting.update(name for name, _ in dynamic)
     return specs
+
+
+def _with_values(layer: Any, given: list[Spec], produced: list[Spec]) -> list[Spec]:
+    """``produced``, with the values of scalars computed from scalars whose values inference
+    knows (sizes, numbers): the layer's own forward on them. A size clamped or compared
+    (``torch.clamp(size - k, min=0)``, as "same" padding computes its pads in a dynamic
+    export) is then known to what reads it (a pad, a reshape) as a size taken straight
+    from a shape is."""
+    if not given or not all(isinstance(s, ScalarSpec) and isinstance(s.value, (bool, int, float)) for s in given):
+        return produced
+    if not produced or not all(type(p) is TensorSpec and p.shape == () for p in produced):
+        return produced
+    try:
+        values = layer.forward([np.asarray(s.value, dtype=s.dtype) for s in given])
+    except Exception:  # noqa: BLE001 (the run reports what the layer refuses)
+        return produced
+    known: list[Spec] = []
+    for spec, value in zip(produced, values):
+        value = np.asarray(value)
+        if value.shape != () or value.dtype.kind not in "biuf":
+            return produced
+        known.append(ScalarSpec((), spec.dtype, value.astype(spec.dtype).item()))
+    return known

@@ -52,3 +52,14 @@ def test_a_wrong_rank_gives_no_export_hint():
     with pytest.raises(InputShapeError) as info:
         engine.forward(np.zeros((2, 3, 4), np.float32))
     assert "dynamic_inputs" not in str(info.value)
+
+
+@pytest.mark.parametrize("height, width, pads", [(9, 8, (1, 1, 0, 1)), (12, 11, (0, 1, 1, 1)), (4, 4, (0, 1, 0, 1))])
+def test_pads_clamped_from_sizes_are_known_to_the_plan(height, width, pads):
+    """timm's "same" padding computes its pads from the input's sizes and clamps them at
+    zero: the clamp of a known size is known before the run, so the pad's shape is too."""
+    x = np.random.default_rng(height).standard_normal((1, 2, height, width)).astype(np.float32)
+    with Engine.load(OPS / "resize" / "pad_same_clamped" / "model.pnnx.param") as engine:
+        got = engine.forward(x)
+    top, bottom, left, right = pads
+    np.testing.assert_array_equal(got, np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))))

@@ -28,6 +28,19 @@ def _pad(pad, **kwargs) -> Fn:
     return Fn(lambda x: F.pad(x, pad, **kwargs))
 
 
+
+def _same_pad(n):
+    """The total pad of a stride-2 3x3 window keeping ceil(n / 2) outputs; traced, ``n`` is
+    a tensor and the pad a clamp (timm's ``pad_same``)."""
+    if torch.is_tensor(n):
+        return torch.clamp((torch.ceil(n / 2) - 1) * 2 + 3 - n, min=0)
+    return max((-(-n // 2) - 1) * 2 + 3 - n, 0)
+
+
+def _pad_same(x: torch.Tensor) -> torch.Tensor:
+    ph, pw = _same_pad(x.size(2)), _same_pad(x.size(3))
+    return F.pad(x, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2))
+
 CASES = [
     # -- nn.Upsample and friends ------------------------------------------------------------
     Case("upsample_nearest_x2", Wrap(nn.Upsample(scale_factor=2)), (_x(1, 1, 2, 4, 5),)),
@@ -113,4 +126,7 @@ CASES = [
     Case("pad_to_the_size_of_another",
          Fn(lambda a, b: torch.cat([a, F.pad(b, [0, a.shape[3] - b.shape[3], 1, a.shape[2] - b.shape[2] - 1])], 1)),
          (_x(71, 1, 2, 9, 11), _x(72, 1, 3, 6, 8)), inputs2=(_x(73, 1, 2, 12, 10), _x(74, 1, 3, 7, 5))),
+    # "same" padding for a stride-2 3x3 window, its pads clamped at zero (timm's pad_same)
+    Case("pad_same_clamped", Fn(_pad_same), (_x(75, 1, 2, 9, 8),), inputs2=(_x(76, 1, 2, 12, 11),)),
 ]
+

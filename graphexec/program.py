@@ -15,6 +15,7 @@ from graphexec.errors import GraphStructureError
 from graphexec.ir import OUTPUT_TYPE, Graph, Operand, Operator
 from graphexec.layers.base import Layer
 from graphexec.layers.specs import MAX_TENSORS
+from graphexec.storage import rebased_inputs
 
 #: Packing operators that, when they only feed pnnx.Output, are flattened away.
 _PACK_TYPES = frozenset({"prim::TupleConstruct", "prim::ListConstruct"})
@@ -51,8 +52,9 @@ class Program:
         packers = _output_packers(order)
         layers = build_layers(graph, skip=packers)
         outputs = _flattened_outputs(graph, order, packers)
+        storage = rebased_inputs(order, layers)  # an as_strided reads the memory under its input's views
         steps = tuple(
-            Step(layers[op.name], tuple(o.name for o in op.inputs), tuple(o.name for o in op.outputs))
+            Step(layers[op.name], _inputs(op, storage.get(op.name)), tuple(o.name for o in op.outputs))
             for op in order
             if op.type not in BOUNDARY_TYPES and op.name not in packers
         )
@@ -67,6 +69,12 @@ class Program:
             for name in step.inputs:
                 found.setdefault(name, []).append(k)
         return found
+
+
+def _inputs(op: Operator, first: str | None) -> tuple[str, ...]:
+    """The operand names ``op`` reads, its first replaced by ``first`` where given."""
+    names = tuple(o.name for o in op.inputs)
+    return names if first is None else (first, *names[1:])
 
 
 def _output_packers(order: list[Operator]) -> set[str]:

@@ -63,6 +63,22 @@ class ViewAsInAConvBlock(torch.nn.Module):
         return torch.relu(y.flatten(1).softmax(1).view_as(y) * 10)
 
 
+def as_strided_under_views(a):
+    """Longformer's overlapping chunks: ``as_strided`` of a transposed view reads the memory
+    under the transpose; of the same made contiguous (pnnx drops ``.contiguous()``, so both
+    read one operand) its row-major order; behind a reshape that copies, the copy's."""
+    heads = a.view(12, 4, 8).transpose(0, 1)
+    viewed = heads.reshape(4, 3, 4, 8)
+    copied = heads.contiguous().view(4, 3, 4, 8)
+    flat = heads.reshape(4, 96)  # not a view: a copy, read in its own order
+    return tuple(torch.as_strided(t, (4, 5, 4, 8) if t.dim() == 4 else (4, 5, 32), _halved(t.stride())) + 0
+                 for t in (viewed, copied, flat.view(4, 3, 32)))
+
+
+def _halved(strides):
+    return (strides[0], strides[1] // 2, *strides[2:])
+
+
 def as_strided_computed(a):
     """Sizes, strides and an offset read from the input's shape: pnnx leaves a computed
     offset as aten::as_strided, and writes torch.as_strided with size and stride inputs
@@ -220,4 +236,5 @@ CASES = [
                        torch.as_strided(a, (2, 3), (0, 5), 0) * 2, a.as_strided((0, 2), (3, 1)))),
          (x(3, 4),)),
     Case("as_strided_computed", Fn(as_strided_computed), (x(3, 4),), inputs2=(x(5, 6),)),
+    Case("as_strided_under_views", Fn(as_strided_under_views), (x(12, 32),), check_trace=False),
 ]

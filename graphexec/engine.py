@@ -46,7 +46,7 @@ from graphexec.occupancy import occupancy
 from graphexec.options import EngineOptions
 from graphexec.placement import Placement
 from graphexec.plan import Plan
-from graphexec.planner import Planner
+from graphexec.planner import Planner, first_divergence
 from graphexec.pools import Pools
 from graphexec.program import Program
 from graphexec.replay import Replay
@@ -127,6 +127,7 @@ class Engine:
         # computed after a size only the run tells is one tensor, of its annotated shape).
         self._output_shapes: list[tuple[Dim | None, ...] | None] | None = None
         if first_plan is not None:
+            self._warn_of_shapes_unlike_the_export(first_plan)
             operands = graph.operands
             self._output_shapes = [leaf.shape if leaf is not None else operands[n].shape
                                    for n in self.program.outputs for leaf in _leaves(first_plan.specs.get(n))]
@@ -301,6 +302,17 @@ class Engine:
             logger.warning("inputs {} are read by no operator: the outputs do not depend on their values "
                            "(right if the model reads only their shapes; else the export lost what reads them)",
                            unread)
+
+    def _warn_of_shapes_unlike_the_export(self, plan: Plan) -> None:
+        """A shape inferred at the exported input shapes that is not the one pnnx annotated
+        means the graph computes something other than what PyTorch traced (pnnx's own
+        model_pnnx.py gives the same): an index pnnx folded into the wrong constant can still
+        broadcast, and then every answer is quietly wrong."""
+        found = first_divergence(self.program, plan.specs)
+        if found:
+            logger.warning("the shapes inferred at the exported input shapes part from pnnx's annotations {}: "
+                           "the graph pnnx wrote computes something other than what PyTorch traced there, "
+                           "so the outputs may differ from PyTorch's", found)
 
     # -- running ---------------------------------------------------------------------------
     def forward(

@@ -186,7 +186,7 @@ class Planner:
                                      f"cannot take the sizes the run computed: {exc.reason}") from exc
             if not given_by_user:
                 raise LayerConfigError(exc.step_name, exc.step_type, f"cannot take its exported inputs [{shown}]: "
-                                       f"{exc.reason}{_first_divergence(self.program, exc.known)}") from exc
+                                       f"{exc.reason}{_parting(self.program, exc.known)}") from exc
             inputs = self.program.graph.operands
             exported = ", ".join(f"in{k}={_show_shape(inputs[n].shape)}" for k, n in enumerate(self.program.inputs))
             given_text = ", ".join(f"in{k}={given[n]}" for k, n in enumerate(self.program.inputs))
@@ -297,22 +297,27 @@ def _prepare(kernel: Kernel, node: Any, specs: Mapping[str, Spec]) -> None:
                                                            f"{exc}") from exc
 
 
-def _first_divergence(program: Program, known: dict[str, Spec]) -> str:
-    """Where inference at the exported shapes first parts from a shape pnnx annotated, for
-    a failure further on: pnnx may have written a wrong graph there (its own generated
-    model_pnnx.py then fails too), or a layer computes the wrong shape."""
+def first_divergence(program: Program, known: Mapping[str, Spec]) -> str:
+    """Where inference at the exported shapes first parts from a shape pnnx annotated on an
+    operand that is read ("" if nowhere): pnnx may have written a wrong graph there (its own generated model_pnnx.py
+    then fails or differs too), or a layer computes the wrong shape."""
     operands = program.graph.operands
+    outputs = set(program.outputs)
     for step in program.steps:
         for name in step.outputs:
             spec, operand = known.get(name), operands.get(name)
-            annotated = None if operand is None else operand.shape
+            annotated = None if operand is None or not (operand.consumers or name in outputs) else operand.shape
             if not isinstance(spec, TensorSpec) or not annotated or not all(isinstance(d, int) for d in annotated):
                 continue
             if tuple(spec.shape) != tuple(annotated):
-                return (f" (the shapes first part from pnnx's annotations at operand {name}, output of "
-                        f"{step.name} ({step.layer.type}): annotated {_show_shape(annotated)}, inferred "
-                        f"{_show_shape(spec.shape)})")
+                return (f"at operand {name}, output of {step.name} ({step.layer.type}): annotated "
+                        f"{_show_shape(annotated)}, inferred {_show_shape(spec.shape)}")
     return ""
+
+
+def _parting(program: Program, known: Mapping[str, Spec]) -> str:
+    found = first_divergence(program, known)
+    return f" (the shapes first part from pnnx's annotations {found})" if found else ""
 
 
 def _shown(given: Mapping[str, Spec]) -> str:

@@ -572,8 +572,8 @@ class _AsStrided(Layer):
     """``torch.as_strided(x, size, stride, storage_offset)``: a read-only view of the
     elements of ``x`` in row-major order (a copy first where they are not so held). Each of
     the three is a constant (``known``) or read from input ``at``. PyTorch reads the memory
-    of a tensor it holds as a view of another (a transpose) instead: only a contiguous
-    tensor gives the same elements in both."""
+    under ``x`` instead, which differs where ``x`` is a view of a transpose: the program
+    then hands this layer that memory (:mod:`graphexec.storage`)."""
 
     is_view = True
 

@@ -191,6 +191,33 @@ def test_an_input_no_operator_reads_is_named_at_load():
         "reads only their shapes; else the export lost what reads them)\n"]
 
 
+def test_a_shape_unlike_the_exported_annotation_is_named_at_load():
+    """pnnx can write a graph that computes other shapes than it annotated (an index folded
+    into a wrong constant, whose result still broadcasts): the load names the first operand
+    where inference parts from the annotations. Here a real export, one annotation changed
+    in memory; the export as written says nothing."""
+    from loguru import logger
+
+    from tests.golden import OPS
+
+    folder = OPS / "activation" / "relu"
+    graph = pnnx.load(folder / "model.pnnx.param", folder / "model.pnnx.bin")
+    graph.operands["3"].shape = (2, 3, 1, 5)
+    lines: list[str] = []
+    logger.enable("graphexec")
+    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING", format="{message}")
+    try:
+        Engine.load(folder / "model.pnnx.param")
+        Engine(graph)
+    finally:
+        logger.remove(sink)
+        logger.disable("graphexec")
+    assert [line for line in lines if "annotations" in line] == [
+        "the shapes inferred at the exported input shapes part from pnnx's annotations at operand 3, output of "
+        "F.relu_0 (F.relu): annotated (2,3,1,5), inferred (2,3,4,5): the graph pnnx wrote computes something "
+        "other than what PyTorch traced there, so the outputs may differ from PyTorch's\n"]
+
+
 def test_names_and_shapes(tmp_path):
     g = Graph()
     add_input(g, 0, "img", (1, 3, None, "w"))

@@ -74,6 +74,11 @@ def scalar_type(code: Any) -> np.dtype:
     return np.dtype(SCALAR_TYPES[code])
 
 
+def _aten_dtype(code: Any) -> np.dtype:
+    """An aten:: creation's ``dtype`` input: float32 where None (PyTorch's default)."""
+    return np.dtype(np.float32) if code in (None, _UNKNOWN) else scalar_type(code)
+
+
 def _known_size(spec: Spec, what: str) -> tuple[int, ...]:
     size = known_ints(spec)
     if size is None:
@@ -270,20 +275,16 @@ class Linspace(Layer):
                                f"given {self.num_inputs}")
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        steps, dtype = _known_number(specs[2]), self._dtype(_known_number(specs[3]))
+        steps, dtype = _known_number(specs[2]), _aten_dtype(_known_number(specs[3]))
         if steps is _UNKNOWN and specs[2].dtype.kind in "iu":  # computed from the data
             return [DynamicSpec((None,), dtype)]
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise ShapeMismatch(f"steps must be a non-negative integer, given {steps!r}")
         return [TensorSpec((steps,), dtype)]
 
-    @staticmethod
-    def _dtype(code: Any) -> np.dtype:
-        return np.dtype(np.float32) if code in (None, _UNKNOWN) else scalar_type(code)
-
     def forward(self, inputs: list[Any]) -> list[Any]:
         start, end, steps = _number(inputs[0]), _number(inputs[1]), int(_number(inputs[2]))
-        dtype = self._dtype(None if inputs[3] is None else _number(inputs[3]))
+        dtype = _aten_dtype(None if inputs[3] is None else _number(inputs[3]))
         return [np.linspace(start, end, steps, dtype=np.float64).astype(dtype)]
 
 
@@ -302,17 +303,14 @@ class Eye(Layer):
     def infer(self, specs: list[Spec]) -> list[Spec]:
         sizes = [_known_number(spec) for spec in specs[:self.sizes]]
         if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in sizes):
-            raise ShapeMismatch(f"the sizes must be non-negative integers known before the run, given {sizes}")
-        return [TensorSpec((sizes[0], sizes[-1]), self._dtype(_known_number(specs[self.sizes])))]
-
-    @staticmethod
-    def _dtype(code: Any) -> np.dtype:
-        return np.dtype(np.float32) if code in (None, _UNKNOWN) else scalar_type(code)
+            shown = ["unknown" if n is _UNKNOWN else n for n in sizes]
+            raise ShapeMismatch(f"the sizes must be non-negative integers known before the run, given {shown}")
+        return [TensorSpec((sizes[0], sizes[-1]), _aten_dtype(_known_number(specs[self.sizes])))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         n, m = int(_number(inputs[0])), int(_number(inputs[self.sizes - 1]))
         code = inputs[self.sizes]
-        return [np.eye(n, m, dtype=self._dtype(None if code is None else _number(code)))]
+        return [np.eye(n, m, dtype=_aten_dtype(None if code is None else _number(code)))]
 
 
 @register("aten::numel")

@@ -162,6 +162,14 @@ class Params:
         attr = self.op.attrs.get(key)
         return attr is not None and attr.data is not None
 
+    def weight(self, key: str, shape: Sequence[int] | None = None) -> np.ndarray:
+        """Weight ``key`` in float32, or in float64 where the model stored it so (a
+        model.double(), weights pnnx folded in float64): a float64 model then computes with
+        the weights it has, not with float32's rounding of them."""
+        attr = self.op.attrs.get(key)
+        stored = None if attr is None or attr.data is None else attr.data.dtype
+        return self.attr(key, shape, dtype=np.float64 if stored == np.float64 else np.float32)
+
     def attr(self, key: str, shape: Sequence[int] | None = None, dtype: Any = None) -> np.ndarray:
         """Weight ``key`` as an array (optionally checked against ``shape``, cast to ``dtype``)."""
         attr = self.op.attrs.get(key)

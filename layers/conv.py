@@ -164,10 +164,10 @@ class _Conv(Layer):
             shape = (self.in_channels, self.out_channels // self.groups) + self.kernel_size
         else:
             shape = (self.out_channels, self.in_channels // self.groups) + self.kernel_size
-        weight = params.attr("weight", shape=shape, dtype=np.float32)
+        weight = params.weight("weight", shape=shape)
         bias = None
         if params.bool("bias", params.has_attr("bias")):
-            bias = params.attr("bias", shape=(self.out_channels,), dtype=np.float32)
+            bias = params.weight("bias", shape=(self.out_channels,))
         return weight, bias
 
     def _pads(self, kernel: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -302,17 +302,18 @@ class _ConvModule(_Conv):
         (G, Cout/G, K + 1) matrix whose last column is the bias (``weight_and_bias``), the
         layout in which the CPU's kernels fold the bias into their matrix product, so that
         neither they nor this layer hold the weight twice (ResNet-50's 3x3 weights: 45 MB)."""
-        self.bias = None if bias is None else aligned(bias)
+        dtype = weight.dtype  # float32, or a float64 model's float64
+        self.bias = None if bias is None else aligned(bias, dtype)
         self.weight_and_bias = None
         if bias is None:
-            self.weight = aligned(weight)
+            self.weight = aligned(weight, dtype)
             return
         cout, per_group = weight.shape[:2]
         groups = self.geometry.groups
         depth = per_group * math.prod(weight.shape[2:])
         matrix = np.concatenate([weight.reshape(groups, cout // groups, depth),
                                  bias.reshape(groups, cout // groups, 1)], axis=2)
-        self.weight_and_bias = aligned(matrix, np.float32)
+        self.weight_and_bias = aligned(matrix, dtype)
         self.weight = view_of(self.weight_and_bias[:, :, :-1], weight.shape)
 
     def with_weights(self, weight: np.ndarray, bias: np.ndarray | None) -> _ConvModule:
@@ -320,7 +321,8 @@ class _ConvModule(_Conv):
         what a graph rewrite makes when it merges or folds convolutions."""
         changed = copy.copy(self)
         changed.out_channels = weight.shape[0]
-        changed._store(np.asarray(weight, dtype=np.float32), None if bias is None else np.asarray(bias, np.float32))
+        dtype = self.weight.dtype
+        changed._store(np.asarray(weight, dtype=dtype), None if bias is None else np.asarray(bias, dtype))
         return changed
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
@@ -437,8 +439,8 @@ class _ConvTransposeMixin(_Conv):
 class _ConvTransposeModule(_ConvTransposeMixin):
     def build(self, params: Params) -> None:
         weight, bias = self._read_module(params, transposed=True)
-        self.kernel = aligned(transposed_kernel(weight, self.groups))
-        self.bias = None if bias is None else aligned(bias)
+        self.kernel = aligned(transposed_kernel(weight, self.groups), weight.dtype)
+        self.bias = None if bias is None else aligned(bias, weight.dtype)
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)

@@ -101,13 +101,13 @@ class Linear(_Product):
         if self.in_features < 0 or self.out_features < 0:
             raise params.error(f"in_features={self.in_features} and out_features={self.out_features} "
                                "must not be negative")
-        weight = params.attr("weight", shape=(self.out_features, self.in_features), dtype=np.float32)
+        weight = params.weight("weight", shape=(self.out_features, self.in_features))
         # Copied once, aligned: the .bin's views can be misaligned, and numpy's matmul then
         # leaves BLAS for a loop several times slower.
-        self.weight_t = aligned(weight.T)
+        self.weight_t = aligned(weight.T, weight.dtype)
         self.bias = None
         if params.bool("bias", params.has_attr("bias")):
-            self.bias = aligned(params.attr("bias", shape=(self.out_features,), dtype=np.float32))
+            self.bias = aligned(params.weight("bias", shape=(self.out_features,)), weight.dtype)
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)

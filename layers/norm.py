@@ -120,12 +120,12 @@ class _BatchNormModule(Layer):
     def build(self, params: Params) -> None:
         self.num_features = c = params.int("num_features")
         self.eps = read_eps(params)
-        mean = params.attr("running_mean", shape=(c,), dtype=np.float32)
-        var = params.attr("running_var", shape=(c,), dtype=np.float32)
+        mean = params.weight("running_mean", shape=(c,))
+        var = params.weight("running_var", shape=(c,))
         weight = bias = None
         if params.bool("affine", params.has_attr("weight")):
-            weight = params.attr("weight", shape=(c,), dtype=np.float32)
-            bias = params.attr("bias", shape=(c,), dtype=np.float32)
+            weight = params.weight("weight", shape=(c,))
+            bias = params.weight("bias", shape=(c,))
         self.scale, self.shift = fold_batch_norm(mean, var, weight, bias, self.eps)
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:

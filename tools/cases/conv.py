@@ -243,3 +243,23 @@ class ElementwiseChains(nn.Module):
 CASES += [
     Case("conv2d_elementwise_chains", ElementwiseChains(), (x(2, 6, 7, 5),)),
 ]
+
+
+def _float64_weights() -> nn.Module:
+    """A model.double() whose weights float32 cannot hold (trained or folded in float64, as
+    NF-Nets' standardised weights are): a float64 model computes with them as they are. (A
+    batch norm right after a convolution is left out: pnnx folds it into the convolution's
+    weights with float32's rounding.)"""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(4), nn.Conv2d(4, 4, 1),
+                          nn.Flatten(), nn.Linear(4 * 5 * 5, 6)).double().eval()
+    generator = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if tensor.is_floating_point():
+                tensor.copy_(torch.rand(tensor.shape, generator=generator, dtype=torch.float64) * 0.5 + 0.25)
+    return model
+
+
+CASES += [
+    Case("float64_weights", _float64_weights(), (x(1, 3, 5, 5).double(),)),
+]

@@ -368,7 +368,7 @@ class PReLU(Layer):
             count = params.int("num_parameters", 1)
             if count < 1:
                 raise params.error(f"num_parameters={count} should be at least 1")
-            self.weight = params.attr("weight", shape=(count,), dtype=np.float32)
+            self.weight = params.weight("weight", shape=(count,))
         elif self.num_inputs != 2:
             raise params.error(f"takes 1 input (with @weight) or 2 (input, weight), got {self.num_inputs}")
 

@@ -152,6 +152,11 @@ def _scores(inputs) -> int:
     return math.prod(q[:-1]) * k[-2]
 
 
+def _computed_in(query: np.dtype) -> np.dtype:
+    """The dtype attention computes in: float64 for a float64 model, else float32."""
+    return np.dtype(np.float64) if query == np.float64 else np.dtype(np.float32)
+
+
 @register("nn.MultiheadAttention")
 class MultiheadAttention(Layer):
     """PyTorch's ``nn.MultiheadAttention`` in eval mode.
@@ -191,27 +196,27 @@ class MultiheadAttention(Layer):
         self.batch_first = params.bool("batch_first", False)
         self.add_zero_attn = params.bool("add_zero_attn", False)
         if params.has_attr("in_proj_weight"):
-            w = params.attr("in_proj_weight", shape=(3 * e, e), dtype=np.float32)
+            w = params.weight("in_proj_weight", shape=(3 * e, e))
             self.w_q, self.w_k, self.w_v = (np.ascontiguousarray(w[i * e : (i + 1) * e].T) for i in range(3))
         else:
-            self.w_q = np.ascontiguousarray(params.attr("q_proj_weight", shape=(e, e), dtype=np.float32).T)
+            self.w_q = np.ascontiguousarray(params.weight("q_proj_weight", shape=(e, e)).T)
             self.w_k = np.ascontiguousarray(
-                params.attr("k_proj_weight", shape=(e, self.kdim), dtype=np.float32).T
+                params.weight("k_proj_weight", shape=(e, self.kdim)).T
             )
             self.w_v = np.ascontiguousarray(
-                params.attr("v_proj_weight", shape=(e, self.vdim), dtype=np.float32).T
+                params.weight("v_proj_weight", shape=(e, self.vdim)).T
             )
         self.b_q = self.b_k = self.b_v = self.b_out = None
         if params.has_attr("in_proj_bias"):
-            b = params.attr("in_proj_bias", shape=(3 * e,), dtype=np.float32)
+            b = params.weight("in_proj_bias", shape=(3 * e,))
             self.b_q, self.b_k, self.b_v = b[:e], b[e : 2 * e], b[2 * e :]
-        self.w_out = np.ascontiguousarray(params.attr("out_proj.weight", shape=(e, e), dtype=np.float32).T)
+        self.w_out = np.ascontiguousarray(params.weight("out_proj.weight", shape=(e, e)).T)
         if params.has_attr("out_proj.bias"):
-            self.b_out = params.attr("out_proj.bias", shape=(e,), dtype=np.float32)
+            self.b_out = params.weight("out_proj.bias", shape=(e,))
         self.bias_k = self.bias_v = None
         if params.bool("add_bias_kv", False):
-            self.bias_k = params.attr("bias_k", shape=(1, 1, e), dtype=np.float32).reshape(e)
-            self.bias_v = params.attr("bias_v", shape=(1, 1, e), dtype=np.float32).reshape(e)
+            self.bias_k = params.weight("bias_k", shape=(1, 1, e)).reshape(e)
+            self.bias_v = params.weight("bias_v", shape=(1, 1, e)).reshape(e)
         self._bind_inputs(params)
         for at in (self.mask_at, self.padding_at):
             if at is not None and params.op.inputs and folded_to_inf(params.op.inputs[at]):
@@ -298,14 +303,15 @@ class MultiheadAttention(Layer):
         return [out, weights if batch is None else (batch,) + weights][: self.num_outputs]
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
-        return [np.dtype(np.float32)] * self.num_outputs
+        return [_computed_in(dtypes[self.q_at])] * self.num_outputs
 
     # -- computation -------------------------------------------------------------------
     def forward(self, inputs: list[Any]) -> list[Any]:
         e, h = self.embed_dim, self.num_heads
         head = e // h
+        dtype = _computed_in(np.asarray(inputs[self.q_at]).dtype)
         query, key, value = (
-            np.asarray(inputs[i], dtype=np.float32) for i in (self.q_at, self.k_at, self.v_at)
+            np.asarray(inputs[i], dtype=dtype) for i in (self.q_at, self.k_at, self.v_at)
         )
         unbatched = query.ndim == 2
         if unbatched:
@@ -318,7 +324,7 @@ class MultiheadAttention(Layer):
         v = _project(value, self.w_v, self.b_v)
         mask = None
         if self.mask_at is not None:
-            mask = additive_mask(np.asarray(inputs[self.mask_at]), False, np.dtype(np.float32))
+            mask = additive_mask(np.asarray(inputs[self.mask_at]), False, dtype)
             mask = mask.reshape(n, h, length, -1) if mask.ndim == 3 else mask
         if self.bias_k is not None:  # one more key position, learned; the masks let it take part
             k = np.concatenate([k, np.broadcast_to(self.bias_k, (n, 1, e))], axis=1)
@@ -327,11 +333,11 @@ class MultiheadAttention(Layer):
         heads = [a.reshape(n, -1, h, head).transpose(0, 2, 1, 3) for a in (q, k, v)]
         if self.add_zero_attn:  # one more key position of zeros
             heads[1:] = [
-                np.concatenate([a, np.zeros((n, h, 1, head), np.float32)], axis=2) for a in heads[1:]
+                np.concatenate([a, np.zeros((n, h, 1, head), dtype)], axis=2) for a in heads[1:]
             ]
             mask = _pad_last(mask)
         if self.padding_at is not None:
-            padding = additive_mask(np.asarray(inputs[self.padding_at]), False, np.dtype(np.float32))
+            padding = additive_mask(np.asarray(inputs[self.padding_at]), False, dtype)
             padding = padding.reshape(-1, 1, 1, padding.shape[-1])
             padding = np.pad(padding, ((0, 0),) * 3 + ((0, heads[1].shape[2] - padding.shape[-1]),))
             mask = padding if mask is None else mask + padding

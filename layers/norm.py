@@ -260,9 +260,9 @@ class LayerNorm(_LayerNormBase):
         self._read_shape(params)
         shape = self.normalized_shape
         affine = params.bool("elementwise_affine", params.has_attr("weight"))
-        self.weight = params.attr("weight", shape=shape, dtype=np.float32) if affine else None
+        self.weight = params.weight("weight", shape=shape) if affine else None
         # nn.LayerNorm(bias=False) keeps a weight without a bias.
-        self.bias = params.attr("bias", shape=shape, dtype=np.float32) if params.has_attr("bias") else None
+        self.bias = params.weight("bias", shape=shape) if params.has_attr("bias") else None
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)
@@ -331,7 +331,7 @@ class RMSNorm(_RMSNormBase):
     def build(self, params: Params) -> None:
         self._read_shape(params)
         affine = params.bool("elementwise_affine", params.has_attr("weight"))
-        self.weight = params.attr("weight", shape=self.normalized_shape, dtype=np.float32) if affine else None
+        self.weight = params.weight("weight", shape=self.normalized_shape) if affine else None
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [self._rms_normalize(inputs[0], self.weight)]
@@ -382,8 +382,8 @@ class GroupNorm(Layer):
             )
         self.weight = self.bias = None
         if params.bool("affine", params.has_attr("weight")):
-            self.weight = params.attr("weight", shape=(c,), dtype=np.float32)
-            self.bias = params.attr("bias", shape=(c,), dtype=np.float32)
+            self.weight = params.weight("weight", shape=(c,))
+            self.bias = params.weight("bias", shape=(c,))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1)
@@ -433,13 +433,13 @@ class _InstanceNormModule(Layer):
         self.eps = read_eps(params)
         self.weight = self.bias = None
         if params.bool("affine", params.has_attr("weight")):
-            self.weight = params.attr("weight", shape=(c,), dtype=np.float32)
-            self.bias = params.attr("bias", shape=(c,), dtype=np.float32)
+            self.weight = params.weight("weight", shape=(c,))
+            self.bias = params.weight("bias", shape=(c,))
         # In eval mode PyTorch normalises with the running stats when it tracks them.
         self.folded = None
         if params.bool("track_running_stats", False):
-            mean = params.attr("running_mean", shape=(c,), dtype=np.float32)
-            var = params.attr("running_var", shape=(c,), dtype=np.float32)
+            mean = params.weight("running_mean", shape=(c,))
+            var = params.weight("running_var", shape=(c,))
             self.folded = fold_batch_norm(mean, var, self.weight, self.bias, self.eps)
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:

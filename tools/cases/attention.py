@@ -19,6 +19,16 @@ def x(*shape):
     return torch.randn(*shape)
 
 
+def _float64(module: nn.Module) -> nn.Module:
+    """``module.double()`` with float64 values in every parameter."""
+    module = module.double()
+    generator = torch.Generator().manual_seed(12)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.rand(p.shape, generator=generator, dtype=torch.float64) - 0.5)
+    return module
+
+
 class Attention(nn.Module):
     """One nn.MultiheadAttention called as ``how`` says: self, cross (key = value) or q/k/v,
     with a mask or the attention weights as a second output."""
@@ -152,6 +162,8 @@ def sdpa(**kwargs):
 
 CASES = [
     unchecked("mha_self", Attention("self", batch_first=True), (x(2, 5, 16),)),
+    # a float64 model whose projections float32 cannot hold: computed with them as stored
+    unchecked("mha_float64_weights", _float64(Attention("self", batch_first=True)), (x(2, 5, 16).double(),)),
     unchecked("mha_seq_first", Attention("self"), (x(5, 2, 16),)),
     unchecked("mha_cross", Attention("cross", batch_first=True), (x(2, 5, 16), x(2, 7, 16))),
     unchecked("mha_qkv", Attention("qkv", batch_first=True), (x(1, 5, 16), x(1, 7, 16), x(1, 7, 16))),

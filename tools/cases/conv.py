@@ -251,7 +251,8 @@ def _float64_weights() -> nn.Module:
     batch norm right after a convolution is left out: pnnx folds it into the convolution's
     weights with float32's rounding.)"""
     model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(4), nn.Conv2d(4, 4, 1),
-                          nn.Flatten(), nn.Linear(4 * 5 * 5, 6)).double().eval()
+                          nn.GroupNorm(2, 4), nn.PReLU(4), nn.InstanceNorm2d(4, affine=True), nn.Flatten(),
+                          nn.LayerNorm(4 * 5 * 5), nn.Linear(4 * 5 * 5, 6), nn.RMSNorm(6)).double().eval()
     generator = torch.Generator().manual_seed(11)
     with torch.no_grad():
         for tensor in [*model.parameters(), *model.buffers()]:

@@ -196,7 +196,8 @@ def export(
                 pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not written.exists():
-                raise GraphexecError(_export_failure(exc)) from exc
+                traced = (Path(tmp) / "model.pt").exists()
+                raise GraphexecError(_export_failure(exc, converter_stopped=traced)) from exc
         if not written.exists():
             raise GraphexecError("pnnx wrote no model (see its messages above)")
         param = base.with_name(base.name + ".pnnx.param")
@@ -216,15 +217,22 @@ def export(
 QUOTED_CHARS = 400
 
 
-def _export_failure(exc: BaseException) -> str:
+def _export_failure(exc: BaseException, *, converter_stopped: bool = False) -> str:
     """What to do first, then what failed: TorchScript's trace check quotes both graphs in
-    full (tens of kilobytes), so the hint would otherwise come last."""
+    full (tens of kilobytes), so the hint would otherwise come last. ``converter_stopped``:
+    the module was traced, but pnnx's converter (a program pnnx runs, whose exit status it
+    does not check) wrote no model, so what pnnx raises next (a missing ``model_pnnx.py``)
+    says nothing of why."""
     text = str(exc)
     said = text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS].rstrip() + " ... (the rest in the cause)"
     failed = f"pnnx could not export the model: {type(exc).__name__}: {said}"
     if "sanity" in text or "TracerWarning" in text or "Graphs differed" in text:
         return ("pass check_trace=False if the trace is right (modules whose eval fast paths differ between "
                 f"calls, such as nn.MultiheadAttention, fail TorchScript's trace check); {failed}")
+    if converter_stopped:
+        return ("pnnx's converter stopped without writing a model (its last messages are above; it crashes on "
+                "a submodule whose output the forward never uses: return that output or remove the call); "
+                f"{failed}")
     return failed
 
 

@@ -228,3 +228,28 @@ def test_an_export_failure_puts_the_hint_first_and_quotes_the_cause_short():
     assert len(text) < QUOTED_CHARS + 400 and text.endswith("(the rest in the cause)")
     other = _export_failure(ValueError("an operator pnnx cannot convert"))
     assert other == "pnnx could not export the model: ValueError: an operator pnnx cannot convert"
+
+
+@needs_export_tools
+def test_a_converter_that_stops_without_a_model_is_said_so(tmp_path):
+    """pnnx's converter crashes on a module whose output the forward never uses, and pnnx
+    then fails reading a file it did not write: the error says which step stopped."""
+    import torch
+    from torch import nn
+
+    class DeadPool(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.pool = nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            self.pool(y)  # computed, never used
+            return y
+
+    try:
+        graphexec.export(DeadPool().eval(), torch.rand(1, 3, 8, 8), tmp_path / "dead")
+    except GraphexecError as exc:
+        assert str(exc).startswith("pnnx's converter stopped without writing a model"), exc
+    else:
+        pytest.skip("this pnnx converts such a module")

@@ -299,8 +299,8 @@ def _prepare(kernel: Kernel, node: Any, specs: Mapping[str, Spec]) -> None:
 
 def first_divergence(program: Program, known: Mapping[str, Spec]) -> str:
     """Where inference at the exported shapes first parts from a shape pnnx annotated on an
-    operand that is read ("" if nowhere): pnnx may have written a wrong graph there (its own generated model_pnnx.py
-    then fails or differs too), or a layer computes the wrong shape."""
+    operand that is read ("" if nowhere): pnnx may have written a wrong graph there (its own
+    generated model_pnnx.py then fails or differs too), or a layer computes the wrong shape."""
     operands = program.graph.operands
     outputs = set(program.outputs)
     for step in program.steps:

@@ -68,13 +68,15 @@ def rebased_inputs(order: Sequence[Operator], layers: Mapping[str, Layer]) -> di
         if not isinstance(layout, str) and (layout.base == source.name or _same_order(shape, layout.strides)):
             continue
         given = getattr(layers[op.name], "known", (None, None))[1]
-        row_major = contiguous(shape) if shape is not None else None
-        if isinstance(layout, str) or given is None or row_major is None or len(given) != len(row_major):
-            reason = layout if isinstance(layout, str) else "the strides do not say which memory they refer to"
-            if given is None or row_major is None or len(given) != len(row_major) or _agree(given, row_major) < len(given):
+        row_major = None if shape is None else contiguous(shape)
+        comparable = given is not None and row_major is not None and len(given) == len(row_major)
+        if isinstance(layout, str) or not comparable:
+            if not (comparable and tuple(given or ()) == row_major):  # strides of a plain reading need no memory
+                reason = layout if isinstance(layout, str) else "the strides do not say which memory they refer to"
                 logger.warning("{} ({}) reads {} in row-major order; PyTorch reads the memory under it, where "
                                "{}: the result may differ", op.name, op.type, source.name, reason)
             continue
+        assert given is not None and row_major is not None
         viewed, plain = _agree(given, layout.strides), _agree(given, row_major)
         if viewed > plain:
             found[op.name] = layout.base

@@ -173,9 +173,11 @@ class ChainOp(Op):
         except ValueError as exc:
             return str(exc)
         extras = sorted({s for link in layer.links for s in link.sources if s is not None})
-        if extras and isinstance(head, EinsumOp.layer_classes) and not op_for(head).stores_in_order(  # type: ignore[union-attr]
-                head, [s.shape for s in specs[:layer.head_inputs]]):
-            return "the einsum stores its product in another order than its output's, where the links read other tensors"
+        if extras and isinstance(head, EinsumOp.layer_classes):
+            einsum = op_for(head)
+            assert isinstance(einsum, EinsumOp)
+            if not einsum.stores_in_order(head, [s.shape for s in specs[:layer.head_inputs]]):
+                return "the einsum stores its product in another order than its output's: links reading other tensors run after it"
         shapes = [specs[k].shape for k in extras if specs[k].shape != out]
         if len(collapse(out, [broadcast_strides(s, out) for s in shapes])[0]) > MAX_RANK:
             return f"the chain's broadcast needs more than {MAX_RANK} dims once merged"

@@ -268,27 +268,24 @@ class Flatten(Layer):
 
 
 @register("Tensor.unflatten")
-class Unflatten(Layer):
-    """Split dim ``dim`` into ``sizes`` (one of them may be -1)."""
+class Unflatten(_Targeted):
+    """Split dim ``dim`` into ``sizes`` (one of them may be -1); a dynamic export hands the
+    sizes over as input 1 (``x.unflatten(0, (x.size(0), 3))``)."""
 
-    is_view = True
+    key = "sizes"
 
     def build(self, params: Params) -> None:
+        super().build(params)
         self.dim = params.int("dim")
-        self.sizes = params.ints("sizes")
-        if not self.sizes:
+        if self.target is not None and not self.target:
             raise params.error("sizes=() should name at least one size")
 
-    def infer_shapes(self, shapes):
-        self.expect_inputs(shapes, 1)
-        shape = shapes[0]
+    def out_shape(self, shape, target):
         axis = normalize_axis(self.dim, len(shape))
-        sizes = _fill(self.sizes, shape[axis], (shape[axis],))
-        return [shape[:axis] + sizes + shape[axis + 1:]]
+        return shape[:axis] + _fill(target, shape[axis], (shape[axis],)) + shape[axis + 1:]
 
-    def forward(self, inputs):
-        x = np.asarray(inputs[0])
-        return [x.reshape(self.infer_shapes([x.shape])[0])]
+    def compute(self, x, target, shape):
+        return x.reshape(shape)
 
 
 @register("torch.squeeze")

@@ -38,6 +38,9 @@ CASES = [
     Case("flatten_module", Wrap(nn.Flatten()), (X,)),
     Case("unflatten", _each(lambda x: x.unflatten(1, (1, 3)), lambda x: x.unflatten(-1, (5, -1))), (X,)),
     Case("unflatten_module", Wrap(nn.Unflatten(2, (2, 2))), (X,)),
+    # a dynamic export hands the sizes over as an input
+    Case("unflatten_to_sizes_of_the_input", Fn(lambda x: x.flatten(0, 1).mul(2).unflatten(0, (x.size(0), 3))),
+         (_x(42, 2, 3, 5),), inputs2=(_x(43, 3, 3, 4),)),
     Case("permute", _each(lambda x: x.permute(0, 2, 3, 1), lambda x: torch.permute(x, (3, 2, 1, 0)),
                           lambda x: x.permute(0, -1, 1, -2)), (X,)),
     Case("transpose", _each(lambda x: x.transpose(1, 2), lambda x: torch.transpose(x, -1, 0),

@@ -14,9 +14,8 @@ What pnnx (20261020) actually leaves in a graph, as checked by exporting:
   exported with dynamic shapes (``inputs2``); ``prim::Constant`` is always folded away.
 
 :class:`SequenceUnpack` takes those lists and tuples apart (golden fixtures: ``aten_more/meshgrid_*``,
-``pooling/adaptivemaxpool*_return_indices``).
-:class:`SliceIndexes` is ready but not registered: the fixture exporter cannot export
-dynamic shapes, so no golden fixture can hold it, and every registered type must have one.
+``pooling/adaptivemaxpool*_return_indices``); :class:`SliceIndexes` packs a dynamic
+slice's bounds (``slicing/slice_to_sizes_of_the_input``).
 """
 
 from __future__ import annotations
@@ -105,8 +104,11 @@ class SequenceUnpack(Layer):
         return list(inputs[0])
 
 
+@register("pnnx.SliceIndexes")
 class SliceIndexes(Layer):
-    """``pnnx.SliceIndexes``: a list of ints, ``indexes=(1,@0)``, ``@k`` being scalar input k."""
+    """``pnnx.SliceIndexes``: a list of ints, ``indexes=(1,@0)``, ``@k`` being scalar input k:
+    the bounds of a slice over several dims that a dynamic export computes from sizes
+    (``x[:, :, :h, :w]`` after a pad to a window multiple)."""
 
     def build(self, params: Params) -> None:
         raw = params.raw("indexes")

@@ -63,3 +63,15 @@ def test_pads_clamped_from_sizes_are_known_to_the_plan(height, width, pads):
         got = engine.forward(x)
     top, bottom, left, right = pads
     np.testing.assert_array_equal(got, np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))))
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 5, 7), (2, 2, 6, 5), (1, 2, 12, 9)])
+def test_a_crop_to_sizes_of_the_input_follows_them(shape):
+    """A dynamic export's crop back to the input's size after a pad to a window multiple:
+    its bounds reach the slice through pnnx.SliceIndexes, known to the plan."""
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    h, w = shape[2:]
+    with Engine.load(OPS / "slicing" / "slice_to_sizes_of_the_input" / "model.pnnx.param") as engine:
+        cropped, inner = engine.forward(x)
+    np.testing.assert_array_equal(cropped, x * 2)
+    np.testing.assert_array_equal(inner, x[:, :, :h - 1, :w - 2] + 1)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.registry import lookup
-from graphexec.layers.slicing import INT_MAX, SliceIndexes
+from graphexec.layers.slicing import INT_MAX
 from graphexec.layers.specs import DynamicSpec, TensorSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -299,20 +299,6 @@ def test_slice_runtime_step_must_be_positive():
     layer = make("Tensor.slice", {"dim": 0, "start": 0, "end": 2}, inputs=2, names=["input", "step"])
     with pytest.raises(ValueError, match="must be positive"):
         layer.forward([X, np.array(-1)])
-
-
-def test_slice_index_indexes_packs_runtime_scalars():
-    layer = SliceIndexes(operator("pnnx.SliceIndexes", {"indexes": ["2147483647", "@0", "@1"]}, inputs=2))
-    (got,) = layer.forward([np.int64(3), np.array([-1])])
-    assert got.dtype == np.int64
-    assert got.tolist() == [INT_MAX, 3, -1]
-    assert layer.infer([TensorSpec((), np.int64), TensorSpec((1,), np.int64)]) == [TensorSpec((3,), np.int64)]
-    with pytest.raises(LayerConfigError, match="beyond"):
-        SliceIndexes(operator("pnnx.SliceIndexes", {"indexes": ["@1"]}, inputs=1))
-    with pytest.raises(LayerConfigError, match="integer or @"):
-        SliceIndexes(operator("pnnx.SliceIndexes", {"indexes": ["x"]}, inputs=1))
-    with pytest.raises(TypeError, match="one integer"):
-        layer.forward([np.float32(1.0), np.int64(0)])
 
 
 # -- select / narrow ---------------------------------------------------------------------------

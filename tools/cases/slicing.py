@@ -85,7 +85,17 @@ def resampled(a):
     return torchaudio.functional.resample(a, 16000, 8000, lowpass_filter_width=4)
 
 
+
+def _window_crop(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Swin's pad to a multiple of the window, then the crop back to the input's size: the
+    crop's bounds, sizes of the input, reach the slice through ``pnnx.SliceIndexes``."""
+    h, w = x.size(2), x.size(3)
+    padded = F.pad(x, (0, (4 - w % 4) % 4, 0, (4 - h % 4) % 4)) * 2
+    return padded[:, :, :h, :w], x[:, :, :h - 1, :w - 2] + 1
+
+
 CASES = [
+    Case("slice_to_sizes_of_the_input", Fn(_window_crop), (torch.randn(1, 2, 5, 7),), inputs2=(torch.randn(2, 2, 9, 6),)),
     Case("slice_end_written_as_int", Fn(resampled), (torch.randn(1, 320),)),
     Case("cat_negative_dim", Fn(lambda a, b: torch.cat([a, b], dim=-1)), (r(2, 3, 4), r(2, 3, 2))),
     Case("cat_skips_a_1d_empty_tensor",  # a KV cache that starts as torch.empty(0), as HF's does

@@ -32,7 +32,7 @@ from graphexec.errors import excerpt
 from graphexec.layers._std_order import distinct_rows, topk_positions
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
-from graphexec.layers.slicing import runtime_input
+from graphexec.layers.slicing import runtime_input, scalar_int
 from graphexec.layers.specs import DynamicSpec, SequenceSpec
 
 
@@ -566,24 +566,45 @@ class TopK(Layer):
     :mod:`graphexec.layers._std_order`). NaN counts as the largest value, as in torch."""
 
     def build(self, params: Params) -> None:
-        self.k = params.int("k")
+        #: The input a dynamic export hands ``k`` over as (a size of the input), else None.
+        self.k_at = runtime_input(params, "k")
+        self.k = 0 if self.k_at is not None else params.int("k")
         self.dim = params.int("dim", -1)
         self.largest = params.bool("largest", True)
         self.sorted = params.bool("sorted", True)
         if self.k < 0:
             raise params.error(f"k={self.k} must not be negative")
 
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, self.num_inputs)
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
+        k = self.k
+        if self.k_at is not None:
+            k = getattr(specs[self.k_at], "value", None)
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+                raise ShapeMismatch(f"k {specs[self.k_at]} depends on runtime values that shape inference does not know")
+        values, indices = self._shapes(x.shape, int(k))
+        return [TensorSpec(values, x.dtype), TensorSpec(indices, np.dtype(np.int64))]
+
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if self.k_at is not None:
+            raise ShapeMismatch("k is an input, not a param; use infer()")
         self.expect_inputs(shapes, 1)
-        shape = shapes[0]
+        return self._shapes(shapes[0], self.k)
+
+    def _shapes(self, shape: Shape, k: int) -> list[Shape]:
         if not shape:  # a 0-d tensor is one value: k is 0 or 1, the output 0-d
-            if self.k > 1:
-                raise ShapeMismatch(f"k={self.k} is more than the one value of a 0-d tensor")
+            if k > 1:
+                raise ShapeMismatch(f"k={k} is more than the one value of a 0-d tensor")
             return [shape, shape]
         axis = _axis(self.dim, len(shape))
-        if self.k > shape[axis]:
-            raise ShapeMismatch(f"k={self.k} is more than dim {self.dim} of size {shape[axis]}")
-        out = shape[:axis] + (self.k,) + shape[axis + 1:]
+        if k < 0:
+            raise ShapeMismatch(f"k={k} must not be negative")
+        if k > shape[axis]:
+            raise ShapeMismatch(f"k={k} is more than dim {self.dim} of size {shape[axis]}")
+        out = shape[:axis] + (k,) + shape[axis + 1:]
         return [out, out]
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
@@ -595,19 +616,20 @@ class TopK(Layer):
             return [x.copy(), np.zeros((), np.int64)]
         axis = _axis(self.dim, x.ndim)
         size = x.shape[axis]
-        if self.k > size:
-            raise IndexError(f"k={self.k} is more than dim {self.dim} of size {size}")
+        k = self.k if self.k_at is None else scalar_int(inputs[self.k_at], "k")
+        if not 0 <= k <= size:
+            raise IndexError(f"k={k} is negative or more than dim {self.dim} of size {size}")
         rows = np.moveaxis(x, axis, -1).reshape(-1, size)
         # a sorted result of distinct values has one order, which numpy finds faster;
         # ties, NaN and unsorted results follow PyTorch's steps
-        plain = distinct_rows(rows) if self.sorted or self.k * 64 <= size else np.zeros(len(rows), bool)
+        plain = distinct_rows(rows) if self.sorted or k * 64 <= size else np.zeros(len(rows), bool)
         if plain.all():
-            indices = stable_order(x, axis, descending=self.largest)[(slice(None),) * axis + (slice(0, self.k),)]
+            indices = stable_order(x, axis, descending=self.largest)[(slice(None),) * axis + (slice(0, k),)]
         else:
-            picked = np.empty((rows.shape[0], self.k), np.int64)
+            picked = np.empty((rows.shape[0], k), np.int64)
             for r, row in enumerate(rows):
-                picked[r] = (stable_order(row, 0, descending=self.largest)[: self.k] if plain[r]
-                             else topk_positions(row, self.k, self.largest, self.sorted))
-            indices = np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape[:-1] + (self.k,)), -1, axis)
+                picked[r] = (stable_order(row, 0, descending=self.largest)[:k] if plain[r]
+                             else topk_positions(row, k, self.largest, self.sorted))
+            indices = np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape[:-1] + (k,)), -1, axis)
         indices = np.ascontiguousarray(indices, dtype=np.int64)
         return [np.take_along_axis(x, indices, axis=axis), indices]

@@ -91,6 +91,9 @@ CASES = [
          (r(2, 3), torch.tensor([-2.5]))),
     Case("topk_largest", Fn(lambda x: torch.topk(x, 2, dim=1)), (r(2, 5, 3),)),
     Case("topk_smallest", Fn(lambda x: x.topk(3, largest=False)), (r(2, 5),)),
+    # a dynamic export hands k over as an input when it is computed from a size
+    Case("topk_of_half_a_dim", Fn(lambda x: torch.topk(x, x.size(1) // 2, dim=1)), (r(2, 6, 3),),
+         inputs2=(r(3, 9, 2),)),
     # sorted=False: the order PyTorch's CPU kernel leaves (introselect for k * 64 > n, a
     # heap otherwise); small integers make ties, whose order is the kernel's too
     Case("topk_unsorted_ties", Fn(lambda x: torch.topk(x, 5, dim=1, sorted=False)), (ties(3, 20, seed=1),)),

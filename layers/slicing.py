@@ -36,7 +36,8 @@ import numpy as np
 from graphexec.layers._samples import all_rows, off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
-from graphexec.layers.specs import DynamicSpec
+from graphexec.layers.shape import known_ints, runtime_ints
+from graphexec.layers.specs import DynamicSpec, SequenceSpec
 
 #: What pnnx writes for "no bound" (an open slice end) and "not a select".
 INT_MAX = 2**31 - 1
@@ -302,32 +303,70 @@ class Chunk(_Pieces):
 
 @register("torch.split")
 class Split(_Pieces):
-    """``torch.split(x, size or [sizes], dim)``: equal pieces (last smaller) or given sizes."""
+    """``torch.split(x, size or [sizes], dim)``: equal pieces (last smaller) or given sizes; a
+    dynamic export hands sizes computed from the input's shape over as input 1."""
 
     def build(self, params: Params) -> None:
         self._read_dim(params)
+        #: The input holding the size or sizes (a dynamic export), else None.
+        self.sizes_at = runtime_input(params, "split_size_or_sections")
+        self.sections: tuple[int, ...] | None = None
+        self.size = 0
+        if self.sizes_at is not None:
+            return
         value = params.raw("split_size_or_sections")
         if isinstance(value, list):
-            self.sections: tuple[int, ...] | None = params.ints("split_size_or_sections")
+            self.sections = params.ints("split_size_or_sections")
             if any(s < 0 for s in self.sections):
                 raise params.error(f"split_size_or_sections={list(self.sections)} must not be negative")
         else:
-            self.sections = None
             self.size = params.int("split_size_or_sections")
             if self.size < 1:
                 raise params.error(f"split_size_or_sections={self.size} must be positive")
 
     def bounds(self, size: int) -> list[tuple[int, int]]:
-        if self.sections is not None:
-            if sum(self.sections) != size:
-                raise ShapeMismatch(
-                    f"sections {list(self.sections)} add up to {sum(self.sections)}, "
-                    f"dim {self.dim} has size {size}"
-                )
-            return _bounds_of_sizes(self.sections)
-        if size == 0:
-            return [(0, 0)]
-        return [(start, min(start + self.size, size)) for start in range(0, size, self.size)]
+        return _split_bounds(self.sections, self.size, size, self.dim)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if self.sizes_at is None:
+            return super().infer(specs)
+        self.expect_inputs(specs, self.num_inputs)
+        x, given = specs[0], specs[self.sizes_at]
+        sizes = known_ints(given)
+        if not isinstance(x, TensorSpec) or sizes is None:
+            raise ShapeMismatch(f"the split sizes {given} depend on runtime values that shape inference does not know")
+        axis = _axis(self.dim, len(x.shape))
+        bounds = self._given_bounds(given, sizes, x.shape[axis])
+        if len(bounds) != self.num_outputs:
+            raise ShapeMismatch(f"a dim {self.dim} of size {x.shape[axis]} gives {len(bounds)} pieces, "
+                                f"the graph expects {self.num_outputs}")
+        return [TensorSpec(shape, x.dtype) for shape in _piece_shapes(x.shape, axis, bounds)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        if self.sizes_at is None:
+            return super().forward(inputs)
+        x = inputs[0]
+        axis = _axis(self.dim, x.ndim)
+        given = inputs[self.sizes_at]
+        return _pieces(x, axis, self._given_bounds(given, runtime_ints(given, "the split sizes"), x.shape[axis]))
+
+    def _given_bounds(self, given: Any, sizes: tuple[int, ...], size: int) -> list[tuple[int, int]]:
+        """A list of sizes is sections, one number the size of equal pieces."""
+        listed = isinstance(given, (list, tuple, SequenceSpec)) or np.ndim(getattr(given, "value", given)) > 0
+        if not listed and len(sizes) == 1 and sizes[0] < 1:
+            raise ShapeMismatch(f"split size {sizes[0]} must be positive")
+        return _split_bounds(sizes if listed else None, sizes[0], size, self.dim)
+
+
+def _split_bounds(sections: tuple[int, ...] | None, piece: int, size: int, dim: int) -> list[tuple[int, int]]:
+    """``torch.split``'s pieces of a dim of ``size``: ``sections``, or pieces of ``piece``."""
+    if sections is not None:
+        if sum(sections) != size or any(s < 0 for s in sections):
+            raise ShapeMismatch(f"sections {list(sections)} add up to {sum(sections)}, dim {dim} has size {size}")
+        return _bounds_of_sizes(sections)
+    if size == 0:
+        return [(0, 0)]
+    return [(start, min(start + piece, size)) for start in range(0, size, piece)]
 
 
 @register("torch.tensor_split")

@@ -75,3 +75,15 @@ def test_a_crop_to_sizes_of_the_input_follows_them(shape):
         cropped, inner = engine.forward(x)
     np.testing.assert_array_equal(cropped, x * 2)
     np.testing.assert_array_equal(inner, x[:, :, :h - 1, :w - 2] + 1)
+
+
+@pytest.mark.parametrize("length", [9, 13, 3])
+def test_split_sizes_computed_from_the_input_follow_it(length):
+    x = np.random.default_rng(length).standard_normal((2, 4, length, 2)).astype(np.float32)
+    with Engine.load(OPS / "slicing" / "split_by_sizes_of_the_input" / "model.pnnx.param") as engine:
+        first, rest, low, high = engine.forward(x)
+    third = length // 3
+    np.testing.assert_array_equal(first, x[:, :, :third])
+    np.testing.assert_array_equal(rest, x[:, :, third:])
+    np.testing.assert_array_equal(low, x[:, :2])
+    np.testing.assert_array_equal(high, x[:, 2:])

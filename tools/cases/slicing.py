@@ -96,6 +96,10 @@ def _window_crop(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 CASES = [
     Case("slice_to_sizes_of_the_input", Fn(_window_crop), (torch.randn(1, 2, 5, 7),), inputs2=(torch.randn(2, 2, 9, 6),)),
+    Case("split_by_sizes_of_the_input",
+         Fn(lambda x: (*torch.split(x, [x.size(2) // 3, x.size(2) - x.size(2) // 3], dim=2),
+                       *torch.split(x, x.size(1) // 2, dim=1))),
+         (torch.randn(1, 4, 9, 2),), inputs2=(torch.randn(2, 4, 12, 3),)),
     Case("slice_end_written_as_int", Fn(resampled), (torch.randn(1, 320),)),
     Case("cat_negative_dim", Fn(lambda a, b: torch.cat([a, b], dim=-1)), (r(2, 3, 4), r(2, 3, 2))),
     Case("cat_skips_a_1d_empty_tensor",  # a KV cache that starts as torch.empty(0), as HF's does

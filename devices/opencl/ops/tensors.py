@@ -307,8 +307,10 @@ def _runtime_bound(layer: Any) -> bool:
         return layer.index_input is not None
     if isinstance(layer, slicing.Narrow):
         return layer.start_input is not None
-    if isinstance(layer, (shape_layers.Reshape, shape_layers.Expand)):
+    if isinstance(layer, (shape_layers.Reshape, shape_layers.Expand, shape_layers.Unflatten)):
         return layer.target is None
+    if isinstance(layer, slicing.Split):
+        return layer.sizes_at is not None
     return False
 
 

@@ -487,19 +487,32 @@ class Flip(Layer):
 
 @register("torch.roll")
 class Roll(Layer):
-    """Rotate elements by ``shifts`` along ``dims`` (no dims: over the flattened tensor)."""
+    """Rotate elements by ``shifts`` along ``dims`` (no dims: over the flattened tensor); a
+    dynamic export hands shifts computed from sizes over as input 1."""
 
     def build(self, params: Params) -> None:
-        self.shifts = params.ints("shifts")
+        #: The input holding the shifts (a dynamic export), else None.
+        self.shifts_at = self.input_names.index("shifts") if "shifts" in self.input_names[1:] else None
+        self.shifts = params.ints("shifts") if self.shifts_at is None else None
         dims = params.raw("dims", None)
         self.dims: tuple[int, ...] | None = None if dims is None else params.ints("dims")
-        if self.dims is None and len(self.shifts) != 1:
-            raise params.error(f"shifts={self.shifts} without dims should be a single shift")
-        if self.dims is not None and len(self.dims) != len(self.shifts):
-            raise params.error(f"shifts={self.shifts} and dims={self.dims} should have the same length")
+        if self.shifts is not None:
+            self._check(self.shifts, params.error)
+
+    def _check(self, shifts: tuple[int, ...], error: Any) -> None:
+        if self.dims is None and len(shifts) != 1:
+            raise error(f"shifts={shifts} without dims should be a single shift")
+        if self.dims is not None and len(self.dims) != len(shifts):
+            raise error(f"shifts={shifts} and dims={self.dims} should have the same length")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, self.num_inputs)
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
+        return [TensorSpec(self.infer_shapes([x.shape])[0], x.dtype)]
 
     def infer_shapes(self, shapes):
-        self.expect_inputs(shapes, 1)
         if self.dims is not None:
             for d in self.dims:
                 normalize_axis(d, len(shapes[0]))
@@ -507,10 +520,14 @@ class Roll(Layer):
 
     def forward(self, inputs):
         x = np.asarray(inputs[0])
+        shifts = self.shifts
+        if shifts is None:
+            shifts = runtime_ints(inputs[self.shifts_at], "the shifts")
+            self._check(shifts, ShapeMismatch)
         if self.dims is None:
-            return [np.roll(x, self.shifts[0])]
+            return [np.roll(x, shifts[0])]
         axes = tuple(normalize_axis(d, x.ndim) for d in self.dims)
-        return [np.roll(x, self.shifts, axis=axes)]
+        return [np.roll(x, shifts, axis=axes)]
 
 
 # --------------------------------------------------------------------------------------

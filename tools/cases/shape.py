@@ -39,6 +39,8 @@ CASES = [
     Case("unflatten", _each(lambda x: x.unflatten(1, (1, 3)), lambda x: x.unflatten(-1, (5, -1))), (X,)),
     Case("unflatten_module", Wrap(nn.Unflatten(2, (2, 2))), (X,)),
     # a dynamic export hands the sizes over as an input
+    Case("roll_by_a_third_of_a_dim", Fn(lambda x: torch.roll(x, shifts=(x.size(2) // 3,), dims=(2,)) + 1),
+         (_x(44, 1, 2, 7, 3),), inputs2=(_x(45, 2, 2, 9, 4),)),
     Case("unflatten_to_sizes_of_the_input", Fn(lambda x: x.flatten(0, 1).mul(2).unflatten(0, (x.size(0), 3))),
          (_x(42, 2, 3, 5),), inputs2=(_x(43, 3, 3, 4),)),
     Case("permute", _each(lambda x: x.permute(0, 2, 3, 1), lambda x: torch.permute(x, (3, 2, 1, 0)),

@@ -154,6 +154,9 @@ class RollOp(Op):
 
     float_only = False
 
+    def check(self, layer):
+        return "shifts given at run time are left to the host" if layer.shifts is None else None
+
     def check_shapes(self, layer, specs):
         shape = specs[0].shape
         if len(shape) > COPY_RANK:

@@ -677,42 +677,63 @@ class Select(Layer):
 @register("torch.narrow")
 class Narrow(Layer):
     """``torch.narrow(x, dim, start, length)``: ``length`` items from ``start`` (may be
-    negative, or a runtime input)."""
+    negative); either may be a runtime input (a dynamic export hands sizes over so)."""
 
     is_view = True
 
     def build(self, params: Params) -> None:
         self.dim = params.int("dim")
-        self.length = params.int("length")
-        if self.length < 0:
+        self.length_input = runtime_input(params, "length")
+        self.length = params.int("length") if self.length_input is None else None
+        if self.length is not None and self.length < 0:
             raise params.error(f"length={self.length} must not be negative")
         self.start_input = runtime_input(params, "start")
         self.start = params.int("start") if self.start_input is None else None
 
-    def _begin(self, start: int, size: int) -> int:
+    def _begin(self, start: int, length: int, size: int) -> int:
         if not -size <= start <= size:
             raise ShapeMismatch(f"start {start} is out of range for dim {self.dim} of size {size}")
         begin = start + size if start < 0 else start
-        if begin + self.length > size:
-            raise ShapeMismatch(f"start {start} + length {self.length} exceeds dim {self.dim} of size {size}")
+        if length < 0 or begin + length > size:
+            raise ShapeMismatch(f"start {start} + length {length} exceeds dim {self.dim} of size {size}")
         return begin
 
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, self.num_inputs)
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
+        length = self.length if self.length_input is None else _known_int(specs[self.length_input])
+        if length is None:
+            raise ShapeMismatch(f"the length {specs[self.length_input]} depends on runtime values "  # type: ignore[index]
+                                "that shape inference does not know")
+        start = self.start if self.start_input is None else _known_int(specs[self.start_input])
+        axis = _axis(self.dim, len(x.shape))
+        if start is not None:
+            self._begin(start, length, x.shape[axis])
+        elif not 0 <= length <= x.shape[axis]:
+            raise ShapeMismatch(f"length {length} exceeds dim {self.dim} of size {x.shape[axis]}")
+        return [TensorSpec(x.shape[:axis] + (length,) + x.shape[axis + 1:], x.dtype)]
+
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, 1 if self.start_input is None else 2)
-        shape = shapes[0]
-        axis = _axis(self.dim, len(shape))
-        if self.start is not None:
-            self._begin(self.start, shape[axis])
-        elif self.length > shape[axis]:
-            raise ShapeMismatch(f"length {self.length} exceeds dim {self.dim} of size {shape[axis]}")
-        return [shape[:axis] + (self.length,) + shape[axis + 1:]]
+        specs: list[Spec] = [TensorSpec(tuple(shape), np.dtype(np.float32)) for shape in shapes]
+        return [spec.shape for spec in self.infer(specs)]  # type: ignore[union-attr]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = inputs[0]
         axis = _axis(self.dim, x.ndim)
         start = self.start if self.start_input is None else scalar_int(inputs[self.start_input], "start")
-        begin = self._begin(start, x.shape[axis])
-        return [_take(x, axis, slice(begin, begin + self.length))]
+        length = self.length if self.length_input is None else scalar_int(inputs[self.length_input], "length")
+        begin = self._begin(start, length, x.shape[axis])  # type: ignore[arg-type]
+        return [_take(x, axis, slice(begin, begin + length))]  # type: ignore[operator]
+
+
+def _known_int(spec: Spec) -> int | None:
+    """A scalar input's value where shape inference knows it (a size), else None."""
+    value = getattr(spec, "value", None)
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(-1)[0]
+    return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else None
 
 
 # ------------------------------------------------------------------------------------------

@@ -125,6 +125,8 @@ CASES = [
     Case("select_negative", Fn(lambda x: x[:, -1]), (r(2, 6, 5),)),
     Case("narrow", Fn(lambda x: torch.narrow(x, 2, 1, 3)), (r(2, 6, 5),)),
     Case("narrow_negative_start", Fn(lambda x: x.narrow(-1, -3, 2)), (r(2, 6, 5),)),
+    Case("narrow_to_a_length_of_the_input", Fn(lambda x: x.narrow(2, 1, x.size(2) - 2) * 2), (r(2, 3, 6),),
+         inputs2=(r(1, 3, 9),)),
     # start arrives at runtime: Tensor.select on the index input, then pnnx.Expression int(@0)
     Case("narrow_runtime_start", Fn(lambda x, i: torch.narrow(x, 1, i[0], 2)),
          (r(2, 6, 5), torch.tensor([3]))),

@@ -309,7 +309,7 @@ def _runtime_bound(layer: Any) -> bool:
     if isinstance(layer, slicing.Select):
         return layer.index_input is not None
     if isinstance(layer, slicing.Narrow):
-        return layer.start_input is not None
+        return layer.start_input is not None or layer.length_input is not None
     if isinstance(layer, (shape_layers.Reshape, shape_layers.Expand, shape_layers.Unflatten)):
         return layer.target is None
     if isinstance(layer, slicing.Split):

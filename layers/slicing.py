@@ -439,14 +439,21 @@ class _Bound:
                 raise params.error(f"{key}={list(self.values)} should have {count} values, one per dim")
 
     def known(self, specs: Sequence[Any]) -> tuple[int, ...] | None:
-        """The values if shape inference can know them: fixed, or a runtime scalar whose
-        spec carries its ``value`` (pnnx.Expression reports sizes that way)."""
+        """The values if shape inference can know them: fixed, or runtime scalars whose specs
+        carry their ``value`` (pnnx.Expression reports sizes that way, pnnx.SliceIndexes
+        packs them into a list)."""
         if self.values is not None or self.input is None:
             return self.values
-        value = getattr(specs[self.input], "value", None) if self.input < len(specs) else None
-        if self.count != 1 or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        spec = specs[self.input] if self.input < len(specs) else None
+        if spec is None or isinstance(getattr(spec, "value", None), bool):
             return None
-        return (int(value),)
+        try:
+            found = known_ints(spec)  # a scalar, or pnnx.SliceIndexes' list of them
+        except ShapeMismatch:
+            return None
+        if found is None or len(found) > self.count:
+            return None
+        return found + (self.default,) * (self.count - len(found))
 
     def resolve(self, inputs: list[Any]) -> tuple[int, ...]:
         """The values for this run (a runtime list shorter than the dims is padded)."""

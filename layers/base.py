@@ -70,6 +70,14 @@ class Params:
     def has(self, key: str) -> bool:
         return key in self.op.params
 
+    def input_for(self, key: str) -> int | None:
+        """The position of the input bound to ``$key=`` where no ``key`` param is given (a
+        dynamic export hands a size-dependent argument over as an input), else None."""
+        names = list(self.op.input_names)
+        if self.has(key) or key not in names[1:]:
+            return None
+        return names.index(key, 1)
+
     def raw(self, key: str, default: Any = _MISSING) -> Any:
         """The value as parsed, or ``default``; a missing required param is an error."""
         if key in self.op.params:

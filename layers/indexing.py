@@ -32,7 +32,7 @@ from graphexec.errors import excerpt
 from graphexec.layers._std_order import distinct_rows, topk_positions
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
-from graphexec.layers.slicing import runtime_input, scalar_int
+from graphexec.layers.slicing import known_int, scalar_int
 from graphexec.layers.specs import DynamicSpec, SequenceSpec
 
 
@@ -518,7 +518,7 @@ class MaskedFill(Layer):
     bool mask (broadcast to x's shape) is set; the dtype stays x's."""
 
     def build(self, params: Params) -> None:
-        self.value_input = runtime_input(params, "value")
+        self.value_input = params.input_for("value")
         self.value = None if self.value_input is not None else params.raw("value")
         if self.value_input is None and not isinstance(self.value, (bool, int, float)):
             raise params.error(f"value={self.value!r} should be a number")
@@ -567,7 +567,7 @@ class TopK(Layer):
 
     def build(self, params: Params) -> None:
         #: The input a dynamic export hands ``k`` over as (a size of the input), else None.
-        self.k_at = runtime_input(params, "k")
+        self.k_at = params.input_for("k")
         self.k = 0 if self.k_at is not None else params.int("k")
         self.dim = params.int("dim", -1)
         self.largest = params.bool("largest", True)
@@ -580,12 +580,10 @@ class TopK(Layer):
         x = specs[0]
         if not isinstance(x, TensorSpec):
             raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
-        k = self.k
-        if self.k_at is not None:
-            k = getattr(specs[self.k_at], "value", None)
-            if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-                raise ShapeMismatch(f"k {specs[self.k_at]} depends on runtime values that shape inference does not know")
-        values, indices = self._shapes(x.shape, int(k))
+        k = self.k if self.k_at is None else known_int(specs[self.k_at])
+        if k is None:
+            raise ShapeMismatch(f"k {specs[self.k_at]} depends on runtime values that shape inference does not know")  # type: ignore[index]
+        values, indices = self._shapes(x.shape, k)
         return [TensorSpec(values, x.dtype), TensorSpec(indices, np.dtype(np.int64))]
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:

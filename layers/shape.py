@@ -492,7 +492,7 @@ class Roll(Layer):
 
     def build(self, params: Params) -> None:
         #: The input holding the shifts (a dynamic export), else None.
-        self.shifts_at = self.input_names.index("shifts") if "shifts" in self.input_names[1:] else None
+        self.shifts_at = params.input_for("shifts")
         self.shifts = params.ints("shifts") if self.shifts_at is None else None
         dims = params.raw("dims", None)
         self.dims: tuple[int, ...] | None = None if dims is None else params.ints("dims")

@@ -78,14 +78,6 @@ def _piece_shapes(shape: Shape, axis: int, bounds: Sequence[tuple[int, int]]) ->
     return [shape[:axis] + (len(range(shape[axis])[a:b]),) + shape[axis + 1:] for a, b in bounds]
 
 
-def runtime_input(params: Params, key: str) -> int | None:
-    """The position of the input bound to ``$key=`` when no ``key`` param is given, else None."""
-    names = list(params.op.input_names)
-    if params.has(key) or key not in names[1:]:
-        return None
-    return names.index(key, 1)
-
-
 def scalar_int(value: Any, what: str) -> int:
     """A runtime scalar (a Python int or a one-element integer array) as an int."""
     array = np.asarray(value)
@@ -309,7 +301,7 @@ class Split(_Pieces):
     def build(self, params: Params) -> None:
         self._read_dim(params)
         #: The input holding the size or sizes (a dynamic export), else None.
-        self.sizes_at = runtime_input(params, "split_size_or_sections")
+        self.sizes_at = params.input_for("split_size_or_sections")
         self.sections: tuple[int, ...] | None = None
         self.size = 0
         if self.sizes_at is not None:
@@ -429,7 +421,7 @@ class _Bound:
         key = multi if params.has("dims") else single
         self.count = count
         self.default = default
-        self.input = runtime_input(params, key)
+        self.input = params.input_for(key)
         self.values: tuple[int, ...] | None = None
         if self.input is None:
             # absent or None (pnnx's "open bound") -> the default
@@ -659,7 +651,7 @@ class Select(Layer):
 
     def build(self, params: Params) -> None:
         self.dim = params.int("dim")
-        self.index_input = runtime_input(params, "index")
+        self.index_input = params.input_for("index")
         self.index = params.int("index") if self.index_input is None else None
 
     def batchwise(self, inputs, outputs) -> bool:
@@ -690,11 +682,11 @@ class Narrow(Layer):
 
     def build(self, params: Params) -> None:
         self.dim = params.int("dim")
-        self.length_input = runtime_input(params, "length")
+        self.length_input = params.input_for("length")
         self.length = params.int("length") if self.length_input is None else None
         if self.length is not None and self.length < 0:
             raise params.error(f"length={self.length} must not be negative")
-        self.start_input = runtime_input(params, "start")
+        self.start_input = params.input_for("start")
         self.start = params.int("start") if self.start_input is None else None
 
     def _begin(self, start: int, length: int, size: int) -> int:
@@ -710,11 +702,11 @@ class Narrow(Layer):
         x = specs[0]
         if not isinstance(x, TensorSpec):
             raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
-        length = self.length if self.length_input is None else _known_int(specs[self.length_input])
+        length = self.length if self.length_input is None else known_int(specs[self.length_input])
         if length is None:
             raise ShapeMismatch(f"the length {specs[self.length_input]} depends on runtime values "  # type: ignore[index]
                                 "that shape inference does not know")
-        start = self.start if self.start_input is None else _known_int(specs[self.start_input])
+        start = self.start if self.start_input is None else known_int(specs[self.start_input])
         axis = _axis(self.dim, len(x.shape))
         if start is not None:
             self._begin(start, length, x.shape[axis])
@@ -735,7 +727,7 @@ class Narrow(Layer):
         return [_take(x, axis, slice(begin, begin + length))]  # type: ignore[operator]
 
 
-def _known_int(spec: Spec) -> int | None:
+def known_int(spec: Spec) -> int | None:
     """A scalar input's value where shape inference knows it (a size), else None."""
     value = getattr(spec, "value", None)
     if isinstance(value, np.ndarray) and value.size == 1:

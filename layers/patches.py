@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
+from graphexec.layers.shape import known_ints, runtime_ints
 
 
 class _Patches(Layer):
@@ -89,30 +90,60 @@ class Unfold(_Patches):
 
 @register("nn.Fold", "F.fold")
 class Fold(_Patches):
-    """Columns of kernel windows summed back into a (N, C, H, W) image of ``output_size``."""
+    """Columns of kernel windows summed back into a (N, C, H, W) image of ``output_size``,
+    a param or an input (a dynamic export computes it from the input's sizes)."""
 
     def build(self, params: Params) -> None:
         super().build(params)
-        self.output_size = params.ints("output_size", 2)
+        self.size_input = params.input_for("output_size")
+        self.output_size = params.ints("output_size", 2) if self.size_input is None else None
 
-    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, 1)
-        x = shapes[0]
+    def _given_size(self, values: tuple[int, ...]) -> tuple[int, int]:
+        """A runtime ``output_size``: one size for both dims, or (H, W)."""
+        if len(values) == 1:
+            values = values * 2
+        if len(values) != 2 or any(v < 1 for v in values):
+            raise ShapeMismatch(f"output_size {values} should be one or two positive sizes")
+        return values[0], values[1]
+
+    def _out_shape(self, x: Shape, size: tuple[int, int]) -> Shape:
         taps = math.prod(self.kernel)
-        rows, cols = self.windows(self.output_size)
+        rows, cols = self.windows(size)
         if len(x) not in (2, 3) or x[-2] % taps or x[-1] != rows * cols:
             raise ShapeMismatch(
-                f"expected (N, C*{taps}, {rows * cols}) columns for an output of size "
-                f"{self.output_size}, given shape {x}"
+                f"expected (N, C*{taps}, {rows * cols}) columns for an output of size {size}, given shape {x}"
             )
-        return [x[:-2] + (x[-2] // taps, *self.output_size)]
+        return x[:-2] + (x[-2] // taps, *size)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if self.size_input is None:
+            return super().infer(specs)
+        self.expect_inputs(specs, self.num_inputs)
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
+        known = known_ints(specs[self.size_input])
+        if known is None:
+            raise ShapeMismatch(f"the output size {specs[self.size_input]} depends on runtime values "
+                                "that shape inference does not know")
+        return [TensorSpec(self._out_shape(x.shape, self._given_size(known)), x.dtype)]
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if self.output_size is None:
+            raise ShapeMismatch("the output size is an input, not a shape; use infer()")
+        self.expect_inputs(shapes, 1)
+        return [self._out_shape(shapes[0], self.output_size)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
+        size = self.output_size
+        if size is None:
+            size = self._given_size(runtime_ints(inputs[self.size_input], "output_size"))  # type: ignore[index]
+        self._out_shape(x.shape, size)
         batched = x.ndim == 3
         x = x if batched else x[None]
-        (h, w), (ph, pw) = self.output_size, self.padding
-        rows, cols = self.windows(self.output_size)
+        (h, w), (ph, pw) = size, self.padding
+        rows, cols = self.windows(size)
         n = x.shape[0]
         c = x.shape[1] // math.prod(self.kernel)
         patches = x.reshape(n, c, *self.kernel, rows, cols)

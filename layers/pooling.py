@@ -38,6 +38,7 @@ from graphexec.layers._pool_math import (
 from graphexec.layers._samples import rows_kept
 from graphexec.layers.base import Layer, Params, SequenceSpec, Shape, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
+from graphexec.layers.shape import known_ints, runtime_ints
 
 _DIM_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
 
@@ -396,17 +397,55 @@ def _read_output_size(params: Params, n: int) -> tuple[int | None, ...]:
 
 
 class _AdaptivePool(_Pool):
-    def build(self, params: Params) -> None:
-        self.output_size = _read_output_size(params, self.spatial)
+    """``output_size`` is a param, or an input where a dynamic export computes it from the
+    input's sizes (``F.adaptive_avg_pool2d(x, (x.shape[2] // 2, ...))``); shape inference
+    then reads it from the sizes it knows."""
 
-    def out_sizes(self, sizes: Shape) -> tuple[int, ...]:
-        outs = tuple(size if o is None else o for size, o in zip(sizes, self.output_size))
+    def build(self, params: Params) -> None:
+        self.size_input = params.input_for("output_size")
+        self.output_size = None if self.size_input is not None else _read_output_size(params, self.spatial)
+
+    def _given_size(self, values: tuple[int, ...]) -> tuple[int, ...]:
+        """A runtime ``output_size``: one size for every pooled dim, or one each."""
+        n = self.spatial
+        if len(values) == 1:
+            values = values * n
+        if len(values) != n or any(v < 1 for v in values):
+            raise ShapeMismatch(f"output_size {values} should be {n} positive sizes")
+        return values
+
+    def out_sizes(self, sizes: Shape, given: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        wanted = self.output_size if given is None else given
+        outs = tuple(size if o is None else o for size, o in zip(sizes, wanted))  # type: ignore[arg-type]
         for name, size in zip(_DIM_NAMES[self.spatial], sizes):
             if size < 1:
                 raise ShapeMismatch(f"cannot pool an empty input: {name}={size}")
         return outs
 
+    def runtime_size(self, inputs: list[Any]) -> tuple[int, ...] | None:
+        """The output size a run was handed, or None where it is a param."""
+        if self.size_input is None:
+            return None
+        return self._given_size(runtime_ints(inputs[self.size_input], "output_size"))
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if self.size_input is None:
+            return super().infer(specs)
+        self.expect_inputs(specs, self.num_inputs)
+        data = specs[0]
+        if not isinstance(data, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {data}, expected a tensor")
+        known = known_ints(specs[self.size_input])
+        if known is None:
+            raise ShapeMismatch(f"the output size {specs[self.size_input]} depends on runtime values "
+                                "that shape inference does not know")
+        self.check_rank(data.shape)
+        pooled = self.out_sizes(data.shape[-self.spatial:], self._given_size(known))
+        return [TensorSpec(data.shape[: -self.spatial] + pooled, data.dtype)]
+
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if self.size_input is not None:
+            raise ShapeMismatch("the output size is an input, not a shape; use infer()")
         self.expect_inputs(shapes, 1)
         shape = shapes[0]
         self.check_rank(shape)
@@ -422,7 +461,7 @@ class _AdaptiveAvgPool(_AdaptivePool):
         x = inputs[0]
         nd = self.spatial
         sizes = x.shape[-nd:]
-        outs = self.out_sizes(sizes)
+        outs = self.out_sizes(sizes, self.runtime_size(inputs))
         dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float32)
         if all(o == 1 for o in outs):  # global average pooling: one matrix-vector product
             lead, n = x.shape[:-nd], math.prod(sizes)
@@ -482,7 +521,7 @@ class _AdaptiveMaxPool(_IndexedMax, _AdaptivePool):
         x = inputs[0]
         nd = self.spatial
         sizes = x.shape[-nd:]
-        outs = self.out_sizes(sizes)
+        outs = self.out_sizes(sizes, self.runtime_size(inputs))
         taps = [_bin_taps(size, out) for size, out in zip(sizes, outs)]
         if not self.return_indices:
             y = x

@@ -94,5 +94,10 @@ CASES = [
          (_x(62, 1, 2, 5, 7, 4),)),
     Case("adaptive_max_pool2d_pair", Fn(lambda x: (lambda v, i: (v * 2, i + 1))(
         *F.adaptive_max_pool2d(x, (2, 3), return_indices=True))), (_x(63, 2, 3, 6, 8),)),
+    # a dynamic export hands an output size computed from the input's sizes over as an input
+    Case("adaptive_avg_pool2d_to_half_the_input", Fn(lambda x: F.adaptive_avg_pool2d(x, (x.shape[2] // 2, x.shape[3] // 3))),
+         (_x(64, 1, 3, 8, 12),), inputs2=(_x(65, 2, 3, 10, 9),), more_inputs=((_x(66, 1, 2, 7, 13),),)),
+    Case("adaptive_max_pool3d_to_half_the_input",
+         Fn(lambda x: F.adaptive_max_pool3d(x, (x.shape[2] // 2, x.shape[3] // 2, x.shape[4] - 1)) * 2),
+         (_x(67, 1, 2, 4, 6, 5),), inputs2=(_x(68, 1, 3, 6, 5, 7),), more_inputs=((_x(69, 2, 2, 5, 7, 4),),)),
 ]
-

@@ -62,6 +62,11 @@ class FoldOp(Op):
     """Columns of kernel windows summed back into an image (VOLO's outlooker, T2T-ViT),
     each output element gathering the entries of the windows that cover it."""
 
+    def check(self, layer):
+        if layer.size_input is not None:
+            return "its output size is a runtime value, known on the host only"
+        return None
+
     def check_shapes(self, layer, specs):
         return refused_shapes(layer, [specs[0].shape])
 

@@ -33,17 +33,19 @@ def _planes(layer, shape: tuple[int, ...]) -> tuple[int, int, int]:
 
 
 class _PoolOp(Op):
+    def check(self, layer):
+        if getattr(layer, "return_indices", False):
+            return "return_indices=True is not implemented"
+        if getattr(layer, "size_input", None) is not None:
+            return "its output size is a runtime value, known on the host only"
+        return None
+
     def check_shapes(self, layer, specs):
         return refused_shapes(layer, [specs[0].shape])
 
 
 @implements(MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d)
 class WindowPoolOp(_PoolOp):
-    def check(self, layer):
-        if getattr(layer, "return_indices", False):
-            return "return_indices=True is not implemented"
-        return None
-
     def run(self, launch, layer, inputs):
         x = inputs[0]
         (out_shape,) = layer.infer_shapes([x.shape])
@@ -86,11 +88,6 @@ class WindowPool3dOp(WindowPoolOp):
 
 @implements(AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d)
 class AdaptivePoolOp(_PoolOp):
-    def check(self, layer):
-        if getattr(layer, "return_indices", False):
-            return "return_indices=True is not implemented"
-        return None
-
     def run(self, launch, layer, inputs):
         x = inputs[0]
         (out_shape,) = layer.infer_shapes([x.shape])

@@ -13,6 +13,7 @@ from graphexec.layers import (  # noqa: F401  (imported for their registrations)
     aten_index,
     aten_linalg,
     aten_math,
+    aten_pooling,
     aten_shape,
     attention,
     conv,

@@ -86,18 +86,26 @@ class _Window:
         stride = _optional_ints(params, "stride", n) or kernel
         padding = params.ints("padding", n, (0,) * n)
         dilation = params.ints("dilation", n, (1,) * n) if dilated else (1,) * n
-        window = _Window(kernel, stride, padding, dilation, params.bool("ceil_mode", False))
+        try:
+            return _Window.checked(kernel, stride, padding, dilation, params.bool("ceil_mode", False))
+        except ValueError as exc:
+            raise params.error(str(exc)) from None
+
+    @staticmethod
+    def checked(kernel: tuple[int, ...], stride: tuple[int, ...], padding: tuple[int, ...],
+                dilation: tuple[int, ...], ceil_mode: bool) -> _Window:
+        """The window, or ValueError naming the first value PyTorch would refuse."""
         for name, values, low in (("kernel_size", kernel, 1), ("stride", stride, 1),
                                   ("padding", padding, 0), ("dilation", dilation, 1)):
             if any(v < low for v in values):
-                raise params.error(f"{name}={values} must be >= {low}")
+                raise ValueError(f"{name}={values} must be >= {low}")
         for k, p, d in zip(kernel, padding, dilation):
             if p > (d * (k - 1) + 1) // 2:
-                raise params.error(
+                raise ValueError(
                     f"padding={padding} must be at most half the (dilated) kernel {kernel}"
-                    + (f" with dilation {dilation}" if dilated else "")
+                    + (f" with dilation {dilation}" if any(v != 1 for v in dilation) else "")
                 )
-        return window
+        return _Window(kernel, stride, padding, dilation, ceil_mode)
 
     def out_sizes(self, sizes: Shape) -> tuple[int, ...]:
         """Output spatial sizes; ShapeMismatch when a window cannot fit."""
@@ -207,14 +215,12 @@ class _MaxPool(_IndexedMax, _WindowPool):
     def forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         x = inputs[0]
         nd, w = self.spatial, self.window
+        if not self.return_indices:
+            return [max_pool(x, w, nd)]
         sizes = x.shape[-nd:]
         outs = w.out_sizes(sizes)
         fill = lowest(x.dtype)
-        if not self.return_indices and x.dtype.kind == "f" and x.size and nd <= 2:
-            return [pool_windows(x, w, outs, np.maximum, fill)]
         xp = pad_planes(x, nd, w.padding, w.pads_after(sizes, outs), fill)
-        if not self.return_indices:
-            return [copied_if_view(reduce_windows(xp, w, outs, np.maximum), x)]
         return self.pack(*self._with_indices(xp, sizes, outs, fill))
 
     def forward_into(self, inputs: list[Any], outputs: list[np.ndarray]) -> None:
@@ -246,6 +252,17 @@ class _MaxPool(_IndexedMax, _WindowPool):
             first = first * size + start + (np.maximum(-start, 0) + d - 1) // d * d
         indices = np.where(values == fill, first, flat)
         return values, indices
+
+
+def max_pool(x: np.ndarray, window: _Window, spatial: int) -> np.ndarray:
+    """The max pool of ``x`` (no indices); padding never wins."""
+    sizes = x.shape[-spatial:]
+    outs = window.out_sizes(sizes)
+    fill = lowest(x.dtype)
+    if x.dtype.kind == "f" and x.size and spatial <= 2:
+        return pool_windows(x, window, outs, np.maximum, fill)
+    xp = pad_planes(x, spatial, window.padding, window.pads_after(sizes, outs), fill)
+    return copied_if_view(reduce_windows(xp, window, outs, np.maximum), x)
 
 
 @register("nn.MaxPool1d", "F.max_pool1d")

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from graphexec.layers._expr import ScalarSpec
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.pooling import adaptive_bins, pooled_size
 from graphexec.layers.registry import lookup
@@ -163,6 +164,51 @@ def test_avg_pool_matches_the_naive_loop(case, include_pad, divisor):
     want, _ = naive_window_pool(x, k, s, p, [1] * nd, ceil, "avg", include_pad, divisor)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def aten_pool(op_type, *arguments):
+    """An ``aten::`` pool whose input 0 is data and each further input a constant made by an
+    input-less pnnx.Expression, as pnnx writes them (``...``: a size computed at run time)."""
+    operands = [Operand(f"in{i}") for i in range(len(arguments) + 1)]
+    for operand, value in zip(operands[1:], arguments):
+        if value is not ...:
+            operand.producer = Operator("pnnx.Expression", "expr", params={"expr": value})
+    op = Operator(op_type, "op", inputs=operands, outputs=[Operand("out0")], input_names=[""] * len(operands))
+    return lookup(op_type)(op)
+
+
+@settings(max_examples=80, deadline=None)
+@given(window_cases(), st.booleans(), st.booleans())
+def test_aten_pools_match_the_naive_loop_with_sizes_given_or_computed(case, use_max, computed):
+    """``aten::max_pool*d`` / ``avg_pool*d``, as pnnx leaves them where a size comes from the
+    input's: the same windows as the naive loop, whether the kernel is a constant or an
+    input known only at run time (the stride left at None: the kernel's)."""
+    nd, k, _, p, d, ceil, x = case
+    x = np.nan_to_num(x, neginf=-5.0)
+    kernel = ... if computed else k
+    if use_max:
+        layer = aten_pool(f"aten::max_pool{nd}d", kernel, None, p, d, ceil)
+        want, _ = naive_window_pool(x, k, k, p, d, ceil, "max")
+    else:
+        p = [min(v, kk // 2) for v, kk in zip(p, k)]  # no dilation: half the plain kernel
+        if any(n + 2 * pp < kk for n, pp, kk in zip(x.shape[-nd:], p, k)):
+            return
+        flags = (ceil, False) if nd == 1 else (ceil, False, None)
+        layer = aten_pool(f"aten::avg_pool{nd}d", kernel, [], p, *flags)
+        want, _ = naive_window_pool(x, k, k, p, [1] * nd, ceil, "avg", False)
+    rest = [None] * (len(layer.arguments) - 1)  # the constants' values: the layer read them at build
+    got = layer.forward([x, k if computed else None, *rest])[0]
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-5, atol=1e-6)
+    sizes = SequenceSpec(tuple(ScalarSpec((), np.dtype(np.int64), v) for v in k))  # known to inference
+    unused = TensorSpec((), np.dtype(np.int64))
+    assert layer.infer([TensorSpec(x.shape, x.dtype), sizes, *[unused] * len(rest)])[0].shape == got.shape
+
+
+def test_aten_pools_refuse_flags_computed_in_the_graph():
+    with pytest.raises(LayerConfigError, match="ceil_mode .*must be a constant"):
+        aten_pool("aten::max_pool2d", [2, 2], None, [0, 0], [1, 1], ...)
+    with pytest.raises(LayerConfigError, match="padding"):
+        aten_pool("aten::avg_pool2d", [2, 2], None, [3, 3], False, True, None)
 
 
 @settings(max_examples=300, deadline=None)

@@ -14,6 +14,23 @@ from torch import nn
 from tools.cases import Case, Fn, Wrap
 
 
+class PoolsOfTheInputSize(nn.Module):
+    """Window pools whose sizes come from the input's (pnnx leaves them as ``aten::`` calls)."""
+
+    def forward(self, x):
+        h, w = x.size(2), x.size(3)
+        flat = x.flatten(2)
+        return (
+            F.avg_pool2d(x, kernel_size=x.size()[2:], padding=0, count_include_pad=False),  # a global pool
+            F.max_pool2d(x, (h // 2, w // 2), stride=1, padding=1, ceil_mode=True),
+            F.avg_pool2d(x, (h // 2, 2), stride=(2, 1), padding=1, count_include_pad=False, divisor_override=3),
+            F.avg_pool1d(flat, flat.size(2) // 3, stride=2, ceil_mode=True),
+            F.max_pool1d(flat, flat.size(2) // 4, dilation=2),
+            F.avg_pool3d(x.unsqueeze(1), (2, h, w // 3)),
+            F.max_pool3d(x.unsqueeze(1), (x.size(1), 2, w // 2), stride=(1, 2, 2)),
+        )
+
+
 def _x(seed: int, *shape: int, positive: bool = False) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.rand(*shape, generator=g) + 0.1 if positive else torch.randn(*shape, generator=g)
@@ -100,4 +117,7 @@ CASES = [
     Case("adaptive_max_pool3d_to_half_the_input",
          Fn(lambda x: F.adaptive_max_pool3d(x, (x.shape[2] // 2, x.shape[3] // 2, x.shape[4] - 1)) * 2),
          (_x(67, 1, 2, 4, 6, 5),), inputs2=(_x(68, 1, 3, 6, 5, 7),), more_inputs=((_x(69, 2, 2, 5, 7, 4),),)),
+    Case("aten_pools_of_the_input_size", PoolsOfTheInputSize(), (_x(70, 1, 3, 8, 12),)),
+    Case("aten_pools_of_the_input_size_dynamic", PoolsOfTheInputSize(), (_x(71, 1, 3, 8, 12),),
+         inputs2=(_x(72, 2, 3, 10, 9),), more_inputs=((_x(73, 1, 4, 9, 14),),)),
 ]

@@ -686,6 +686,32 @@ class _LineReader:
         return [int(t) for t in tokens]
 
 
+def _is_count(token: str) -> bool:
+    return bool(_INT.fullmatch(token)) and not token.startswith("-") and len(token) <= _MAX_DIGITS
+
+
+def _joined_name(tokens: list[str]) -> list[str]:
+    """``tokens`` with an operator name that holds spaces joined back into one token.
+
+    pnnx names an operator after its module's path, and a ``ModuleDict`` key may hold a
+    space (MONAI's DiNTS keys cells by ``"(0, 1)"``), which splits the name. The name
+    ends where two counts are followed by as many operand names (none with ``=``) and
+    then only ``key=value`` tokens; a line that fits no such split is left as it was,
+    for the caller to report."""
+    if _is_count(tokens[2]) and _is_count(tokens[3]):
+        return tokens
+    for end in range(3, len(tokens) - 1):
+        if not (_is_count(tokens[end]) and _is_count(tokens[end + 1])):
+            continue
+        operands_end = end + 2 + int(tokens[end]) + int(tokens[end + 1])
+        if operands_end > len(tokens):
+            continue
+        if all("=" not in t for t in tokens[end + 2 : operands_end]) and all(
+                "=" in t for t in tokens[operands_end:]):
+            return [tokens[0], " ".join(tokens[1:end]), *tokens[end:]]
+    return tokens
+
+
 def _parse_operator(
     graph: Graph, line: str, archive: WeightArchive, path: str, number: int, names: set[str]
 ) -> None:
@@ -695,11 +721,9 @@ def _parse_operator(
     tokens = line.split()
     if len(tokens) < 4:
         raise fail("an operator line needs '<type> <name> <inputs> <outputs>'")
+    tokens = _joined_name(tokens)
     op_type, name, n_in_text, n_out_text = tokens[:4]
-    counts_ok = all(
-        _INT.fullmatch(t) and not t.startswith("-") and len(t) <= _MAX_DIGITS for t in (n_in_text, n_out_text)
-    )
-    if not counts_ok:
+    if not (_is_count(n_in_text) and _is_count(n_out_text)):
         raise fail(
             f"operator {name}: input and output counts must be numbers, got {n_in_text!r} {n_out_text!r}"
         )

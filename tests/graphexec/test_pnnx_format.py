@@ -889,3 +889,17 @@ def test_a_module_registered_twice_loads_with_its_weights_read_once():
     pnnx._drop_restated_weights(other)
     (conv,) = [op for op in other.operators if op.type == "nn.Conv2d"]
     assert [o.name for o in conv.inputs] == ["w", "b", "x"]
+
+
+def test_operator_names_holding_spaces_are_read_whole():
+    """pnnx names operators after ModuleDict keys, spaces included (``cells.(0, 1)``): the
+    name is joined back, its weights are found under it, and extract takes it."""
+    folder = OPS / "plumbing" / "names_with_spaces"
+    graph = pnnx.load(folder / "model.pnnx.param")
+    assert [op.name for op in graph.operators if op.type.startswith("nn.")] == ["cells.(0, 1)", "cells.(1, 1)"]
+    (linear,) = [op for op in graph.operators if op.type == "nn.Linear"]
+    assert linear.attrs["weight"].shape == (4, 3)
+    inputs, outputs = load_io(folder)
+    y, inner = Engine.load(folder / "model.pnnx.param").forward(*inputs, extract=["cells.(0, 1)"])
+    np.testing.assert_allclose(y, outputs[0], rtol=1e-5, atol=1e-6)
+    assert inner["cells.(0, 1)"].shape == (2, 4)

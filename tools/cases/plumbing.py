@@ -36,10 +36,24 @@ class RelativePositions(torch.nn.Module):
         return torch.softmax(x + bias, dim=-1), index
 
 
+class CellsKeyedBySpacedNames(torch.nn.Module):
+    """Submodules under ModuleDict keys holding spaces (MONAI's DiNTS keys cells by ``"(0, 1)"``):
+    pnnx names each operator after the key, space included."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(38)
+        self.cells = torch.nn.ModuleDict({"(0, 1)": torch.nn.Linear(3, 4), "(1, 1)": torch.nn.ReLU()})
+
+    def forward(self, x):
+        return self.cells["(1, 1)"](self.cells["(0, 1)"](x))
+
+
 CASES = [
     Case("attribute", Constants(), (_rand(2, 3, seed=31),)),
     Case("folded_constant", Fn(lambda a: a + torch.tensor([1.0, 2.0, 3.0])), (_rand(2, 3, seed=32),)),
     Case("relative_positions", RelativePositions(), (_rand(2, 3, 5, 5, seed=36),),
          inputs2=(_rand(4, 3, 5, 5, seed=37),)),
     Case("nested_tuple", Fn(lambda a, b: ((a, b * 2), a + b)), (_rand(2, 3, seed=33), _rand(2, 3, seed=34))),
+    Case("names_with_spaces", CellsKeyedBySpacedNames(), (_rand(2, 3, seed=39),)),
 ]

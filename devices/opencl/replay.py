@@ -25,7 +25,9 @@ another queue, or a tensor made outside the stretch (its event, read when the st
 runs). Before such a wait the producer's queue is flushed, once, as OpenCL asks of an
 event another queue waits on; a queue is also flushed after its first command and then
 every :data:`FLUSH_EVERY`, so the device works while the host enqueues the rest, and every
-queue the stretch used is flushed at its end. The
+queue the stretch used is flushed at its end. An operand read outside the stretch carries
+the event of its last write on each queue, joined by a marker where there are several (a
+join written in place from two queues). The
 memory plan's reuse stays safe: it shares bytes only along paths of the DAG, and every
 edge of a path is either a wait or the order of one queue.
 
@@ -190,13 +192,23 @@ class _Command:
 
 
 @dataclass(frozen=True)
+class _Export:
+    """An operand a stretch makes and others read: the events (indices) that finish writing
+    it, and the queue where a marker joins them when there are several."""
+
+    name: str
+    template: DeviceTensor
+    events: tuple[int, ...]
+    queue: int
+
+
+@dataclass(frozen=True)
 class _Stretch:
     nodes: tuple[int, ...]
     #: Operands read from outside the stretch, whose events the first readers wait for.
     imports: tuple[str, ...]
     commands: tuple[_Command, ...]
-    #: (operand, template, index of the event that makes it, or None).
-    exports: tuple[tuple[str, DeviceTensor, int | None], ...]
+    exports: tuple[_Export, ...]
     queues: tuple[int, ...]
     layers: Mapping[int, Any]
 
@@ -282,10 +294,24 @@ def _stretch(recorded: list[_Recorded], exported: set[str]) -> _Stretch:
         for name in r.node.outputs:
             sources[name] = made
     templates = {name: t for r in recorded for name, t in zip(r.node.outputs, r.outputs)}
-    exports = tuple((name, templates[name], max(sources[name], default=None))
+    exports = tuple(_Export(name, templates[name], *_last_writes(sources[name], queue_of))
                     for name in dict.fromkeys(n for r in recorded for n in r.node.outputs) if name in exported)
     return _Stretch(tuple(r.node.index for r in recorded), imports, tuple(commands), exports,
                     tuple(sorted({r.queue for r in recorded})), {r.node.index: r.node.kernel.layer for r in recorded})
+
+
+def _last_writes(made_by: tuple[int, ...], queue_of: list[int | None]) -> tuple[tuple[int, ...], int]:
+    """The events a reader outside the stretch must wait for, of an operand made by the
+    events ``made_by``, and the queue of the last: the last on each queue (a queue runs in
+    order) and every import. A join written in place by producers on two queues has two."""
+    last: dict[int | None, int] = {}
+    imported = [e for e in made_by if queue_of[e] is None]
+    for event in made_by:
+        if queue_of[event] is not None:
+            last[queue_of[event]] = max(event, last.get(queue_of[event], -1))
+    events = tuple(sorted([*last.values(), *imported]))
+    queue = queue_of[events[-1]] if events else None
+    return events, 0 if queue is None else queue
 
 
 def prepare(device: OpenCLDevice, runs: Sequence[Sequence[ReplayNode]], regions: Mapping[str, tuple[int, Spec]],
@@ -327,7 +353,7 @@ class PreparedReplay:
         self._stretches = stretches
         self._scratch = scratch
         self.stretches: tuple[tuple[int, ...], ...] = tuple(s.nodes for s in stretches)
-        self.exported: frozenset[str] = frozenset(name for s in stretches for name, _, _ in s.exports)
+        self.exported: frozenset[str] = frozenset(export.name for s in stretches for export in s.exports)
 
     def bind(self, views: Mapping[str, Any]) -> BoundReplay:
         """The stretches over the arena whose tensors are ``views``: a kernel object per
@@ -384,8 +410,9 @@ class _Bound:
                 program.append((WRITE, queue, None, write, command.waits, flushes))
         self.program = tuple(program)
         self.flush = tuple(queues[q] for q in stretch.queues)
-        self.exports = tuple((name, DeviceTensor(_real(t.buffer, buffers), t.shape, t.dtype, None, t.offset, device),
-                              source) for name, t, source in stretch.exports)
+        self.exports = tuple((e.name, DeviceTensor(_real(e.template.buffer, buffers), e.template.shape,
+                                                   e.template.dtype, None, e.template.offset, device),
+                              e.events, queues[e.queue]) for e in stretch.exports)
         #: The stretch as the compiled loop's table, where the device enqueues that way.
         self.compiled = CompiledStretch(device, self) if compiled else None
 
@@ -412,13 +439,22 @@ class BoundReplay:
                 raise self._failure(bound, exc.index, exc) from exc
         else:
             events = self._enqueue(bound, values)
-        for name, tensor, source in bound.exports:
-            tensor.event = None if source is None else events[source]
+        for name, tensor, made_by, queue in bound.exports:
+            tensor.event = self._joined([e for k in made_by if (e := events[k]) is not None], queue)
             values[name] = tensor
         if sink is not None:
             stretch = bound.stretch
             sink.extend((stretch.layers[c.node], c.queue, e)
                         for c, e in zip(stretch.commands, events[len(bound.imports):]))
+
+    def _joined(self, events: list[Any], queue: Any) -> Any:
+        """One event for an export: its only one, or a marker on ``queue`` after them all
+        (a join written in place on two queues: waiting for one alone read stale bytes)."""
+        if len(events) <= 1:
+            return events[0] if events else None
+        with translated(f"joining the events of a tensor written on several queues of {self.device.name}"):
+            with self.device.host_calls:
+                return self.device._cl.enqueue_marker(queue, wait_for=events)
 
     def _enqueue(self, bound: _Bound, values: dict[str, Any]) -> list[Any]:
         """Enqueue ``bound`` through pyopencl: the events of its imports and commands."""

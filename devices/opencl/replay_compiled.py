@@ -101,7 +101,7 @@ class CompiledStretch:
         imports = len(bound.imports)
         program = bound.program
         waited = {w for *_, waits, _ in program for w in waits}
-        exported = {source for _, _, source in bound.exports if source is not None}
+        exported = {event for _, _, made_by, _ in bound.exports for event in made_by}
         table = np.zeros((len(program), layout.COLUMNS), np.int64)
         self._sizes = sizes = np.zeros((len(program), 6), np.uint64)  # size_t global, then local sizes
         waits: list[int] = []

@@ -88,24 +88,30 @@ def branchy_stretch(device):
     return plan, stretch
 
 
+def makers_in(plan, stretch):
+    """``makers(name)``: the nodes of ``stretch`` whose commands wrote ``name`` (through nodes
+    that enqueue none: views, joins whose inputs were written in place)."""
+    commanded = {c.node for c in stretch.commands}
+    producer = {name: n.index for n in plan.nodes for name in n.step.outputs}
+
+    def makers(name: str) -> set[int]:
+        if name not in producer or producer[name] not in stretch.nodes:
+            return set()
+        node = producer[name]
+        if node in commanded:
+            return {node}
+        return set().union(*(makers(n) for n in plan.nodes[node].step.inputs))
+
+    return makers
+
+
 def test_only_a_dependency_that_crosses_queues_waits(device):
     plan, stretch = branchy_stretch(device)
     base = len(stretch.imports)
     first_command: dict[int, int] = {}
     for k, c in enumerate(stretch.commands):
         first_command.setdefault(c.node, k)
-    producer = {name: n.index for n in plan.nodes for name in n.step.outputs}
-
-    def makers(name: str) -> set[int]:
-        """The nodes whose commands wrote ``name`` (through nodes that enqueue none: views,
-        joins whose inputs were written in place)."""
-        if name not in producer or producer[name] not in stretch.nodes:
-            return set()
-        node = producer[name]
-        if node in first_command:
-            return {node}
-        return set().union(*(makers(n) for n in plan.nodes[node].step.inputs))
-
+    makers = makers_in(plan, stretch)
     crossing = 0
     for k, c in enumerate(stretch.commands):
         if k != first_command[c.node]:
@@ -117,6 +123,30 @@ def test_only_a_dependency_that_crosses_queues_waits(device):
         assert waited == queues - {c.queue}, f"node {c.node} waits for queues {waited}, its inputs come from {queues}"
         crossing += bool(waited)
     assert {c.queue for c in stretch.commands} == {0, 1} and crossing > 0
+
+
+def test_a_value_leaving_a_stretch_waits_for_every_command_that_wrote_it(device):
+    """A join written in place by branches on two queues, read by a node on the CPU: its
+    reader must wait for both branches' last commands, not the later one alone (waiting for
+    one queue let the download read bytes the other had not written yet)."""
+    param, ins, want = bundled("inception_mini")
+    with Engine.load(param, device=device, threads=1, cpu_types={"nn.MaxPool2d"}) as engine:
+        plan, replay = replay_of(engine)
+        got = engine.forward(*ins)
+    assert_close(got, want[0], "inception_mini with pools on the CPU, replayed")
+    joined = 0
+    for stretch in replay.prepared._stretches:
+        base = len(stretch.imports)
+        last = {c.node: base + k for k, c in enumerate(stretch.commands)}  # each node's last command
+        makers = makers_in(plan, stretch)
+        for export in stretch.exports:
+            waited = {(stretch.commands[e - base].queue, e) for e in export.events if e >= base}
+            for node in makers(export.name):
+                queue = plan.nodes[node].queue
+                assert any(q == queue and e >= last[node] for q, e in waited), (
+                    f"{export.name} leaves the stretch before node {node} (queue {queue}) finishes writing it")
+            joined += len({q for q, _ in waited}) > 1
+    assert joined, "no value written on two queues leaves a stretch: the test checks nothing"
 
 
 def test_queues_are_flushed_as_they_fill_and_before_another_queue_waits_on_them(device):
@@ -478,7 +508,7 @@ def test_the_compiled_loop_makes_an_event_only_where_another_queue_waits_or_a_va
     bound = compiled.bound
     base = len(bound.imports)
     waited = {w - base for *_, waits, _ in bound.program for w in waits if w >= base}
-    exported = {source - base for _, _, source in bound.exports if source is not None and source >= base}
+    exported = {e - base for _, _, made_by, _ in bound.exports for e in made_by if e >= base}
     marks = compiled._table[:, EVENT]
     assert {int(i) for i in np.flatnonzero(marks == KEPT)} == exported
     assert {int(i) for i in np.flatnonzero(marks == RELEASED)} == waited - exported

@@ -230,9 +230,10 @@ def _export_failure(exc: BaseException, *, converter_stopped: bool = False) -> s
         return ("pass check_trace=False if the trace is right (modules whose eval fast paths differ between "
                 f"calls, such as nn.MultiheadAttention, fail TorchScript's trace check); {failed}")
     if converter_stopped:
-        return ("pnnx's converter stopped without writing a model (its last messages are above; it crashes on "
-                "a submodule whose output the forward never uses: return that output or remove the call); "
-                f"{failed}")
+        return ("pnnx's converter stopped without writing a model (its own messages, printed above, say why; "
+                "known causes: a submodule whose output the forward never uses, so return that output or remove "
+                "the call; with dynamic_inputs, a model that runs differently at the second shape, as one that "
+                f"caches a size-dependent tensor from its first call); {failed}")
     return failed
 
 

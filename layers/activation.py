@@ -101,9 +101,20 @@ def erf(x: np.ndarray) -> np.ndarray:
 # shared pieces
 # --------------------------------------------------------------------------------------
 def _real(x: Any) -> np.ndarray:
-    """``x`` as a floating array: float inputs as they are, others promoted to float32."""
+    """``x`` as a floating array: float inputs as they are, others promoted to float32; a
+    complex one is refused (casting it would drop the imaginary part without a word)."""
     x = np.asarray(x)
+    if x.dtype.kind == "c":
+        raise ShapeMismatch(f"not defined for a complex input ({x.dtype})")
     return x if x.dtype.kind == "f" else x.astype(np.float32)
+
+
+def _real_dtype(dtype: Any) -> np.dtype:
+    """The dtype :func:`_real` gives for an input of ``dtype`` (a complex one refused)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        raise ShapeMismatch(f"not defined for a complex input ({dtype})")
+    return dtype if dtype.kind == "f" else np.dtype(np.float32)
 
 
 def _clamped(x: np.ndarray, low: float, high: float, out: np.ndarray | None = None) -> np.ndarray:
@@ -198,6 +209,9 @@ class _Unary(Layer):
 
     #: Whether an integer/bool input is computed as float32 (False: the dtype is kept).
     real_only = True
+    #: Whether a complex input is computed as complex, as PyTorch does for tanh and
+    #: sigmoid (FEDformer's frequency attention); the others refuse one.
+    complex_ok = False
     fresh_outputs = True
     #: Whether each element costs a transcendental function (exp, tanh, erf): enough work
     #: per element that a large tensor is worth sharing out among threads (see
@@ -213,15 +227,19 @@ class _Unary(Layer):
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         dtype = np.dtype(dtypes[0])
-        if self.real_only and dtype.kind != "f":
-            dtype = np.dtype(np.float32)
-        return [dtype]
+        if dtype.kind == "c" and self.complex_ok:
+            return [dtype]
+        return [_real_dtype(dtype) if self.real_only or dtype.kind == "c" else dtype]
 
     def batchwise(self, inputs, outputs) -> bool:
         return rows_kept(inputs, outputs)
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = _real(inputs[0]) if self.real_only else np.asarray(inputs[0])
+        x = np.asarray(inputs[0])
+        if x.dtype.kind == "c":
+            self.infer_dtypes([x.dtype])  # refuses one where the layer is real only
+        elif self.real_only:
+            x = _real(x)
         if x.ndim == 0:  # numpy ufuncs give scalars for 0-d arrays; keep arrays throughout
             return [self.apply(x.reshape(1)).reshape(())]
         return [self.apply(x)]
@@ -389,7 +407,7 @@ class PReLU(Layer):
         return [shape]
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
-        return [np.dtype(dtypes[0]) if np.dtype(dtypes[0]).kind == "f" else np.dtype(np.float32)]
+        return [_real_dtype(dtypes[0])]
 
     def batchwise(self, inputs, outputs) -> bool:
         # a stored weight (a given one might be computed from the batch)
@@ -498,8 +516,12 @@ class Sigmoid(_Unary):
 
     transcendental = True
     writes_into = in_place = True
+    complex_ok = True
 
     def apply_into(self, x, out):
+        if x.dtype.kind == "c":
+            np.reciprocal(np.exp(-x) + 1, out=out)
+            return
         _sigmoid(x, out)
 
 
@@ -528,6 +550,7 @@ class Tanh(_Unary):
 
     transcendental = True
     writes_into = in_place = one_pass = True
+    complex_ok = True
 
     def apply_into(self, x, out):
         np.tanh(x, out=out)
@@ -686,7 +709,7 @@ class GLU(Layer):
         return [shape[:axis] + (shape[axis] // 2,) + shape[axis + 1:]]
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
-        return [np.dtype(dtypes[0]) if np.dtype(dtypes[0]).kind == "f" else np.dtype(np.float32)]
+        return [_real_dtype(dtypes[0])]
 
     def forward(self, inputs):
         x = _real(inputs[0])
@@ -735,7 +758,7 @@ class _SoftmaxBase(Layer):
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         if self.cast_to is not None:
             return [self.cast_to]
-        return [np.dtype(dtypes[0]) if np.dtype(dtypes[0]).kind == "f" else np.dtype(np.float32)]
+        return [_real_dtype(dtypes[0])]
 
     def forward(self, inputs):
         x = _real(inputs[0]) if self.cast_to is None else np.asarray(inputs[0]).astype(self.cast_to)

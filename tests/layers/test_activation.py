@@ -270,3 +270,22 @@ def test_bad_params_raise_layer_config_error(op_type, params, attrs, match):
 def test_a_unary_activation_takes_one_input():
     with pytest.raises(ShapeMismatch, match="takes 1 inputs, got 2"):
         make("nn.ReLU").infer_shapes([(2,), (2,)])
+
+
+# -- complex inputs ---------------------------------------------------------------------------
+def test_tanh_and_sigmoid_compute_a_complex_input_and_the_rest_refuse_one():
+    """PyTorch takes tanh and sigmoid of complex tensors; casting one to float would drop
+    its imaginary part without a word, so the activations that cannot take it say so."""
+    z = (np.array([[0.3 + 1.2j, -2.0 - 0.5j, 0.0 + 0.0j]], dtype=np.complex64))
+    for op_type, want in (("F.tanh", np.tanh(z)), ("F.sigmoid", 1 / (1 + np.exp(-z)))):
+        layer = make(op_type)
+        assert layer.infer_dtypes([z.dtype]) == [np.dtype(np.complex64)]
+        got = run(layer, z)
+        assert got.dtype == np.complex64
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    for op_type in ("F.relu", "F.gelu", "F.silu", "F.elu", "F.softplus", "F.hardswish"):
+        layer = make(op_type)
+        with pytest.raises(ShapeMismatch, match="complex"):
+            layer.infer_dtypes([z.dtype])
+        with pytest.raises(ShapeMismatch, match="complex"):
+            run(layer, z)

@@ -128,5 +128,8 @@ CASES = [
     Case("istft_of_stft", Fn(lambda a: torch.istft(
         torch.stft(a, 32, 8, window=torch.hann_window(32), return_complex=True), 32, 8,
         window=torch.hann_window(32), length=150)), (x(2, 150),)),
+    # tanh and sigmoid of a spectrum (FEDformer's frequency attention): complex in, complex out
+    Case("tanh_and_sigmoid_of_spectra", Fn(lambda a: torch.view_as_real(
+        torch.tanh(torch.fft.rfft(a, dim=-1)) + torch.sigmoid(torch.fft.rfft(a, dim=-1) * 0.5))),
+        (x(1, 2, 3, 8),)),
 ]
-

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import numpy as np
@@ -68,23 +70,28 @@ def infer_specs(program: Program, inputs: dict[str, Spec], *, defer_dynamic: boo
 
 
 def _with_values(layer: Any, given: list[Spec], produced: list[Spec]) -> list[Spec]:
-    """``produced``, with the values of scalars computed from scalars whose values inference
-    knows (sizes, numbers): the layer's own forward on them. A size clamped or compared
-    (``torch.clamp(size - k, min=0)``, as "same" padding computes its pads in a dynamic
-    export) is then known to what reads it (a pad, a reshape) as a size taken straight
-    from a shape is."""
-    if not given or not all(isinstance(s, ScalarSpec) and isinstance(s.value, (bool, int, float)) for s in given):
+    """``produced``, with the values of one-element tensors computed from one-element
+    tensors whose values inference knows (sizes, numbers, a one-element constant): the
+    layer's own forward on them. A size clamped or compared (``torch.clamp(size - k,
+    min=0)``, as "same" padding computes its pads in a dynamic export), or taken through a
+    tensor and back (``floor(size.reshape(1).double() / 2).long()[0]``, as kornia's
+    pyramids size their resizes), is then known to what reads it (a pad, a reshape, a
+    resize) as a size taken straight from a shape is."""
+    if not given and getattr(layer, "type", None) != "pnnx.Attribute":
         return produced
-    if not produced or not all(type(p) is TensorSpec and p.shape == () for p in produced):
+    if not all(isinstance(s, ScalarSpec) and isinstance(s.value, (bool, int, float)) for s in given):
+        return produced
+    if not produced or not all(type(p) is TensorSpec and len(p.shape) <= 1 and math.prod(p.shape) == 1
+                               for p in produced):
         return produced
     try:
-        values = layer.forward([np.asarray(s.value, dtype=s.dtype) for s in given])
+        values = layer.forward([np.asarray(s.value, dtype=s.dtype).reshape(s.shape) for s in given])
     except Exception:  # noqa: BLE001 (the run reports what the layer refuses)
         return produced
     known: list[Spec] = []
     for spec, value in zip(produced, values):
         value = np.asarray(value)
-        if value.shape != () or value.dtype.kind not in "biuf":
+        if value.shape != spec.shape or value.dtype.kind not in "biuf":
             return produced
-        known.append(ScalarSpec((), spec.dtype, value.astype(spec.dtype).item()))
+        known.append(ScalarSpec(spec.shape, spec.dtype, value.astype(spec.dtype).item()))
     return known

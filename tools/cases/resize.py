@@ -15,6 +15,19 @@ from torch import nn
 from tools.cases import Case, Fn, Wrap
 
 
+def _half_size_through_tensors(x: torch.Tensor) -> torch.Tensor:
+    """A resize to half the input's size, the size computed as kornia's pyramids compute it:
+    while tracing a size is a tensor, taken through a reshape, a cast, a division by a
+    constant tensor, a floor and an index."""
+    h, w = x.shape[2], x.shape[3]
+    if isinstance(h, torch.Tensor):
+        two = torch.tensor([2.0], dtype=torch.float64)
+        size = [torch.floor(s.reshape(1).double() / two).long()[0] for s in (h, w)]
+    else:
+        size = [h // 2, w // 2]
+    return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+
+
 def _x(seed: int, *shape: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g)
@@ -128,5 +141,7 @@ CASES = [
          (_x(71, 1, 2, 9, 11), _x(72, 1, 3, 6, 8)), inputs2=(_x(73, 1, 2, 12, 10), _x(74, 1, 3, 7, 5))),
     # "same" padding for a stride-2 3x3 window, its pads clamped at zero (timm's pad_same)
     Case("pad_same_clamped", Fn(_pad_same), (_x(75, 1, 2, 9, 8),), inputs2=(_x(76, 1, 2, 12, 11),)),
+    Case("resize_to_a_size_taken_through_tensors", Fn(_half_size_through_tensors), (_x(77, 1, 3, 16, 12),),
+         inputs2=(_x(78, 2, 3, 20, 24),), more_inputs=((_x(79, 1, 2, 11, 18),),)),
 ]
 

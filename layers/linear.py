@@ -287,7 +287,10 @@ class EinsumEquation:
             head, dots, tail = term.partition("...")
             spread = len(shape) - len(head) - len(tail)
             if spread < 0 or (spread and not dots):
-                raise ShapeMismatch(f"einsum term {term!r} does not fit an operand of shape {shape}")
+                dropped = spread > 0 and "..." not in self.equation
+                hint = ("; pnnx drops '...' from the equations it writes: write the leading dims out, "
+                        "as 'bij,bjk->bik'") if dropped else ""
+                raise ShapeMismatch(f"einsum term {term!r} does not fit an operand of shape {shape}{hint}")
             if dots:
                 ellipsis = broadcast(ellipsis, shape[len(head):len(head) + spread], "einsum '...' dims")
             for label, size in zip(head + tail, shape[:len(head)] + shape[len(head) + spread:]):

@@ -339,6 +339,8 @@ def test_einsum_size_one_labels_broadcast_as_in_pytorch():
         ("ij,jk->ik", [(3, 4), (5, 6)], "sizes 4 and 5"),
         ("ij->ik", [(3, 4)], "on no operand"),
         ("ij", [(3, 4, 5)], "does not fit"),
+        ("ij,jk->ik", [(2, 3, 4), (4, 5)], "pnnx drops '...'"),  # what pnnx writes of '...ij,jk->...ik'
+        ("ij,jk->ik", [(3,), (3, 4)], "does not fit an operand of shape \\(3,\\)$"),  # too few dims: no hint
         ("ij,jk", [(3, 4)], "takes 2 operands"),
     ],
 )

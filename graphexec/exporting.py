@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -192,12 +194,13 @@ def export(
                 others = tuple(dynamic_inputs)
             elif dynamic_inputs is not None:
                 others = (dynamic_inputs,)
-            with causal_masks_kept():
+            with causal_masks_kept(), _stderr_kept() as printed:
                 pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not written.exists():
                 traced = (Path(tmp) / "model.pt").exists()
-                raise GraphexecError(_export_failure(exc, converter_stopped=traced)) from exc
+                raise GraphexecError(_export_failure(exc, converter_stopped=traced, converter_said="".join(printed))
+                                     ) from exc
         if not written.exists():
             raise GraphexecError("pnnx wrote no model (see its messages above)")
         param = base.with_name(base.name + ".pnnx.param")
@@ -217,12 +220,53 @@ def export(
 QUOTED_CHARS = 400
 
 
-def _export_failure(exc: BaseException, *, converter_stopped: bool = False) -> str:
+@contextlib.contextmanager
+def _stderr_kept() -> Iterator[list[str]]:
+    """What the process writes to its standard error meanwhile (file descriptor 2, where
+    pnnx's converter, a program of its own, prints why it stopped), in the list it yields;
+    the text still reaches the standard error, once the block ends."""
+    printed: list[str] = []
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error to borrow: nothing to keep
+        yield printed
+        return
+    with tempfile.TemporaryFile() as kept:
+        os.dup2(kept.fileno(), 2)
+        try:
+            yield printed
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            kept.seek(0)
+            data = kept.read()
+            with contextlib.suppress(OSError):
+                os.write(2, data)
+            printed.append(data.decode(errors="replace"))
+
+
+def _last_words(text: str) -> str:
+    """What the converter's output says of its end: its last error lines (``terminate
+    called after ... what(): ...``, a TorchScript RuntimeError), or else the pass it was in
+    when it stopped without a word (a crash), shortened to :data:`QUOTED_CHARS`."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if re.search(r"error|what\(\)|terminate|exception|abort", line, re.IGNORECASE)]
+    if errors:
+        said = " / ".join(errors[-2:])
+        said = said if len(said) <= QUOTED_CHARS else said[:QUOTED_CHARS].rstrip() + " ..."
+        return f", its last words: {said!r}"
+    passes = [line.strip("# ") for line in lines if line.startswith("#####")]
+    return f", silently in {passes[-1]}" if passes else ""
+
+
+def _export_failure(exc: BaseException, *, converter_stopped: bool = False, converter_said: str = "") -> str:
     """What to do first, then what failed: TorchScript's trace check quotes both graphs in
     full (tens of kilobytes), so the hint would otherwise come last. ``converter_stopped``:
     the module was traced, but pnnx's converter (a program pnnx runs, whose exit status it
     does not check) wrote no model, so what pnnx raises next (a missing ``model_pnnx.py``)
-    says nothing of why."""
+    says nothing of why: ``converter_said``, what it printed, does."""
     text = str(exc)
     said = text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS].rstrip() + " ... (the rest in the cause)"
     failed = f"pnnx could not export the model: {type(exc).__name__}: {said}"
@@ -230,10 +274,10 @@ def _export_failure(exc: BaseException, *, converter_stopped: bool = False) -> s
         return ("pass check_trace=False if the trace is right (modules whose eval fast paths differ between "
                 f"calls, such as nn.MultiheadAttention, fail TorchScript's trace check); {failed}")
     if converter_stopped:
-        return ("pnnx's converter stopped without writing a model (its own messages, printed above, say why; "
-                "known causes: a submodule whose output the forward never uses, so return that output or remove "
-                "the call; with dynamic_inputs, a model that runs differently at the second shape, as one that "
-                f"caches a size-dependent tensor from its first call); {failed}")
+        return ("pnnx's converter stopped without writing a model" + _last_words(converter_said)
+                + " (known causes: a submodule whose output the forward never uses, so return that output or "
+                "remove the call; with dynamic_inputs, a model that runs differently at the second shape, as one "
+                f"that caches a size-dependent tensor from its first call; an operator pnnx crashes on); {failed}")
     return failed
 
 

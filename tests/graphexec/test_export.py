@@ -253,3 +253,29 @@ def test_a_converter_that_stops_without_a_model_is_said_so(tmp_path):
         assert str(exc).startswith("pnnx's converter stopped without writing a model"), exc
     else:
         pytest.skip("this pnnx converts such a module")
+
+
+@needs_export_tools
+def test_a_converter_that_stops_is_quoted_where_it_said_why(tmp_path, capfd):
+    """A module that caches a tensor sized at its first call runs differently at the second
+    shape of a dynamic export; pnnx's converter (a program of its own) prints why it stopped,
+    and the error quotes it, the text still reaching the standard error."""
+    import torch
+    from torch import nn
+
+    class CachedBias(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias = None
+
+        def forward(self, x):
+            if self.bias is None:
+                self.bias = torch.arange(x.shape[1]).float()
+            return x + self.bias
+
+    with pytest.raises(GraphexecError) as caught:
+        graphexec.export(CachedBias().eval(), torch.rand(2, 5), tmp_path / "cached", dynamic_inputs=torch.rand(2, 7))
+    message = str(caught.value)
+    assert message.startswith("pnnx's converter stopped without writing a model, its last words: "), message
+    assert "must match the size of tensor b (5)" in message and "dynamic_inputs" in message
+    assert "must match the size of tensor b (5)" in capfd.readouterr().err

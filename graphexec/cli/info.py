@@ -1,5 +1,6 @@
 """``graphexec info MODEL``: inputs, outputs, operators, FLOPs, the plan and where nodes run;
-a model with unsupported operators is described anyway, with them listed."""
+a model with unsupported operators is described anyway, with them listed, and so is one
+with an operator whose params cannot run, with it named."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from graphexec import pnnx
 from graphexec.cli._common import engine_options, open_device, resolve_model, run_shapes
 from graphexec.engine import Engine, cpu_count
-from graphexec.errors import InputError, UnsupportedOperatorError
+from graphexec.errors import InputError, LayerConfigError, UnsupportedOperatorError
 from graphexec.ir import Graph
 from graphexec.placement import Placement
 from graphexec.plan import Plan
@@ -36,12 +37,15 @@ def command(args: argparse.Namespace) -> None:
     param = resolve_model(args)
     graph: Graph = pnnx.load(param)
     device = open_device(args)
+    unsupported: dict[str, list[str]] = {}
+    refused = ""  # an operator whose params or weights cannot run: the model is described anyway
     try:
         engine: Engine | None = Engine(graph, threads=args.threads, intra_op_threads=args.intra_op_threads,
                                        **engine_options(args, device))
-        unsupported: dict[str, list[str]] = {}
     except UnsupportedOperatorError as exc:
         engine, unsupported = None, exc.unsupported
+    except LayerConfigError as exc:
+        engine, refused = None, str(exc)
     print(f"model: {args.model}" + (f" -> {param}" if str(param) != args.model else ""))
     for i, operand in enumerate(graph.input_operands):
         print(f"  input  in{i}: {operand.shape} {operand.dtype or 'f32'}  (operand {operand.name})")
@@ -55,6 +59,9 @@ def command(args: argparse.Namespace) -> None:
     print(f"operators: {len(graph.operators)}, parameters: {weights:,}")
     for op_type, count in Counter(op.type for op in graph.operators).most_common():
         print(f"  {op_type:<28} {count}" + ("  (unsupported)" if op_type in unsupported else ""))
+    if refused:
+        print(f"cannot run: {refused}")
+        return
     if engine is None:
         print(f"unsupported operators: {len(unsupported)} type(s) have no layer, so graphexec cannot run "
               f"this model until they are registered (see 'Adding an operator' in the README):")

@@ -51,6 +51,20 @@ def test_info_lists_unsupported_operators_instead_of_failing(capsys):
     assert "aten::i0                     1  (unsupported)" in captured.out
 
 
+def test_info_describes_a_model_an_operator_of_which_cannot_run(tmp_path, capsys):
+    """A real export with one convolution's stride made zero: the model is described anyway,
+    and the operator that refuses its params is named with the file and line."""
+    for suffix in (".pnnx.param", ".pnnx.bin"):
+        (tmp_path / f"m{suffix}").write_bytes(MODEL.with_name(MODEL.name.replace(".pnnx.param", suffix)).read_bytes())
+    param = tmp_path / "m.pnnx.param"
+    param.write_text(param.read_text().replace("stride=(2,2)", "stride=(0,2)", 1))
+    assert main(["info", str(param)]) == 0
+    out = capsys.readouterr().out
+    assert "input  in0: (1, 3, 64, 64)" in out and "nn.Conv2d" in out and "FLOPs:" not in out
+    assert re.search(r"cannot run: operator \S+ \(nn.Conv2d\): stride=\(0, 2\) must be positive "
+                     r"\(defined at .*m.pnnx.param:\d+\)", out), out
+
+
 def test_run_saves_outputs(tmp_path, capsys):
     x = np.random.default_rng(0).random((1, 3, 64, 64), dtype=np.float32)
     np.save(tmp_path / "x.npy", x)

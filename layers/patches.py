@@ -18,7 +18,7 @@ import numpy as np
 
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
-from graphexec.layers.shape import known_ints, runtime_ints
+from graphexec.layers.shape import planned_ints, runtime_ints
 
 
 class _Patches(Layer):
@@ -122,10 +122,7 @@ class Fold(_Patches):
         x = specs[0]
         if not isinstance(x, TensorSpec):
             raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
-        known = known_ints(specs[self.size_input])
-        if known is None:
-            raise ShapeMismatch(f"the output size {specs[self.size_input]} depends on runtime values "
-                                "that shape inference does not know")
+        known = planned_ints(specs[self.size_input], "the output size")
         return [TensorSpec(self._out_shape(x.shape, self._given_size(known)), x.dtype)]
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:

@@ -38,7 +38,7 @@ from graphexec.layers._pool_math import (
 from graphexec.layers._samples import rows_kept
 from graphexec.layers.base import Layer, Params, SequenceSpec, Shape, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
-from graphexec.layers.shape import known_ints, runtime_ints
+from graphexec.layers.shape import planned_ints, runtime_ints
 
 _DIM_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
 
@@ -452,10 +452,7 @@ class _AdaptivePool(_Pool):
         data = specs[0]
         if not isinstance(data, TensorSpec):
             raise ShapeMismatch(f"input 0 is a sequence {data}, expected a tensor")
-        known = known_ints(specs[self.size_input])
-        if known is None:
-            raise ShapeMismatch(f"the output size {specs[self.size_input]} depends on runtime values "
-                                "that shape inference does not know")
+        known = planned_ints(specs[self.size_input], "the output size")
         self.check_rank(data.shape)
         pooled = self.out_sizes(data.shape[-self.spatial:], self._given_size(known))
         return [TensorSpec(data.shape[: -self.spatial] + pooled, data.dtype)]

@@ -28,7 +28,7 @@ from graphexec.layers.aten import NOT_CONSTANT, constant_input
 from graphexec.layers._samples import rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
-from graphexec.layers.shape import known_ints, runtime_ints
+from graphexec.layers.shape import planned_ints, runtime_ints
 
 _NEAREST = ("nearest", "nearest-exact")
 #: How many trailing dims each mode resizes (None: any of 1, 2, 3).
@@ -221,9 +221,7 @@ class Interpolate(Layer):
         data = specs[0]
         if not isinstance(data, TensorSpec):
             raise ShapeMismatch(f"input 0 is a sequence {data}, expected a tensor")
-        sizes = known_ints(specs[1])
-        if sizes is None:
-            raise ShapeMismatch(f"the size {specs[1]} depends on runtime values that shape inference does not know")
+        sizes = planned_ints(specs[1], "the size")
         return [TensorSpec(self._out_shape(data.shape, sizes), data.dtype)]
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
@@ -370,10 +368,7 @@ class Pad(_PadBase):
         x = specs[0]
         if not isinstance(x, TensorSpec):
             raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
-        pads = known_ints(specs[self.pad_input])
-        if pads is None:
-            raise ShapeMismatch(f"the pads {specs[self.pad_input]} depend on runtime values that shape inference "
-                                "does not know")
+        pads = planned_ints(specs[self.pad_input], "the pads")
         return [TensorSpec(self._padded(x.shape, pads), x.dtype)]
 
     def forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:

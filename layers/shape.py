@@ -99,6 +99,15 @@ def known_ints(spec: Spec) -> tuple[int, ...] | None:
     return None
 
 
+def planned_ints(spec: Spec, what: str) -> tuple[int, ...]:
+    """:func:`known_ints`, or ShapeMismatch where only the run knows the value (``what``
+    names the operand: "the output size")."""
+    known = known_ints(spec)
+    if known is None:
+        raise ShapeMismatch(f"{what} {spec} depends on runtime values that shape inference does not know")
+    return known
+
+
 _ITEM = r"-?\d+|size\(@\d+,-?\d+\)"
 _LIST = re.compile(rf"\[(?:{_ITEM})(?:,(?:{_ITEM}))*\]")
 

@@ -114,6 +114,29 @@ def causal_masks_kept() -> Iterator[None]:
         transformer._detect_is_causal_mask = detect
 
 
+#: Activation modules whose in-place form pnnx's converter crashes on, silently, in its
+#: first pass (VNet's ``nn.ELU(inplace=True)``); ``nn.ReLU``, ``nn.ReLU6``, ``nn.SiLU`` and
+#: the others convert in place.
+CRASHING_IN_PLACE = ("ELU", "CELU", "Hardtanh", "Threshold", "RReLU")
+
+
+@contextlib.contextmanager
+def in_place_activations_apart(torch: Any, module: Any) -> Iterator[list[Any]]:
+    """While tracing, the activation modules pnnx cannot convert in place compute out of
+    place (the list it yields holds them). That is the same model wherever nothing reads an
+    activation's input again; the check against the outputs PyTorch gave before says where
+    something does."""
+    kinds = tuple(kind for name in CRASHING_IN_PLACE if (kind := getattr(torch.nn, name, None)) is not None)
+    changed = [m for m in module.modules() if isinstance(m, kinds) and getattr(m, "inplace", False) is True]
+    for m in changed:
+        m.inplace = False
+    try:
+        yield changed
+    finally:
+        for m in changed:
+            m.inplace = True
+
+
 def relative_error(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
     """The worst max|got - want| / max|want| over paired outputs (over want's finite
     values). A NaN or infinity where the other side holds something else is an infinite
@@ -188,13 +211,15 @@ def export(
         module = _returning_tuple(torch, module)
     with tempfile.TemporaryDirectory(prefix="graphexec-export-") as tmp:
         written = Path(tmp) / "model.pnnx.param"
+        apart: list[Any] = []  # the in-place activations traced out of place
         try:
             others = None
             if isinstance(dynamic_inputs, (tuple, list)):
                 others = tuple(dynamic_inputs)
             elif dynamic_inputs is not None:
                 others = (dynamic_inputs,)
-            with causal_masks_kept(), _stderr_kept() as printed:
+            with causal_masks_kept(), in_place_activations_apart(torch, module) as apart, \
+                    _stderr_kept() as printed:
                 pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not written.exists():
@@ -211,7 +236,15 @@ def export(
     arrays.update({f"out{i}": _as_numpy(t) for i, t in enumerate(outputs)})
     np.savez_compressed(base.with_name(base.name + ".io.npz"), **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     if check:
-        check_export(param, tolerance=tolerance)
+        try:
+            check_export(param, tolerance=tolerance)
+        except GraphexecError as exc:
+            if not apart:
+                raise
+            kinds = ", ".join(sorted({f"nn.{type(m).__name__}" for m in apart}))
+            raise GraphexecError(f"{exc} (its in-place {kinds} modules were exported out of place, as pnnx "
+                                 "cannot convert them in place: where the model reads such a module's input "
+                                 "again, make it out of place)") from exc
     return param
 
 

@@ -279,3 +279,35 @@ def test_a_converter_that_stops_is_quoted_where_it_said_why(tmp_path, capfd):
     assert message.startswith("pnnx's converter stopped without writing a model, its last words: "), message
     assert "must match the size of tensor b (5)" in message and "dynamic_inputs" in message
     assert "must match the size of tensor b (5)" in capfd.readouterr().err
+
+
+@needs_export_tools
+def test_activations_pnnx_cannot_convert_in_place_export_out_of_place(tmp_path):
+    """pnnx's converter crashes on an in-place nn.ELU (VNet's), nn.CELU, nn.Hardtanh,
+    nn.Threshold or nn.RReLU: they are traced out of place, and left in place afterwards;
+    where the model reads such a module's input again, the check says why it differs."""
+    import torch
+    from torch import nn
+
+    from graphexec.exporting import CRASHING_IN_PLACE
+
+    class InPlace(nn.Module):
+        def __init__(self, reread: bool):
+            super().__init__()
+            self.reread = reread
+            self.acts = nn.ModuleList(getattr(nn, name)(*([0.1, 2.0] if name == "Threshold" else []), inplace=True)
+                                      for name in CRASHING_IN_PLACE)
+
+        def forward(self, x):
+            y = x * 2
+            z = y
+            for act in self.acts:
+                z = act(z)
+            return y + z if self.reread else z
+
+    model = InPlace(reread=False)
+    graphexec.export(model, torch.randn(1, 3, 8, 8), tmp_path / "in_place")  # checked against PyTorch
+    assert all(act.inplace for act in model.acts)
+    with pytest.raises(GraphexecError, match=r"differ.*in-place nn.CELU, nn.ELU, .* modules were exported out of place"):
+        graphexec.export(InPlace(reread=True), torch.randn(1, 3, 8, 8), tmp_path / "reread")
+

@@ -24,8 +24,8 @@ class PoolsOfTheInputSize(nn.Module):
             F.avg_pool2d(x, kernel_size=x.size()[2:], padding=0, count_include_pad=False),  # a global pool
             F.max_pool2d(x, (h // 2, w // 2), stride=1, padding=1, ceil_mode=True),
             F.avg_pool2d(x, (h // 2, 2), stride=(2, 1), padding=1, count_include_pad=False, divisor_override=3),
-            F.avg_pool1d(flat, flat.size(2) // 3, stride=2, ceil_mode=True),
-            F.max_pool1d(flat, flat.size(2) // 4, dilation=2),
+            F.avg_pool1d(flat, (flat.size(2) // 3,), stride=(2,), ceil_mode=True),  # a tuple: kept as aten::
+            F.max_pool1d(flat, (flat.size(2) // 4,), stride=(flat.size(2) // 8,), dilation=2),
             F.avg_pool3d(x.unsqueeze(1), (2, h, w // 3)),
             F.max_pool3d(x.unsqueeze(1), (x.size(1), 2, w // 2), stride=(1, 2, 2)),
         )

@@ -589,6 +589,10 @@ def load(param_path: str | os.PathLike[str], bin_path: str | os.PathLike[str] | 
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        if raw.startswith(b"7767517\n"):  # a param file with a damaged line (pnnx has written such)
+            raise ModelFormatError(f"the line holds bytes that are not UTF-8 text (byte {exc.start} of the file): "
+                                   "a damaged export; export the model again", path=param_path,
+                                   line=raw.count(b"\n", 0, exc.start) + 1) from exc
         raise ModelFormatError(f"not a text file (byte {exc.start} is not UTF-8)", path=param_path) from exc
     return parse(text, archive, path=param_path, memory_limit=memory_limit)
 

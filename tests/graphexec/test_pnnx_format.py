@@ -565,9 +565,16 @@ def test_missing_files(tmp_path, real_copy):
 
 
 def test_not_text_not_zip(tmp_path, real_copy):
-    real_copy.write_bytes(b"7767517\n\xff\xfe\n")
-    with pytest.raises(ModelFormatError, match="UTF-8"):
+    real_copy.write_bytes(b"\xff\xfe7767517\n")
+    with pytest.raises(ModelFormatError, match="not a text file"):
         pnnx.load(real_copy)
+    lines = REAL_PARAM.read_bytes().split(b"\n")
+    lines[4] = lines[4].replace(b" ", b" \xa3\x12 ", 1)  # operand names pnnx once wrote as garbage
+    real_copy.write_bytes(b"\n".join(lines))
+    with pytest.raises(ModelFormatError, match=r"m.pnnx.param:5: the line holds bytes that are not UTF-8") as caught:
+        pnnx.load(real_copy)
+    assert caught.value.line == 5
+    shutil.copy(REAL_PARAM, real_copy)
     shutil.copy(REAL_PARAM, real_copy)
     (tmp_path / "m.pnnx.bin").write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(ModelFormatError, match="zip"):

@@ -25,7 +25,7 @@ from graphexec.layers.aten import NOT_CONSTANT, constant_input
 from graphexec.layers.base import Params, Shape, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.pooling import _Pool, _Window, avg_pool, max_pool
 from graphexec.layers.registry import register
-from graphexec.layers.shape import known_ints, runtime_ints
+from graphexec.layers.shape import planned_ints, runtime_ints
 
 _SIZES = ("kernel_size", "stride", "padding", "dilation")
 
@@ -77,8 +77,7 @@ class _AtenWindowPool(_Pool):
 
         kernel = sizes("kernel_size", None)
         if kernel is None:
-            raise ShapeMismatch(f"kernel_size {given('kernel_size')} depends on runtime values "
-                                "that shape inference does not know")
+            raise ShapeMismatch("kernel_size is not given")
         stride = sizes("stride", kernel)
         padding = sizes("padding", (0,) * n)
         dilation = sizes("dilation", (1,) * n)
@@ -93,7 +92,7 @@ class _AtenWindowPool(_Pool):
         if not isinstance(x, TensorSpec):
             raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
         self.check_rank(x.shape)
-        window = self.window or self._window(lambda name: known_ints(specs[self.runtime[name]]))
+        window = self.window or self._window(lambda name: planned_ints(specs[self.runtime[name]], name))
         return [TensorSpec(self._pooled_shape(x.shape, window), x.dtype)]
 
     def _pooled_shape(self, shape: Shape, window: _Window) -> Shape:

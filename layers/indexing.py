@@ -32,7 +32,7 @@ from graphexec.errors import excerpt
 from graphexec.layers._std_order import distinct_rows, topk_positions
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
-from graphexec.layers.slicing import known_int, scalar_int
+from graphexec.layers.slicing import planned_int, scalar_int
 from graphexec.layers.specs import DynamicSpec, SequenceSpec
 
 
@@ -580,9 +580,7 @@ class TopK(Layer):
         x = specs[0]
         if not isinstance(x, TensorSpec):
             raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
-        k = self.k if self.k_at is None else known_int(specs[self.k_at])
-        if k is None:
-            raise ShapeMismatch(f"k {specs[self.k_at]} depends on runtime values that shape inference does not know")  # type: ignore[index]
+        k = self.k if self.k_at is None else planned_int(specs[self.k_at], "k")
         values, indices = self._shapes(x.shape, k)
         return [TensorSpec(values, x.dtype), TensorSpec(indices, np.dtype(np.int64))]
 

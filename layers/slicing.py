@@ -702,10 +702,7 @@ class Narrow(Layer):
         x = specs[0]
         if not isinstance(x, TensorSpec):
             raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
-        length = self.length if self.length_input is None else known_int(specs[self.length_input])
-        if length is None:
-            raise ShapeMismatch(f"the length {specs[self.length_input]} depends on runtime values "  # type: ignore[index]
-                                "that shape inference does not know")
+        length = self.length if self.length_input is None else planned_int(specs[self.length_input], "the length")
         start = self.start if self.start_input is None else known_int(specs[self.start_input])
         axis = _axis(self.dim, len(x.shape))
         if start is not None:
@@ -733,6 +730,15 @@ def known_int(spec: Spec) -> int | None:
     if isinstance(value, np.ndarray) and value.size == 1:
         value = value.reshape(-1)[0]
     return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else None
+
+
+def planned_int(spec: Spec, what: str) -> int:
+    """:func:`known_int`, or ShapeMismatch where only the run knows the value (``what``
+    names the operand: "the length")."""
+    known = known_int(spec)
+    if known is None:
+        raise ShapeMismatch(f"{what} {spec} depends on runtime values that shape inference does not know")
+    return known
 
 
 # ------------------------------------------------------------------------------------------

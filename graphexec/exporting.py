@@ -137,6 +137,22 @@ def in_place_activations_apart(torch: Any, module: Any) -> Iterator[list[Any]]:
             m.inplace = True
 
 
+def _refuse_half_precision(torch: Any, module: Any, inputs: Sequence[Any]) -> None:
+    """Refuse a float16 or bfloat16 model or input before pnnx runs: its converter runs the
+    traced model with float32 weights or inputs, so it stops on a dtype mismatch whose
+    message says nothing of the cause."""
+    halves = (torch.float16, torch.bfloat16)
+    for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+        if tensor.dtype in halves:
+            raise GraphexecError(f"the model's {name!r} is {tensor.dtype}: pnnx converts float32 models only; "
+                                 "export model.float() (graphexec reads float16 and bfloat16 weights, but pnnx's "
+                                 "converter runs the traced model on float32 tensors and stops)")
+    for i, tensor in enumerate(inputs):
+        if tensor.dtype in halves:
+            raise GraphexecError(f"example input {i} is {tensor.dtype}: pnnx converts float32 models only; "
+                                 "export with float32 inputs")
+
+
 def relative_error(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
     """The worst max|got - want| / max|want| over paired outputs (over want's finite
     values). A NaN or infinity where the other side holds something else is an infinite
@@ -201,6 +217,7 @@ def export(
     for i, tensor in enumerate(inputs):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"example input {i} is a {type(tensor).__name__}, expected a torch.Tensor")
+    _refuse_half_precision(torch, module, inputs)
     base = _base(path)
     base.parent.mkdir(parents=True, exist_ok=True)
     module.eval()

@@ -282,6 +282,22 @@ def test_a_converter_that_stops_is_quoted_where_it_said_why(tmp_path, capfd):
 
 
 @needs_export_tools
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_half_precision_model_or_input_is_refused_before_pnnx_runs(tmp_path, dtype):
+    """pnnx's converter runs the trace on float32 tensors and stops on the dtype mismatch
+    with a message that does not say so: the export refuses first and says what to do."""
+    import torch
+
+    half = getattr(torch, dtype)
+    module, x = tiny_module()
+    with pytest.raises(GraphexecError, match=rf"'a.weight' is torch.{dtype}: pnnx converts float32 models only"):
+        graphexec.export(module.to(half), x.to(half), tmp_path / "half")
+    with pytest.raises(GraphexecError, match=rf"example input 0 is torch.{dtype}"):
+        graphexec.export(module.float(), x.to(half), tmp_path / "half")
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+@needs_export_tools
 def test_activations_pnnx_cannot_convert_in_place_export_out_of_place(tmp_path):
     """pnnx's converter crashes on an in-place nn.ELU (VNet's), nn.CELU, nn.Hardtanh,
     nn.Threshold or nn.RReLU: they are traced out of place, and left in place afterwards;

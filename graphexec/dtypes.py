@@ -69,7 +69,7 @@ def decode(raw: np.ndarray | memoryview | bytes, name: str, shape: tuple[int, ..
 
 def _bf16_bits(array: np.ndarray) -> np.ndarray:
     """The bf16 bit patterns nearest to ``array``'s values (ties to even; NaN stays NaN)."""
-    bits = np.ascontiguousarray(array, dtype="<f4").view("<u4")
+    bits = np.asarray(array, dtype="<f4", order="C").view("<u4")
     rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype("<u2")
     nan = np.isnan(bits.view("<f4"))
     if nan.any():
@@ -90,7 +90,7 @@ def encode_buffer(array: np.ndarray, name: str) -> np.ndarray:
     """
     if name == "bf16":
         return _bf16_bits(np.asarray(array))
-    return np.ascontiguousarray(array, dtype=numpy_dtype(name))
+    return np.asarray(array, dtype=numpy_dtype(name), order="C")
 
 
 def encode(array: np.ndarray, name: str) -> bytes:

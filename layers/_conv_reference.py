@@ -24,7 +24,7 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, geo: Geom
     _, _, ho, wo = out.shape
     if min(out.shape) < 1:
         return out
-    xp = pad_input(np.ascontiguousarray(x, dtype=out.dtype), geo.pads((kh, kw)), geo.padding_mode)
+    xp = pad_input(np.asarray(x, dtype=out.dtype, order="C"), geo.pads((kh, kw)), geo.padding_mode)
     (sh, sw), (dh, dw) = geo.stride, geo.dilation
     s_n, s_c, s_h, s_w = xp.strides
     windows = as_strided(xp, (n, groups, per_group, kh, kw, ho, wo),
@@ -41,7 +41,7 @@ def transposed_kernel(weight: np.ndarray, groups: int) -> np.ndarray:
     """``weight`` (Cin, Cout/G, kh, kw) as (G, Cout/G * kh * kw, Cin/G), contiguous."""
     cin = weight.shape[0]
     per_tap = int(np.prod(weight.shape[1:]))
-    return np.ascontiguousarray(weight.reshape(groups, cin // groups, per_tap).transpose(0, 2, 1))
+    return np.asarray(weight.reshape(groups, cin // groups, per_tap).transpose(0, 2, 1), order="C")
 
 
 def conv_transpose2d(

@@ -110,7 +110,7 @@ def pool_windows(x: np.ndarray, window: Any, outs: tuple[int, ...], ufunc: Calla
         rows = memory.take("pool1", (min(block, batch), h, w), x.dtype)
         for start in range(0, batch, block):
             stop = min(batch, start + block)
-            _centred_block(np.ascontiguousarray(planes[start:stop]), out[start:stop], kernel, ufunc,
+            _centred_block(np.asarray(planes[start:stop], order="C"), out[start:stop], kernel, ufunc,
                            rows[: stop - start])
             if divisor is not None:
                 np.divide(out[start:stop], divisor, out=out[start:stop])
@@ -206,7 +206,7 @@ def _pool_block(x, out, work, kernel, stride, dilation, pads, ufunc, divisor) ->
     if top or bottom or left or right:
         xp[:, top:top + h, left:left + w] = x
     else:
-        xp = np.ascontiguousarray(x)
+        xp = np.asarray(x, order="C")
     batch, _, wp = xp.shape
     if sh > 1:                          # along H, strided: the output rows only, then along W
         span = (ho - 1) * sh + 1

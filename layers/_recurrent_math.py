@@ -196,7 +196,7 @@ class Stack:
         results = [np.stack(final) for final in finals]
         if not batched:
             results = [r[:, 0] for r in results]
-        return [np.ascontiguousarray(x), *results]
+        return [np.asarray(x, order="C"), *results]
 
     def _run_direction(self, x: np.ndarray, weights: Weights, states: list[np.ndarray],
                        reverse: bool) -> list[np.ndarray]:

@@ -127,7 +127,7 @@ class Triangle(_Aten):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x, diagonal = np.asarray(inputs[0]), int(np.asarray(inputs[1]))
         cut = np.tril if self.type == "aten::tril" else np.triu
-        return [np.ascontiguousarray(cut(x, diagonal))]
+        return [np.asarray(cut(x, diagonal), order="C")]
 
 
 @register("aten::lerp")
@@ -571,9 +571,9 @@ class _Sorting(_Aten):
         radix = x.ndim == 1 and x.size >= _RADIX_SORTED and x.dtype.kind in "iu"
         rows = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis]) if x.size else np.zeros((0, 0))
         if self.stable or radix or distinct_rows(rows).all():
-            return np.ascontiguousarray(stable_order(x, axis, self.descending), dtype=np.int64)
+            return np.asarray(stable_order(x, axis, self.descending), dtype=np.int64, order="C")
         picked = np.array([sort_positions(row, self.descending) for row in rows], np.int64)
-        return np.ascontiguousarray(np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape), -1, axis))
+        return np.asarray(np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape), -1, axis), order="C")
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if shapes[0]:
@@ -888,4 +888,4 @@ class Bilinear(_Aten):
         y = np.einsum("...i,oij,...j->...o", x1, weight, x2, optimize=True)
         if bias is not None:
             y = y + bias
-        return [np.ascontiguousarray(y, dtype=np.asarray(x1).dtype)]
+        return [np.asarray(y, dtype=np.asarray(x1).dtype, order="C")]

@@ -215,7 +215,7 @@ class _AddProduct(_Aten):
                 y = y * np.asarray(self.alpha, dtype)
             if self.beta != 0:
                 y = y + (x.astype(dtype, copy=False) if self.beta == 1 else x * np.asarray(self.beta, dtype))
-        return [np.ascontiguousarray(np.broadcast_to(y, y.shape), dtype=dtype)]
+        return [np.asarray(np.broadcast_to(y, y.shape), dtype=dtype, order="C")]
 
 
 @register("aten::addr")
@@ -452,4 +452,5 @@ class Cross(_Aten):
         a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
         shape = np.broadcast_shapes(a.shape, b.shape)
         axis = normalize_axis(self.dim, len(shape))
-        return [np.ascontiguousarray(np.cross(np.broadcast_to(a, shape), np.broadcast_to(b, shape), axis=axis))]
+        crossed = np.cross(np.broadcast_to(a, shape), np.broadcast_to(b, shape), axis=axis)
+        return [np.asarray(crossed, order="C")]

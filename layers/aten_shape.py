@@ -83,7 +83,7 @@ class Rot90(_Aten):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
-        return [np.ascontiguousarray(np.rot90(x, self.k, axes=self.dims))]
+        return [np.asarray(np.rot90(x, self.k, axes=self.dims), order="C")]
 
 
 @register("aten::fliplr", "aten::flipud")
@@ -98,7 +98,7 @@ class FlipSides(_Aten):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
-        return [np.ascontiguousarray(np.flip(x, 1 if self.type == "aten::fliplr" else 0))]
+        return [np.asarray(np.flip(x, 1 if self.type == "aten::fliplr" else 0), order="C")]
 
 
 @register("aten::channel_shuffle")
@@ -182,7 +182,7 @@ class DiagEmbed(_Aten):
         planes = np.zeros(x.shape[:-1] + (n + abs(shift),) * 2, dtype=x.dtype)
         index = np.arange(n)
         planes[..., index + max(0, -shift), index + max(0, shift)] = x
-        return [np.ascontiguousarray(np.moveaxis(planes, (-2, -1), self._planes(x.ndim)))]
+        return [np.asarray(np.moveaxis(planes, (-2, -1), self._planes(x.ndim)), order="C")]
 
 
 @register("aten::unfold")
@@ -217,7 +217,7 @@ class Windows(_Aten):
         windows = np.lib.stride_tricks.sliding_window_view(x, self.size, axis=axis)
         index = [slice(None)] * windows.ndim
         index[axis] = slice(None, None, self.step)
-        return [np.ascontiguousarray(windows[tuple(index)])]
+        return [np.asarray(windows[tuple(index)], order="C")]
 
 
 @register("aten::narrow_copy")
@@ -281,7 +281,7 @@ class MeshGrid(_Aten):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         grids = np.meshgrid(*(np.asarray(a).reshape(-1) for a in inputs[0]), indexing=self.indexing)
-        return [tuple(np.ascontiguousarray(g) for g in grids)]
+        return [tuple(np.asarray(g, order="C") for g in grids)]
 
 
 @register("aten::broadcast_tensors")
@@ -297,7 +297,8 @@ class BroadcastTensors(_Aten):
         return [SequenceSpec(tuple(TensorSpec(shape, s.dtype) for s in items))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        return [tuple(np.ascontiguousarray(a) for a in np.broadcast_arrays(*(np.asarray(v) for v in inputs[0])))]
+        broadcast = np.broadcast_arrays(*(np.asarray(v) for v in inputs[0]))
+        return [tuple(np.asarray(a, order="C") for a in broadcast)]  # a 0-d stays 0-d
 
 
 @register("aten::hstack", "aten::vstack", "aten::dstack", "aten::column_stack")
@@ -614,7 +615,7 @@ class _AsStrided(Layer):
         return [TensorSpec(tuple(size), x.dtype)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = np.ascontiguousarray(inputs[0])
+        x = np.asarray(inputs[0], order="C")
         size, stride, offset = (self._value(i, inputs, False) for i in range(3))
         shape = strided_shape(size, stride, offset, x.size)
         if not math.prod(shape):

@@ -197,20 +197,18 @@ class MultiheadAttention(Layer):
         self.add_zero_attn = params.bool("add_zero_attn", False)
         if params.has_attr("in_proj_weight"):
             w = params.weight("in_proj_weight", shape=(3 * e, e))
-            self.w_q, self.w_k, self.w_v = (np.ascontiguousarray(w[i * e : (i + 1) * e].T) for i in range(3))
+            self.w_q, self.w_k, self.w_v = (np.asarray(w[i * e : (i + 1) * e].T, order="C") for i in range(3))
         else:
-            self.w_q = np.ascontiguousarray(params.weight("q_proj_weight", shape=(e, e)).T)
-            self.w_k = np.ascontiguousarray(
-                params.weight("k_proj_weight", shape=(e, self.kdim)).T
-            )
-            self.w_v = np.ascontiguousarray(
-                params.weight("v_proj_weight", shape=(e, self.vdim)).T
-            )
+            self.w_q = np.asarray(params.weight("q_proj_weight", shape=(e, e)).T, order="C")
+            self.w_k = np.asarray(
+                params.weight("k_proj_weight", shape=(e, self.kdim)).T, order="C")
+            self.w_v = np.asarray(
+                params.weight("v_proj_weight", shape=(e, self.vdim)).T, order="C")
         self.b_q = self.b_k = self.b_v = self.b_out = None
         if params.has_attr("in_proj_bias"):
             b = params.weight("in_proj_bias", shape=(3 * e,))
             self.b_q, self.b_k, self.b_v = b[:e], b[e : 2 * e], b[2 * e :]
-        self.w_out = np.ascontiguousarray(params.weight("out_proj.weight", shape=(e, e)).T)
+        self.w_out = np.asarray(params.weight("out_proj.weight", shape=(e, e)).T, order="C")
         if params.has_attr("out_proj.bias"):
             self.b_out = params.weight("out_proj.bias", shape=(e,))
         self.bias_k = self.bias_v = None
@@ -347,7 +345,7 @@ class MultiheadAttention(Layer):
             out, weights = out[0], weights[0]
         elif not self.batch_first:
             out = np.swapaxes(out, 0, 1)
-        results = [np.ascontiguousarray(out)]
+        results = [np.asarray(out, order="C")]
         if self.num_outputs > 1:
             results.append(weights if self.per_head_weights else weights.mean(axis=-3))
         return results

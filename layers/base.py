@@ -189,7 +189,7 @@ class Params:
         if dtype is not None:
             if data.dtype.kind == "c" and np.dtype(dtype).kind != "c":
                 raise self.error(f"weight @{key} is {data.dtype}, where a real {np.dtype(dtype)} one is expected")
-            data = np.ascontiguousarray(data, dtype=dtype)
+            data = np.asarray(data, dtype=dtype, order="C")
         return data
 
 

@@ -68,7 +68,7 @@ def conv3d_by_planes(
     for k, plane in enumerate(planes):
         start = k * dilation
         slab = x[:, :, start : start + stride * (do - 1) + 1 : stride]
-        y = plane(np.ascontiguousarray(slab.transpose(0, 2, 1, 3, 4)).reshape(n * do, c, h, w))
+        y = plane(np.asarray(slab.transpose(0, 2, 1, 3, 4), order="C").reshape(n * do, c, h, w))
         total = y if total is None else np.add(total, y, out=total)
     np.copyto(out, total.reshape(n, do, cout, ho, wo).transpose(0, 2, 1, 3, 4))  # type: ignore[union-attr]
 
@@ -87,7 +87,7 @@ def conv_transpose3d_by_planes(
     stride, dilation, padding = geometry
     n, cin, d, h, w = x.shape
     _, cout, do, ho, wo = out.shape
-    planes_in = np.ascontiguousarray(x.transpose(0, 2, 1, 3, 4)).reshape(n * d, cin, h, w)
+    planes_in = np.asarray(x.transpose(0, 2, 1, 3, 4), order="C").reshape(n * d, cin, h, w)
     planes_out = np.empty((n * d, cout, ho, wo), dtype=out.dtype)
     out.fill(0)
     for k, kernel in enumerate(kernels):
@@ -131,7 +131,7 @@ class Conv3d(_Conv3dBase):
     def build(self, params: Params) -> None:
         weight, self.bias = self._read_module(params, transposed=False)
         #: The 2-D weight of each depth tap, (O, I/groups, kh, kw).
-        self.plane_weights = [np.ascontiguousarray(weight[:, :, k]) for k in range(self.kernel_size[0])]
+        self.plane_weights = [np.asarray(weight[:, :, k], order="C") for k in range(self.kernel_size[0])]
         self.plane_geometry = self._plane_geometry(self.kernel_size)
         self.planes = [ReferencePlane(w, self.bias if k == 0 else None, self.plane_geometry)
                        for k, w in enumerate(self.plane_weights)]
@@ -155,7 +155,8 @@ class FConv3d(_ConvFunctional, _Conv3dBase):
         w = np.asarray(w)
         kernel = tuple(w.shape[2:])
         geometry = self._plane_geometry(kernel)
-        planes = [ReferencePlane(np.ascontiguousarray(w[:, :, k]), None if b is None or k else np.asarray(b), geometry)
+        planes = [ReferencePlane(np.asarray(w[:, :, k], order="C"), None if b is None or k else np.asarray(b),
+                                 geometry)
                   for k in range(kernel[0])]
         conv3d_by_planes(x, planes, self._depth(kernel), self.padding_mode, out)
 
@@ -167,7 +168,7 @@ class _ConvTranspose3dBase(_Conv3dBase):
         self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, out: np.ndarray
     ) -> None:
         kernels = [
-            transposed_kernel(np.ascontiguousarray(weight[:, :, k]), self.groups)
+            transposed_kernel(np.asarray(weight[:, :, k], order="C"), self.groups)
             for k in range(weight.shape[2])
         ]
         conv_transpose3d_by_planes(
@@ -187,7 +188,7 @@ class ConvTranspose3d(_ConvTranspose3dBase):
     def build(self, params: Params) -> None:
         weight, self.bias = self._read_module(params, transposed=True)
         self.kernels = [
-            transposed_kernel(np.ascontiguousarray(weight[:, :, k]), self.groups)
+            transposed_kernel(np.asarray(weight[:, :, k], order="C"), self.groups)
             for k in range(self.kernel_size[0])
         ]
 

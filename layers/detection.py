@@ -238,7 +238,7 @@ class PSRoIAlign(_Aligned):
             image = x[batch[k]].reshape(c_out, ph, pw, height, width)
             out[k] = self.sample_box(lambda ys, xs: image[:, bins[0], bins[1], ys, xs], box, height, width)
         mapping = np.broadcast_to(np.arange(c_out * ph * pw, dtype=_INT32).reshape(c_out, ph, pw), out.shape)
-        return [out, np.ascontiguousarray(mapping)][: self.num_outputs]
+        return [out, np.asarray(mapping, order="C")][: self.num_outputs]
 
 
 def _round(value: np.floating) -> int:
@@ -341,7 +341,7 @@ class PSRoIPool(_Pooled):
                         area = x.dtype.type((h1 - h0) * (w1 - w0))
                         out[k, :, i, j] = image[:, i, j, h0:h1, w0:w1].sum(axis=(1, 2), dtype=x.dtype) / area
         mapping = np.broadcast_to(np.arange(c_out * ph * pw, dtype=_INT32).reshape(c_out, ph, pw), out.shape)
-        return [out, np.ascontiguousarray(mapping)][: self.num_outputs]
+        return [out, np.asarray(mapping, order="C")][: self.num_outputs]
 
 
 @register("pnnx.custom_op.torchvision.nms")
@@ -378,7 +378,7 @@ def nms_keep(boxes: np.ndarray, scores: np.ndarray, threshold: float) -> np.ndar
     """torchvision's CPU non-maximum suppression, one kept box's overlaps at a time."""
     if boxes.size == 0:
         return np.zeros(0, np.int64)
-    x1, y1, x2, y2 = (np.ascontiguousarray(boxes[:, k]) for k in range(4))
+    x1, y1, x2, y2 = (np.asarray(boxes[:, k], order="C") for k in range(4))
     areas = (x2 - x1) * (y2 - y1)
     order = _descending(scores)
     alive = np.ones(len(boxes), bool)

@@ -39,9 +39,9 @@ class SqueezeExcite(Layer):
         self.num_outputs = 1
         self.input_names = ["input"]
         # Transposed, so that each product leaves one image's vector per contiguous row.
-        self.reduce_weight = np.ascontiguousarray(reduce.weight[:, :, 0, 0].T)   # (C, Cr)
+        self.reduce_weight = np.asarray(reduce.weight[:, :, 0, 0].T, order="C")   # (C, Cr)
         self.reduce_bias = reduce.bias
-        self.expand_weight = np.ascontiguousarray(expand.weight[:, :, 0, 0].T)   # (Cr, C)
+        self.expand_weight = np.asarray(expand.weight[:, :, 0, 0].T, order="C")   # (Cr, C)
         self.expand_bias = expand.bias
         self.reduce_tail, self.expand_tail = reduce_tail, expand_tail
 

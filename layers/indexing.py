@@ -627,5 +627,5 @@ class TopK(Layer):
                 picked[r] = (stable_order(row, 0, descending=self.largest)[:k] if plain[r]
                              else topk_positions(row, k, self.largest, self.sorted))
             indices = np.moveaxis(picked.reshape(np.moveaxis(x, axis, -1).shape[:-1] + (k,)), -1, axis)
-        indices = np.ascontiguousarray(indices, dtype=np.int64)
+        indices = np.asarray(indices, dtype=np.int64, order="C")
         return [np.take_along_axis(x, indices, axis=axis), indices]

@@ -329,7 +329,7 @@ class Einsum(Layer):
     def forward(self, inputs: list[Any]) -> list[Any]:
         dtype = np.result_type(*inputs)
         out = np.einsum(self.parsed.equation, *inputs, optimize=len(inputs) > 1)
-        return [np.ascontiguousarray(out, dtype=dtype)]
+        return [np.asarray(out, dtype=dtype, order="C")]
 
     def flops(self, inputs, outputs) -> int:
         """One multiply-add per combination of every label (and ``...`` dim) value."""
@@ -371,4 +371,4 @@ class Cross(Layer):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         a, b = np.broadcast_arrays(np.asarray(inputs[self.input_at]), np.asarray(inputs[self.other_at]))
-        return [np.ascontiguousarray(np.cross(a, b, axis=self.axis(a.shape)))]
+        return [np.asarray(np.cross(a, b, axis=self.axis(a.shape)), order="C")]

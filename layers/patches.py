@@ -147,5 +147,5 @@ class Fold(_Patches):
         padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=x.dtype)
         for i, j, r, s in self.taps(rows, cols):
             padded[:, :, r, s] += patches[:, :, i, j]
-        out = np.ascontiguousarray(padded[:, :, ph : ph + h, pw : pw + w])
+        out = np.asarray(padded[:, :, ph : ph + h, pw : pw + w], order="C")
         return [out if batched else out[0]]

@@ -587,4 +587,4 @@ class NearestExactResize(Layer):
         (h, w), (oh, ow) = x.shape[-2:], self.size
         rows, _ = axis_taps("nearest-exact", h, oh, False, None if self.scales[0] is None else float(self.scales[0]))
         cols, _ = axis_taps("nearest-exact", w, ow, False, None if self.scales[1] is None else float(self.scales[1]))
-        return [np.ascontiguousarray(x[:, :, rows[:, 0]][:, :, :, cols[:, 0]])]
+        return [np.asarray(x[:, :, rows[:, 0]][:, :, :, cols[:, 0]], order="C")]

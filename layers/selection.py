@@ -78,7 +78,7 @@ class MaskedSelect(Layer):
 
 def _nonzero_rows(x: np.ndarray) -> np.ndarray:
     """(n, rank) int64 positions of the nonzero elements, in row-major order."""
-    return np.ascontiguousarray(np.argwhere(x), dtype=np.int64)
+    return np.asarray(np.argwhere(x), dtype=np.int64, order="C")
 
 
 @register("aten::nonzero", "aten::argwhere")
@@ -114,7 +114,7 @@ class NonZeroNumpy(Layer):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         rows = _nonzero_rows(x.reshape(1) if x.ndim == 0 else x)
-        return [[np.ascontiguousarray(rows[:, d]) for d in range(rows.shape[1])]]
+        return [[np.asarray(rows[:, d], order="C") for d in range(rows.shape[1])]]
 
 
 def _distinct_starts(ordered: np.ndarray) -> np.ndarray:
@@ -212,7 +212,7 @@ class UniqueDim(_Unique):
         order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(len(rows))
         starts = _distinct_starts(rows[order])
         values = np.moveaxis(slices[order][starts], 0, axis)
-        return self.outputs(np.ascontiguousarray(values), starts, order, len(rows), (len(rows),))
+        return self.outputs(np.asarray(values, order="C"), starts, order, len(rows), (len(rows),))
 
 
 @register("aten::unique_consecutive")

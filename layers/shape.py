@@ -697,7 +697,7 @@ class Diag(Layer):
         raise ShapeMismatch(f"diag takes a vector or a matrix, given shape {x}")
 
     def forward(self, inputs):
-        return [np.ascontiguousarray(np.diag(np.asarray(inputs[0]), self.diagonal))]
+        return [np.asarray(np.diag(np.asarray(inputs[0]), self.diagonal), order="C")]
 
 
 @register("torch.tile")
@@ -768,7 +768,7 @@ TORCH_DTYPES: dict[str, Any] = {
 
 def _round_to_bf16(x: np.ndarray) -> np.ndarray:
     """float32 values rounded (to nearest even) to the nearest bfloat16, kept in float32."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    bits = np.asarray(x, dtype=np.float32, order="C").view(np.uint32)
     rounded = bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
     rounded &= np.uint32(0xFFFF0000)
     out = rounded.view(np.float32)

@@ -118,7 +118,7 @@ class FFT(_Transform):
         x = np.asarray(inputs[0])
         name, real_out, _ = self.KINDS[self.kind]
         y = getattr(np.fft, name)(x, n=self.n, axis=normalize_axis(self.dim, x.ndim), norm=self.norm)
-        return [np.ascontiguousarray(y, dtype=self.output_dtype(x.dtype, real_out))]
+        return [np.asarray(y, dtype=self.output_dtype(x.dtype, real_out), order="C")]
 
 
 #: A norm as named for the inverse of a transform: ``hfftn`` is ``irfftn`` of the conjugate
@@ -182,7 +182,7 @@ class FFTN(_Transform):
             y = np.conj(np.fft.rfftn(x, s=self.s, axes=axes, norm=_OTHER_WAY[self.norm]))
         else:
             y = getattr(np.fft, name + "n")(x, s=self.s, axes=axes, norm=self.norm)
-        return [np.ascontiguousarray(y, dtype=self.output_dtype(x.dtype, real_out))]
+        return [np.asarray(y, dtype=self.output_dtype(x.dtype, real_out), order="C")]
 
 
 # ------------------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ class RealPart(_Elementwise):
     """``x.real``: the real part (a real tensor is its own)."""
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        return [np.ascontiguousarray(np.real(inputs[0]))]
+        return [np.asarray(np.real(inputs[0]), order="C")]
 
 
 @register("torch.imag")
@@ -220,7 +220,7 @@ class ImagPart(_Elementwise):
         return super().infer(specs)
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        return [np.ascontiguousarray(np.imag(inputs[0]))]
+        return [np.asarray(np.imag(inputs[0]), order="C")]
 
 
 @register("aten::angle")
@@ -261,7 +261,7 @@ class ViewAsReal(Layer):
         return [TensorSpec(x.shape + (2,), real_of(x.dtype))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = np.ascontiguousarray(inputs[0])
+        x = np.asarray(inputs[0], order="C")
         return [x.view(real_of(x.dtype)).reshape(x.shape + (2,))]
 
 
@@ -277,7 +277,7 @@ class ViewAsComplex(Layer):
         return [TensorSpec(x.shape[:-1], complex_of(x.dtype))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = np.ascontiguousarray(inputs[0])
+        x = np.asarray(inputs[0], order="C")
         return [x.view(complex_of(x.dtype)).reshape(x.shape[:-1])]
 
 
@@ -360,7 +360,7 @@ class _ShortTime(Layer):
         onesided = self._sides([signal.dtype, window.dtype])
         spectrum = (np.fft.rfft if onesided else np.fft.fft)(frames * padded, axis=-1,
                                                               norm="ortho" if normalized else None)
-        return np.ascontiguousarray(np.swapaxes(spectrum, -1, -2), dtype=dtype)
+        return np.asarray(np.swapaxes(spectrum, -1, -2), dtype=dtype, order="C")
 
 
 @register("torch.stft")
@@ -393,8 +393,8 @@ class STFT(_ShortTime):
     def forward(self, inputs: list[Any]) -> list[Any]:
         window = None if self.window_at is None else np.asarray(inputs[self.window_at])
         spectrum = self.transform(np.asarray(inputs[self.signal_at]), window, self.normalized)
-        return [spectrum if self.complex_out else np.ascontiguousarray(spectrum.view(real_of(spectrum.dtype)).reshape(
-            *spectrum.shape, 2))]
+        return [spectrum if self.complex_out else np.asarray(spectrum.view(real_of(spectrum.dtype)).reshape(
+            *spectrum.shape, 2), order="C")]
 
 
 @register("torchaudio.functional.spectrogram")
@@ -549,7 +549,7 @@ class ISTFT(Layer):
         y = y / envelope
         if end > total:
             y = np.concatenate([y, np.zeros((*y.shape[:-1], end - total), y.dtype)], axis=-1)
-        return [np.ascontiguousarray(y, dtype=dtype)]
+        return [np.asarray(y, dtype=dtype, order="C")]
 
 
 @register("aten::istft")

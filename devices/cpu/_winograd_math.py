@@ -68,8 +68,9 @@ class _Winograd:
     @staticmethod
     def of(matrices) -> _Winograd:
         at, g, bt = (np.array(v, dtype=np.float64) for v in matrices)
-        return _Winograd(at.shape[0], np.ascontiguousarray(np.kron(g, g).T, dtype=np.float32),
-                         bt.astype(np.float32), at.astype(np.float32), np.ascontiguousarray(at.T, dtype=np.float32))
+        return _Winograd(at.shape[0], np.asarray(np.kron(g, g).T, dtype=np.float32, order="C"),
+                         bt.astype(np.float32), at.astype(np.float32),
+                         np.asarray(at.T, dtype=np.float32, order="C"))
 
 
 WINOGRAD = {2: _Winograd.of(_F23)}

@@ -178,7 +178,7 @@ class GivenWeightConv3d(_Planes):
         w = np.asarray(w)
         kernel = tuple(w.shape[2:])
         geometry = layer._plane_geometry(kernel)
-        planes = [Conv2dKernel(np.ascontiguousarray(w[:, :, k]), None if b is None or k else np.asarray(b),
+        planes = [Conv2dKernel(np.asarray(w[:, :, k], order="C"), None if b is None or k else np.asarray(b),
                                geometry, prepare=False, scratch=self.device.scratch) for k in range(kernel[0])]
         x = np.asarray(x)
         if outputs is None:

@@ -430,7 +430,7 @@ class OpenCLDevice(Device):
                 per_layer = self._constants[layer] = {}
             buffer = per_layer.get(key)
             if buffer is None:
-                host = np.ascontiguousarray(make())
+                host = np.asarray(make(), order="C")
                 cl = self._cl
                 with translated(f"uploading weights of {getattr(layer, 'name', layer)} to {self.name}"):
                     flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR

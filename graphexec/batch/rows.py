@@ -165,7 +165,7 @@ class Rows:
             elif self.samples is not None:
                 yield SampleChunk(start, tuple(self.samples[start:start + size]))
             else:  # a copy: a slice of a memory map would drag the whole map into the pickle
-                yield ArrayChunk(start, tuple(np.ascontiguousarray(a[start:start + size]) for a in self.arrays))
+                yield ArrayChunk(start, tuple(np.array(a[start:start + size]) for a in self.arrays))
 
 
 def _is_sample(value: Any) -> bool:

@@ -149,6 +149,9 @@ CASES = [
          (x(5), x(7), x(3))),
     Case("meshgrid_broadcast_tensors", Fn(lambda a, b: torch.stack(torch.broadcast_tensors(a, b), 0)),
          (x(4, 1), x(3))),
+    # e3nn's angles_to_matrix broadcasts 0-d angles: they stay 0-d
+    Case("broadcast_tensors_of_scalars", Fn(lambda v: torch.stack(torch.broadcast_tensors(v[0], v[1]), -1)),
+         (x(3),)),
     Case("flips_diag_embed",
          Fn(lambda a: (torch.fliplr(a), torch.flipud(a), torch.diag_embed(a[0]), torch.diag_embed(a, -1, 0, 2),
                        torch.diag_embed(a[:, 0], offset=2, dim1=-1, dim2=0))),

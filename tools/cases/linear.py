@@ -57,6 +57,8 @@ CASES = [
                              torch.einsum("ijkmn,ijlmn->ijklm", b, a) * c.permute(0, 2, 3, 4, 1))),
          (x(1, 3, 4, 8, 8), x(1, 3, 4, 8, 8), x(1, 8, 3, 4, 4))),
     Case("einsum_outer", Fn(lambda a, b: torch.einsum("i,j->ij", a, b)), (x(3), x(4))),
+    # a 0-d result stays 0-d (stacked with another scalar, a 1-element vector would not fit)
+    Case("einsum_to_a_scalar", Fn(lambda a, b: torch.stack([torch.einsum("i,i->", a, b), a[0]])), (x(3), x(3))),
     Case("einsum_trace_diagonal", Fn(lambda a: torch.einsum("ii->i", a)), (x(4, 4),)),
     Case("einsum_sum_transpose", Fn(lambda a: torch.einsum("abc->ca", a)), (x(2, 3, 4),)),
     Case("einsum_implicit", Fn(lambda a, b: torch.einsum("ij,jk", a, b)), (x(3, 4), x(4, 2))),

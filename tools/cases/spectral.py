@@ -65,6 +65,8 @@ CASES = [
         torch.view_as_real(torch.fft.rfft(a).conj().resolve_conj()),
         torch.view_as_real(torch.conj_physical(torch.fft.fft(a))))), (x(2, 8),)),
     Case("fnet_mixing", Fn(lambda a: torch.fft.fft(torch.fft.fft(a, dim=-1), dim=-2).real), (x(2, 6, 8),)),
+    Case("real_and_imag_of_one_bin", Fn(lambda a: torch.stack([torch.fft.fft(a)[1].real, torch.fft.fft(a)[1].imag,
+                                                                a[0]])), (x(8),)),
     Case("global_filter", GlobalFilter(), (x(1, 6, 6, 8),)),
     Case("spectral_conv", SpectralConv(), (x(1, 4, 6, 6),)),
     Case("ifft_n_forward_abs_angle",

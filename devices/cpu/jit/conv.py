@@ -93,10 +93,11 @@ class _Weights:
     def __init__(self, layer: Any):
         weight = np.asarray(layer.weight, np.float32)
         cout, _, kh, kw = weight.shape
-        self.first = np.ascontiguousarray(weight.reshape(cout, kh, kw))
-        self.last = np.ascontiguousarray(self.first.transpose(1, 2, 0)) if cout == layer.geometry.groups else None
+        self.first = np.asarray(weight.reshape(cout, kh, kw), order="C")
+        first_last = self.first.transpose(1, 2, 0)
+        self.last = np.asarray(first_last, order="C") if cout == layer.geometry.groups else None
         bias = np.zeros(cout, np.float32) if layer.bias is None else layer.bias
-        self.bias = np.ascontiguousarray(bias, np.float32)
+        self.bias = np.asarray(bias, np.float32, order="C")
 
 
 def _depthwise_layer(layer: Any) -> bool:
@@ -233,7 +234,8 @@ class JitWinogradConv(BandKernel):
         self.weight = self.conv._winograd(2)  # (16, Cout, C), shared with the numpy kernel
         bias = self.conv.bias
         self.biased = bias is not None
-        self.bias = np.ascontiguousarray(bias, FLOAT32) if bias is not None else np.zeros(self.out_shape[1], FLOAT32)
+        self.bias = (np.asarray(bias, FLOAT32, order="C") if bias is not None
+                     else np.zeros(self.out_shape[1], FLOAT32))
         self.input_loop: Any = None
         self.output_loop: Any = None
 
@@ -386,7 +388,7 @@ class JitIm2colConv(BandKernel):
         self.fold = self.conv.biased is not None and self.conv.biased.dtype == FLOAT32
         self.matrix = self.conv.biased[0] if self.fold else self.conv.matrix[0]
         self.column = None if self.fold or self.conv.bias is None else self.conv.bias.reshape(cout, 1)
-        self.bias = (np.ascontiguousarray(self.conv.bias, FLOAT32) if self.column is not None
+        self.bias = (np.asarray(self.conv.bias, FLOAT32, order="C") if self.column is not None
                      else np.zeros(cout, FLOAT32))
         self.depth = c * kh * kw + (1 if self.fold else 0)
         self.gemm = sgemm()
@@ -502,7 +504,7 @@ class JitPointwiseConv(BandKernel):
         self.weight = conv.matrix[0]  # (Cout, C), perhaps a view of the matrix with the bias beside it
         self.lda = self.weight.strides[0] // FLOAT32.itemsize
         self.added = conv.bias is not None
-        self.bias = np.ascontiguousarray(conv.bias, FLOAT32) if self.added else np.zeros(cout, FLOAT32)
+        self.bias = np.asarray(conv.bias, FLOAT32, order="C") if self.added else np.zeros(cout, FLOAT32)
         self.by_rows = by_channels(h * w, cout, POINTWISE_CHANNELS_MAX_COLUMNS_PER_ROW)
         self.gemm: Any = sgemm()
         self.run_loop: Any = None

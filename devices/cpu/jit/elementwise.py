@@ -100,7 +100,7 @@ class JitChannelFloor(JitKernel):
 
     def __init__(self, layer, inputs, outputs, hints: Hints, device) -> None:
         super().__init__(layer, inputs, outputs, hints, device)
-        self.floor = np.ascontiguousarray(layer.floor.reshape(-1), np.float32)
+        self.floor = np.asarray(layer.floor.reshape(-1), np.float32, order="C")
         self.run_loop: Any = None
 
     def prepare(self) -> None:

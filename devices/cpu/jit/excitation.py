@@ -33,8 +33,8 @@ class JitSqueezeExcite(JitKernel):
         super().__init__(layer, inputs, outputs, hints, device)
         n, c, h, w = inputs[0].shape
         self.shape = (n, c, h * w)
-        self.reduce_w = np.ascontiguousarray(layer.reduce_weight, FLOAT32)
-        self.expand_w = np.ascontiguousarray(layer.expand_weight, FLOAT32)
+        self.reduce_w = np.asarray(layer.reduce_weight, FLOAT32, order="C")
+        self.expand_w = np.asarray(layer.expand_weight, FLOAT32, order="C")
         self.reduce_b = _bias(layer.reduce_bias, self.reduce_w.shape[1])
         self.expand_b = _bias(layer.expand_bias, self.expand_w.shape[1])
         self.reduce_chain = chain_of(layer.reduce_tail)
@@ -55,4 +55,4 @@ class JitSqueezeExcite(JitKernel):
 
 
 def _bias(bias: np.ndarray | None, size: int) -> np.ndarray:
-    return np.zeros(size, FLOAT32) if bias is None else np.ascontiguousarray(bias, FLOAT32)
+    return np.zeros(size, FLOAT32) if bias is None else np.asarray(bias, FLOAT32, order="C")

@@ -61,7 +61,7 @@ class JitPool(BandKernel):
         window = layer.window
         counts = outer_product([window_counts(size, o, k, s, p, layer.count_include_pad)
                                 for size, o, k, s, p in zip(sizes, outs, window.kernel, window.stride, window.padding)])
-        return np.ascontiguousarray(counts.astype(FLOAT32).reshape(shape))
+        return np.asarray(counts.astype(FLOAT32).reshape(shape), order="C")
 
     fuses_activations = True
 

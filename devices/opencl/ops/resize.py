@@ -20,7 +20,7 @@ def _axis_table(layer, plan, j: int, nearest_2d: bool) -> tuple[np.ndarray, np.n
     index, weights = axis_taps(layer.mode, size, out, layer.align_corners, scale, nearest_2d)
     if weights is None:
         weights = np.ones(index.shape, np.float32)
-    return np.ascontiguousarray(index, dtype=np.int32), np.ascontiguousarray(weights, dtype=np.float32)
+    return np.asarray(index, dtype=np.int32, order="C"), np.asarray(weights, dtype=np.float32, order="C")
 
 
 @implements(Interpolate, UpsamplingBilinear2d)

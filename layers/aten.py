@@ -45,7 +45,14 @@ from graphexec.layers.indexing import scatter_places, stable_order
 from graphexec.layers.linear import broadcast
 from graphexec.layers.registry import register
 
-NOT_CONSTANT: Any = object()
+class _NotConstant:
+    """The marker :func:`constant_input` returns; messages that quote it read as what it means."""
+
+    def __repr__(self) -> str:
+        return "a value computed at run time"
+
+
+NOT_CONSTANT: Any = _NotConstant()
 
 
 def constant_input(params: Params, index: int) -> Any:

@@ -30,6 +30,7 @@ import numpy as np
 from graphexec.layers.aten import NOT_CONSTANT, constant_input
 from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
+from graphexec.layers.slicing import known_int, scalar_int
 from graphexec.layers.specs import DynamicSpec, SequenceSpec
 
 _INT64 = np.dtype(np.int64)
@@ -245,16 +246,20 @@ class BinCount(Layer):
     """``torch.bincount(x, weights, minlength)``: for each value 0..max(x) of the 1-d
     non-negative integers ``x``, how often it occurs (int64), or the sum of its ``weights``
     (float32 for float32 weights, else float64, as PyTorch sums them); at least
-    ``minlength`` long. How long only the data says, and nothing bounds it."""
+    ``minlength`` long (a constant, or a size a dynamic export computes). How long only the
+    data says, and nothing bounds it."""
 
     def build(self, params: Params) -> None:
         if self.num_inputs != 3:
             raise params.error(f"takes 3 inputs (self, weights, minlength), given {self.num_inputs}")
         self.weighted = constant_input(params, 1) is not None
         minlength = constant_input(params, 2)
-        if isinstance(minlength, bool) or not isinstance(minlength, int) or minlength < 0:
-            raise params.error(f"minlength (input 2) must be a constant integer >= 0, given {minlength!r}")
-        self.minlength = minlength
+        if minlength is NOT_CONSTANT:  # a size a dynamic export computes (minlength=x.shape[0])
+            self.minlength: int | None = None
+        elif isinstance(minlength, bool) or not isinstance(minlength, int) or minlength < 0:
+            raise params.error(f"minlength (input 2) must be an integer >= 0, given {minlength!r}")
+        else:
+            self.minlength = minlength
 
     def _dtype(self, weights: np.dtype | None) -> np.dtype:
         if weights is None:
@@ -271,18 +276,28 @@ class BinCount(Layer):
             if w.shape != x.shape or w.dtype.kind not in "biuf":
                 raise ShapeMismatch(f"bincount's weights must be real numbers shaped as the input {x.shape}, given {w}")
             weights = w.dtype
-        if x.shape == (0,):  # nothing to count: minlength zeros
-            return [TensorSpec((self.minlength,), self._dtype(weights))]
+        minlength = self.minlength if self.minlength is not None else known_int(specs[2])
+        if x.shape == (0,) and minlength is not None:  # nothing to count: minlength zeros
+            return [TensorSpec((minlength,), self._dtype(weights))]
         return [DynamicSpec((None,), self._dtype(weights), (None,))]
+
+    def _minlength(self, inputs: list[Any]) -> int:
+        if self.minlength is not None:
+            return self.minlength
+        minlength = scalar_int(inputs[2], "bincount's minlength")
+        if minlength < 0:
+            raise ShapeMismatch(f"bincount's minlength must be >= 0, the run gave {minlength}")
+        return minlength
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         if x.ndim != 1 or x.dtype.kind not in "iu" or (x.size and x.min() < 0):
             raise ShapeMismatch(f"bincount counts a 1-d tensor of non-negative integers, given {x.dtype} {x.shape}"
                                 + (f" holding {x.min()}" if x.size and x.dtype.kind in "iu" else ""))
+        minlength = self._minlength(inputs)
         if not self.weighted:
-            return [np.bincount(x.astype(np.int64, copy=False), minlength=self.minlength).astype(_INT64, copy=False)]
+            return [np.bincount(x.astype(np.int64, copy=False), minlength=minlength).astype(_INT64, copy=False)]
         weights = np.asarray(inputs[1])
         counts = np.bincount(x.astype(np.int64, copy=False), weights=weights.astype(np.float64, copy=False),
-                             minlength=self.minlength)
+                             minlength=minlength)
         return [counts.astype(self._dtype(weights.dtype), copy=False)]

@@ -9,6 +9,7 @@ import pytest
 
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
+from graphexec.layers._expr import ScalarSpec
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.registry import lookup
 from graphexec.layers.specs import DynamicSpec, SequenceSpec, TensorSpec, spec_of
@@ -124,5 +125,19 @@ def test_bincount_refuses_what_pytorch_refuses():
         layer.infer([TensorSpec((3,), np.bool_)] + rest)
     with pytest.raises(ShapeMismatch, match="non-negative integers, given int64 .3,. holding -1"):
         layer.forward([np.array([2, -1, 0]), None, None])
-    with pytest.raises(LayerConfigError, match="minlength .input 2. must be a constant integer >= 0"):
+    with pytest.raises(LayerConfigError, match="minlength .input 2. must be an integer >= 0, given -1"):
         make("aten::bincount", None, -1)
+
+
+def test_bincount_takes_a_minlength_the_run_computes():
+    """A dynamic export computes ``minlength=x.shape[0]``: the layer reads it at run time,
+    and knows an empty count's length where inference knows the size."""
+    op = Operator("aten::bincount", "op", inputs=[Operand("x"), flag(None), Operand("m")], outputs=[Operand("out")],
+                  input_names=[""] * 3)
+    layer = lookup("aten::bincount")(op)
+    np.testing.assert_array_equal(layer.forward([np.array([1, 1, 3]), None, np.array(6)])[0], [0, 2, 0, 1, 0, 0])
+    np.testing.assert_array_equal(layer.forward([np.array([1, 1, 3]), None, 2])[0], [0, 2, 0, 1])
+    assert layer.infer([TensorSpec((0,), np.int64), TensorSpec((), np.int64), ScalarSpec((), np.dtype(np.int64), 5)]) == [
+        TensorSpec((5,), np.int64)]
+    with pytest.raises(ShapeMismatch, match="minlength must be >= 0, the run gave -2"):
+        layer.forward([np.array([1]), None, np.array(-2)])

@@ -129,4 +129,8 @@ CASES = [
                           torch.bincount(i, minlength=3))),
          (_ints(72, 8), _x(73, 8)), more_inputs=((_ints(74, 8, high=12), _x(75, 8)),
                                                  (torch.zeros(8, dtype=torch.int64), _x(76, 8)))),
+    # minlength a size: the dynamic export computes it, so it reaches the layer as an input
+    Case("bincount_to_a_computed_minlength", Fn(lambda x, i: torch.bincount(i, minlength=x.shape[0]) * 2),
+         (_x(77, 6), _ints(78, 5)), inputs2=(_x(79, 9), _ints(80, 7)),
+         more_inputs=((_x(81, 4), _ints(82, 7, high=8)), (_x(83, 3), torch.zeros(0, dtype=torch.int64)))),
 ]

@@ -17,6 +17,7 @@ from loguru import logger
 from graphexec.errors import (
     DeviceError,
     ExecutionError,
+    ExportMismatchWarning,
     GraphexecError,
     GraphStructureError,
     InputError,
@@ -65,6 +66,7 @@ __all__ = [
     "Engine",
     "EngineOptions",
     "ExecutionError",
+    "ExportMismatchWarning",
     "GraphStructureError",
     "GraphexecError",
     "InputError",

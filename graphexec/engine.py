@@ -34,7 +34,8 @@ from graphexec.converting import loadable
 from graphexec.cost import nbytes
 from graphexec.devices import resolve as resolve_device
 from graphexec.devices.cpu import CpuDevice
-from graphexec.errors import GraphexecError, InputError, InputShapeError, OptionError
+from graphexec.errors import (ExportMismatchWarning, GraphexecError, InputError, InputShapeError, OptionError,
+                              warn_the_caller)
 from graphexec.executor import RunOptions, run_sequential
 from graphexec.floats import quiet_floats
 from graphexec.inputs import Inputs, dtype_of
@@ -310,9 +311,9 @@ class Engine:
         broadcast, and then every answer is quietly wrong."""
         found = first_divergence(self.program, plan.specs)
         if found:
-            logger.warning("the shapes inferred at the exported input shapes part from pnnx's annotations {}: "
-                           "the graph pnnx wrote computes something other than what PyTorch traced there, "
-                           "so the outputs may differ from PyTorch's", found)
+            warn_the_caller(f"the shapes inferred at the exported input shapes part from pnnx's annotations "
+                            f"{found}: the graph pnnx wrote computes something other than what PyTorch traced "
+                            "there, so the outputs may differ from PyTorch's", ExportMismatchWarning)
 
     # -- running ---------------------------------------------------------------------------
     def forward(

@@ -28,6 +28,8 @@ of how much was left out and, where known, the ``file:line`` that holds all of i
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -216,3 +218,20 @@ class WorkerError(GraphexecError):
 
 class MissingExtraError(GraphexecError):
     """An optional dependency is missing; the message gives the ``pip install`` line."""
+
+
+class ExportMismatchWarning(UserWarning):
+    """The graph pnnx wrote computes other shapes, at the exported input shapes, than the
+    ones pnnx annotated on it: it is not what PyTorch traced there, so the outputs may
+    differ from PyTorch's. A warning (shown once per place, by default), not a log line,
+    because nothing else would tell the user that the answers may be wrong."""
+
+
+def warn_the_caller(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` at the first frame outside graphexec: the user's own line
+    (``Engine.load(...)``), however deep inside the package the warning arises."""
+    frame, level = sys._getframe(1), 2  # 2: warn_the_caller's caller
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "graphexec":
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+

@@ -139,6 +139,8 @@ def _files(name: str) -> tuple[Path, Path]:
     return BROKEN / f"{name}.pnnx.param", BROKEN / f"{name}.pnnx.bin"
 
 
+# the damaged sizes part from pnnx's annotations, which the load warns of before the run refuses them
+@pytest.mark.filterwarnings("ignore::graphexec.ExportMismatchWarning")
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_a_broken_file_raises_its_own_error(case: Broken):
     param = _files(case.name)[0]

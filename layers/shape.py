@@ -735,6 +735,22 @@ class Clone(Layer):
         return [np.array(inputs[0], copy=True)]
 
 
+@register("aten::alias")
+class Alias(Layer):
+    """``Tensor.as_subclass`` (fastai's ``TensorBase``, tsai's masks): the same tensor under
+    another Python class, which pnnx writes as an alias; graphexec has no classes to change."""
+
+    is_view = True
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if len(specs) != 1 or not isinstance(specs[0], TensorSpec):
+            raise ShapeMismatch(f"takes one tensor, given {', '.join(map(str, specs))}")
+        return [specs[0]]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [inputs[0]]
+
+
 #: bfloat16 is held in float32 (as graphexec decodes bf16 weights); casting rounds to it.
 _BF16 = "bfloat16"
 

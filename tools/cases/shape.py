@@ -22,6 +22,15 @@ def _x(seed: int, *shape: int) -> torch.Tensor:
 X = _x(1, 2, 3, 4, 5)
 
 
+class _Marked(torch.Tensor):
+    """A tensor subclass, as fastai's ``TensorBase`` and tsai's masks are."""
+
+
+def _through_a_subclass(x: torch.Tensor) -> torch.Tensor:
+    mask = (x > 0).as_subclass(_Marked)
+    return x.masked_fill(mask, -1.0).as_subclass(torch.Tensor) * 2
+
+
 def _each(*fns):
     """A module returning ``(f(x) for f in fns)`` on one input."""
     return Fn(lambda x: tuple(f(x) for f in fns))
@@ -58,6 +67,7 @@ CASES = [
     Case("repeat", _each(lambda x: x.repeat(1, 2, 1), lambda x: x.repeat(2, 1, 1, 3)), (_x(7, 2, 3, 4),)),
     Case("tile", _each(lambda x: torch.tile(x, (2,)), lambda x: x.tile((1, 2, 1, 1))), (_x(8, 2, 3, 4),)),
     Case("clone", Fn(torch.clone), (X,)),
+    Case("as_subclass", Fn(_through_a_subclass), (X,), inputs2=(_x(2, 3, 2, 5, 4),)),
     Case("roll", _each(lambda x: torch.roll(x, 1, 2), lambda x: torch.roll(x, (1, -2), (1, 3)),
                        lambda x: torch.roll(x, 7), lambda x: x.roll(-9, -1)), (X,)),
     Case("flip", _each(lambda x: torch.flip(x, (1, 3)), lambda x: x.flip(-1),

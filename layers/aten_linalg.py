@@ -12,6 +12,7 @@
     MultiDot         aten::linalg_multi_dot (tensors)             a chain of matrix products
     GroupedMatMul    aten::_grouped_mm (a, b, offs, bias, out_dtype)  mixture-of-experts products
     Trace, Cross     aten::trace (x), aten::linalg_cross (a, b, dim)
+    MatrixExp        aten::linalg_matrix_exp (x)                  e^X of square matrices
 
 Norms are summed in float64 and cast back.
 """
@@ -454,3 +455,60 @@ class Cross(_Aten):
         axis = normalize_axis(self.dim, len(shape))
         crossed = np.cross(np.broadcast_to(a, shape), np.broadcast_to(b, shape), axis=axis)
         return [np.asarray(crossed, order="C")]
+
+
+#: The degree-13 Padé approximant of e^x (Higham, "The scaling and squaring method for the
+#: matrix exponential revisited", 2005): its numerator's coefficients, and the 1-norm up to
+#: which it is exact to double precision without scaling.
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+           40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_PADE13_THETA = 5.371920351148152
+
+
+def matrix_exp(x: np.ndarray) -> np.ndarray:
+    """e^X of each matrix of ``(..., n, n)``, computed in float64 (complex128): each matrix
+    scaled by 2^-s to a 1-norm the approximant handles, then squared s times."""
+    a = x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+    n = a.shape[-1]
+    if a.size == 0:
+        return a
+    norms = np.abs(a).sum(axis=-2).max(axis=-1)  # the 1-norm: the largest column sum
+    ratio = np.where(np.isfinite(norms), norms / _PADE13_THETA, 1.0)  # NaN and infinity run through
+    with np.errstate(divide="ignore"):
+        squarings = np.maximum(0, np.ceil(np.log2(ratio))).astype(np.int64)
+    with np.errstate(all="ignore"):  # NaN and infinity spread through every product, as in PyTorch
+        a = a / np.exp2(squarings)[..., None, None]
+        eye = np.broadcast_to(np.eye(n, dtype=a.dtype), a.shape)
+        a2 = a @ a
+        a4 = a2 @ a2
+        a6 = a4 @ a2
+        b = _PADE13
+        u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * eye)
+        v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye
+        try:
+            e = np.linalg.solve(v - u, v + u)
+        except np.linalg.LinAlgError:  # singular only where the input holds NaN or infinity
+            e = np.full_like(a, np.nan)
+        for step in range(int(squarings.max(initial=0))):
+            e = np.where((squarings > step)[..., None, None], e @ e, e)
+    return e
+
+
+@register("aten::linalg_matrix_exp")
+class MatrixExp(_Aten):
+    """``torch.linalg.matrix_exp(x)`` (``torch.matrix_exp``): e^X of each square matrix of
+    ``(..., n, n)`` floats (e3nn's Wigner-D rotations), in float64 and cast back."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
+            raise ShapeMismatch(f"matrix_exp takes square matrices (..., n, n), given {x}")
+        if x.dtype.kind not in "fc":
+            raise ShapeMismatch(f"matrix_exp takes floating or complex matrices, given {x.dtype}")
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [matrix_exp(x).astype(x.dtype, copy=False)]
+

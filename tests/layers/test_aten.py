@@ -710,3 +710,33 @@ def test_masked_scatter_fills_the_set_places_in_order_and_refuses_a_short_source
         layer.infer([TensorSpec((3,), F32), TensorSpec((3,), np.bool_), TensorSpec((3,), np.int64)])
     with pytest.raises(ShapeMismatch, match="bool mask"):
         layer.infer([TensorSpec((3,), F32), TensorSpec((3,), np.uint8), TensorSpec((3,), F32)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.floats(1e-3, 300.0), st.integers(0, 2**31 - 1))
+def test_matrix_exp_of_a_symmetric_matrix_is_its_eigenvalues_exponentiated(n, scale, seed):
+    """e^S = Q diag(e^l) Q^T: norms from tiny (no scaling) to far past the approximant's
+    range (many squarings), each matrix of a batch scaled on its own."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((2, n, n))
+    s = (a + a.transpose(0, 2, 1)) * np.array([scale / n, 1e-3])[:, None, None]
+    values, vectors = np.linalg.eigh(s)
+    want = vectors @ (np.exp(values)[..., None] * vectors.transpose(0, 2, 1))
+    (got,) = aten("aten::linalg_matrix_exp").forward([s])
+    np.testing.assert_allclose(got, want, rtol=1e-9 * max(1.0, scale), atol=1e-12 * np.abs(want).max())
+
+
+def test_matrix_exp_of_a_rotation_generator_is_the_rotation():
+    angles = np.array([0.0, 0.3, -2.0, 40.0], np.float32)
+    generators = np.zeros((4, 2, 2), np.float32)
+    generators[:, 0, 1], generators[:, 1, 0] = -angles, angles
+    layer = aten("aten::linalg_matrix_exp")
+    assert layer.infer([TensorSpec((4, 2, 2), F32)]) == [TensorSpec((4, 2, 2), F32)]
+    (got,) = layer.forward([generators])
+    cos, sin = np.cos(angles.astype(np.float64)), np.sin(angles.astype(np.float64))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, np.stack([np.stack([cos, -sin], -1), np.stack([sin, cos], -1)], -2), atol=2e-6)
+    with pytest.raises(ShapeMismatch, match="square matrices"):
+        layer.infer([TensorSpec((2, 3), F32)])
+    with pytest.raises(ShapeMismatch, match="floating or complex"):
+        layer.infer([TensorSpec((3, 3), np.dtype(np.int64))])

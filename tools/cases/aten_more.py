@@ -149,6 +149,8 @@ CASES = [
          (x(5), x(7), x(3))),
     Case("meshgrid_broadcast_tensors", Fn(lambda a, b: torch.stack(torch.broadcast_tensors(a, b), 0)),
          (x(4, 1), x(3))),
+    # e3nn's Wigner-D rotations: exponentials of generators; a large norm needs squarings
+    Case("matrix_exp", Fn(lambda a: (torch.linalg.matrix_exp(a), torch.matrix_exp(a * 9.0))), (x(2, 3, 3),)),
     # e3nn's angles_to_matrix broadcasts 0-d angles: they stay 0-d
     Case("broadcast_tensors_of_scalars", Fn(lambda v: torch.stack(torch.broadcast_tensors(v[0], v[1]), -1)),
          (x(3),)),

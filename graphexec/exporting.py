@@ -229,12 +229,12 @@ def export(
     with tempfile.TemporaryDirectory(prefix="graphexec-export-") as tmp:
         written = Path(tmp) / "model.pnnx.param"
         apart: list[Any] = []  # the in-place activations traced out of place
+        others = None
+        if isinstance(dynamic_inputs, (tuple, list)):
+            others = tuple(dynamic_inputs)
+        elif dynamic_inputs is not None:
+            others = (dynamic_inputs,)
         try:
-            others = None
-            if isinstance(dynamic_inputs, (tuple, list)):
-                others = tuple(dynamic_inputs)
-            elif dynamic_inputs is not None:
-                others = (dynamic_inputs,)
             with causal_masks_kept(), in_place_activations_apart(torch, module) as apart, \
                     _stderr_kept() as printed:
                 pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
@@ -255,6 +255,8 @@ def export(
     if check:
         try:
             check_export(param, tolerance=tolerance)
+            if others is not None:
+                _check_at_the_other_shapes(torch, module, others, param, tolerance)
         except GraphexecError as exc:
             if not apart:
                 raise
@@ -343,16 +345,43 @@ def check_export(param: str | os.PathLike[str], *, tolerance: float = TOLERANCE)
     with np.load(base.with_name(base.name + ".io.npz")) as data:
         ins = [data[f"in{i}"] for i in range(sum(k.startswith("in") for k in data.files))]
         want = [data[f"out{i}"] for i in range(sum(k.startswith("out") for k in data.files))]
+    return _compared(param, ins, want, tolerance)
+
+
+def _check_at_the_other_shapes(torch: Any, module: Any, others: Sequence[Any], param: Path, tolerance: float
+                               ) -> None:
+    """A dynamic export is checked at ``dynamic_inputs`` too: pnnx can write a graph that is
+    right at the exported shape alone (a size-dependent value folded, a slice on a dynamic
+    dim dropped), which the first check cannot see."""
+    with torch.no_grad():
+        want = [_as_numpy(t) for t in _flatten(module(*others))]
+    shapes = ", ".join(str(tuple(t.shape)) for t in others)
+    _compared(param, [_as_numpy(t) for t in others], want, tolerance,
+              at=f" at the dynamic_inputs' shapes {shapes}, not at the exported ones: pnnx's graph fits the "
+                 "exported shapes alone (it folded a value that depends on a size, or dropped an operator on a "
+                 "dynamic dim)")
+
+
+def _compared(param: str | os.PathLike[str], ins: Sequence[np.ndarray], want: Sequence[np.ndarray],
+              tolerance: float, at: str = "") -> float:
+    """graphexec's outputs on ``ins`` against PyTorch's ``want``: the relative error, or a
+    GraphexecError saying how they differ (``at``: where, when not at the stored inputs)."""
+    from graphexec.engine import Engine
+
     with Engine.load(param, threads=1) as engine:
         got = engine.forward(*ins)
     got = list(got) if isinstance(got, tuple) else [got]
     if len(got) != len(want):
-        raise GraphexecError(f"{param}: graphexec gives {len(got)} outputs, PyTorch gave {len(want)}")
+        raise GraphexecError(f"{param}: graphexec gives {len(got)} outputs, PyTorch gave {len(want)}{at}")
+    for k, (g, w) in enumerate(zip(got, want)):
+        if np.shape(g) != np.shape(w):
+            raise GraphexecError(f"{param}: graphexec's output {k} has shape {np.shape(g)}, PyTorch's "
+                                 f"{np.shape(w)}{at}")
     error = relative_error(got, want)
     if not error <= tolerance:
         raise GraphexecError(
             f"{param}: graphexec's outputs differ from PyTorch's by {error:.2e} "
-            f"(max|diff| / max|reference|; the tolerance is {tolerance:.0e})"
+            f"(max|diff| / max|reference|; the tolerance is {tolerance:.0e}){at}"
         )
     return error
 

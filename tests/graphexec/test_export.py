@@ -282,6 +282,50 @@ def test_a_converter_that_stops_is_quoted_where_it_said_why(tmp_path, capfd):
 
 
 @needs_export_tools
+def test_a_dynamic_export_is_checked_at_its_second_shape_too(tmp_path):
+    """pnnx folds the std of a linspace over a convolution's output length into a constant
+    (tsai's coordinate channels): right at the exported length, wrong at any other, which
+    only a check at the dynamic_inputs' shapes sees; a slice pnnx drops on a dynamic dim is
+    wrong at both, and the check names the shapes."""
+    import torch
+    from torch import nn
+
+    class Coord(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(3, 4, 3)
+
+        def forward(self, x):
+            y = self.conv(x)
+            ramp = torch.linspace(-1, 1, y.shape[-1])
+            return y + ramp / ramp.std()
+
+    class Chomp(nn.Module):
+        def forward(self, x):
+            return x[:, :, :-2]
+
+    class Cropped(nn.Module):
+        def forward(self, x):
+            return x[:, :, : x.shape[2] - 2] * 2
+
+    torch.manual_seed(0)
+    x, other = torch.randn(1, 3, 16), torch.randn(2, 3, 24)
+    coord = Coord().eval()
+    graphexec.export(coord, x, tmp_path / "coord")  # the exported shape alone: right
+    with pytest.raises(GraphexecError, match=r"by .* at the dynamic_inputs' shapes \(2, 3, 24\), not at the exported"):
+        graphexec.export(coord, x, tmp_path / "coord_dynamic", dynamic_inputs=other)
+    try:
+        graphexec.export(Chomp(), x, tmp_path / "chomp", dynamic_inputs=other)
+    except GraphexecError as exc:
+        assert "graphexec's output 0 has shape (1, 3, 16), PyTorch's (1, 3, 14)" in str(exc)
+    else:
+        pytest.skip("this pnnx keeps a negative-end slice on a dynamic dim")
+    param = graphexec.export(Cropped(), x, tmp_path / "cropped", dynamic_inputs=other)
+    with Engine.load(param) as engine:
+        assert engine.forward(other.numpy()).shape == (2, 3, 22)
+
+
+@needs_export_tools
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_half_precision_model_or_input_is_refused_before_pnnx_runs(tmp_path, dtype):
     """pnnx's converter runs the trace on float32 tensors and stops on the dtype mismatch

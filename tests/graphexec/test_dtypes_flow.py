@@ -5,7 +5,8 @@ almost everywhere), and each fixture keeps PyTorch's outputs, so the reference i
 itself: a float32 model fed float32 stays float32 in every intermediate (a stray Python
 float or float64 constant would promote a whole branch to float64: twice the memory
 traffic, and a different answer). For an operand pnnx left unannotated (a tuple, say)
-every floating array in it must be float32 when the floating inputs are.
+every floating array in it must be float32 (or complex64, a spectrum's single precision)
+when the floating inputs are float32.
 
 Every golden fixture under tests/fixtures/ops and every bundled model under
 examples/models runs once with every computed operand extracted; the values are also
@@ -93,8 +94,8 @@ def test_floating_values_keep_pytorchs_dtype(param):
                 continue
             if want is not None and array.dtype != want:
                 problems.append(f"{where}: {array.dtype}, PyTorch gave {want}")
-            elif want is None and all_float32 and array.dtype != np.float32:
-                problems.append(f"{where}: {array.dtype} from float32 inputs")
+            elif want is None and all_float32 and array.dtype not in (np.float32, np.complex64):
+                problems.append(f"{where}: {array.dtype} from float32 inputs")  # not single precision
     got = list(got) if isinstance(got, tuple) else [got]
     for i, (g, e) in enumerate(zip(got, expected)):
         if e.dtype.kind in "fc" and np.asarray(g).dtype != e.dtype:

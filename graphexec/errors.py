@@ -21,6 +21,10 @@ reaches them as a subclass of :class:`GraphexecError`, never as a raw ``KeyError
     ├── WorkerError               batch.run: workers died or a cluster could not be reached
     └── MissingExtraError         an optional dependency is not installed (says which extra)
 
+One warning, a ``UserWarning`` rather than a failure, shown by default because nothing
+else would say that the answers may be wrong: :class:`ExportMismatchWarning`, where the graph
+pnnx wrote computes other shapes than it annotated.
+
 Every message is bounded: a longer one (a damaged file's 30 MB list param, an expression
 nested 50,000 deep, a cycle through every operator) keeps its head and tail around a note
 of how much was left out and, where known, the ``file:line`` that holds all of it.

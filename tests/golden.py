@@ -25,6 +25,7 @@ RUNTIME_SIZED = {
     "dynamic/arange_to_a_computed_end": "torch.arange",
     "dynamic/argwhere": "aten::argwhere",
     "dynamic/bincount": "aten::bincount",
+    "dynamic/bincount_to_a_computed_minlength": "aten::bincount",
     "dynamic/bincount_weights_minlength": "aten::bincount",
     "dynamic/batched_nms": "pnnx.custom_op.torchvision.nms",
     "dynamic/index_bool_mask": "Tensor.index",

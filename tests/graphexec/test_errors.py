@@ -21,7 +21,12 @@ from graphexec.errors import (
 CLASSES = {
     name: obj
     for name, obj in vars(errors).items()
-    if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == errors.__name__
+    if inspect.isclass(obj) and issubclass(obj, BaseException) and not issubclass(obj, Warning)
+    and obj.__module__ == errors.__name__
+}
+WARNINGS = {
+    name: obj for name, obj in vars(errors).items()
+    if inspect.isclass(obj) and issubclass(obj, Warning) and obj.__module__ == errors.__name__
 }
 
 
@@ -53,6 +58,14 @@ def test_every_error_is_a_graphexec_error_and_drawn_where_it_belongs():
             assert cls.__bases__ == (CLASSES[parent],), f"{name} is drawn under {parent}"
 
 
+def test_every_warning_is_a_user_warning_named_in_the_docstring_and_public():
+    """A warning is for the user (shown by default), not a failure: no GraphexecError."""
+    assert WARNINGS
+    for name, cls in WARNINGS.items():
+        assert cls.__bases__ == (UserWarning,) and not issubclass(cls, GraphexecError), name
+        assert name in errors.__doc__ and name in graphexec.__all__, name
+
+
 def test_the_public_surface_is_pinned():
     assert sorted(graphexec.__all__) == sorted(
         [
@@ -60,6 +73,7 @@ def test_the_public_surface_is_pinned():
             "Engine",
             "EngineOptions",
             "ExecutionError",
+            "ExportMismatchWarning",
             "GraphStructureError",
             "GraphexecError",
             "InputError",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,9 +25,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from loguru import logger
 
+from graphexec import dtypes
 from graphexec.errors import GraphexecError, ModelFormatError
 
 #: Suffixes read as ONNX models.
@@ -66,12 +70,33 @@ def default_cache_dir() -> Path:
     return Path(root) / "graphexec"
 
 
-def _shapes_argument(input_shapes: Sequence[Sequence[int]]) -> str:
+def _type_name(given: Any) -> str:
+    """A pnnx type name (``i64``) from one, or from anything numpy reads as a dtype."""
+    if isinstance(given, str) and dtypes.is_known(given):
+        return given
+    try:
+        return dtypes.pnnx_name_of(np.dtype(given))
+    except (TypeError, ValueError):
+        raise GraphexecError(f"input type {given!r} is neither a pnnx type name ({', '.join(sorted(dtypes.PNNX_TYPES))}) "
+                             "nor a numpy dtype pnnx has a name for") from None
+
+
+def _shapes_argument(input_shapes: Sequence[Sequence[int]], input_types: Sequence[Any] | None = None) -> str:
+    """pnnx's ``inputshape=[1,3,224,224]f32,[1,6]i64``: float32 unless ``input_types`` says."""
     for shape in input_shapes:
         if isinstance(shape, (str, bytes)) or not all(isinstance(d, int) and d >= 1 for d in shape):
             raise GraphexecError(f"input shapes are sequences of positive sizes such as (1, 3, 224, 224), "
                                  f"got {list(input_shapes)!r}")
-    return ",".join("[" + ",".join(str(int(d)) for d in shape) + "]f32" for shape in input_shapes)
+    if input_types is not None and len(input_types) != len(input_shapes):
+        raise GraphexecError(f"{len(input_types)} input types for {len(input_shapes)} input shapes: give one "
+                             "type per shape")
+    names = [_type_name(t) for t in input_types] if input_types is not None else ["f32"] * len(input_shapes)
+    return ",".join("[" + ",".join(str(int(d)) for d in shape) + "]" + name
+                    for shape, name in zip(input_shapes, names))
+
+
+#: What pnnx says where an ONNX input's type is not the one given: the type the model declares.
+_TYPE_EXPECTED = re.compile(r"input_shapes\[(\d+)\] expect \[[^\]]*\](\w+) but got")
 
 
 @dataclass(frozen=True)
@@ -96,25 +121,29 @@ def convert(
     model: str | os.PathLike[str],
     input_shapes: Sequence[Sequence[int]] | None = None,
     *,
+    input_types: Sequence[Any] | None = None,
     output: str | os.PathLike[str] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Convert ``model`` (``.onnx``, or TorchScript ``.pt``) with pnnx; return the ``.pnnx.param``.
 
     ``input_shapes``, one per input, fix the sizes an ONNX model leaves dynamic (pnnx
-    takes 1 for each otherwise) and are required for TorchScript, which records none. The
+    takes 1 for each otherwise) and are required for TorchScript, which records none.
+    ``input_types``, one per shape (``"i64"``, ``np.int64``), say what each input holds:
+    float32 unless given; an ONNX model's own types are taken where pnnx names them. The
     files go beside the model (``model.onnx`` -> ``model.pnnx.param``, ``model.pnnx.bin``),
     or to ``output`` (``out/net`` -> ``out/net.pnnx.param``), or, with ``cache_dir``, into a
     folder there named by the file's content, the shapes and pnnx's version, reused while
     they stay the same. Only the two files graphexec reads are kept. Logs what it did.
     """
-    return conversion(model, input_shapes, output=output, cache_dir=cache_dir).param
+    return conversion(model, input_shapes, input_types=input_types, output=output, cache_dir=cache_dir).param
 
 
 def conversion(
     model: str | os.PathLike[str],
     input_shapes: Sequence[Sequence[int]] | None = None,
     *,
+    input_types: Sequence[Any] | None = None,
     output: str | os.PathLike[str] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> Converted:
@@ -126,7 +155,7 @@ def conversion(
     if not source.is_file():
         raise ModelFormatError("no such model file", path=str(source))
     torchscript = source.name.lower().endswith(TORCHSCRIPT_SUFFIXES)
-    shapes = _shapes_argument(input_shapes or [])
+    shapes = _shapes_argument(input_shapes or [], input_types)
     if torchscript and not shapes:
         raise GraphexecError(f"{source}: a TorchScript file does not record its input shapes; give them "
                              f"(input_shapes=[(1, 3, 224, 224)], or --input-shape 1,3,224,224 once per input)")
@@ -186,9 +215,16 @@ def _run_pnnx(tool: str, source: Path, shapes: str, base: Path) -> None:
             shutil.copyfile(source, link)
         outputs = {"pnnxparam": scratch / "model.pnnx.param", "pnnxbin": scratch / "model.pnnx.bin"}
         outputs.update({option: scratch / f"model{suffix}" for option, suffix in _OTHER_OUTPUTS.items()})
-        command = [tool, str(link)] + ([f"inputshape={shapes}"] if shapes else [])
-        command += [f"{option}={path}" for option, path in outputs.items()]
-        done = subprocess.run(command, cwd=scratch, capture_output=True, text=True, check=False)
+        options = [f"{option}={path}" for option, path in outputs.items()]
+        done = subprocess.run([tool, str(link), *([f"inputshape={shapes}"] if shapes else []), *options],
+                              cwd=scratch, capture_output=True, text=True, check=False)
+        for _ in range(shapes.count("]")):  # an ONNX input of another type than given: pnnx names it
+            expected = _TYPE_EXPECTED.search(done.stderr + done.stdout) if done.returncode != 0 else None
+            if expected is None:
+                break
+            shapes = _retyped(shapes, int(expected.group(1)), expected.group(2))
+            done = subprocess.run([tool, str(link), f"inputshape={shapes}", *options],
+                                  cwd=scratch, capture_output=True, text=True, check=False)
         if done.returncode != 0 or not outputs["pnnxparam"].is_file():
             said = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
             raise GraphexecError(f"{source}: pnnx could not convert it (exit {done.returncode}"
@@ -197,6 +233,14 @@ def _run_pnnx(tool: str, source: Path, shapes: str, base: Path) -> None:
             outputs["pnnxbin"].write_bytes(b"")
         os.replace(outputs["pnnxbin"], base.with_name(base.name + ".pnnx.bin"))
         os.replace(outputs["pnnxparam"], base.with_name(base.name + ".pnnx.param"))
+
+
+def _retyped(shapes: str, index: int, name: str) -> str:
+    """pnnx's ``inputshape`` argument with input ``index`` given type ``name``."""
+    parts = re.findall(r"\[[^\]]*\]\w+", shapes)
+    if index < len(parts):
+        parts[index] = parts[index][: parts[index].index("]") + 1] + name
+    return ",".join(parts)
 
 
 def loadable(path: str | os.PathLike[str]) -> str | os.PathLike[str]:

@@ -1,4 +1,5 @@
-"""Export small torchvision networks to ONNX with onnxruntime's answers, into tests/fixtures/onnx/.
+"""Export small networks (torchvision's, a token classifier) to ONNX with onnxruntime's answers, into
+tests/fixtures/onnx/.
 
 For each network: ``<name>.onnx`` (``torch.onnx.export``, random weights, batch-norm
 statistics made non-trivial) and ``<name>.ort.npz`` holding the input ``in0`` and
@@ -26,26 +27,47 @@ TARGET = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "onnx"
 
 
 class Network:
-    """A torchvision network as exported: how to build it, the shape it is exported at,
-    and the shape its reference runs at (another batch where the batch is left dynamic)."""
+    """A network as exported: how to build it, the shape it is exported at, the shape its
+    reference runs at (another batch where the batch is left dynamic), and, for a model
+    reading token ids (int64), how many tokens there are."""
 
     def __init__(self, build: Callable[[], torch.nn.Module], shape: tuple[int, ...],
-                 run_shape: tuple[int, ...] | None = None):
-        self.build, self.shape = build, shape
+                 run_shape: tuple[int, ...] | None = None, tokens: int | None = None):
+        self.build, self.shape, self.tokens = build, shape, tokens
         self.run_shape = run_shape or shape
+
+    def example(self, shape: tuple[int, ...]) -> np.ndarray:
+        rng = np.random.default_rng(0)
+        if self.tokens is not None:
+            return rng.integers(0, self.tokens, shape, dtype=np.int64)
+        return rng.random(shape, dtype=np.float32)
 
     @property
     def dynamic_batch(self) -> bool:
         return self.run_shape != self.shape
 
 
+class TokenClassifier(torch.nn.Module):
+    """Token ids in (int64), class scores out: an embedding averaged over the sequence."""
+
+    def __init__(self, tokens: int = 50, width: int = 16, classes: int = 4):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(tokens, width)
+        self.head = torch.nn.Linear(width, classes)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embedding(ids).mean(1))
+
+
 #: Small enough to commit (0.5 and 1.4 MB): squeeze-and-excitation, hardswish, depthwise
-#: convolutions; channel splits and shuffles. The first leaves its batch dynamic, so the
-#: test fixes it with ``input_shapes``.
+#: convolutions; channel splits and shuffles. mobilenet_v3_small leaves its batch dynamic,
+#: so the test fixes it with ``input_shapes``; so does the token classifier, whose input is
+#: int64, which pnnx then needs to be told.
 NETWORKS = {
     "mobilenet_v3_small": Network(lambda: torchvision.models.mobilenet_v3_small(width_mult=0.25, num_classes=10),
                                   (1, 3, 64, 64), (2, 3, 64, 64)),
     "shufflenet_v2": Network(lambda: torchvision.models.shufflenet_v2_x0_5(num_classes=10), (1, 3, 64, 64)),
+    "token_classifier": Network(TokenClassifier, (1, 6), (2, 6), tokens=50),
 }
 
 
@@ -64,9 +86,9 @@ def export(name: str, target: Path = TARGET) -> Path:
     dynamic = {"in0": {0: "batch"}, "out0": {0: "batch"}} if network.dynamic_batch else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
-        torch.onnx.export(model, (torch.rand(*network.shape),), str(path), dynamo=False, opset_version=17,
-                          input_names=["in0"], output_names=["out0"], dynamic_axes=dynamic)
-    x = np.random.default_rng(0).random(network.run_shape, dtype=np.float32)
+        torch.onnx.export(model, (torch.from_numpy(network.example(network.shape)),), str(path), dynamo=False,
+                          opset_version=17, input_names=["in0"], output_names=["out0"], dynamic_axes=dynamic)
+    x = network.example(network.run_shape)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (y,) = session.run(None, {"in0": x})
     with torch.no_grad():

@@ -50,7 +50,7 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def test_the_fixtures_are_there():
-    assert NETWORKS == ["mobilenet_v3_small", "shufflenet_v2"]
+    assert NETWORKS == ["mobilenet_v3_small", "shufflenet_v2", "token_classifier"]
 
 
 @needs_pnnx
@@ -59,14 +59,31 @@ def test_convert_matches_onnxruntime(tmp_path, name):
     x, want = reference(name)
     model = tmp_path / f"{name}.onnx"
     shutil.copyfile(FIXTURES / f"{name}.onnx", model)
-    # mobilenet_v3_small leaves its batch dynamic and its reference runs at batch 2: the
-    # shapes fix it (pnnx would take 1)
+    # mobilenet_v3_small and the token classifier leave their batch dynamic and their
+    # references run at batch 2: the shapes fix it (pnnx would take 1); the classifier's
+    # token ids are int64, which pnnx names when told float32, and the conversion follows
     param = graphexec.convert(model, input_shapes=[x.shape])
     assert param == tmp_path / f"{name}.pnnx.param" and (tmp_path / f"{name}.pnnx.bin").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([model.name, param.name, f"{name}.pnnx.bin"])
     with Engine.load(param) as engine:
         assert engine.input_shapes["in0"] == x.shape
         assert relative_error(engine.forward(x), want) <= TOLERANCE
+
+
+@needs_pnnx
+def test_input_types_say_what_an_input_holds(tmp_path):
+    x, want = reference("token_classifier")
+    model = tmp_path / "tokens.onnx"
+    shutil.copyfile(FIXTURES / "token_classifier.onnx", model)
+    for given in (["i64"], [np.int64]):
+        param = graphexec.convert(model, input_shapes=[x.shape], input_types=given, output=tmp_path / str(given[0]))
+        with Engine.load(param) as engine:
+            assert engine.input_dtypes["in0"] == np.int64
+            assert relative_error(engine.forward(x), want) <= TOLERANCE
+    with pytest.raises(graphexec.GraphexecError, match="1 input types for 2 input shapes"):
+        graphexec.convert(model, input_shapes=[x.shape, x.shape], input_types=["i64"])
+    with pytest.raises(graphexec.GraphexecError, match="input type 'tensor' is neither a pnnx type name"):
+        graphexec.convert(model, input_shapes=[x.shape], input_types=["tensor"])
 
 
 @needs_pnnx

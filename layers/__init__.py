@@ -27,6 +27,7 @@ from graphexec.layers import (  # noqa: F401  (imported for their registrations)
     linear,
     loss,
     norm,
+    onnx_ops,
     patches,
     plumbing,
     pooling,

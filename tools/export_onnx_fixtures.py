@@ -59,15 +59,40 @@ class TokenClassifier(torch.nn.Module):
         return self.head(self.embedding(ids).mean(1))
 
 
+class OnnxOperators(torch.nn.Module):
+    """The operators pnnx leaves under their ONNX names (CumSum, TopK, ArgMax, ArgMin,
+    GatherElements, Gather and Pad of an unfold, IsNaN, Mod, OneHot, Trilu, ReduceMax over
+    two axes), their results flattened into one vector."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("picks", torch.randint(0, 32, (1, 10, 5)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        values, indices = torch.topk(x, 3, dim=1)
+        smallest, where = torch.topk(x, 2, dim=-1, largest=False)
+        ints = (x * 10).long()
+        pieces = [
+            torch.cumsum(x, dim=1), torch.cumsum(x, dim=-1), values, indices, smallest, where,
+            x.argmax(-1, keepdim=True), x.argmin(1), torch.gather(x, 2, self.picks),
+            torch.where(torch.isnan(torch.log(x)), torch.zeros_like(x), x), ints % 3, torch.fmod(x * 5, 3.0),
+            torch.nn.functional.one_hot(ints.abs().clamp(max=4), 5).sum(-2), torch.tril(x[0, :, :10]),
+            torch.triu(x[0, :, 10:20], 1), x / x.abs().amax(dim=(1, 2), keepdim=True),
+            torch.nn.functional.unfold(x.reshape(1, 2, 10, 16), 3, padding=1),
+        ]
+        return torch.cat([p.float().flatten() for p in pieces])
+
+
 #: Small enough to commit (0.5 and 1.4 MB): squeeze-and-excitation, hardswish, depthwise
 #: convolutions; channel splits and shuffles. mobilenet_v3_small leaves its batch dynamic,
 #: so the test fixes it with ``input_shapes``; so does the token classifier, whose input is
-#: int64, which pnnx then needs to be told.
+#: int64, which pnnx then needs to be told. The last holds the operators pnnx leaves as ONNX's.
 NETWORKS = {
     "mobilenet_v3_small": Network(lambda: torchvision.models.mobilenet_v3_small(width_mult=0.25, num_classes=10),
                                   (1, 3, 64, 64), (2, 3, 64, 64)),
     "shufflenet_v2": Network(lambda: torchvision.models.shufflenet_v2_x0_5(num_classes=10), (1, 3, 64, 64)),
     "token_classifier": Network(TokenClassifier, (1, 6), (2, 6), tokens=50),
+    "onnx_operators": Network(OnnxOperators, (1, 10, 32)),
 }
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 
@@ -234,7 +235,8 @@ class ExportMismatchWarning(UserWarning):
 def warn_the_caller(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` at the first frame outside graphexec: the user's own line
     (``Engine.load(...)``), however deep inside the package the warning arises."""
-    frame, level = sys._getframe(1), 2  # 2: warn_the_caller's caller
+    frame: FrameType | None = sys._getframe(1)
+    level = 2  # warn_the_caller's caller
     while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "graphexec":
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

@@ -77,8 +77,9 @@ def _type_name(given: Any) -> str:
     try:
         return dtypes.pnnx_name_of(np.dtype(given))
     except (TypeError, ValueError):
-        raise GraphexecError(f"input type {given!r} is neither a pnnx type name ({', '.join(sorted(dtypes.PNNX_TYPES))}) "
-                             "nor a numpy dtype pnnx has a name for") from None
+        known = ", ".join(sorted(dtypes.PNNX_TYPES))
+        raise GraphexecError(f"input type {given!r} is neither a pnnx type name ({known}) nor a numpy dtype "
+                             "pnnx has a name for") from None
 
 
 def _shapes_argument(input_shapes: Sequence[Sequence[int]], input_types: Sequence[Any] | None = None) -> str:

@@ -312,8 +312,8 @@ class Engine:
         found = first_divergence(self.program, plan.specs)
         if found:
             warn_the_caller(f"the shapes inferred at the exported input shapes part from pnnx's annotations "
-                            f"{found}: the graph pnnx wrote computes something other than what PyTorch traced "
-                            "there, so the outputs may differ from PyTorch's", ExportMismatchWarning)
+                            f"{found}: the graph pnnx wrote computes something other than what PyTorch "
+                            "traced there, so the outputs may differ from PyTorch's", ExportMismatchWarning)
 
     # -- running ---------------------------------------------------------------------------
     def forward(

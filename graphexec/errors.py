@@ -240,4 +240,3 @@ def warn_the_caller(message: str, category: type[Warning]) -> None:
     while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "graphexec":
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
-

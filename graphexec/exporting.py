@@ -144,9 +144,9 @@ def _refuse_half_precision(torch: Any, module: Any, inputs: Sequence[Any]) -> No
     halves = (torch.float16, torch.bfloat16)
     for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
         if tensor.dtype in halves:
-            raise GraphexecError(f"the model's {name!r} is {tensor.dtype}: pnnx converts float32 models only; "
-                                 "export model.float() (graphexec reads float16 and bfloat16 weights, but pnnx's "
-                                 "converter runs the traced model on float32 tensors and stops)")
+            raise GraphexecError(f"the model's {name!r} is {tensor.dtype}: pnnx converts float32 models "
+                                 "only; export model.float() (pnnx's converter runs the traced model on "
+                                 "float32 tensors and stops)")
     for i, tensor in enumerate(inputs):
         if tensor.dtype in halves:
             raise GraphexecError(f"example input {i} is {tensor.dtype}: pnnx converts float32 models only; "
@@ -357,9 +357,9 @@ def _check_at_the_other_shapes(torch: Any, module: Any, others: Sequence[Any], p
         want = [_as_numpy(t) for t in _flatten(module(*others))]
     shapes = ", ".join(str(tuple(t.shape)) for t in others)
     _compared(param, [_as_numpy(t) for t in others], want, tolerance,
-              at=f" at the dynamic_inputs' shapes {shapes}, not at the exported ones: pnnx's graph fits the "
-                 "exported shapes alone (it folded a value that depends on a size, or dropped an operator on a "
-                 "dynamic dim)")
+              at=f" at the dynamic_inputs' shapes {shapes}, not at the exported ones: pnnx's graph fits "
+                 "the exported shapes alone (it folded a value that depends on a size, or dropped an "
+                 "operator on a dynamic dim)")
 
 
 def _compared(param: str | os.PathLike[str], ins: Sequence[np.ndarray], want: Sequence[np.ndarray],

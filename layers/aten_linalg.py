@@ -511,4 +511,3 @@ class MatrixExp(_Aten):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         return [matrix_exp(x).astype(x.dtype, copy=False)]
-

@@ -296,7 +296,8 @@ class BinCount(Layer):
                                 + (f" holding {x.min()}" if x.size and x.dtype.kind in "iu" else ""))
         minlength = self._minlength(inputs)
         if not self.weighted:
-            return [np.bincount(x.astype(np.int64, copy=False), minlength=minlength).astype(_INT64, copy=False)]
+            counts = np.bincount(x.astype(np.int64, copy=False), minlength=minlength)
+            return [counts.astype(_INT64, copy=False)]
         weights = np.asarray(inputs[1])
         counts = np.bincount(x.astype(np.int64, copy=False), weights=weights.astype(np.float64, copy=False),
                              minlength=minlength)

@@ -45,6 +45,7 @@ from graphexec.layers.indexing import scatter_places, stable_order
 from graphexec.layers.linear import broadcast
 from graphexec.layers.registry import register
 
+
 class _NotConstant:
     """The marker :func:`constant_input` returns; messages that quote it read as what it means."""
 

@@ -645,14 +645,18 @@ class SliceScatter(Layer):
 
 @register("Tensor.select")
 class Select(Layer):
-    """``x.select(dim, index)`` (``x[:, index]``): the dim is removed; negative counts back."""
+    """``x.select(dim, index)`` (``x[:, index]``): the dim is removed; negative counts back.
+
+    An ONNX model's ``Gather`` of constant indices (``x[:, [2, 1, 0]]``, a channel swap)
+    comes from pnnx as a select of a list, ``index=(2,1,0)``: those items, the dim kept."""
 
     is_view = True
 
     def build(self, params: Params) -> None:
         self.dim = params.int("dim")
         self.index_input = params.input_for("index")
-        self.index = params.int("index") if self.index_input is None else None
+        self.picks = params.ints("index") if isinstance(params.raw("index", None), list) else None
+        self.index = params.int("index") if self.index_input is None and self.picks is None else None
 
     def batchwise(self, inputs, outputs) -> bool:
         return self.index_input is None and rows_kept(inputs, outputs) and off_rows([self.dim], len(inputs[0].shape))
@@ -661,14 +665,17 @@ class Select(Layer):
         self.expect_inputs(shapes, 1 if self.index_input is None else 2)
         shape = shapes[0]
         axis = _axis(self.dim, len(shape))
-        if self.index is not None and not -shape[axis] <= self.index < shape[axis]:
-            raise ShapeMismatch(
-                f"index {self.index} is out of range for dim {self.dim} of size {shape[axis]}"
-            )
+        for index in self.picks if self.picks is not None else [self.index]:
+            if index is not None and not -shape[axis] <= index < shape[axis]:
+                raise ShapeMismatch(f"index {index} is out of range for dim {self.dim} of size {shape[axis]}")
+        if self.picks is not None:
+            return [shape[:axis] + (len(self.picks),) + shape[axis + 1:]]
         return [shape[:axis] + shape[axis + 1:]]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = inputs[0]
+        if self.picks is not None:
+            return [np.take(x, self.picks, axis=_axis(self.dim, x.ndim))]
         index = self.index if self.index_input is None else scalar_int(inputs[self.index_input], "index")
         return [_take(x, _axis(self.dim, x.ndim), index)]
 

@@ -62,7 +62,8 @@ class TokenClassifier(torch.nn.Module):
 class OnnxOperators(torch.nn.Module):
     """The operators pnnx leaves under their ONNX names (CumSum, TopK, ArgMax, ArgMin,
     GatherElements, Gather and Pad of an unfold, IsNaN, Mod, OneHot, Trilu, ReduceMax over
-    two axes), their results flattened into one vector."""
+    two axes; a Gather of constant indices, which pnnx makes a select of a list), their
+    results flattened into one vector."""
 
     def __init__(self):
         super().__init__()
@@ -79,6 +80,7 @@ class OnnxOperators(torch.nn.Module):
             torch.nn.functional.one_hot(ints.abs().clamp(max=4), 5).sum(-2), torch.tril(x[0, :, :10]),
             torch.triu(x[0, :, 10:20], 1), x / x.abs().amax(dim=(1, 2), keepdim=True),
             torch.nn.functional.unfold(x.reshape(1, 2, 10, 16), 3, padding=1),
+            x[:, torch.tensor([3, 1, 7])],  # a Gather of constant indices: a select of a list, to pnnx
         ]
         return torch.cat([p.float().flatten() for p in pieces])
 

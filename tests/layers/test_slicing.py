@@ -310,6 +310,15 @@ def test_select_negative_and_out_of_range():
         shapes_of(make("Tensor.select", {"dim": 1, "index": 6}), X.shape)
 
 
+def test_select_of_a_list_keeps_the_dim():
+    """pnnx writes an ONNX Gather of constant indices (``x[:, [5, 0, -1]]``) so."""
+    layer = make("Tensor.select", {"dim": 1, "index": [5, 0, -1]})
+    assert shapes_of(layer, X.shape) == [(2, 3, 5)]
+    np.testing.assert_array_equal(layer.forward([X])[0], X[:, [5, 0, -1]])
+    with pytest.raises(ShapeMismatch, match="index 6 is out of range for dim 1 of size 6"):
+        shapes_of(make("Tensor.select", {"dim": 1, "index": [0, 6]}), X.shape)
+
+
 def test_select_of_a_vector_is_a_0d_array_view():
     x = np.arange(4, dtype=np.float32)
     (got,) = make("Tensor.select", {"dim": 0, "index": 2}).forward([x])

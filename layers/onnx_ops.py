@@ -9,7 +9,7 @@
     FloatTest        IsNaN (x), IsInf (x; detect_negative, detect_positive)
     Mod              Mod (a, b; fmod)                             the divisor's sign, or C's fmod
     OneHot           OneHot (indices, depth, values; axis)        values = (off, on)
-    Pad              Pad (x; pads, mode, value)                   constant, reflect or edge; < 0 crops
+    Pad              Pad (x; pads, mode, value)                   constant, reflect, edge, wrap; < 0 crops
     Reduce           ReduceMax/Min/Sum/Mean/Prod (x; axes, keepdims)
     TopK             TopK (x, k; axis, largest, sorted)           values and int64 indices
     Trilu            Trilu (x[, k]; upper)
@@ -239,10 +239,10 @@ class OneHot(Layer):
 @register("Pad")
 class Pad(Layer):
     """Padded by ``pads`` (every axis's start, then every axis's end; a negative one crops):
-    with ``value`` (``constant``), the mirror image without the edge (``reflect``), or the
-    edge repeated (``edge``)."""
+    with ``value`` (``constant``), the mirror image without the edge (``reflect``), the edge
+    repeated (``edge``), or the other end's values (``wrap``)."""
 
-    _MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge"}
+    _MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
     def build(self, params: Params) -> None:
         self.pads = params.ints("pads")

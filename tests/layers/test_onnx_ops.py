@@ -83,7 +83,8 @@ def test_one_hot_counts_negative_indices_from_the_end_and_skips_those_out_of_ran
         TensorSpec((4, 3), F32)]
 
 
-@pytest.mark.parametrize(("mode", "numpy_mode"), [("constant", "constant"), ("reflect", "reflect"), ("edge", "edge")])
+@pytest.mark.parametrize(("mode", "numpy_mode"),
+                         [("constant", "constant"), ("reflect", "reflect"), ("edge", "edge"), ("wrap", "wrap")])
 def test_pad_pads_and_crops(mode, numpy_mode):
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     layer = onnx("Pad", pads=[1, -1, 2, 1], mode=mode)  # rows +1 / +2, columns -1 / +1

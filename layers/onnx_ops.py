@@ -11,6 +11,8 @@
     OneHot           OneHot (indices, depth, values; axis)        values = (off, on)
     Pad              Pad (x; pads, mode, value)                   constant, reflect, edge, wrap; < 0 crops
     Reduce           ReduceMax/Min/Sum/Mean/Prod (x; axes, keepdims)
+    ScatterElements  ScatterElements (data, indices, updates; axis, reduction)   torch.scatter
+    ScatterND        ScatterND (data, indices, updates; reduction)   rows of index tuples
     TopK             TopK (x, k; axis, largest, sorted)           values and int64 indices
     Trilu            Trilu (x[, k]; upper)
 
@@ -315,6 +317,78 @@ class Reduce(Layer):
         x = np.asarray(inputs[0])
         reduced = self.function(x, axis=self._axes(x.ndim), keepdims=self.keepdims)
         return [np.asarray(reduced, x.dtype)]
+
+
+#: ONNX's scatter reductions, as the ufuncs whose ``at`` applies them to repeated places.
+_REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _scattered(data: np.ndarray, places: tuple[np.ndarray, ...], updates: np.ndarray, reduction: str
+               ) -> np.ndarray:
+    """A copy of ``data`` with ``updates`` written (``none``: the last write to a place wins)
+    or reduced into ``places``."""
+    out = data.copy()
+    if reduction == "none":
+        out[places] = updates
+    else:
+        _REDUCTIONS[reduction].at(out, places, updates.astype(out.dtype, copy=False))
+    return out
+
+
+def _three_tensors(specs: list[Spec]) -> tuple[TensorSpec, TensorSpec, TensorSpec]:
+    names = ("the data", "the indices", "the updates")
+    data, indices, updates = (_tensor(spec, name) for spec, name in zip(specs, names))
+    return data, indices, updates
+
+
+@register("ScatterElements")
+class ScatterElements(Layer):
+    """``torch.scatter``: ``data`` with each update written at its own position, the index
+    along ``axis`` replaced by the one given for it (or added, multiplied, ... there)."""
+
+    def build(self, params: Params) -> None:
+        self.axis = params.int("axis", 0)
+        self.reduction = params.str("reduction", "none", choices=("none", *_REDUCTIONS))
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        data, indices, updates = _three_tensors(specs)
+        if (len(indices.shape) != len(data.shape) or indices.shape != updates.shape
+                or indices.dtype.kind not in "iu"):
+            raise ShapeMismatch(f"ScatterElements takes integer indices of the data's rank and updates of "
+                                f"their shape, given {indices} and {updates} for {data}")
+        normalize_axis(self.axis, len(data.shape))
+        return [data]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        data, indices, updates = (np.asarray(v) for v in inputs)
+        axis = normalize_axis(self.axis, data.ndim)
+        places = list(np.indices(indices.shape, sparse=True))
+        places[axis] = _wrapped(indices, data.shape[axis], "ScatterElements")
+        return [_scattered(data, tuple(np.broadcast_arrays(*places)), updates, self.reduction)]
+
+
+@register("ScatterND")
+class ScatterND(Layer):
+    """``data`` with updates written at index tuples: the last axis of ``indices`` (k long)
+    addresses the first k axes of the data, the update there being the rest."""
+
+    def build(self, params: Params) -> None:
+        self.reduction = params.str("reduction", "none", choices=("none", *_REDUCTIONS))
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        data, indices, updates = _three_tensors(specs)
+        depth = indices.shape[-1] if indices.shape else 0
+        want = indices.shape[:-1] + data.shape[depth:]
+        if indices.dtype.kind not in "iu" or not 1 <= depth <= len(data.shape) or updates.shape != want:
+            raise ShapeMismatch(f"ScatterND: indices {indices} into {data} take updates of shape {want}, "
+                                f"given {updates.shape}")
+        return [data]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        data, indices, updates = (np.asarray(v) for v in inputs)
+        depth = indices.shape[-1]
+        places = tuple(_wrapped(indices[..., k], data.shape[k], "ScatterND") for k in range(depth))
+        return [_scattered(data, places, updates, self.reduction)]
 
 
 @register("TopK")

@@ -62,8 +62,9 @@ class TokenClassifier(torch.nn.Module):
 class OnnxOperators(torch.nn.Module):
     """The operators pnnx leaves under their ONNX names (CumSum, TopK, ArgMax, ArgMin,
     GatherElements, Gather and Pad of an unfold, IsNaN, Mod, OneHot, Trilu, ReduceMax over
-    two axes; a Gather of constant indices, which pnnx makes a select of a list), their
-    results flattened into one vector."""
+    two axes; a Gather of constant indices, which pnnx makes a select of a list;
+    ScatterElements, with and without a reduction, and ScatterND), their results flattened
+    into one vector."""
 
     def __init__(self):
         super().__init__()
@@ -81,6 +82,9 @@ class OnnxOperators(torch.nn.Module):
             torch.triu(x[0, :, 10:20], 1), x / x.abs().amax(dim=(1, 2), keepdim=True),
             torch.nn.functional.unfold(x.reshape(1, 2, 10, 16), 3, padding=1),
             x[:, torch.tensor([3, 1, 7])],  # a Gather of constant indices: a select of a list, to pnnx
+            torch.scatter(x, 2, self.picks, x[:, :, :5] * 2),
+            torch.scatter_add(x, 2, self.picks, x[:, :, 5:10]),  # ScatterElements reduction=add
+            x.index_put((torch.tensor([0, 0]), torch.tensor([2, 7])), x[0, :2] * 3),  # ScatterND
         ]
         return torch.cat([p.float().flatten() for p in pieces])
 

@@ -124,3 +124,28 @@ def test_trilu_keeps_a_triangle_from_diagonal_k():
     x = np.arange(1, 10, dtype=np.float32).reshape(3, 3)
     np.testing.assert_array_equal(onnx("Trilu").forward([x])[0], np.triu(x))
     np.testing.assert_array_equal(onnx("Trilu", -1, upper=0).forward([x, None])[0], np.tril(x, -1))
+
+
+@pytest.mark.parametrize(("reduction", "torch_reduce"),
+                         [("add", np.add), ("mul", np.multiply), ("max", np.maximum), ("min", np.minimum)])
+def test_scatter_elements_reduces_repeated_places(reduction, torch_reduce):
+    data = np.array([[1.0, 2.0, 3.0]], np.float32)
+    indices, updates = np.array([[2, -1, 0, 2]]), np.array([[5.0, 0.5, 4.0, -2.0]], np.float32)
+    (got,) = onnx("ScatterElements", ..., ..., axis=1, reduction=reduction).forward([data, indices, updates])
+    want = data.copy()
+    for place, value in zip([2, 2, 0, 2], updates[0]):
+        want[0, place] = torch_reduce(want[0, place], value)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_scatter_elements_writes_and_scatter_nd_writes_rows():
+    data = np.zeros((2, 3), np.float32)
+    (got,) = onnx("ScatterElements", ..., ..., axis=0).forward([data, np.array([[1, 0, 1]]), np.ones((1, 3))])
+    assert got.tolist() == [[0, 1, 0], [1, 0, 1]]
+    layer = onnx("ScatterND", ..., ...)
+    (got,) = layer.forward([data, np.array([[1], [-2]]), np.array([[1, 2, 3], [4, 5, 6]], np.float32)])
+    assert got.tolist() == [[4, 5, 6], [1, 2, 3]]
+    (got,) = onnx("ScatterND", ..., ..., reduction="add").forward([data, np.array([[0, 1], [0, 1]]), np.ones(2)])
+    assert got.tolist() == [[0, 2, 0], [0, 0, 0]]
+    with pytest.raises(ShapeMismatch, match=r"take updates of shape \(2,\), given \(2, 3\)"):
+        layer.infer([TensorSpec((2, 3), F32), TensorSpec((2, 2), I64), TensorSpec((2, 3), F32)])

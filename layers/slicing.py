@@ -296,7 +296,10 @@ class Chunk(_Pieces):
 @register("torch.split")
 class Split(_Pieces):
     """``torch.split(x, size or [sizes], dim)``: equal pieces (last smaller) or given sizes; a
-    dynamic export hands sizes computed from the input's shape over as input 1."""
+    dynamic export hands sizes computed from the input's shape over as input 1. An ONNX
+    ``Split`` without sizes (GLU, ``chunk`` at opsets 13 to 17) comes from pnnx with
+    ``split_size_or_sections=None``: as many equal pieces as it has outputs (ONNX's rule,
+    the last smaller where the size does not divide)."""
 
     def build(self, params: Params) -> None:
         self._read_dim(params)
@@ -307,6 +310,8 @@ class Split(_Pieces):
         if self.sizes_at is not None:
             return
         value = params.raw("split_size_or_sections")
+        if value is None:  # ONNX: one equal piece per output
+            return
         if isinstance(value, list):
             self.sections = params.ints("split_size_or_sections")
             if any(s < 0 for s in self.sections):
@@ -317,6 +322,12 @@ class Split(_Pieces):
                 raise params.error(f"split_size_or_sections={self.size} must be positive")
 
     def bounds(self, size: int) -> list[tuple[int, int]]:
+        if self.sections is None and not self.size:  # one equal piece per output
+            piece = -(-size // self.num_outputs)
+            if piece * (self.num_outputs - 1) > size:
+                raise ShapeMismatch(f"a dim {self.dim} of size {size} cannot be split into "
+                                    f"{self.num_outputs} pieces")
+            return _split_bounds(None, max(piece, 1), size, self.dim)
         return _split_bounds(self.sections, self.size, size, self.dim)
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
@@ -648,7 +659,9 @@ class Select(Layer):
     """``x.select(dim, index)`` (``x[:, index]``): the dim is removed; negative counts back.
 
     An ONNX model's ``Gather`` of constant indices (``x[:, [2, 1, 0]]``, a channel swap)
-    comes from pnnx as a select of a list, ``index=(2,1,0)``: those items, the dim kept."""
+    comes from pnnx as a select of a list, ``index=(2,1,0)``: those items, the dim kept. Of
+    one index (``x[:, [-2]]``) pnnx writes the number alone, but annotates the output with
+    the input's rank, which no true select has: the dim is kept there too."""
 
     is_view = True
 
@@ -657,6 +670,9 @@ class Select(Layer):
         self.index_input = params.input_for("index")
         self.picks = params.ints("index") if isinstance(params.raw("index", None), list) else None
         self.index = params.int("index") if self.index_input is None and self.picks is None else None
+        written, read = params.op.outputs[0].shape if params.op.outputs else None, params.op.inputs[0].shape
+        if self.index is not None and written is not None and read is not None and len(written) == len(read):
+            self.picks, self.index = (self.index,), None
 
     def batchwise(self, inputs, outputs) -> bool:
         return self.index_input is None and rows_kept(inputs, outputs) and off_rows([self.dim], len(inputs[0].shape))

@@ -63,8 +63,8 @@ class OnnxOperators(torch.nn.Module):
     """The operators pnnx leaves under their ONNX names (CumSum, TopK, ArgMax, ArgMin,
     GatherElements, Gather and Pad of an unfold, IsNaN, Mod, OneHot, Trilu, ReduceMax over
     two axes; a Gather of constant indices, which pnnx makes a select of a list;
-    ScatterElements, with and without a reduction, and ScatterND), their results flattened
-    into one vector."""
+    ScatterElements, with and without a reduction, and ScatterND; a Split without sizes,
+    which pnnx leaves without them), their results flattened into one vector."""
 
     def __init__(self):
         super().__init__()
@@ -85,6 +85,8 @@ class OnnxOperators(torch.nn.Module):
             torch.scatter(x, 2, self.picks, x[:, :, :5] * 2),
             torch.scatter_add(x, 2, self.picks, x[:, :, 5:10]),  # ScatterElements reduction=add
             x.index_put((torch.tensor([0, 0]), torch.tensor([2, 7])), x[0, :2] * 3),  # ScatterND
+            torch.nn.functional.glu(x, -1),  # a Split without sizes: split_size_or_sections=None, to pnnx
+            x[:, :, [-2]],  # a Gather of one constant index: a select of a number, the dim annotated kept
         ]
         return torch.cat([p.float().flatten() for p in pieces])
 

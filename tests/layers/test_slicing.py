@@ -120,6 +120,15 @@ def test_chunk_bad_params(params):
         make("torch.chunk", params)
 
 
+def test_split_without_sizes_gives_one_equal_piece_per_output():
+    """pnnx writes an ONNX Split without sizes (GLU at opsets 13 to 17) so."""
+    layer = make("torch.split", {"dim": -1, "split_size_or_sections": None}, outputs=2)
+    assert shapes_of(layer, X.shape) == [(2, 6, 3), (2, 6, 2)]
+    halves = make("torch.split", {"dim": 1, "split_size_or_sections": None}, outputs=3).forward([X])
+    assert [h.shape for h in halves] == [(2, 2, 5)] * 3
+    np.testing.assert_array_equal(np.concatenate(halves, 1), X)
+
+
 def test_split_pieces_are_views():
     layer = make("torch.split", {"dim": 1, "split_size_or_sections": 4}, outputs=2)
     a, b = layer.forward([X])
@@ -317,6 +326,18 @@ def test_select_of_a_list_keeps_the_dim():
     np.testing.assert_array_equal(layer.forward([X])[0], X[:, [5, 0, -1]])
     with pytest.raises(ShapeMismatch, match="index 6 is out of range for dim 1 of size 6"):
         shapes_of(make("Tensor.select", {"dim": 1, "index": [0, 6]}), X.shape)
+
+
+def test_select_annotated_with_the_inputs_rank_keeps_the_dim():
+    """pnnx writes an ONNX Gather of one constant index (``x[:, [-2]]``) as ``index=-2``
+    but annotates the kept dim; a true select's annotation has one dim fewer."""
+    op = operator("Tensor.select", {"dim": 1, "index": -2})
+    op.inputs[0].shape, op.outputs[0].shape = (2, 6, 5), (2, 1, 5)
+    layer = lookup("Tensor.select")(op)
+    assert shapes_of(layer, X.shape) == [(2, 1, 5)]
+    np.testing.assert_array_equal(layer.forward([X])[0], X[:, [-2]])
+    op.outputs[0].shape = (2, 5)
+    assert shapes_of(lookup("Tensor.select")(op), X.shape) == [(2, 5)]
 
 
 def test_select_of_a_vector_is_a_0d_array_view():

@@ -338,7 +338,8 @@ def _fixed_at_export(program: Program, given: Mapping[str, Spec]) -> str:
             batch = " (or run one sample at a time)" if differ == [0] and exported[0] == 1 else ""
             return ("; the export fixed the sizes it traced: export again with a second input "
                     "shape (`graphexec.export(..., dynamic_inputs=...)`, pnnx's `inputs2`) to keep "
-                    f"them dynamic{batch}")
+                    f"them dynamic{batch}, or, for a model converted from ONNX, convert it at these "
+                    "shapes (`graphexec.convert(..., input_shapes=...)`)")
     return ""
 
 

@@ -208,7 +208,7 @@ def _run_pnnx(tool: str, source: Path, shapes: str, base: Path) -> None:
     """Run pnnx on ``source`` in a scratch folder (it writes several files, some beside its
     input), then move ``.pnnx.param`` and ``.pnnx.bin`` to ``base`` + suffix."""
     with tempfile.TemporaryDirectory(prefix=".converting-", dir=base.parent) as tmp:
-        scratch = Path(tmp)
+        scratch = Path(tmp).resolve()  # pnnx runs in it: a relative path would be read from there
         link = scratch / ("model" + source.suffix)
         try:
             link.symlink_to(source.resolve())

@@ -10,7 +10,7 @@
     Mod              Mod (a, b; fmod)                             the divisor's sign, or C's fmod
     OneHot           OneHot (indices, depth, values; axis)        values = (off, on)
     Pad              Pad (x; pads, mode, value)                   constant, reflect, edge, wrap; < 0 crops
-    Reduce           ReduceMax/Min/Sum/Mean/Prod (x; axes, keepdims)
+    Reduce           ReduceMax / ReduceMin (x; axes, keepdims)    over several axes
     ScatterElements  ScatterElements (data, indices, updates; axis, reduction)   torch.scatter
     ScatterND        ScatterND (data, indices, updates; reduction)   rows of index tuples
     TopK             TopK (x, k; axis, largest, sorted)           values and int64 indices
@@ -280,13 +280,13 @@ class Pad(Layer):
         return [np.pad(kept, grow, mode=self._MODES[self.mode])]
 
 
-@register("ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceProd")
+@register("ReduceMax", "ReduceMin")
 class Reduce(Layer):
-    """A reduction over ``axes`` (every axis where none are given), keeping them as size 1
-    with ``keepdims`` (the default)."""
+    """The largest (smallest) value over ``axes`` (every axis where none are given), keeping
+    them as size 1 with ``keepdims`` (the default). pnnx translates these over one axis, and
+    the sums, means and products over any, into its own operators."""
 
-    _FUNCTIONS = {"ReduceMax": np.max, "ReduceMin": np.min, "ReduceSum": np.sum, "ReduceMean": np.mean,
-                  "ReduceProd": np.prod}
+    _FUNCTIONS = {"ReduceMax": np.max, "ReduceMin": np.min}
 
     def build(self, params: Params) -> None:
         axes = params.ints("axes", default=None)
@@ -307,7 +307,7 @@ class Reduce(Layer):
     def infer(self, specs: list[Spec]) -> list[Spec]:
         x = _tensor(specs[0], "the input")
         axes = self._axes(len(x.shape))
-        if self.type in ("ReduceMax", "ReduceMin") and any(x.shape[a] == 0 for a in axes):
+        if any(x.shape[a] == 0 for a in axes):
             raise ShapeMismatch(f"{self.type} of an empty axis of {x.shape}")
         shape: Shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape)
                              if self.keepdims or i not in axes)

@@ -1,12 +1,14 @@
-"""Export small networks (torchvision's, a token classifier) to ONNX with onnxruntime's answers, into
-tests/fixtures/onnx/.
+"""Export small networks (torchvision's, a token classifier, a module of operators) to ONNX with
+onnxruntime's answers, into tests/fixtures/onnx/.
 
 For each network: ``<name>.onnx`` (``torch.onnx.export``, random weights, batch-norm
 statistics made non-trivial) and ``<name>.ort.npz`` holding the input ``in0`` and
 onnxruntime's output ``out0`` on it. ``tests/test_onnx.py`` converts each file with pnnx
 (``graphexec.convert``) and checks graphexec's output against onnxruntime's, so the test
-needs pnnx but neither torch nor onnxruntime. Needs torch, torchvision, onnx and
-onnxruntime (the export extra plus ``pip install onnx onnxruntime``). Usage::
+needs pnnx but neither torch nor onnxruntime. The module of the operators pnnx leaves under
+their ONNX names is also kept converted, as a golden fixture under tests/fixtures/ops/onnx/.
+Needs torch, torchvision, pnnx, onnx and onnxruntime (the export extra plus ``pip install
+onnx onnxruntime``). Usage::
 
     python tools/export_onnx_fixtures.py [name ...]
 """
@@ -61,8 +63,8 @@ class TokenClassifier(torch.nn.Module):
 
 class OnnxOperators(torch.nn.Module):
     """The operators pnnx leaves under their ONNX names (CumSum, TopK, ArgMax, ArgMin,
-    GatherElements, Gather and Pad of an unfold, IsNaN, Mod, OneHot, Trilu, ReduceMax over
-    two axes; a Gather of constant indices, which pnnx makes a select of a list;
+    GatherElements, Gather and Pad of an unfold, IsNaN, IsInf, Mod, OneHot, Trilu, ReduceMax
+    and ReduceMin over two axes; a Gather of constant indices, which pnnx makes a select of a list;
     ScatterElements, with and without a reduction, and ScatterND; a Split without sizes,
     which pnnx leaves without them), their results flattened into one vector."""
 
@@ -87,6 +89,7 @@ class OnnxOperators(torch.nn.Module):
             x.index_put((torch.tensor([0, 0]), torch.tensor([2, 7])), x[0, :2] * 3),  # ScatterND
             torch.nn.functional.glu(x, -1),  # a Split without sizes: split_size_or_sections=None, to pnnx
             x[:, :, [-2]],  # a Gather of one constant index: a select of a number, the dim annotated kept
+            x.amin(dim=(1, 2), keepdim=True), torch.isinf(1 / (x - x[0, 0, 0])),
         ]
         return torch.cat([p.float().flatten() for p in pieces])
 
@@ -132,6 +135,30 @@ def export(name: str, target: Path = TARGET) -> Path:
     return path
 
 
+#: Networks whose pnnx conversion is also kept as a per-operator golden fixture (the golden
+#: tests need every operator graphexec registers in one, and these operators come only from
+#: ONNX): tests/fixtures/ops/onnx/<name>/, onnxruntime's output as the reference.
+AS_OPERATOR_FIXTURES = ("onnx_operators",)
+OPS_TARGET = TARGET.parent / "ops" / "onnx"
+
+
+def keep_as_operator_fixture(name: str, target: Path = TARGET) -> Path:
+    """Convert ``target/<name>.onnx`` with pnnx into ``OPS_TARGET/<name>/`` beside its input
+    and onnxruntime's output (``io.npz``), as the golden fixtures hold them."""
+    import graphexec
+
+    folder = OPS_TARGET / name
+    folder.mkdir(parents=True, exist_ok=True)
+    with np.load(target / f"{name}.ort.npz") as reference:
+        x, y = reference["in0"], reference["out0"]
+    graphexec.convert(target / f"{name}.onnx", input_shapes=[x.shape], output=folder / "model")
+    np.savez_compressed(folder / "io.npz", in0=x, out0=y)
+    print(f"{name}: kept as a golden fixture in {folder}")
+    return folder
+
+
 if __name__ == "__main__":
     for network_name in sys.argv[1:] or NETWORKS:
         export(network_name)
+        if network_name in AS_OPERATOR_FIXTURES:
+            keep_as_operator_fixture(network_name)

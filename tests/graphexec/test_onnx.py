@@ -71,6 +71,18 @@ def test_convert_matches_onnxruntime(tmp_path, name):
 
 
 @needs_pnnx
+def test_a_model_named_by_a_relative_path_converts(tmp_path, monkeypatch):
+    """pnnx runs in a scratch folder: the model's path must not be read from there."""
+    x, want = reference("shufflenet_v2")
+    shutil.copyfile(FIXTURES / "shufflenet_v2.onnx", tmp_path / "net.onnx")
+    monkeypatch.chdir(tmp_path)
+    param = graphexec.convert("net.onnx")
+    assert param.resolve() == tmp_path / "net.pnnx.param"
+    with Engine.load(param) as engine:
+        assert relative_error(engine.forward(x), want) <= TOLERANCE
+
+
+@needs_pnnx
 def test_input_types_say_what_an_input_holds(tmp_path):
     x, want = reference("token_classifier")
     model = tmp_path / "tokens.onnx"

@@ -141,6 +141,18 @@ def _sgn(x: np.ndarray) -> np.ndarray:
     return np.where(magnitude == 0, 0, x / np.where(magnitude == 0, 1, magnitude)).astype(x.dtype)
 
 
+def _trunc_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Division rounded toward zero (ONNX's integer ``Div``, C's): the floor, one up where
+    the signs differ and something remains; floats divided and truncated."""
+    a, b = np.asarray(a), np.asarray(b)
+    if np.result_type(a, b).kind not in "iu":
+        return np.trunc(np.true_divide(a, b))
+    with np.errstate(divide="ignore"):
+        floor = np.floor_divide(a, b)
+        behind = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return floor + behind.astype(floor.dtype)
+
+
 def _heaviside(x: np.ndarray, values: np.ndarray) -> np.ndarray:
     """0 below zero, 1 above, ``values`` at zero (and 0 at NaN, as in PyTorch)."""
     return np.where(x == 0, values, x > 0).astype(np.result_type(x, values))
@@ -261,6 +273,7 @@ _BINARY: dict[str, tuple[Callable[..., Any], Callable[[np.dtype, bool], tuple[np
     "mul": (np.multiply, _rule_same),
     "div": (np.true_divide, _rule_float),
     "floor_divide": (np.floor_divide, _rule_same),
+    "trunc_divide": (_trunc_divide, _rule_same),  # graphexec's own: ONNX's integer Div
     "remainder": (np.remainder, _rule_same),  # Python's sign rule, like torch.remainder
     "fmod": (np.fmod, _rule_same),  # C's sign rule, like torch.fmod
     "pow": (np.power, _rule_same),
@@ -396,13 +409,14 @@ def to_text(node: Node) -> str:
     return str(value)
 
 
-def floor_divisions(node: Node) -> Node:
-    """``node`` with every ``div`` made a ``floor_divide`` (see :class:`graphexec.layers.expression.Expression`)."""
+def floor_divisions(node: Node, to: str = "floor_divide") -> Node:
+    """``node`` with every ``div`` made a ``floor_divide`` (or ``to``; see
+    :class:`graphexec.layers.expression.Expression`)."""
     if isinstance(node, Call):
-        name = "floor_divide" if node.name == "div" else node.name
-        return Call(name, tuple(floor_divisions(a) for a in node.args))
+        name = to if node.name == "div" else node.name
+        return Call(name, tuple(floor_divisions(a, to) for a in node.args))
     if isinstance(node, ListNode):
-        return ListNode(tuple(floor_divisions(i) for i in node.items))
+        return ListNode(tuple(floor_divisions(i, to) for i in node.items))
     return node
 
 

@@ -8,11 +8,13 @@ reports known scalar values (sizes) as :class:`graphexec.layers._expr.ScalarSpec
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 
 from graphexec import dtypes
+from graphexec.ir import INPUT_TYPE, Operator
 from graphexec.layers import _expr, _promotion
 from graphexec.layers._samples import broadcast_rows
 from graphexec.layers.base import Layer, Params, ShapeMismatch
@@ -37,6 +39,27 @@ def expression_text(value: Any) -> str:
     return _expr.to_text(_expr.Literal(value))
 
 
+#: How pnnx names the inputs of a model it traced with TorchScript; one it converted from
+#: ONNX keeps the ONNX graph's input names.
+_TRACED_INPUT = re.compile(r"pnnx_input_\d+")
+
+
+def converted_from_onnx(op: Operator) -> bool:
+    """Whether the graph ``op`` belongs to came from ONNX, as the names of the model inputs
+    it reads (through any chain of operators) say."""
+    seen: set[int] = set()
+    todo = [operand.producer for operand in op.inputs]
+    while todo:
+        producer = todo.pop()
+        if producer is None or id(producer) in seen:
+            continue
+        seen.add(id(producer))
+        if producer.type == INPUT_TYPE:
+            return _TRACED_INPUT.fullmatch(producer.name) is None
+        todo.extend(operand.producer for operand in producer.inputs)
+    return False
+
+
 @register("pnnx.Expression")
 class Expression(Layer):
     """Evaluates ``expr`` (``add(@0,mul(@1,2))``) over the inputs with PyTorch's semantics.
@@ -45,6 +68,8 @@ class Expression(Layer):
     plain ``div``. True division never gives an integer tensor, so when pnnx annotated the
     result as an integer, its divisions were floor divisions, and are computed as such.
     (``rounding_mode='trunc'`` it writes as ``floor_divide``: that one cannot be told apart.)
+    In a model pnnx converted from ONNX such a ``div`` is ONNX's integer ``Div``, which
+    rounds toward zero, and is computed so.
     """
 
     def build(self, params: Params) -> None:
@@ -57,7 +82,8 @@ class Expression(Layer):
             raise params.error(f"expr={self.text}: {exc}") from None
         annotated = params.op.outputs[0].dtype or ""
         if dtypes.is_known(annotated) and dtypes.numpy_dtype(annotated).kind in "iu":
-            self.tree = _expr.floor_divisions(self.tree)
+            rounding = "trunc_divide" if converted_from_onnx(params.op) else "floor_divide"
+            self.tree = _expr.floor_divisions(self.tree, rounding)
         root = self.tree
         #: Whether the result is one ufunc applied last (``add(@0,@1)``): then it is always
         #: a new array (``@0`` alone is the input itself), and it can be written into memory given.

@@ -66,7 +66,8 @@ class OnnxOperators(torch.nn.Module):
     GatherElements, Gather and Pad of an unfold, IsNaN, IsInf, Mod, OneHot, Trilu, ReduceMax
     and ReduceMin over two axes; a Gather of constant indices, which pnnx makes a select of a list;
     ScatterElements, with and without a reduction, and ScatterND; a Split without sizes,
-    which pnnx leaves without them), their results flattened into one vector."""
+    which pnnx leaves without them; integer divisions, whose Div rounds toward zero), their
+    results flattened into one vector."""
 
     def __init__(self):
         super().__init__()
@@ -76,6 +77,7 @@ class OnnxOperators(torch.nn.Module):
         values, indices = torch.topk(x, 3, dim=1)
         smallest, where = torch.topk(x, 2, dim=-1, largest=False)
         ints = (x * 10).long()
+        signed = ((x - 0.5) * 10).long()
         pieces = [
             torch.cumsum(x, dim=1), torch.cumsum(x, dim=-1), values, indices, smallest, where,
             x.argmax(-1, keepdim=True), x.argmin(1), torch.gather(x, 2, self.picks),
@@ -90,6 +92,8 @@ class OnnxOperators(torch.nn.Module):
             torch.nn.functional.glu(x, -1),  # a Split without sizes: split_size_or_sections=None, to pnnx
             x[:, :, [-2]],  # a Gather of one constant index: a select of a number, the dim annotated kept
             x.amin(dim=(1, 2), keepdim=True), torch.isinf(1 / (x - x[0, 0, 0])),
+            # integer divisions of negative numbers: ONNX's Div rounds toward zero
+            signed.div(4, rounding_mode="floor"), signed.div(4, rounding_mode="trunc"),
         ]
         return torch.cat([p.float().flatten() for p in pieces])
 

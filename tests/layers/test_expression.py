@@ -430,6 +430,19 @@ def test_division_annotated_as_integer_is_a_floor_division():
     assert out.dtype == I64 and out.tolist() == [-3, 4]
 
 
+@pytest.mark.parametrize(("input_name", "want"), [("pnnx_input_0", [-4, 3, -4, 3]), ("x", [-3, 3, -3, 3])])
+def test_an_integer_division_from_onnx_rounds_toward_zero(input_name, want):
+    """A model pnnx converted from ONNX keeps the ONNX graph's input names: its integer
+    ``div`` is ONNX's ``Div``, which truncates; a traced model's is a lost floor."""
+    graph = Graph()
+    graph.add_operator("pnnx.Input", input_name, [], ["a"])
+    graph.add_operator("pnnx.Expression", "n", ["a"], ["b"], {"expr": "neg(@0)"})
+    op = graph.add_operator("pnnx.Expression", "e", ["b"], ["c"], {"expr": "div(@0,2)"})
+    op.outputs[0].dtype = "i64"
+    (out,) = Expression(op).forward([np.array([-7, 7, -7, 6])])
+    assert out.dtype == I64 and out.tolist() == want
+
+
 DYNAMIC_PARAM = """7767517
 4 3
 pnnx.Input in0 0 1 0 #0=(?,?,?)f32

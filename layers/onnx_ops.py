@@ -249,7 +249,9 @@ class Pad(Layer):
     def build(self, params: Params) -> None:
         self.pads = params.ints("pads")
         self.mode = params.str("mode", "constant", choices=tuple(self._MODES))
-        value = constant_input(params, 2) if len(params.op.inputs) > 2 else params.raw("value", 0.0)
+        # ONNX gives the value as the last input (pnnx takes the pads into an attribute)
+        inputs = len(params.op.inputs)
+        value = constant_input(params, inputs - 1) if inputs > 1 else params.raw("value", 0.0)
         if value is NOT_CONSTANT or isinstance(value, bool) or not isinstance(value, (int, float)):
             raise params.error(f"the pad value must be a constant number, given {value!r}")
         self.value = value

@@ -96,7 +96,9 @@ def test_pad_pads_and_crops(mode, numpy_mode):
         layer.infer([TensorSpec((3, 4, 5), F32)])
 
 
-def test_pad_refuses_a_value_the_run_computes():
+def test_pad_takes_its_value_from_the_last_input_and_refuses_one_the_run_computes():
+    (got,) = onnx("Pad", 2.5, pads=[1, 0]).forward([np.zeros(2, np.float32), None])
+    assert got.tolist() == [2.5, 0, 0]
     with pytest.raises(LayerConfigError, match="pad value must be a constant number"):
         onnx("Pad", ..., ..., pads=[0, 0])
 

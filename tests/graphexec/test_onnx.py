@@ -87,8 +87,8 @@ def test_input_types_say_what_an_input_holds(tmp_path):
     x, want = reference("token_classifier")
     model = tmp_path / "tokens.onnx"
     shutil.copyfile(FIXTURES / "token_classifier.onnx", model)
-    for given in (["i64"], [np.int64]):
-        param = graphexec.convert(model, input_shapes=[x.shape], input_types=given, output=tmp_path / str(given[0]))
+    for k, given in enumerate((["i64"], [np.int64])):
+        param = graphexec.convert(model, input_shapes=[x.shape], input_types=given, output=tmp_path / f"typed{k}")
         with Engine.load(param) as engine:
             assert engine.input_dtypes["in0"] == np.int64
             assert relative_error(engine.forward(x), want) <= TOLERANCE

@@ -30,6 +30,7 @@ import numpy as np
 
 from graphexec.layers.aten import NOT_CONSTANT, constant_input
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
+from graphexec.layers.indexing import stable_order
 from graphexec.layers.linear import broadcast
 from graphexec.layers.registry import register
 from graphexec.layers.slicing import planned_int, scalar_int
@@ -415,12 +416,8 @@ class TopK(Layer):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         axis = normalize_axis(self.axis, x.ndim)
-        k, n = self.k.read(inputs), x.shape[axis]
-        if self.largest:  # descending and stable: sort the reversed axis, reverse, map back
-            order = n - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
-        else:
-            order = np.argsort(x, axis=axis, kind="stable")
-        indices = np.asarray(np.take(order, np.arange(k), axis=axis), _INT64)
+        order = stable_order(x, axis, descending=self.largest)
+        indices = np.asarray(np.take(order, np.arange(self.k.read(inputs)), axis=axis), _INT64)
         return [np.take_along_axis(x, indices, axis=axis), indices]
 
 

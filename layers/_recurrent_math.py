@@ -12,25 +12,18 @@ bare recurrent module (see :mod:`graphexec.layers.recurrent`).
     Weights             one layer in one direction, transposed views of PyTorch's matrices
 
 The input's product with ``W_ih`` is one matmul over every time step; only the hidden
-state's product runs step by step.
+state's product runs step by step. Each cell folds its weights once (:meth:`Cell.fold`) into
+the form its step reads, so a step is a dozen numpy calls on small rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from graphexec.layers.base import Shape, ShapeMismatch
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)) in place, without overflow warnings for large negative x."""
-    np.negative(x, out=x)
-    np.exp(x, out=x)
-    x += 1
-    return np.reciprocal(x, out=x)
 
 
 @dataclass(frozen=True)
@@ -66,65 +59,137 @@ def expected_shapes(gates: int, inputs: int, hidden: int, proj: int) -> tuple[Sh
     return (width, inputs), (width, proj or hidden), (width,), (width,), (proj, hidden)
 
 
+#: What :meth:`Stack.steps` is, for a faster way to run it: ``(projected, weights, h, c,
+#: reverse, out)``.
+Recurrence = Callable[[np.ndarray, "Weights", np.ndarray, "np.ndarray | None", bool, np.ndarray], None]
+
+
 class Cell:
     #: Gate blocks stacked in the weights (RNN 1, LSTM 4, GRU 3).
     gates = 1
     #: Hidden states carried between steps (LSTM 2: h and c).
     states = 1
 
-    def step(self, xw: np.ndarray, h: np.ndarray, c: np.ndarray | None,
-             weights: Weights) -> tuple[np.ndarray, np.ndarray | None]:
-        """One time step from the input's product ``xw`` (N, gates * H): (new h, new c)."""
+    def fold(self, weights: Weights) -> Weights:
+        """The weights in the form :meth:`step` reads (see each cell); PyTorch's by default."""
+        return weights
+
+    def step(self, xw: np.ndarray, h: np.ndarray, c: np.ndarray | None, weights: Weights,
+             out: np.ndarray) -> np.ndarray | None:
+        """One time step from the input's product ``xw`` (N, gates * H): the new h written
+        to ``out``, the new c returned (``c``, which the cell owns, updated in place)."""
         raise NotImplementedError
 
 
-def _hidden_product(h: np.ndarray, weights: Weights) -> np.ndarray:
-    hw = np.matmul(h, weights.w_hh)
-    if weights.b_hh is not None:
-        hw += weights.b_hh
-    return hw
+def _sum(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    return b if a is None else a if b is None else a + b
+
+
+def _gates_scaled(weights: Weights, order: np.ndarray, scale: np.ndarray, b_ih: np.ndarray | None,
+                  b_hh: np.ndarray | None) -> Weights:
+    """The weights' gate columns put in ``order`` and multiplied by ``scale`` (powers of two:
+    the products come out exactly scaled), with the biases given."""
+    def cols(w: np.ndarray | None) -> np.ndarray | None:
+        return None if w is None else w[..., order] * scale.astype(w.dtype)
+
+    return Weights(cols(weights.w_ih), cols(weights.w_hh), cols(b_ih), cols(b_hh), weights.w_hr)
+
+
+#: ``sigmoid(x) = 0.5 * tanh(x / 2) + 0.5``: one tanh over every gate, the halving folded into
+#: the weights, instead of three passes of exp for each sigmoid.
+HALF = 0.5
 
 
 @dataclass(frozen=True)
 class ElmanCell(Cell):
-    """``h = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``, or relu."""
+    """``h = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``, or relu. Folded: ``b_hh`` added to the
+    input's product with ``b_ih``, once for every step."""
 
     relu: bool = False
 
-    def step(self, xw, h, c, weights):
-        pre = _hidden_product(h, weights)
-        pre += xw
-        return (np.maximum(pre, 0, out=pre) if self.relu else np.tanh(pre, out=pre)), c
+    def fold(self, weights):
+        return Weights(weights.w_ih, weights.w_hh, _sum(weights.b_ih, weights.b_hh), None, weights.w_hr)
+
+    def step(self, xw, h, c, weights, out):
+        np.matmul(h, weights.w_hh, out=out)
+        out += xw
+        if self.relu:
+            np.maximum(out, 0, out=out)
+        else:
+            np.tanh(out, out=out)
+        return c
 
 
 class LSTMCell(Cell):
-    """``c = f*c + i*g``, ``h = o*tanh(c)`` (projected by ``W_hr`` with ``proj_size``)."""
+    """``c = f*c + i*g``, ``h = o*tanh(c)`` (projected by ``W_hr`` with ``proj_size``). Folded:
+    the gates reordered (i, f, o, g), the sigmoid gates' columns halved, both biases summed
+    into the input's product; a step takes one tanh of every gate."""
 
     gates = 4
     states = 2
 
-    def step(self, xw, h, c, weights):
-        pre = _hidden_product(h, weights)
+    def fold(self, weights):
+        hidden = weights.w_hh.shape[1] // 4
+        order = np.concatenate([np.arange(hidden), np.arange(hidden, 2 * hidden),
+                                np.arange(3 * hidden, 4 * hidden), np.arange(2 * hidden, 3 * hidden)])
+        scale = np.repeat([HALF, HALF, HALF, 1.0], hidden)
+        return _gates_scaled(weights, order, scale, _sum(weights.b_ih, weights.b_hh), None)
+
+    def step(self, xw, h, c, weights, out):
+        pre = np.matmul(h, weights.w_hh)
         pre += xw
-        i, f, g, o = np.split(pre, 4, axis=-1)
-        sigmoid(i), sigmoid(f), np.tanh(g, out=g), sigmoid(o)
-        c = f * c + i * g
-        h = o * np.tanh(c)
-        return (h if weights.w_hr is None else np.matmul(h, weights.w_hr)), c
+        np.tanh(pre, out=pre)
+        hidden = pre.shape[-1] // 4
+        sig = pre[:, : 3 * hidden]
+        sig *= HALF
+        sig += HALF
+        g = pre[:, 3 * hidden :]
+        g *= pre[:, :hidden]  # i * g
+        c *= pre[:, hidden : 2 * hidden]  # f * c
+        c += g
+        o = pre[:, 2 * hidden : 3 * hidden]
+        if weights.w_hr is None:
+            np.multiply(o, np.tanh(c), out=out)
+        else:
+            np.matmul(o * np.tanh(c), weights.w_hr, out=out)
+        return c
 
 
 class GRUCell(Cell):
-    """``h = (1 - z) * n + z * h`` with ``n = tanh(x_n + r * (h W_hn^T + b_hn))``."""
+    """``h = (1 - z) * n + z * h`` with ``n = tanh(x_n + r * (h W_hn^T + b_hn))``. Folded: the
+    r and z columns halved (their sigmoid by tanh), their part of ``b_hh`` added to the
+    input's product; ``b_hh`` keeps only ``b_hn`` (zeros before it)."""
 
     gates = 3
 
-    def step(self, xw, h, c, weights):
-        hw = _hidden_product(h, weights)
-        x_r, x_z, x_n = np.split(xw, 3, axis=-1)
-        h_r, h_z, h_n = np.split(hw, 3, axis=-1)
-        r, z = sigmoid(x_r + h_r), sigmoid(x_z + h_z)
-        n = np.tanh(x_n + r * h_n)
-        return n + z * (h - n), c
+    def fold(self, weights):
+        hidden = weights.w_hh.shape[1] // 3
+        order = np.arange(3 * hidden)
+        scale = np.repeat([HALF, HALF, 1.0], hidden)
+        b_ih, b_hh = weights.b_ih, weights.b_hh
+        if b_hh is not None:
+            b_ih = _sum(b_ih, np.concatenate([b_hh[: 2 * hidden], np.zeros(hidden, b_hh.dtype)]))
+            b_hh = np.concatenate([np.zeros(2 * hidden, b_hh.dtype), b_hh[2 * hidden :]])
+        return _gates_scaled(weights, order, scale, b_ih, b_hh)
+
+    def step(self, xw, h, c, weights, out):
+        hw = np.matmul(h, weights.w_hh)
+        if weights.b_hh is not None:
+            hw += weights.b_hh
+        hidden = hw.shape[-1] // 3
+        rz = hw[:, : 2 * hidden]
+        rz += xw[:, : 2 * hidden]
+        np.tanh(rz, out=rz)
+        rz *= HALF
+        rz += HALF
+        n = hw[:, 2 * hidden :]
+        n *= hw[:, :hidden]  # r * (h W_hn^T + b_hn)
+        n += xw[:, 2 * hidden :]
+        np.tanh(n, out=n)
+        np.subtract(h, n, out=out)
+        out *= hw[:, hidden : 2 * hidden]  # z * (h - n)
+        out += n
+        return c
 
 
 @dataclass(frozen=True)
@@ -163,8 +228,10 @@ class Stack:
         return [out, *states]
 
     def run(self, x: np.ndarray, weights: Sequence[Weights], states: Sequence[np.ndarray],
-            dtype: np.dtype) -> list[np.ndarray]:
-        """(output, h_n[, c_n]) in ``dtype`` from the initial ``states`` (zeros where not given)."""
+            dtype: np.dtype, recurrence: Recurrence | None = None) -> list[np.ndarray]:
+        """(output, h_n[, c_n]) in ``dtype`` from the initial ``states`` (zeros where not
+        given); ``recurrence`` runs each layer and direction's steps (by default
+        :meth:`steps`, the cell's numpy)."""
         x = np.asarray(x, dtype=dtype)
         batched = x.ndim == 3
         if not batched:
@@ -184,7 +251,8 @@ class Stack:
             outputs = []
             for direction in range(self.directions):
                 k = layer * self.directions + direction
-                y, *last = self._run_direction(x, weights[k], [s[k] for s in initial], reverse=direction == 1)
+                y, *last = self._run_direction(x, weights[k], [s[k] for s in initial], direction == 1,
+                                               recurrence or self.steps)
                 outputs.append(y)
                 for final, state in zip(finals, last):
                     final.append(state)
@@ -199,7 +267,7 @@ class Stack:
         return [np.asarray(x, order="C"), *results]
 
     def _run_direction(self, x: np.ndarray, weights: Weights, states: list[np.ndarray],
-                       reverse: bool) -> list[np.ndarray]:
+                       reverse: bool, recurrence: Recurrence) -> list[np.ndarray]:
         """One layer in one direction over ``x`` (T, N, I): [outputs (T, N, P or H), last h[, last c]]."""
         steps, batch = x.shape[:2]
         # every step's input product at once
@@ -207,13 +275,20 @@ class Stack:
         if weights.b_ih is not None:
             projected += weights.b_ih
         projected = projected.reshape(steps, batch, -1)
-        h = states[0].copy()
         c = states[1].copy() if len(states) > 1 else None
-        out = np.empty((steps, batch, h.shape[-1]), x.dtype)
-        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
-            h, c = self.cell.step(projected[t], h, c, weights)
-            out[t] = h
+        out = np.empty((steps, batch, states[0].shape[-1]), x.dtype)
+        recurrence(projected, weights, states[0], c, reverse, out)
+        h = (out[0] if reverse else out[-1]).copy() if steps else states[0].copy()
         return [out, h] if c is None else [out, h, c]
+
+    def steps(self, projected: np.ndarray, weights: Weights, h: np.ndarray, c: np.ndarray | None,
+              reverse: bool, out: np.ndarray) -> None:
+        """The steps of one layer in one direction: from the input's products ``projected``
+        (T, N, gates * H) and the first ``h``, every step's h into ``out`` (T, N, P or H);
+        ``c``, the cell's own copy, ends as the last step's."""
+        for t in (range(len(out) - 1, -1, -1) if reverse else range(len(out))):
+            c = self.cell.step(projected[t], h, c, weights, out[t])
+            h = out[t]
 
 
 def flops(tokens: int, matrices: Sequence[Sequence[Shape]]) -> int:

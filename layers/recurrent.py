@@ -76,7 +76,7 @@ class _Recurrent(Layer):
                     params.attr(f"{name}{suffix}", shape=shape, dtype=self.dtype) if given else None
                     for name, shape, given in zip(WEIGHT_NAMES, shapes, wanted)
                 ]
-                self.weights.append(Weights.from_torch(*arrays, dtype=self.dtype))
+                self.weights.append(self.cell.fold(Weights.from_torch(*arrays, dtype=self.dtype)))
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, 1, 1 + self.cell.states)
@@ -208,7 +208,7 @@ class _AtenRecurrent(Layer):
         return hidden, output_size
 
     # -- the layer -------------------------------------------------------------------------
-    def _states(self, hx: Any) -> list[Any]:
+    def initial_states(self, hx: Any) -> list[Any]:
         """The initial states: ``hx`` itself, or for an LSTM the list [h0, c0] it is."""
         return [hx] if self.cell.states == 1 else list(hx)
 
@@ -234,8 +234,9 @@ class _AtenRecurrent(Layer):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         dtype = np.result_type(x.dtype, np.float32)
-        weights = [Weights.from_torch(*group, dtype=dtype) for group in self.split_params(list(inputs[2]))]
-        outputs = self.stack.run(x, weights, self._states(inputs[1]), dtype)
+        weights = [self.cell.fold(Weights.from_torch(*group, dtype=dtype))
+                   for group in self.split_params(list(inputs[2]))]
+        outputs = self.stack.run(x, weights, self.initial_states(inputs[1]), dtype)
         return [out.astype(x.dtype, copy=False) for out in outputs[: self.num_outputs]]
 
     def flops(self, inputs, outputs) -> int:

@@ -23,6 +23,7 @@ from graphexec.devices.cpu.jit import excitation as jit_excitation  # noqa: F401
 from graphexec.devices.cpu.jit import fused as jit_fused  # noqa: F401
 from graphexec.devices.cpu.jit import linear as jit_linear  # noqa: F401
 from graphexec.devices.cpu.jit import pooling as jit_pooling  # noqa: F401
+from graphexec.devices.cpu.jit import recurrent as jit_recurrent  # noqa: F401
 from graphexec.devices.cpu.device import CpuDevice
 from graphexec.devices.cpu.kernel import TIERS, CpuKernel, cpu_kernel, registered
 

@@ -14,6 +14,7 @@ few calls, as loops that release the GIL.
     _loops_elementwise.py        a sum of two tensors with its activations; a per-channel floor
     _loops_excitation.py         a squeeze-and-excitation block in one call
     _loops_linear.py             nn.Linear, its product by numpy's OpenBLAS from the loop
+    _loops_recurrent.py          the steps of nn.RNN, nn.LSTM and nn.GRU, each hidden product by OpenBLAS
     _loops_parts.py              how a loop's range is cut into parts for numba's threads
     _loops_team.py               which system threads numba's are
     _loops_enqueue.py            an OpenCL stretch enqueued in one call (host code for the OpenCL device)
@@ -22,7 +23,7 @@ few calls, as loops that release the GIL.
     activation.py, conv.py,      the kernels (tier "jit"), registered with the CPU device
     pooling.py, fused.py,
     elementwise.py, excitation.py,
-    linear.py
+    linear.py, recurrent.py
 
 The kernel modules import neither numba nor the loop modules: a kernel compiles its loops
 in :meth:`~graphexec.devices.base.Kernel.prepare`, when the plan is built, so an engine

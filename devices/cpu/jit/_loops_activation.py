@@ -5,10 +5,11 @@ and their parameters, applied in order to a contiguous stretch of float32 number
 :func:`activate`, a loop per activation, each of which LLVM vectorises. Convolution,
 pooling and fused kernels call it on each output row they finish, while it is in cache.
 
-numba's ``math.exp`` and ``math.erf`` are scalar calls into libm here and no faster than
-numpy's, so exp is written out (:func:`exp_of`, Cephes' single-precision polynomial after
-a Cody-Waite reduction, its steps fused multiply-adds: within 2 ulp) and erf is the
-layers' own two pieces over it. Each is a function of one number that numba inlines, so
+numba's ``math.exp``, ``math.tanh`` and ``math.erf`` are scalar calls into libm here and no
+faster than numpy's, so exp is written out (:func:`exp_of`, Cephes' single-precision
+polynomial after a Cody-Waite reduction, its steps fused multiply-adds: within 2 ulp),
+tanh is Cephes' single-precision one over it (:func:`tanh_of`), and erf is the layers' own
+two pieces over exp. Each is a function of one number that numba inlines, so
 SiLU, sigmoid and GELU are each one vectorised loop over the numbers, with no temporary
 array. Constants are float32, so the arithmetic stays in float32 as numpy's does.
 """
@@ -58,6 +59,24 @@ def exp_of(v):
     p = fma(p, r, _P5)
     y = fma(p, r * r, r + _ONE) * pow2i(np.int32(k))
     return y if v == v else v
+
+
+_TANH_SMALL = f32(0.625)
+_T0, _T1, _T2 = f32(-5.70498872745e-3), f32(2.06390887954e-2), f32(-5.37397155531e-2)
+_T3, _T4 = f32(1.33314422036e-1), f32(-3.33332819422e-1)
+
+
+@inline
+def tanh_of(v):
+    """tanh(v) of a float32 (Cephes' single precision: an odd polynomial below 0.625, else
+    from :func:`exp_of`; both computed, one chosen, so a loop of it vectorises). NaN stays NaN."""
+    a = abs(v)
+    z = v * v
+    small = fma(fma(fma(fma(fma(_T0, z, _T1), z, _T2), z, _T3), z, _T4), z * v, v)
+    large = _ONE - _TWO / (exp_of(a + a) + _ONE)
+    large = large if v >= _ZERO else -large
+    t = small if a < _TANH_SMALL else large
+    return t if v == v else v
 
 
 @inline

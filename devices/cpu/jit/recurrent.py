@@ -1,0 +1,102 @@
+"""The compiled steps of ``nn.RNN``, ``nn.LSTM`` and ``nn.GRU``: the layer's own numpy for
+the input's products (one matmul a layer and direction) and the layout, each direction's
+steps in one compiled call, where the numpy cells make a dozen numpy calls a step of a
+few microseconds each (which is all of a small recurrence's time). Taken only where
+numpy's OpenBLAS is found (:mod:`graphexec.devices.cpu.jit.cblas`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphexec.devices.cpu.jit.base import FLOAT32, JitKernel, fitted
+from graphexec.devices.cpu.jit.cblas import sgemm
+from graphexec.devices.cpu.kernel import cpu_kernel
+from graphexec.layers._recurrent_math import ElmanCell, GRUCell, LSTMCell, Weights
+from graphexec.layers.recurrent import _AtenRecurrent, _Recurrent
+from graphexec.layers.specs import TensorSpec
+
+
+@cpu_kernel(_Recurrent, _AtenRecurrent)
+class JitRecurrent(JitKernel):
+    """A float32 ``nn.RNN`` / ``nn.LSTM`` / ``nn.GRU`` (its weights in the model), or the
+    ``aten::`` call of a bare one (its weights folded at each run, as the layer does)."""
+
+    name = "jit recurrence"
+
+    @classmethod
+    def accepts(cls, layer, inputs, outputs, hints) -> bool:
+        x = inputs[0] if inputs else None
+        if not (isinstance(x, TensorSpec) and x.dtype == FLOAT32 and hints.blas_threads == 1
+                and isinstance(layer.cell, (ElmanCell, LSTMCell, GRUCell)) and sgemm() is not None):
+            return False
+        if isinstance(layer, _AtenRecurrent):
+            return True  # its states and weights are of the input's dtype (the layer's infer)
+        return layer.dtype == FLOAT32 and all(isinstance(s, TensorSpec) and s.dtype == FLOAT32 for s in inputs[1:])
+
+    def __init__(self, layer, inputs, outputs, hints, device) -> None:
+        super().__init__(layer, inputs, outputs, hints, device)
+        self.layer = layer
+        self.cell = layer.cell
+        self.weights = None if isinstance(layer, _AtenRecurrent) else [_row_major(w) for w in layer.weights]
+        self.gemm: Any = sgemm()
+        self.steps_loop: Any = None
+
+    def prepare(self) -> None:
+        """The loop of the layer's cell, compiled for the types it is called with."""
+        seq, rows, vector = np.zeros((1, 1, 1), FLOAT32), np.zeros((1, 1), FLOAT32), np.zeros(1, FLOAT32)
+        blas = (self.gemm.address, self.gemm.gemv, self.gemm.ilp64)
+        if isinstance(self.cell, LSTMCell):
+            self.steps_loop = self.loop("recurrent", "lstm_steps", seq, rows, rows, rows, rows, False, False, seq,
+                                        rows, rows, *blas)
+        elif isinstance(self.cell, GRUCell):
+            self.steps_loop = self.loop("recurrent", "gru_steps", seq, rows, rows, vector, False, seq, rows, *blas)
+        else:
+            self.steps_loop = self.loop("recurrent", "elman_steps", seq, rows, rows, False, False, seq, *blas)
+
+    def _steps(self, projected: np.ndarray, weights: Weights, h: np.ndarray, c: np.ndarray | None,
+               reverse: bool, out: np.ndarray) -> None:
+        """:meth:`graphexec.layers._recurrent_math.Stack.steps`, compiled."""
+        projected, h = fitted(projected), fitted(h)
+        blas = (self.gemm.address, self.gemm.gemv, self.gemm.ilp64)
+        rows = projected.shape[1]
+        if isinstance(self.cell, LSTMCell):
+            projection = weights.w_hr is not None
+            hr = weights.w_hr if projection else np.zeros((1, 1), FLOAT32)
+            hidden = projected.shape[2] // 4
+            self.steps_loop(projected, h, c, weights.w_hh, hr, projection, reverse, out,
+                            np.empty((rows, 4 * hidden), FLOAT32), np.empty((rows, hidden), FLOAT32), *blas)
+        elif isinstance(self.cell, GRUCell):
+            self.steps_loop(projected, h, weights.w_hh, weights.b_hh, reverse, out,
+                            np.empty((rows, projected.shape[2]), FLOAT32), *blas)
+        else:
+            self.steps_loop(projected, h, weights.w_hh, self.cell.relu, reverse, out, *blas)
+
+    def run(self, inputs: list[Any], outputs: list[Any] | None = None) -> list[Any]:
+        if self.weights is None:
+            layer = self.layer
+            weights = [_row_major(layer.cell.fold(Weights.from_torch(*group, dtype=FLOAT32)))
+                       for group in layer.split_params(list(inputs[2]))]
+            states = layer.initial_states(inputs[1])
+        else:
+            weights, states = self.weights, inputs[1:]
+        results = self.layer.stack.run(inputs[0], weights, states, FLOAT32, self._steps)
+        results = results[: self.layer.num_outputs]
+        if outputs is None:
+            return results
+        for given, result in zip(outputs, results):
+            np.copyto(given, result)
+        return outputs
+
+
+def _row_major(w: Weights) -> Weights:
+    """The matrices the loops read row-major (the layer's may be transposed views), a bias
+    not given as zeros."""
+    return Weights(w.w_ih, _rows(w.w_hh), w.b_ih, _rows(w.b_hh, w.w_hh.shape[1]),
+                   None if w.w_hr is None else _rows(w.w_hr))
+
+
+def _rows(w: np.ndarray | None, size: int = 0) -> np.ndarray:
+    """``w`` C-contiguous in float32 (zeros of ``size`` where None: a bias not given)."""
+    return np.zeros(size, FLOAT32) if w is None else np.array(w, FLOAT32, order="C")

@@ -266,6 +266,51 @@ class Stack:
             results = [r[:, 0] for r in results]
         return [np.asarray(x, order="C"), *results]
 
+    def run_packed(self, data: np.ndarray, rows: np.ndarray, weights: Sequence[Weights],
+                   states: Sequence[np.ndarray], dtype: np.dtype) -> list[np.ndarray]:
+        """(output data, h_n[, c_n]) of a packed sequence: ``data`` (rows, I) holds the rows
+        where ``rows`` (steps, batch; :func:`graphexec.layers.packed.step_rows`) is True,
+        step by step. Each step runs the sequences that reach it (a prefix of the batch,
+        the longest first); each final state is its sequence's own last step's."""
+        steps, batch = rows.shape
+        x = np.zeros((steps, batch, data.shape[-1]), dtype)
+        x[rows] = data
+        sizes = rows.sum(axis=1)
+        stack = self.layers * self.directions
+        output_size, hidden = weights[0].w_hh.shape[0], weights[0].w_hh.shape[1] // self.cell.gates
+        initial = [np.asarray(states[k], dtype=dtype).reshape(stack, batch, size) if k < len(states)
+                   else np.zeros((stack, batch, size), dtype)
+                   for k, size in enumerate((output_size, hidden)[: self.cell.states])]
+        finals: list[list[np.ndarray]] = [[] for _ in initial]
+        for layer in range(self.layers):
+            outputs = []
+            for direction in range(self.directions):
+                k = layer * self.directions + direction
+                y, *last = self._run_packed_direction(x, weights[k], [s[k] for s in initial], direction == 1, sizes)
+                outputs.append(y)
+                for final, state in zip(finals, last):
+                    final.append(state)
+            x = outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=-1)
+        return [np.asarray(x[rows], order="C"), *(np.stack(final) for final in finals)]
+
+    def _run_packed_direction(self, x: np.ndarray, weights: Weights, states: list[np.ndarray], reverse: bool,
+                              sizes: np.ndarray) -> list[np.ndarray]:
+        """One layer in one direction over padded ``x`` (T, B, I) where step t's first
+        ``sizes[t]`` rows are real: [outputs (T, B, P or H), zeros elsewhere; last h[, last c]]."""
+        steps, batch = x.shape[:2]
+        projected = np.matmul(x.reshape(steps * batch, x.shape[-1]), weights.w_ih)
+        if weights.b_ih is not None:
+            projected += weights.b_ih
+        projected = projected.reshape(steps, batch, -1)
+        h = states[0].copy()
+        c = states[1].copy() if len(states) > 1 else None
+        out = np.zeros((steps, batch, h.shape[-1]), x.dtype)
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            n = int(sizes[t])
+            self.cell.step(projected[t, :n], h[:n], None if c is None else c[:n], weights, out[t, :n])
+            h[:n] = out[t, :n]
+        return [out, h] if c is None else [out, h, c]
+
     def _run_direction(self, x: np.ndarray, weights: Weights, states: list[np.ndarray],
                        reverse: bool, recurrence: Recurrence) -> list[np.ndarray]:
         """One layer in one direction over ``x`` (T, N, I): [outputs (T, N, P or H), last h[, last c]]."""

@@ -31,7 +31,8 @@ from graphexec.layers._expr import TORCH_DTYPES, ScalarSpec
 from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
 from graphexec.layers.shape import known_ints, runtime_ints
-from graphexec.layers.specs import DynamicSpec
+from graphexec.layers.slicing import known_int
+from graphexec.layers.specs import DynamicSpec, SequenceSpec
 
 _UNKNOWN: Any = object()
 
@@ -88,6 +89,23 @@ def _known_size(spec: Spec, what: str) -> tuple[int, ...]:
     return size
 
 
+def _sized(spec: Spec, what: str, dtype: np.dtype) -> Spec:
+    """The spec of a tensor of size ``spec`` (a list of scalars, or a 1-D tensor): a
+    :class:`TensorSpec` where inference knows every entry, else a :class:`DynamicSpec` of
+    its rank, the entries only the run computes (a count read from a tensor) unbounded."""
+    if known_ints(spec) is not None:
+        return TensorSpec(_known_size(spec, what), dtype)
+    if isinstance(spec, SequenceSpec):
+        entries = tuple(known_int(item) for item in spec.items)
+    elif isinstance(spec, TensorSpec) and len(spec.shape) == 1:
+        entries = (None,) * spec.shape[0]
+    else:
+        raise ShapeMismatch(f"the {what} should be a list of ints or a 1-D tensor, given {spec}")
+    if any(n is not None and n < 0 for n in entries):
+        raise ShapeMismatch(f"the {what} {entries} has a negative dim")
+    return DynamicSpec(entries, dtype, tuple(entries))
+
+
 class _Sized(Layer):
     """Reads ``size`` from a param or from the ``$size`` input (a list of scalars)."""
 
@@ -97,8 +115,11 @@ class _Sized(Layer):
         if self.size is None:
             (self.size_at,) = self.bind_inputs(params, ["size"])
 
-    def size_of(self, specs: list[Spec]) -> tuple[int, ...]:
-        return self.size if self.size is not None else _known_size(specs[self.size_at], "size")  # type: ignore[index]
+    def sized(self, specs: list[Spec], dtype: np.dtype) -> Spec:
+        """The output's spec (see :func:`_sized`)."""
+        if self.size is not None:
+            return TensorSpec(self.size, dtype)
+        return _sized(specs[self.size_at], "size", dtype)  # type: ignore[index]
 
     def runtime_size(self, inputs: list[Any]) -> tuple[int, ...]:
         return self.size if self.size is not None else runtime_ints(inputs[self.size_at], "size")  # type: ignore[index]
@@ -136,7 +157,7 @@ class Filled(_Sized):
             np.dtype(np.float32) if kind != "full" else _default_dtype(self.fill))
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        return [TensorSpec(self.size_of(specs), self.dtype)]
+        return [self.sized(specs, self.dtype)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         return [np.full(self.runtime_size(inputs), self.fill, dtype=self.dtype)]
@@ -154,7 +175,7 @@ class NewFilled(_Sized):
         (self.x_at,) = self.bind_inputs(params, ["input"])
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        return [TensorSpec(self.size_of(specs), self.dtype or specs[self.x_at].dtype)]
+        return [self.sized(specs, self.dtype or specs[self.x_at].dtype)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         dtype = self.dtype or np.asarray(inputs[self.x_at]).dtype
@@ -196,7 +217,7 @@ class AtenNewFull(Layer):
     def infer(self, specs: list[Spec]) -> list[Spec]:
         code = _known_number(specs[3])
         dtype = specs[0].dtype if code in (None, _UNKNOWN) else scalar_type(code)
-        return [TensorSpec(_known_size(specs[1], "size"), dtype)]
+        return [_sized(specs[1], "size", dtype)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         dtype = np.asarray(inputs[0]).dtype if inputs[3] is None else scalar_type(_number(inputs[3]))

@@ -13,8 +13,9 @@ for a bare one.
     └── AtenGRU                 aten::gru
 
 pnnx keeps a recurrent module that is a child of the exported one as ``nn.LSTM``; exported
-as the root itself it becomes TorchScript's call ``aten::lstm(input, hx, params,
-has_biases, num_layers, dropout, train, bidirectional, batch_first)``. Both run the cells
+as the root itself, or given a ``PackedSequence``, it becomes TorchScript's call
+``aten::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+batch_first)`` (the packed overload: ``data, batch_sizes`` for ``input``, no ``batch_first``). Both run the cells
 of :mod:`graphexec.layers._recurrent_math`. Inputs of ``nn.*``: the sequence, then the initial states
 (h0, and c0 for an LSTM) when given; outputs of both: the sequence, then the final states.
 """
@@ -36,9 +37,10 @@ from graphexec.layers._recurrent_math import (
     expected_shapes,
     flops,
 )
-from graphexec.layers.aten import constant_number, required_constant
+from graphexec.layers.aten import NOT_CONSTANT, constant_input, constant_number, required_constant
 from graphexec.layers.aten_shape import list_of_tensors
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec
+from graphexec.layers.packed import step_rows
 from graphexec.layers.registry import register
 
 #: The names of one layer's weights in one direction, in PyTorch's order.
@@ -126,7 +128,10 @@ class GRU(_Recurrent):
 # ------------------------------------------------------------------------------------------
 class _AtenRecurrent(Layer):
     """The nine arguments ``(input, hx, params, has_biases, num_layers, dropout, train,
-    bidirectional, batch_first)``; every one after ``params`` a constant.
+    bidirectional, batch_first)``; every one after ``params`` a constant. Or, given a
+    ``PackedSequence``, the packed overload ``(data, batch_sizes, hx, params, has_biases,
+    num_layers, dropout, train, bidirectional)`` (told apart by input 3, there the params
+    list): its input and output are packed data (:mod:`graphexec.layers.packed`).
 
     Inference only: dropout acts between layers only while training, so ``train=False``
     (what an exported module in eval mode writes) ignores it, and ``train=True`` with a
@@ -136,7 +141,7 @@ class _AtenRecurrent(Layer):
     """
 
     cell: Cell
-    #: The flags among the inputs: (position, name).
+    #: The flags among the inputs of the padded overload: (position, name).
     _FLAGS = ((3, "has_biases"), (6, "train"), (7, "bidirectional"), (8, "batch_first"))
 
     def build(self, params: Params) -> None:
@@ -145,9 +150,13 @@ class _AtenRecurrent(Layer):
                 "takes 9 inputs (input, hx, params, has_biases, num_layers, dropout, train, "
                 f"bidirectional, batch_first), given {self.num_inputs}"
             )
-        flags = {name: required_constant(params, i, name, bool) for i, name in self._FLAGS}
-        layers = required_constant(params, 4, "num_layers", int)
-        dropout = constant_number(params, 5, "dropout", low=0, high=1)
+        #: Whether this is the packed overload: every argument from ``hx`` on one later.
+        self.packed = constant_input(params, 3) is NOT_CONSTANT
+        shift = int(self.packed)
+        flags = {name: required_constant(params, i + shift, name, bool) for i, name in self._FLAGS
+                 if not (self.packed and name == "batch_first")}
+        layers = required_constant(params, 4 + shift, "num_layers", int)
+        dropout = constant_number(params, 5 + shift, "dropout", low=0, high=1)
         if layers < 1:
             raise params.error(f"num_layers={layers} must be positive")
         if flags["train"] and dropout > 0 and layers > 1:
@@ -156,7 +165,9 @@ class _AtenRecurrent(Layer):
                 "export the module in eval mode (module.eval())"
             )
         self.has_biases = flags["has_biases"]
-        self.stack = Stack(self.cell, layers, 2 if flags["bidirectional"] else 1, flags["batch_first"])
+        self.stack = Stack(self.cell, layers, 2 if flags["bidirectional"] else 1, flags.get("batch_first", False))
+        #: Where ``hx`` and ``params`` are among the inputs.
+        self.hx_at, self.params_at = 1 + shift, 2 + shift
         if not 1 <= self.num_outputs <= 1 + self.cell.states:
             raise params.error(f"gives at most {1 + self.cell.states} outputs, declares {self.num_outputs}")
 
@@ -214,34 +225,63 @@ class _AtenRecurrent(Layer):
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         x = specs[0]
-        if not isinstance(x, TensorSpec) or len(x.shape) != 3 or x.dtype.kind != "f":
-            raise ShapeMismatch(f"expected a floating point sequence of rank 3, given {x}")
+        rank = 2 if self.packed else 3
+        if not isinstance(x, TensorSpec) or len(x.shape) != rank or x.dtype.kind != "f":
+            what = "packed data" if self.packed else "sequence"
+            raise ShapeMismatch(f"expected a floating point {what} of rank {rank}, given {x}")
+        if self.packed:
+            sizes = specs[1]
+            if not isinstance(sizes, TensorSpec) or len(sizes.shape) != 1 or sizes.dtype.kind not in "iu":
+                raise ShapeMismatch(f"batch_sizes should be a 1-D integer tensor, given {sizes}")
+        hx = specs[self.hx_at]
         if self.cell.states == 1:
-            states = [specs[1]] if isinstance(specs[1], TensorSpec) else []
+            states = [hx] if isinstance(hx, TensorSpec) else []
         else:
-            states = list(list_of_tensors(specs[1], "hx"))
+            states = list(list_of_tensors(hx, "hx"))
         if len(states) != self.cell.states:
             wanted = "[h0, c0]" if self.cell.states == 2 else "one tensor"
-            raise ShapeMismatch(f"hx should be {wanted}, given {specs[1]}")
-        tensors = list(list_of_tensors(specs[2], "params"))
+            raise ShapeMismatch(f"hx should be {wanted}, given {hx}")
+        tensors = list(list_of_tensors(specs[self.params_at], "params"))
         for spec in states + tensors:
             if spec.dtype != x.dtype:
                 raise ShapeMismatch(f"hx and params should be {x.dtype} like the input, given {spec}")
         hidden, output_size = self._check_params(self.split_params(tensors), x.shape[-1])
-        shapes = self.stack.shapes(x.shape, x.shape[-1], hidden, output_size, [s.shape for s in states])
+        if self.packed:
+            shapes = self._packed_shapes(x.shape, hidden, output_size, [s.shape for s in states])
+        else:
+            shapes = self.stack.shapes(x.shape, x.shape[-1], hidden, output_size, [s.shape for s in states])
         return [TensorSpec(shape, x.dtype) for shape in shapes[: self.num_outputs]]
+
+    def _packed_shapes(self, data: Shape, hidden: int, output_size: int, states: list[Shape]) -> list[Shape]:
+        """(output data, h_n[, c_n]) shapes of the packed overload: the states keep their
+        shapes, (layers x directions, batch, size), the batch the longest step's."""
+        stack = self.stack.layers * self.stack.directions
+        for shape, size in zip(states, (output_size, hidden)):
+            if len(shape) != 3 or shape[0] != stack or shape[2] != size:
+                raise ShapeMismatch(f"an initial state should have shape ({stack}, batch, {size}), given {shape}")
+        if states[-1][1] != states[0][1]:
+            raise ShapeMismatch(f"h0 and c0 should be of one batch, given {states[0]} and {states[1]}")
+        return [(data[0], output_size * self.stack.directions), *states]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         dtype = np.result_type(x.dtype, np.float32)
         weights = [self.cell.fold(Weights.from_torch(*group, dtype=dtype))
-                   for group in self.split_params(list(inputs[2]))]
-        outputs = self.stack.run(x, weights, self.initial_states(inputs[1]), dtype)
+                   for group in self.split_params(list(inputs[self.params_at]))]
+        states = self.initial_states(inputs[self.hx_at])
+        if self.packed:
+            rows = step_rows(inputs[1])
+            if int(rows.sum()) != len(x) or any(np.shape(s)[1] != rows.shape[1] for s in states):
+                raise ShapeMismatch(f"batch_sizes {np.asarray(inputs[1]).tolist()} do not fit {len(x)} rows of "
+                                    f"data and initial states of batch {np.shape(states[0])[1]}")
+            outputs = self.stack.run_packed(x, rows, weights, states, dtype)
+        else:
+            outputs = self.stack.run(x, weights, states, dtype)
         return [out.astype(x.dtype, copy=False) for out in outputs[: self.num_outputs]]
 
     def flops(self, inputs, outputs) -> int:
         tokens = math.prod(inputs[0].shape[:-1])
-        groups = self.split_params(list(inputs[2].items))  # (w_ih, w_hh, b_ih, b_hh, w_hr)
+        groups = self.split_params(list(inputs[self.params_at].items))  # (w_ih, w_hh, b_ih, b_hh, w_hr)
         return flops(tokens, [tuple(s.shape for s in (g[0], g[1], g[4]) if s is not None) for g in groups])
 
     def blas_flops(self, inputs, outputs) -> int:

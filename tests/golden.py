@@ -44,7 +44,13 @@ RUNTIME_SIZED = {
     "dynamic/unique_inverse_counts": "aten::_unique2",
     "dynamic/unique_nan_and_signed_zero": "aten::_unique2",
     "dynamic/where_of_a_condition": "aten::where",
+    "recurrent/packed_lstm_two_layers_bidirectional": "aten::_pack_padded_sequence",
+    "recurrent/packed_gru_padded_to_the_input_length": "aten::_pack_padded_sequence",
+    "recurrent/packed_rnn_last_state": "aten::_pack_padded_sequence",
 }
+#: The runtime-sized fixtures whose outputs are of one size whatever the data (a packed
+#: sequence padded back to the input's length, or only its last states returned).
+SIZED_INSIDE = {"recurrent/packed_gru_padded_to_the_input_length", "recurrent/packed_rnn_last_state"}
 
 
 def case_id(folder: Path) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from graphexec.layers._expr import ScalarSpec
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.registry import lookup
 from graphexec.layers.specs import DynamicSpec, SequenceSpec, TensorSpec
@@ -52,10 +53,15 @@ def layer(op_type, params, names):
     return lookup(op_type)(op)
 
 
-def test_a_size_unknown_before_the_run_is_refused():
+def test_a_size_read_from_the_data_is_known_when_it_runs():
+    """torch.zeros([1, int(batch_sizes[0]), 8]): the rank and the sizes inference knows,
+    the rest the run's; a size that is no list of ints is refused."""
     zeros = layer("torch.zeros", {"dtype": None}, ["size"])
-    with pytest.raises(ShapeMismatch, match="known only at run time"):
-        zeros.infer([SequenceSpec((TensorSpec((), np.int64), TensorSpec((), np.int64)))])
+    size = SequenceSpec((ScalarSpec((), np.int64, 1), TensorSpec((), np.int64), TensorSpec((), np.int64)))
+    assert zeros.infer([size]) == [DynamicSpec((1, None, None), np.float32, (1, None, None))]
+    np.testing.assert_array_equal(zeros.forward([[np.int64(1), np.int64(2), np.int64(3)]])[0], np.zeros((1, 2, 3)))
+    with pytest.raises(ShapeMismatch, match="list of ints or a 1-D tensor"):
+        zeros.infer([TensorSpec((2, 2), np.int64)])
 
 
 def test_an_arange_to_a_value_computed_from_the_data_has_a_length_known_when_it_runs():

@@ -54,6 +54,63 @@ class StatefulLSTM(nn.LSTM):
         return super().forward(seq, (h0, c0))
 
 
+class _Traced(nn.Module):
+    """Marks a recurrent subclass that pnnx traces through (to ``aten::`` calls) instead of
+    keeping it as ``nn.LSTM``: its converter fails on an ``nn.LSTM`` given a
+    ``PackedSequence``, so models that pack (pytorch-forecasting's) subclass them."""
+
+
+class TracedLSTM(nn.LSTM, _Traced):
+    pass
+
+
+class TracedGRU(nn.GRU, _Traced):
+    pass
+
+
+class TracedRNN(nn.RNN, _Traced):
+    pass
+
+
+class Packed(nn.Module):
+    """Sequences of the given lengths packed (unsorted: the graph sorts them), run through
+    ``rnn``, padded back (to the input's length, or with ``total_length`` None to the
+    longest); returns the padded output and the final states, in the input's order."""
+
+    def __init__(self, rnn: nn.Module, padding_value: float = 0.0, to_input_length: bool = True):
+        super().__init__()
+        self.rnn = rnn
+        self.padding_value = padding_value
+        self.to_input_length = to_input_length
+
+    def forward(self, seq, lengths):
+        first = self.rnn.batch_first
+        packed = nn.utils.rnn.pack_padded_sequence(seq, lengths, batch_first=first, enforce_sorted=False)
+        out, final = self.rnn(packed)
+        total = seq.size(1 if first else 0) if self.to_input_length else None
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=first, padding_value=self.padding_value,
+                                                  total_length=total)
+        return (out, *final) if isinstance(final, tuple) else (out, final)
+
+
+class LastState(nn.Module):
+    """A classifier on a packed sequence's last hidden state (each sequence's own last step)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = TracedRNN(3, 6, batch_first=True)
+        self.head = nn.Linear(6, 2)
+
+    def forward(self, seq, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(seq, lengths, batch_first=True, enforce_sorted=False)
+        _, h = self.rnn(packed)
+        return self.head(h[-1])
+
+
+def lengths(*values):
+    return torch.tensor(values, dtype=torch.int64)
+
+
 CASES = [
     Case("lstm_tagger", Tagger(), (x(2, 9, 8),)),
     Case("lstm", Sequence(nn.LSTM(8, 12, batch_first=True)), (x(2, 6, 8),)),
@@ -97,4 +154,12 @@ CASES = [
     Case("bare_rnn_relu_bidirectional",
          nn.RNN(3, 4, nonlinearity="relu", bidirectional=True, batch_first=True), (x(2, 5, 3),)),
     Case("bare_rnn_tanh_no_bias", nn.RNN(3, 4, bias=False), (x(5, 2, 3),)),
+    # packed sequences: pack_padded_sequence, the packed aten:: overloads, pad_packed_sequence
+    Case("packed_lstm_two_layers_bidirectional",
+         Packed(TracedLSTM(3, 6, num_layers=2, bidirectional=True, batch_first=True), to_input_length=False),
+         (x(3, 7, 3), lengths(5, 7, 2)), more_inputs=((x(3, 7, 3), lengths(7, 7, 7)), (x(3, 7, 3), lengths(1, 3, 2)))),
+    Case("packed_gru_padded_to_the_input_length", Packed(TracedGRU(3, 5), padding_value=-1.0),
+         (x(6, 2, 3), lengths(4, 6)), more_inputs=((x(6, 2, 3), lengths(6, 1)), (x(6, 2, 3), lengths(2, 2)))),
+    Case("packed_rnn_last_state", LastState(), (x(4, 5, 3), lengths(2, 5, 1, 4)), inputs2=(x(2, 8, 3), lengths(8, 3)),
+         more_inputs=((x(4, 5, 3), lengths(5, 5, 5, 5)), (x(4, 5, 3), lengths(1, 1, 1, 1)))),
 ]

@@ -32,7 +32,7 @@ class JitRecurrent(JitKernel):
                 and isinstance(layer.cell, (ElmanCell, LSTMCell, GRUCell)) and sgemm() is not None):
             return False
         if isinstance(layer, _AtenRecurrent):
-            return True  # its states and weights are of the input's dtype (the layer's infer)
+            return not layer.packed  # its states and weights are of the input's dtype (the layer's infer)
         return layer.dtype == FLOAT32 and all(isinstance(s, TensorSpec) and s.dtype == FLOAT32 for s in inputs[1:])
 
     def __init__(self, layer, inputs, outputs, hints, device) -> None:
@@ -77,8 +77,8 @@ class JitRecurrent(JitKernel):
         if self.weights is None:
             layer = self.layer
             weights = [_row_major(layer.cell.fold(Weights.from_torch(*group, dtype=FLOAT32)))
-                       for group in layer.split_params(list(inputs[2]))]
-            states = layer.initial_states(inputs[1])
+                       for group in layer.split_params(list(inputs[layer.params_at]))]
+            states = layer.initial_states(inputs[layer.hx_at])
         else:
             weights, states = self.weights, inputs[1:]
         results = self.layer.stack.run(inputs[0], weights, states, FLOAT32, self._steps)

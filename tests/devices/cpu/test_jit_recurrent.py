@@ -121,7 +121,10 @@ def test_a_long_sequence_keeps_its_state_bounded_as_numpy_does():
         assert_near(kernel.run([x])[0], layer.forward([x])[0], 1e-5)
 
 
-RECURRENT_FIXTURES = sorted(p.name for p in (OPS / "recurrent").iterdir() if (p / "model.pnnx.param").exists())
+#: The fixtures of unpacked sequences (a packed one's recurrence is planned once the run has
+#: packed it, and runs the cells' numpy).
+RECURRENT_FIXTURES = sorted(p.name for p in (OPS / "recurrent").iterdir()
+                            if (p / "model.pnnx.param").exists() and not p.name.startswith("packed_"))
 
 
 @pytest.mark.parametrize("case", RECURRENT_FIXTURES)

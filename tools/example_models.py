@@ -4,8 +4,8 @@ They are reduced versions of the real thing (fewer channels, smaller inputs) so 
 exports can be committed: an Inception-style net (four-way branches joined by concat), a
 ShuffleNet-v2-style net (channel split, two paths, channel shuffle), a two-input two-output
 net, a *wide* synthetic net (eight parallel conv branches per block) that shows what
-running branches at once can give, and a net with an operator pnnx cannot convert (for the
-custom-layer example).
+running branches at once can give, a net with an operator pnnx cannot convert (for the
+custom-layer example), and a CRNN-style text recognizer (convolutions, then a recurrence).
 """
 
 from __future__ import annotations
@@ -135,6 +135,25 @@ class BesselGate(nn.Module):
         return self.head(self.value(x) * torch.special.i0(self.gate(x)))
 
 
+class TextRecognizer(nn.Module):
+    """A CRNN in miniature (a text line in, class scores per column out, batch first): a
+    conv stack that pools the height away, then a two-layer bidirectional LSTM along the
+    width and a linear head per column."""
+
+    def __init__(self, classes: int = 37, hidden: int = 64):
+        super().__init__()
+        self.features = nn.Sequential(
+            conv_bn_relu(1, 32, 3), nn.MaxPool2d(2), conv_bn_relu(32, 64, 3), nn.MaxPool2d(2),
+            conv_bn_relu(64, 128, 3), nn.MaxPool2d((2, 1)), conv_bn_relu(128, 128, 3), nn.MaxPool2d((4, 1)),
+        )
+        self.rnn = nn.LSTM(128, hidden, num_layers=2, bidirectional=True)
+        self.head = nn.Linear(2 * hidden, classes)
+
+    def forward(self, x):
+        columns = self.features(x).squeeze(2).permute(2, 0, 1)  # (width, batch, channels)
+        return F.log_softmax(self.head(self.rnn(columns)[0]), dim=-1).permute(1, 0, 2)
+
+
 #: name -> (constructor, example input shapes); the examples and benchmarks use these names.
 MODELS = {
     "inception_mini": (InceptionMini, [(1, 3, 64, 64)]),
@@ -142,4 +161,5 @@ MODELS = {
     "two_heads": (TwoHeads, [(1, 3, 32, 32), (1, 8)]),
     "wide": (WideNet, [(1, 3, 32, 32)]),
     "bessel_gate": (BesselGate, [(1, 3, 16, 16)]),
+    "text_recognizer": (TextRecognizer, [(1, 1, 32, 128)]),
 }

@@ -301,7 +301,7 @@ class Stack:
         projected = np.matmul(x.reshape(steps * batch, x.shape[-1]), weights.w_ih)
         if weights.b_ih is not None:
             projected += weights.b_ih
-        projected = projected.reshape(steps, batch, -1)
+        projected = projected.reshape(steps, batch, weights.w_ih.shape[1])
         h = states[0].copy()
         c = states[1].copy() if len(states) > 1 else None
         out = np.zeros((steps, batch, h.shape[-1]), x.dtype)
@@ -319,7 +319,7 @@ class Stack:
         projected = np.matmul(x.reshape(steps * batch, x.shape[-1]), weights.w_ih)
         if weights.b_ih is not None:
             projected += weights.b_ih
-        projected = projected.reshape(steps, batch, -1)
+        projected = projected.reshape(steps, batch, weights.w_ih.shape[1])
         c = states[1].copy() if len(states) > 1 else None
         out = np.empty((steps, batch, states[0].shape[-1]), x.dtype)
         recurrence(projected, weights, states[0], c, reverse, out)

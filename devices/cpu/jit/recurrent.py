@@ -61,6 +61,8 @@ class JitRecurrent(JitKernel):
         projected, h = fitted(projected), fitted(h)
         blas = (self.gemm.address, self.gemm.gemv, self.gemm.ilp64)
         rows = projected.shape[1]
+        if rows == 0:  # an empty batch: no product to call the BLAS for
+            return
         if isinstance(self.cell, LSTMCell):
             projection = weights.w_hr is not None
             hr = weights.w_hr if projection else np.zeros((1, 1), FLOAT32)
@@ -99,4 +101,4 @@ def _row_major(w: Weights) -> Weights:
 
 def _rows(w: np.ndarray | None, size: int = 0) -> np.ndarray:
     """``w`` C-contiguous in float32 (zeros of ``size`` where None: a bias not given)."""
-    return np.zeros(size, FLOAT32) if w is None else np.array(w, FLOAT32, order="C")
+    return np.zeros(size, FLOAT32) if w is None else np.asarray(w, FLOAT32, order="C")

@@ -173,3 +173,18 @@ def test_the_compiled_tanh_is_within_a_few_ulp_elementwise():
     out = np.empty_like(special)
     apply(special, out)
     np.testing.assert_array_equal(out, np.tanh(special))
+
+
+@pytest.mark.parametrize("shape", [(5, 0, 4), (0, 2, 4)])
+def test_an_empty_batch_or_sequence_gives_the_layers_empty_and_initial_outputs(shape):
+    from graphexec.devices.cpu.jit.recurrent import JitRecurrent
+
+    if sgemm() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS here")
+    layer = recurrent("nn.LSTM", 4, 6, outputs=3)
+    x = np.zeros(shape, np.float32)
+    kernel = kernel_for(layer, [x], device=JIT)
+    assert isinstance(kernel, JitRecurrent)
+    for g, w in zip(kernel.run([x]), layer.forward([x]), strict=True):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)

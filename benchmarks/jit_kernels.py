@@ -1,14 +1,14 @@
 """The compiled CPU kernels against the numpy ones, layer by layer (the A/B that decides
 where the compiled ones run): depthwise convolutions of MobileNet v3 and EfficientNet-B0
 (with their activation fused), dense convolutions by im2col, the max pools of GoogLeNet and
-SqueezeNet, residual sums, DenseNet's channel floors, and activations alone and after a
-BLAS convolution.
+SqueezeNet, residual sums, DenseNet's channel floors, activations alone and after a
+BLAS convolution, and recurrences (the bundled text recognizer's LSTM, and longer ones).
 
 Each kernel is timed on one thread in CPU time of that thread, the fastest of the rounds,
 the two kernels interleaved: on a busy machine that is the steadiest measure of the
 kernel itself. Usage::
 
-    python benchmarks/jit_kernels.py [--rounds 30]
+    python benchmarks/jit_kernels.py [--rounds 30] [WORD ...]   # WORDs: only the layers naming one
 
 Needs the jit extra (numba). Results are in docs/benchmarks.md. A script, never run as a test.
 """
@@ -94,6 +94,24 @@ def channel_floor(channels: int, size: int):
     return floor, rng.standard_normal((1, channels, size, size)).astype(np.float32)
 
 
+def recurrent(op_type: str, size: int, hidden: int, steps: int, layers: int = 1):
+    """A bidirectional recurrence over one sequence of ``steps`` (weights as PyTorch
+    initialises them)."""
+    rng = np.random.default_rng(size + hidden + steps)
+    gates = {"nn.LSTM": 4, "nn.GRU": 3, "nn.RNN": 1}[op_type]
+    attrs = {}
+    for k in range(layers):
+        for suffix in (f"_l{k}", f"_l{k}_reverse"):
+            width = size if k == 0 else 2 * hidden
+            for name, shape in (("weight_ih", (gates * hidden, width)), ("weight_hh", (gates * hidden, hidden)),
+                                ("bias_ih", (gates * hidden,)), ("bias_hh", (gates * hidden,))):
+                attrs[name + suffix] = (rng.uniform(-1, 1, shape) / np.sqrt(hidden)).astype(np.float32)
+    params = dict(input_size=size, hidden_size=hidden, num_layers=layers, bidirectional=True, batch_first=False,
+                  bias=True)
+    node = layer(op_type, params, attrs)
+    return node, rng.standard_normal((steps, 1, size)).astype(np.float32)
+
+
 def activation(name: str, elements: int):
     return layer(name, {}), (3 * np.random.default_rng(elements).standard_normal(elements)).astype(np.float32)
 
@@ -135,6 +153,12 @@ CASES = [
     ("-", "Sigmoid, 200 K", activation("nn.Sigmoid", 200_000)),
     ("-", "Hardswish, 200 K", activation("nn.Hardswish", 200_000)),
     ("-", "GELU, 200 K", activation("nn.GELU", 200_000)),
+    ("text_recognizer", "LSTM 128 -> 64 x2, 2 layers, 32 steps", recurrent("nn.LSTM", 128, 64, 32, layers=2)),
+    ("-", "LSTM 64 -> 64 x2, 200 steps", recurrent("nn.LSTM", 64, 64, 200)),
+    ("-", "LSTM 8 -> 8 x2, 32 steps", recurrent("nn.LSTM", 8, 8, 32)),
+    ("-", "GRU 64 -> 64 x2, 200 steps", recurrent("nn.GRU", 64, 64, 200)),
+    ("-", "RNN 64 -> 64 x2, 200 steps", recurrent("nn.RNN", 64, 64, 200)),
+    ("-", "LSTM 256 -> 256 x2, 32 steps", recurrent("nn.LSTM", 256, 256, 32)),
 ]
 
 
@@ -150,11 +174,14 @@ def fastest(kernel, inputs, outputs, rounds: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description="compiled against numpy CPU kernels, layer by layer")
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("words", nargs="*", help="only the layers whose label holds one of these (LSTM, im2col)")
     args = parser.parse_args()
     print(f"one thread; the fastest of {args.rounds} interleaved rounds, CPU time of the thread, us")
     print(f"{'network':<20}{'layer':<42}{'numpy':>9}{'jit':>9}{'jit/numpy':>11}  kernels")
     with blas_threads(1):
         for network, label, (node, given) in CASES:
+            if args.words and not any(word in label for word in args.words):
+                continue
             inputs = list(given) if isinstance(given, tuple) else [given]
             specs = [spec_of(x) for x in inputs]
             outs = node.infer(specs)

@@ -13,6 +13,7 @@
     GroupedMatMul    aten::_grouped_mm (a, b, offs, bias, out_dtype)  mixture-of-experts products
     Trace, Cross     aten::trace (x), aten::linalg_cross (a, b, dim)
     MatrixExp        aten::linalg_matrix_exp (x)                  e^X of square matrices
+    SolveTriangular  aten::linalg_solve_triangular (A, B, upper, left, unitriangular)
 
 Norms are summed in float64 and cast back.
 """
@@ -511,3 +512,65 @@ class MatrixExp(_Aten):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         return [matrix_exp(x).astype(x.dtype, copy=False)]
+
+
+def solve_lower(a: np.ndarray, b: np.ndarray, unit: bool) -> np.ndarray:
+    """``X`` with ``tril(a) @ X = b`` by forward substitution (``a`` (..., n, n), ``b``
+    (..., n, k), broadcast; the diagonal taken as ones where ``unit``): a zero on the
+    diagonal gives infinities or NaN, as LAPACK's ``trsm`` does, not an error."""
+    shape = broadcast(a.shape[:-2], b.shape[:-2], "solve_triangular")
+    a = np.broadcast_to(a, (*shape, *a.shape[-2:]))
+    x = np.array(np.broadcast_to(b, (*shape, *b.shape[-2:])))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in range(x.shape[-2]):
+            if i:
+                x[..., i, :] -= np.einsum("...j,...jk->...k", a[..., i, :i], x[..., :i, :])
+            if not unit:
+                x[..., i, :] /= a[..., i, i, None]
+    return x
+
+
+@register("aten::linalg_solve_triangular")
+class SolveTriangular(_Aten):
+    """``torch.linalg.solve_triangular(A, B, upper=, left=True, unitriangular=False)``: ``X``
+    with ``A X = B`` (or ``X A = B`` where not ``left``), reading only ``A``'s upper or lower
+    triangle (its diagonal as ones where ``unitriangular``); normalizing flows' LU
+    permutations. Batch dims broadcast."""
+
+    arity = 5
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.upper = required_constant(params, 2, "upper", bool)
+        self.left = required_constant(params, 3, "left", bool)
+        self.unit = required_constant(params, 4, "unitriangular", bool)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        a, b = specs[0], specs[1]
+        if not (isinstance(a, TensorSpec) and isinstance(b, TensorSpec) and len(a.shape) >= 2
+                and len(b.shape) >= 2 and a.shape[-1] == a.shape[-2]):
+            raise ShapeMismatch(f"solve_triangular takes square matrices A (..., n, n) and B of rank 2 or more, "
+                                f"given {a} and {b}")
+        n = a.shape[-1]
+        if (b.shape[-2] if self.left else b.shape[-1]) != n:
+            side = "(..., n, k)" if self.left else "(..., k, n)"
+            raise ShapeMismatch(f"B should be {side} with n = {n} for A {a.shape}, given {b.shape}")
+        if a.dtype != b.dtype or a.dtype.kind != "f":
+            raise ShapeMismatch(f"A and B should be of one floating dtype, given {a.dtype} and {b.dtype}")
+        shape = broadcast(a.shape[:-2], b.shape[:-2], "solve_triangular")
+        return [TensorSpec((*shape, *b.shape[-2:]), a.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+        # A X = B with A upper is the same system in reversed order: a lower one.
+        if not self.left:  # X A = B  <=>  A^T X^T = B^T, and A^T swaps the triangles
+            a, b = np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)
+        lower = self.upper != self.left
+        if not lower:
+            a, b = a[..., ::-1, ::-1], b[..., ::-1, :]
+        x = solve_lower(a, b, self.unit)
+        if not lower:
+            x = x[..., ::-1, :]
+        if not self.left:
+            x = np.swapaxes(x, -1, -2)
+        return [np.asarray(x, order="C")]

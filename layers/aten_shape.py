@@ -17,7 +17,7 @@ from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, Ten
 from graphexec.layers.registry import register
 from graphexec.layers.shape import RepeatInterleave, known_ints, runtime_ints
 from graphexec.layers.slicing import ChannelShuffle
-from graphexec.layers.specs import SequenceSpec
+from graphexec.layers.specs import DynamicSpec, SequenceSpec
 
 
 def _dims(value: Any) -> tuple[int, ...]:
@@ -426,7 +426,9 @@ class Vandermonde(_Aten):
 
 @register("aten::broadcast_to")
 class BroadcastTo(_Aten):
-    """``x.broadcast_to(size)`` (a constant size; -1 keeps a dim): a read-only view."""
+    """``x.broadcast_to(size)`` (-1 keeps a dim): a read-only view. The size is a constant,
+    or a list computed in the graph (``(x.shape[0], 4)`` in a dynamic export) whose values
+    inference knows from the shapes, or only the run (then the output is sized then)."""
 
     arity = 2
     is_view = True
@@ -434,31 +436,42 @@ class BroadcastTo(_Aten):
     def build(self, params: Params) -> None:
         super().build(params)
         size = constant_input(params, 1)
-        if not isinstance(size, tuple):
-            raise params.error("size (input 1) must be a constant list of ints")
-        self.size = size
+        if size is not NOT_CONSTANT and not isinstance(size, tuple):
+            raise params.error(f"size (input 1) must be a list of ints, given {size!r}")
+        #: The constant size, or None where input 1 computes it.
+        self.size: tuple[int, ...] | None = size if isinstance(size, tuple) else None
 
     def infer(self, specs: list[Spec]) -> list[Spec]:  # the size arrives as a sequence
         x = specs[0]
         if not isinstance(x, TensorSpec):
             raise ShapeMismatch(f"broadcast_to takes a tensor, given {x}")
-        return [TensorSpec(self._shape(x.shape), x.dtype)]
-
-    def _shape(self, x: Shape) -> Shape:
-        lead = len(self.size) - len(x)
-        if lead < 0 or any(s == -1 and i < lead for i, s in enumerate(self.size)):
-            raise ShapeMismatch(f"cannot broadcast {x} to {self.size}")
-        out = tuple(x[i - lead] if s == -1 else s for i, s in enumerate(self.size))
-        try:
-            if np.broadcast_shapes(x, out) != out:
-                raise ValueError
-        except ValueError:
-            raise ShapeMismatch(f"cannot broadcast {x} to {self.size}") from None
-        return out
+        size = self.size if self.size is not None else known_ints(specs[1])
+        if size is None:
+            rank = len(specs[1].items) if isinstance(specs[1], SequenceSpec) else None
+            if rank is None or rank < len(x.shape):
+                raise ShapeMismatch(f"broadcast_to's size {specs[1]} should be a list of ints as long as the "
+                                    f"input's rank {len(x.shape)} or longer")
+            return [DynamicSpec((None,) * rank, x.dtype)]
+        return [TensorSpec(_broadcast_shape(x.shape, size), x.dtype)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
-        return [np.broadcast_to(x, self._shape(x.shape))]
+        size = self.size if self.size is not None else runtime_ints(inputs[1], "size")
+        return [np.broadcast_to(x, _broadcast_shape(x.shape, size))]
+
+
+def _broadcast_shape(x: Shape, size: tuple[int, ...]) -> Shape:
+    """``x`` broadcast to ``size`` (-1 keeps a dim of ``x``); ShapeMismatch where it cannot."""
+    lead = len(size) - len(x)
+    if lead < 0 or any(s == -1 and i < lead for i, s in enumerate(size)):
+        raise ShapeMismatch(f"cannot broadcast {x} to {size}")
+    out = tuple(x[i - lead] if s == -1 else s for i, s in enumerate(size))
+    try:
+        if np.broadcast_shapes(x, out) != out:
+            raise ValueError
+    except ValueError:
+        raise ShapeMismatch(f"cannot broadcast {x} to {size}") from None
+    return out
 
 
 @register("aten::repeat_interleave")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers._expr import ScalarSpec
+from graphexec.layers.specs import DynamicSpec, SequenceSpec, TensorSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -740,3 +741,46 @@ def test_matrix_exp_of_a_rotation_generator_is_the_rotation():
         layer.infer([TensorSpec((2, 3), F32)])
     with pytest.raises(ShapeMismatch, match="floating or complex"):
         layer.infer([TensorSpec((3, 3), np.dtype(np.int64))])
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 6), k=st.integers(1, 3), upper=st.booleans(), left=st.booleans(), unit=st.booleans(),
+       batch=st.sampled_from([(), (2,), (3, 1)]), seed=st.integers(0, 2**16))
+def test_solve_triangular_solves_with_the_triangle_alone(n, k, upper, left, unit, batch, seed):
+    """X A = B or A X = B against numpy's general solver on the triangle (the diagonal as
+    ones where unitriangular); the other triangle of A, noise, is never read."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((*batch, n, n)) + 4 * np.eye(n)
+    b = rng.standard_normal((*batch, n, k) if left else (*batch, k, n))
+    triangle = np.triu(a) if upper else np.tril(a)
+    if unit:
+        triangle = triangle * (1 - np.eye(n)) + np.eye(n)
+    want = np.linalg.solve(triangle, b) if left else np.swapaxes(
+        np.linalg.solve(np.swapaxes(triangle, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+    layer = aten("aten::linalg_solve_triangular", ..., upper, left, unit)
+    (got,) = layer.forward([a, b, upper, left, unit])
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    (spec,) = layer.infer([TensorSpec(a.shape, a.dtype), TensorSpec(b.shape, b.dtype)] + [TensorSpec((), np.bool_)] * 3)
+    assert spec == TensorSpec(want.shape, np.float64)
+
+
+def test_solve_triangular_of_a_zero_pivot_gives_infinities_and_refuses_a_wrong_side():
+    layer = aten("aten::linalg_solve_triangular", ..., False, True, False)
+    (x,) = layer.forward([np.array([[0.0, 0.0], [1.0, 1.0]]), np.array([[1.0], [1.0]]), False, True, False])
+    assert np.isinf(x[0, 0]) and not np.isfinite(x[1, 0])
+    with pytest.raises(ShapeMismatch, match=r"B should be \(\.\.\., n, k\) with n = 3"):
+        layer.infer([TensorSpec((3, 3), np.float32), TensorSpec((2, 3), np.float32)] + [TensorSpec((), np.bool_)] * 3)
+
+
+def test_broadcast_to_a_size_computed_in_the_graph():
+    """A size list made by an expression: known from the shapes, it is planned; known only
+    when the run computes it, the output is sized then."""
+    layer = aten("aten::broadcast_to", ...)
+    known = SequenceSpec((ScalarSpec((), np.int64, 3), ScalarSpec((), np.int64, 4)))
+    assert layer.infer([TensorSpec((3, 1), np.float32), known]) == [TensorSpec((3, 4), np.float32)]
+    unknown = SequenceSpec((TensorSpec((), np.int64), ScalarSpec((), np.int64, 4)))
+    assert layer.infer([TensorSpec((3, 1), np.float32), unknown]) == [DynamicSpec((None, None), np.float32)]
+    (y,) = layer.forward([np.ones((3, 1), np.float32), [np.int64(3), 4]])
+    assert y.shape == (3, 4)
+    with pytest.raises(ShapeMismatch, match="cannot broadcast"):
+        layer.forward([np.ones((3, 2), np.float32), [3, 4]])

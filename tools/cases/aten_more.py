@@ -151,6 +151,18 @@ CASES = [
          (x(4, 1), x(3))),
     # e3nn's Wigner-D rotations: exponentials of generators; a large norm needs squarings
     Case("matrix_exp", Fn(lambda a: (torch.linalg.matrix_exp(a), torch.matrix_exp(a * 9.0))), (x(2, 3, 3),)),
+    # normalizing flows' LU permutations (normflows' LULinearPermute): each side and triangle,
+    # only the triangle read (the rest of the matrix is noise), batch dims broadcast
+    Case("solve_triangular",
+         Fn(lambda a, b: (torch.linalg.solve_triangular(a, b, upper=False),
+                          torch.linalg.solve_triangular(a, b, upper=True, unitriangular=True),
+                          torch.linalg.solve_triangular(a, b.transpose(-1, -2), upper=True, left=False),
+                          torch.linalg.solve_triangular(a[0], b.transpose(-1, -2), upper=False, left=False,
+                                                        unitriangular=True))),
+         (square(4), x(3, 2, 4, 5))),
+    # a size computed from a dynamic batch (zuko's flows): known from the shapes once planned
+    Case("broadcast_to_a_computed_size", Fn(lambda a, b: b.broadcast_to((a.shape[0], 4)) + a),
+         (x(2, 4), x(2, 1)), inputs2=(x(3, 4), x(3, 1))),
     # e3nn's angles_to_matrix broadcasts 0-d angles: they stay 0-d
     Case("broadcast_tensors_of_scalars", Fn(lambda v: torch.stack(torch.broadcast_tensors(v[0], v[1]), -1)),
          (x(3),)),

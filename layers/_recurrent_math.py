@@ -238,30 +238,13 @@ class Stack:
             x = x[:, None]
         elif self.batch_first:
             x = np.swapaxes(x, 0, 1)
-        batch, stack = x.shape[1], self.layers * self.directions
-        output_size, hidden = weights[0].w_hh.shape[0], weights[0].w_hh.shape[1] // self.cell.gates
-        sizes = (output_size, hidden)[: self.cell.states]
-        initial = [
-            np.asarray(states[k], dtype=dtype).reshape(stack, batch, size) if k < len(states)
-            else np.zeros((stack, batch, size), dtype)
-            for k, size in enumerate(sizes)
-        ]
-        finals: list[list[np.ndarray]] = [[] for _ in sizes]
-        for layer in range(self.layers):
-            outputs = []
-            for direction in range(self.directions):
-                k = layer * self.directions + direction
-                y, *last = self._run_direction(x, weights[k], [s[k] for s in initial], direction == 1,
-                                               recurrence or self.steps)
-                outputs.append(y)
-                for final, state in zip(finals, last):
-                    final.append(state)
-            x = outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=-1)
+        steps = recurrence or self.steps
+        x, results = self._layers(x, weights, states, dtype,
+                                  lambda x, w, s, reverse: self._run_direction(x, w, s, reverse, steps))
         if not batched:
             x = x[:, 0]
         elif self.batch_first:
             x = np.swapaxes(x, 0, 1)
-        results = [np.stack(final) for final in finals]
         if not batched:
             results = [r[:, 0] for r in results]
         return [np.asarray(x, order="C"), *results]
@@ -272,26 +255,35 @@ class Stack:
         where ``rows`` (steps, batch; :func:`graphexec.layers.packed.step_rows`) is True,
         step by step. Each step runs the sequences that reach it (a prefix of the batch,
         the longest first); each final state is its sequence's own last step's."""
-        steps, batch = rows.shape
-        x = np.zeros((steps, batch, data.shape[-1]), dtype)
+        x = np.zeros((*rows.shape, data.shape[-1]), dtype)
         x[rows] = data
         sizes = rows.sum(axis=1)
-        stack = self.layers * self.directions
+        x, results = self._layers(x, weights, states, dtype,
+                                  lambda x, w, s, reverse: self._run_packed_direction(x, w, s, reverse, sizes))
+        return [np.asarray(x[rows], order="C"), *results]
+
+    def _layers(self, x: np.ndarray, weights: Sequence[Weights], states: Sequence[np.ndarray], dtype: np.dtype,
+                direction: Callable[..., list[np.ndarray]]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Every layer over ``x`` (T, N, I), each direction by ``direction(x, weights,
+        initial states, reverse)``: (the last layer's output, the stacked final states)."""
+        batch, stack = x.shape[1], self.layers * self.directions
         output_size, hidden = weights[0].w_hh.shape[0], weights[0].w_hh.shape[1] // self.cell.gates
-        initial = [np.asarray(states[k], dtype=dtype).reshape(stack, batch, size) if k < len(states)
-                   else np.zeros((stack, batch, size), dtype)
-                   for k, size in enumerate((output_size, hidden)[: self.cell.states])]
+        initial = [
+            np.asarray(states[k], dtype=dtype).reshape(stack, batch, size) if k < len(states)
+            else np.zeros((stack, batch, size), dtype)
+            for k, size in enumerate((output_size, hidden)[: self.cell.states])
+        ]
         finals: list[list[np.ndarray]] = [[] for _ in initial]
         for layer in range(self.layers):
             outputs = []
-            for direction in range(self.directions):
-                k = layer * self.directions + direction
-                y, *last = self._run_packed_direction(x, weights[k], [s[k] for s in initial], direction == 1, sizes)
+            for reverse in range(self.directions):
+                k = layer * self.directions + reverse
+                y, *last = direction(x, weights[k], [s[k] for s in initial], reverse == 1)
                 outputs.append(y)
                 for final, state in zip(finals, last):
                     final.append(state)
             x = outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=-1)
-        return [np.asarray(x[rows], order="C"), *(np.stack(final) for final in finals)]
+        return x, [np.stack(final) for final in finals]
 
     def _run_packed_direction(self, x: np.ndarray, weights: Weights, states: list[np.ndarray], reverse: bool,
                               sizes: np.ndarray) -> list[np.ndarray]:

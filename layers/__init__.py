@@ -28,6 +28,7 @@ from graphexec.layers import (  # noqa: F401  (imported for their registrations)
     loss,
     norm,
     onnx_ops,
+    onnx_recurrent,
     packed,
     patches,
     plumbing,

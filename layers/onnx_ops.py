@@ -20,6 +20,7 @@ Attributes are ONNX's, with ONNX's defaults; a scalar argument (an axis, ``k``, 
 input, a constant ``pnnx.Expression`` or a value the run computes. pnnx translates most ONNX
 operators into its own (``nn.Conv2d``, ``torch.cumsum`` ...); these are the ones it leaves as
 they are (a ``CumSum``, a ``TopK`` with both outputs, a ``ReduceMax`` over several axes).
+ONNX's recurrences (``LSTM``, ``GRU``, ``RNN``) are in :mod:`graphexec.layers.onnx_recurrent`.
 """
 
 from __future__ import annotations

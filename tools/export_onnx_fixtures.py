@@ -98,16 +98,40 @@ class OnnxOperators(torch.nn.Module):
         return torch.cat([p.float().flatten() for p in pieces])
 
 
+class RecurrentStates(torch.nn.Module):
+    """Recurrences whose sequence output (or an LSTM's cell state) goes unread, which pnnx
+    leaves as ONNX's LSTM, GRU and RNN: a two-layer bidirectional LSTM's final h and c, a
+    bidirectional GRU's final h from a given initial state, a relu RNN's, an LSTM's output
+    and final h but not its c; each flattened into one vector."""
+
+    def __init__(self, width: int = 8, hidden: int = 6):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(width, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = torch.nn.GRU(width, hidden, bidirectional=True)
+        self.rnn = torch.nn.RNN(width, hidden, nonlinearity="relu", batch_first=True)
+        self.tagger = torch.nn.LSTM(width, hidden, batch_first=True)
+        self.register_buffer("h0", torch.randn(2, 1, hidden))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, (h, c) = self.lstm(x)
+        _, g = self.gru(x.transpose(0, 1), self.h0)
+        _, r = self.rnn(x)
+        y, (t, _) = self.tagger(x)
+        return torch.cat([v.flatten() for v in (h, c, g, r, y, t)])
+
+
 #: Small enough to commit (0.5 and 1.4 MB): squeeze-and-excitation, hardswish, depthwise
 #: convolutions; channel splits and shuffles. mobilenet_v3_small leaves its batch dynamic,
 #: so the test fixes it with ``input_shapes``; so does the token classifier, whose input is
-#: int64, which pnnx then needs to be told. The last holds the operators pnnx leaves as ONNX's.
+#: int64, which pnnx then needs to be told. The last two hold the operators pnnx leaves as
+#: ONNX's.
 NETWORKS = {
     "mobilenet_v3_small": Network(lambda: torchvision.models.mobilenet_v3_small(width_mult=0.25, num_classes=10),
                                   (1, 3, 64, 64), (2, 3, 64, 64)),
     "shufflenet_v2": Network(lambda: torchvision.models.shufflenet_v2_x0_5(num_classes=10), (1, 3, 64, 64)),
     "token_classifier": Network(TokenClassifier, (1, 6), (2, 6), tokens=50),
     "onnx_operators": Network(OnnxOperators, (1, 10, 32)),
+    "recurrent_states": Network(RecurrentStates, (1, 7, 8)),
 }
 
 
@@ -142,7 +166,7 @@ def export(name: str, target: Path = TARGET) -> Path:
 #: Networks whose pnnx conversion is also kept as a per-operator golden fixture (the golden
 #: tests need every operator graphexec registers in one, and these operators come only from
 #: ONNX): tests/fixtures/ops/onnx/<name>/, onnxruntime's output as the reference.
-AS_OPERATOR_FIXTURES = ("onnx_operators",)
+AS_OPERATOR_FIXTURES = ("onnx_operators", "recurrent_states")
 OPS_TARGET = TARGET.parent / "ops" / "onnx"
 
 

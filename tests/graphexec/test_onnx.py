@@ -50,7 +50,7 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def test_the_fixtures_are_there():
-    assert NETWORKS == ["mobilenet_v3_small", "onnx_operators", "shufflenet_v2", "token_classifier"]
+    assert NETWORKS == ["mobilenet_v3_small", "onnx_operators", "recurrent_states", "shufflenet_v2", "token_classifier"]
 
 
 @needs_pnnx

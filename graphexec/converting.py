@@ -123,6 +123,7 @@ def convert(
     input_shapes: Sequence[Sequence[int]] | None = None,
     *,
     input_types: Sequence[Any] | None = None,
+    other_shapes: Sequence[Sequence[int]] | None = None,
     output: str | os.PathLike[str] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> Path:
@@ -130,6 +131,9 @@ def convert(
 
     ``input_shapes``, one per input, fix the sizes an ONNX model leaves dynamic (pnnx
     takes 1 for each otherwise) and are required for TorchScript, which records none.
+    ``other_shapes``, one per input shape, are the same inputs at other sizes: pnnx then
+    keeps the sizes that differ dynamic (``?``), so the model runs at any of them rather
+    than at ``input_shapes`` alone (pnnx's ``inputshape2``).
     ``input_types``, one per shape (``"i64"``, ``np.int64``), say what each input holds:
     float32 unless given; an ONNX model's own types are taken where pnnx names them. The
     files go beside the model (``model.onnx`` -> ``model.pnnx.param``, ``model.pnnx.bin``),
@@ -137,7 +141,8 @@ def convert(
     folder there named by the file's content, the shapes and pnnx's version, reused while
     they stay the same. Only the two files graphexec reads are kept. Logs what it did.
     """
-    return conversion(model, input_shapes, input_types=input_types, output=output, cache_dir=cache_dir).param
+    return conversion(model, input_shapes, input_types=input_types, other_shapes=other_shapes, output=output,
+                      cache_dir=cache_dir).param
 
 
 def conversion(
@@ -145,6 +150,7 @@ def conversion(
     input_shapes: Sequence[Sequence[int]] | None = None,
     *,
     input_types: Sequence[Any] | None = None,
+    other_shapes: Sequence[Sequence[int]] | None = None,
     output: str | os.PathLike[str] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> Converted:
@@ -157,12 +163,17 @@ def conversion(
         raise ModelFormatError("no such model file", path=str(source))
     torchscript = source.name.lower().endswith(TORCHSCRIPT_SUFFIXES)
     shapes = _shapes_argument(input_shapes or [], input_types)
+    if other_shapes is not None and len(other_shapes) != len(input_shapes or []):
+        raise GraphexecError(f"{len(other_shapes)} other shapes for {len(input_shapes or [])} input shapes: give "
+                             "the input shapes, and one other shape for each")
+    others = _shapes_argument(other_shapes, input_types) if other_shapes else ""
     if torchscript and not shapes:
         raise GraphexecError(f"{source}: a TorchScript file does not record its input shapes; give them "
                              f"(input_shapes=[(1, 3, 224, 224)], or --input-shape 1,3,224,224 once per input)")
     tool = pnnx_tool()
     if cache_dir is not None:
-        key = hashlib.sha256(_digest(source).encode() + shapes.encode() + _version(tool).encode()).hexdigest()[:16]
+        key = hashlib.sha256(_digest(source).encode() + shapes.encode() + others.encode()
+                             + _version(tool).encode()).hexdigest()[:16]
         folder = Path(cache_dir) / f"{source.stem}-{key}"
         param = folder / "model.pnnx.param"
         if param.is_file() and param.with_name("model.pnnx.bin").is_file():
@@ -179,7 +190,7 @@ def conversion(
         base = source.with_name(source.name[: -len(source.suffix)])
     base.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    _run_pnnx(tool, source, shapes, base)
+    _run_pnnx(tool, source, shapes, base, others)
     done = Converted(source, base.with_name(base.name + ".pnnx.param"), False, time.perf_counter() - started)
     logger.info(done.describe())
     return done
@@ -204,9 +215,10 @@ def _version(tool: str) -> str:
         return f"{info.st_size}-{info.st_mtime_ns}"
 
 
-def _run_pnnx(tool: str, source: Path, shapes: str, base: Path) -> None:
+def _run_pnnx(tool: str, source: Path, shapes: str, base: Path, others: str = "") -> None:
     """Run pnnx on ``source`` in a scratch folder (it writes several files, some beside its
-    input), then move ``.pnnx.param`` and ``.pnnx.bin`` to ``base`` + suffix."""
+    input), then move ``.pnnx.param`` and ``.pnnx.bin`` to ``base`` + suffix; ``others``:
+    pnnx's ``inputshape2``."""
     with tempfile.TemporaryDirectory(prefix=".converting-", dir=base.parent) as tmp:
         scratch = Path(tmp).resolve()  # pnnx runs in it: a relative path would be read from there
         link = scratch / ("model" + source.suffix)
@@ -217,15 +229,20 @@ def _run_pnnx(tool: str, source: Path, shapes: str, base: Path) -> None:
         outputs = {"pnnxparam": scratch / "model.pnnx.param", "pnnxbin": scratch / "model.pnnx.bin"}
         outputs.update({option: scratch / f"model{suffix}" for option, suffix in _OTHER_OUTPUTS.items()})
         options = [f"{option}={path}" for option, path in outputs.items()]
-        done = subprocess.run([tool, str(link), *([f"inputshape={shapes}"] if shapes else []), *options],
-                              cwd=scratch, capture_output=True, text=True, check=False)
+        def run() -> subprocess.CompletedProcess[str]:
+            given = [f"inputshape={shapes}"] if shapes else []
+            given += [f"inputshape2={others}"] if others else []
+            return subprocess.run([tool, str(link), *given, *options], cwd=scratch, capture_output=True, text=True,
+                                  check=False)
+
+        done = run()
         for _ in range(shapes.count("]")):  # an ONNX input of another type than given: pnnx names it
             expected = _TYPE_EXPECTED.search(done.stderr + done.stdout) if done.returncode != 0 else None
             if expected is None:
                 break
             shapes = _retyped(shapes, int(expected.group(1)), expected.group(2))
-            done = subprocess.run([tool, str(link), f"inputshape={shapes}", *options],
-                                  cwd=scratch, capture_output=True, text=True, check=False)
+            others = _retyped(others, int(expected.group(1)), expected.group(2)) if others else others
+            done = run()
         if done.returncode != 0 or not outputs["pnnxparam"].is_file():
             said = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
             raise GraphexecError(f"{source}: pnnx could not convert it (exit {done.returncode}"

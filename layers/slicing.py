@@ -133,11 +133,21 @@ class _Pieces(Layer):
 # ------------------------------------------------------------------------------------------
 # joining
 # ------------------------------------------------------------------------------------------
+def _numbers_as_vectors(shapes: list[Shape]) -> list[Shape]:
+    """The shapes :class:`Cat` joins: each 0-d one as (1,), where every input is 0-d or 1-d."""
+    if any(s == () for s in shapes) and all(len(s) <= 1 for s in shapes):
+        return [s or (1,) for s in shapes]
+    return shapes
+
+
 @register("torch.cat")
 class Cat(Layer):
     """``torch.cat(inputs, dim)``: one np.concatenate; mixed dtypes promote as torch does. A
     1-d empty input, shape (0,), is left out whatever ``dim`` is, as PyTorch does (a KV cache
-    that starts as ``torch.tensor([])``), though its dtype still counts."""
+    that starts as ``torch.tensor([])``), though its dtype still counts. Numbers (0-d), which
+    PyTorch's cat refuses, join vectors as one element each: pnnx writes the pieces of a
+    shape an ONNX model concatenates (``Shape``, ``Gather``, ``Unsqueeze``, ``Concat``) as
+    numbers."""
 
     def build(self, params: Params) -> None:
         self.dim = params.int("dim", 0)
@@ -149,7 +159,7 @@ class Cat(Layer):
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if not shapes:
             raise ShapeMismatch("takes at least 1 input, got 0")
-        shapes = [s for s in shapes if not legacy_empty(s)]
+        shapes = [s for s in _numbers_as_vectors(shapes) if not legacy_empty(s)]
         if not shapes:
             return [(0,)]
         first = shapes[0]
@@ -173,7 +183,8 @@ class Cat(Layer):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         dtype = torch_promote([x.dtype for x in inputs])
-        joined = [x for x in inputs if not legacy_empty(x.shape)]
+        shapes = _numbers_as_vectors([x.shape for x in inputs])
+        joined = [np.reshape(x, shape) for x, shape in zip(inputs, shapes) if not legacy_empty(shape)]
         if not joined:
             return [np.empty((0,), dtype)]
         return [np.concatenate(joined, axis=_axis(self.dim, joined[0].ndim), dtype=dtype, casting="unsafe")]
@@ -182,7 +193,8 @@ class Cat(Layer):
         """Each input is one contiguous run of the output where the dims before ``dim`` are
         all 1 (the channels of a batch-1 NCHW tensor): it may be written there directly."""
         out = outputs[0]
-        if not all(isinstance(s, TensorSpec) for s in [*inputs, out]) or legacy_empty(out.shape):
+        if not all(isinstance(s, TensorSpec) for s in [*inputs, out]) or legacy_empty(out.shape) \
+                or any(s.shape == () for s in inputs):  # type: ignore[union-attr]
             return None
         axis = _axis(self.dim, len(out.shape))
         if math.prod(out.shape[:axis]) != 1:

@@ -120,6 +120,20 @@ class RecurrentStates(torch.nn.Module):
         return torch.cat([v.flatten() for v in (h, c, g, r, y, t)])
 
 
+class LSTMClassifier(torch.nn.Module):
+    """An LSTM from its default zero state, a class per sequence from the last step: the
+    exporter sizes the zero state by the batch (``Shape``, ``Concat``, ``ConstantOfShape``),
+    which a conversion that keeps the batch dynamic leaves for the run to compute."""
+
+    def __init__(self, width: int = 8, hidden: int = 16, classes: int = 4):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(width, hidden, batch_first=True)
+        self.head = torch.nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.rnn(x)[0][:, -1])
+
+
 #: Small enough to commit (0.5 and 1.4 MB): squeeze-and-excitation, hardswish, depthwise
 #: convolutions; channel splits and shuffles. mobilenet_v3_small leaves its batch dynamic,
 #: so the test fixes it with ``input_shapes``; so does the token classifier, whose input is
@@ -132,6 +146,7 @@ NETWORKS = {
     "token_classifier": Network(TokenClassifier, (1, 6), (2, 6), tokens=50),
     "onnx_operators": Network(OnnxOperators, (1, 10, 32)),
     "recurrent_states": Network(RecurrentStates, (1, 7, 8)),
+    "lstm_classifier": Network(LSTMClassifier, (2, 5, 8), (3, 5, 8)),
 }
 
 

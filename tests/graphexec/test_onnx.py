@@ -50,7 +50,8 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def test_the_fixtures_are_there():
-    assert NETWORKS == ["mobilenet_v3_small", "onnx_operators", "recurrent_states", "shufflenet_v2", "token_classifier"]
+    assert NETWORKS == ["lstm_classifier", "mobilenet_v3_small", "onnx_operators", "recurrent_states", "shufflenet_v2",
+                        "token_classifier"]
 
 
 @needs_pnnx
@@ -68,6 +69,28 @@ def test_convert_matches_onnxruntime(tmp_path, name):
     with Engine.load(param) as engine:
         assert engine.input_shapes["in0"] == x.shape
         assert relative_error(engine.forward(x), want) <= TOLERANCE
+
+
+@needs_pnnx
+@pytest.mark.parametrize("name", ["lstm_classifier", "mobilenet_v3_small", "token_classifier"])
+def test_other_shapes_keep_the_batch_dynamic(tmp_path, name):
+    """Converted at two batches, a model whose ONNX batch is dynamic runs at any: each
+    sample's output is onnxruntime's whatever the batch (the LSTM's zero state, sized by
+    the batch, is computed by the run)."""
+    x, want = reference(name)
+    shutil.copyfile(FIXTURES / f"{name}.onnx", tmp_path / "model.onnx")
+    param = graphexec.convert(tmp_path / "model.onnx", input_shapes=[x.shape], other_shapes=[(1, *x.shape[1:])],
+                              input_types=[x.dtype])
+    with Engine.load(param) as engine:
+        assert engine.input_shapes["in0"] == (None, *x.shape[1:])
+        for batch, expected in [(x, want), (x[:1], want[:1]), (np.concatenate([x, x]), np.concatenate([want, want]))]:
+            assert relative_error(engine.forward(batch), expected) <= TOLERANCE
+
+
+def test_other_shapes_come_one_for_each_input_shape(tmp_path):
+    shutil.copyfile(FIXTURES / "token_classifier.onnx", tmp_path / "model.onnx")
+    with pytest.raises(graphexec.GraphexecError, match="2 other shapes for 1 input shapes"):
+        graphexec.convert(tmp_path / "model.onnx", input_shapes=[(2, 6)], other_shapes=[(1, 6), (3, 6)])
 
 
 @needs_pnnx

@@ -43,11 +43,19 @@ def test_cat_refuses_mismatched_dims():
         shapes_of(make("torch.cat", {"dim": 1}, inputs=2), (2, 3, 4), (2, 3, 5))
 
 
-def test_cat_refuses_different_ranks_and_scalars():
+def test_cat_refuses_different_ranks_and_a_number_beside_a_matrix():
     with pytest.raises(ShapeMismatch):
         shapes_of(make("torch.cat", {"dim": 0}, inputs=2), (2, 3), (2,))
     with pytest.raises(ShapeMismatch, match="0-d"):
-        shapes_of(make("torch.cat", {"dim": 0}, inputs=2), (), ())
+        shapes_of(make("torch.cat", {"dim": 0}, inputs=2), (), (2, 3))
+
+
+def test_cat_joins_numbers_as_elements_of_a_shape():
+    """pnnx writes the pieces of a shape an ONNX model concatenates as numbers."""
+    layer = make("torch.cat", {"dim": 0}, inputs=3)
+    assert shapes_of(layer, (1,), (), ()) == [(3,)]
+    (out,) = layer.forward([np.array([4]), np.int64(1), np.array(16)])
+    np.testing.assert_array_equal(out, [4, 1, 16])
 
 
 def test_cat_promotes_like_torch():

@@ -4,6 +4,7 @@
 
     FFT           torch.fft.fft / ifft / rfft / irfft / hfft / ihfft     along one dim
     FFTN          torch.fft.fft2 / ifft2 / rfft2 / irfft2 / hfft2 / ihfft2 and their n-D forms
+    FFTShift      aten::fft_fftshift / fft_ifftshift   the zero frequency to the middle, or back
     RealPart      torch.real          ImagPart   torch.imag
     ViewAsReal    torch.view_as_real  (..., 2) float        ViewAsComplex  torch.view_as_complex
     Complex       torch.complex(real, imag)                 Angle          aten::angle
@@ -15,7 +16,8 @@
 numpy's pocketfft computes them; the result is cast to PyTorch's dtype (complex64 from
 float32 or complex64 input, complex128 from double precision; the inverse real transforms
 give float32 or float64). ``norm`` is ``backward`` (None), ``forward`` or ``ortho`` as in
-both libraries. A complex64 value is 8 bytes like any other element to the scheduler and
+both libraries. The lengths (``n``, ``s``) are params, or, where a dynamic export computes
+them from a size, an input. A complex64 value is 8 bytes like any other element to the scheduler and
 the memory plan.
 """
 
@@ -28,6 +30,8 @@ import numpy as np
 from graphexec.layers.aten import constant_input, optional_constant, required_constant
 from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
+from graphexec.layers.shape import known_ints, runtime_ints
+from graphexec.layers.specs import DynamicSpec
 
 _NORMS = ("backward", "forward", "ortho")
 _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),
@@ -66,14 +70,28 @@ class _Transform(Layer):
         "hfft": ("hfft", True, "full"), "ihfft": ("ihfft", False, "half"),
     }
 
+    #: The param (and input) naming the lengths: ``n`` for 1-D transforms, ``s`` for n-D.
+    LENGTHS = "n"
+
     def build(self, params: Params) -> None:
         self.kind = self.type.removeprefix("torch.fft.")
         self.norm = _read_norm(params)
-        self.expect_one_input(params)
+        #: Where the lengths are an input (a dynamic export computes them from a size), or None.
+        self.lengths_at: int | None = None
+        if self.num_inputs == 2 and not params.has(self.LENGTHS):
+            self.lengths_at = self.bind_inputs(params, ["input", self.LENGTHS])[1]
+        elif self.num_inputs != 1:
+            raise params.error(f"takes 1 input, or 2 with {self.LENGTHS} as the second, given {self.num_inputs}")
 
-    def expect_one_input(self, params: Params) -> None:
-        if self.num_inputs != 1:
-            raise params.error(f"takes 1 input, given {self.num_inputs}")
+    def planned_lengths(self, specs: list[Spec]) -> tuple[int, ...] | None:
+        """The lengths input's value where inference knows it (from the shapes), else None."""
+        return known_ints(specs[self.lengths_at]) if self.lengths_at is not None else None
+
+    def run_lengths(self, inputs: list[Any]) -> tuple[int, ...]:
+        lengths = runtime_ints(inputs[self.lengths_at], self.LENGTHS)  # type: ignore[index]
+        if any(n < 1 for n in lengths):
+            raise ShapeMismatch(f"{self.LENGTHS}={list(lengths)} must hold positive lengths")
+        return lengths
 
     def output_dtype(self, dtype: np.dtype, real_out: bool) -> np.dtype:
         made = complex_of(dtype)
@@ -108,7 +126,14 @@ class FFT(_Transform):
         axis = normalize_axis(self.dim, len(x.shape))
         if self.kind == "rfft" and x.dtype.kind == "c":
             raise ShapeMismatch(f"rfft needs a real input, given {x.dtype}")
-        size = self.sized(self.n, x.shape[axis], last)
+        n = self.n
+        if self.lengths_at is not None:
+            known = self.planned_lengths(specs)
+            if known is None:  # only the run tells
+                shape = tuple(None if d == axis else x.shape[d] for d in range(len(x.shape)))
+                return [DynamicSpec(shape, self.output_dtype(x.dtype, real_out))]
+            n = known[0]
+        size = self.sized(n, x.shape[axis], last)
         if size < 1:
             raise ShapeMismatch(f"{self.kind} of {x.shape[axis]} values along dim {self.dim} gives no output")
         shape = x.shape[:axis] + (size,) + x.shape[axis + 1:]
@@ -117,7 +142,8 @@ class FFT(_Transform):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         name, real_out, _ = self.KINDS[self.kind]
-        y = getattr(np.fft, name)(x, n=self.n, axis=normalize_axis(self.dim, x.ndim), norm=self.norm)
+        n = self.n if self.lengths_at is None else self.run_lengths(inputs)[0]
+        y = getattr(np.fft, name)(x, n=n, axis=normalize_axis(self.dim, x.ndim), norm=self.norm)
         return [np.asarray(y, dtype=self.output_dtype(x.dtype, real_out), order="C")]
 
 
@@ -135,6 +161,8 @@ class FFTN(_Transform):
     The Hermitian ones (``hfftn``: a half spectrum in, real out; ``ihfftn``: real in)
     are the real ones on the conjugate, with the norm of the other direction."""
 
+    LENGTHS = "s"
+
     def build(self, params: Params) -> None:
         super().build(params)
         self.kind = self.kind.removesuffix("2").removesuffix("n")
@@ -145,15 +173,17 @@ class FFTN(_Transform):
         if self.s is not None and self.dims is not None and len(self.s) != len(self.dims):
             raise params.error(f"s={self.s} and dim={self.dims} differ in length")
 
-    def axes(self, rank: int) -> tuple[int, ...]:
+    def axes(self, rank: int, s: tuple[int, ...] | None = None) -> tuple[int, ...]:
         if self.dims is not None:
             axes = tuple(normalize_axis(d, rank) for d in self.dims)
-        elif self.s is not None:
-            axes = tuple(range(rank - len(self.s), rank))
+        elif s is not None:
+            axes = tuple(range(rank - len(s), rank))
         else:
             axes = tuple(range(rank))
         if len(set(axes)) != len(axes):
             raise ShapeMismatch(f"dims {self.dims} repeat a dim")
+        if s is not None and len(s) != len(axes):
+            raise ShapeMismatch(f"s={list(s)} and dim={list(self.dims or ())} differ in length")
         return axes
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
@@ -161,12 +191,15 @@ class FFTN(_Transform):
         _, real_out, last = self.KINDS[self.kind]
         if self.kind in ("rfft", "ihfft") and x.dtype.kind == "c":
             raise ShapeMismatch(f"{self.kind} needs a real input, given {x.dtype}")
-        axes = self.axes(len(x.shape))
+        s = self.s if self.lengths_at is None else self.planned_lengths(specs)
+        if self.lengths_at is not None and s is None:  # only the run tells: the rank stays
+            return [DynamicSpec((None,) * len(x.shape), self.output_dtype(x.dtype, real_out))]
+        axes = self.axes(len(x.shape), s)
         if not axes:
             raise ShapeMismatch("no dim to transform")
         shape = list(x.shape)
         for k, axis in enumerate(axes):
-            length = None if self.s is None else self.s[k]
+            length = None if s is None else s[k]
             shape[axis] = self.sized(length, x.shape[axis], last if k == len(axes) - 1 else None)
             if shape[axis] < 1:
                 raise ShapeMismatch(f"{self.type} of input {x.shape} gives an empty dim {axis}")
@@ -175,14 +208,47 @@ class FFTN(_Transform):
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
         name, real_out, _ = self.KINDS[self.kind]
-        axes = self.axes(x.ndim)
+        s = self.s if self.lengths_at is None else self.run_lengths(inputs)
+        axes = self.axes(x.ndim, s)
         if self.kind == "hfft":
-            y = np.fft.irfftn(np.conj(x), s=self.s, axes=axes, norm=_OTHER_WAY[self.norm])
+            y = np.fft.irfftn(np.conj(x), s=s, axes=axes, norm=_OTHER_WAY[self.norm])
         elif self.kind == "ihfft":
-            y = np.conj(np.fft.rfftn(x, s=self.s, axes=axes, norm=_OTHER_WAY[self.norm]))
+            y = np.conj(np.fft.rfftn(x, s=s, axes=axes, norm=_OTHER_WAY[self.norm]))
         else:
-            y = getattr(np.fft, name + "n")(x, s=self.s, axes=axes, norm=self.norm)
+            y = getattr(np.fft, name + "n")(x, s=s, axes=axes, norm=self.norm)
         return [np.asarray(y, dtype=self.output_dtype(x.dtype, real_out), order="C")]
+
+
+@register("aten::fft_fftshift", "aten::fft_ifftshift")
+class FFTShift(Layer):
+    """``torch.fft.fftshift(x, dim)`` / ``ifftshift``: the zero frequency rolled to the
+    middle of each dim in ``dim`` (None: every dim), or back; real or complex (neuralop's
+    spectral convolutions)."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (1, 2):
+            raise params.error(f"takes 1 or 2 inputs (input, dim), given {self.num_inputs}")
+        dim = constant_input(params, 1) if self.num_inputs == 2 else None
+        if isinstance(dim, int) and not isinstance(dim, bool):
+            dim = (dim,)
+        if dim is not None and not isinstance(dim, tuple):
+            raise params.error(f"dim (input 1) must be a constant int, list of ints or None, given {dim!r}")
+        self.dims: tuple[int, ...] | None = dim
+        self.shift = np.fft.fftshift if self.type == "aten::fft_fftshift" else np.fft.ifftshift
+
+    def _axes(self, rank: int) -> tuple[int, ...]:
+        return tuple(range(rank)) if self.dims is None else tuple(normalize_axis(d, rank) for d in self.dims)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"{self.type} takes a tensor, given {x}")
+        self._axes(len(x.shape))
+        return [x]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [np.asarray(self.shift(x, axes=self._axes(x.ndim)), order="C")]
 
 
 # ------------------------------------------------------------------------------------------

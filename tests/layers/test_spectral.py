@@ -176,3 +176,19 @@ def test_istft_undoes_stft_and_refuses_what_cannot_be_undone():
         istft.infer([TensorSpec((2, 8, 5), np.complex64), TensorSpec((16,), np.float32)])
     with pytest.raises(ValueError, match="overlap-added squared window is 0"):
         istft.forward([spectrum, np.zeros(16)])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 16), (3, 3, 6, 21), (1, 3, 5, 9)])
+def test_lengths_a_dynamic_export_computes_follow_the_input(shape):
+    """irfftn(rfftn(a) * 2, s=(L,)), irfft2(rfft2(a[:, :2]), s=(H, W)) and irfft(rfft(a),
+    n=L), exported with the lengths read from the input's size: 2a, a[:, :2] and a at any
+    size, odd lengths included (where the default length 2 * (n - 1) would be wrong)."""
+    from graphexec import Engine
+    from tests.golden import OPS
+
+    a = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    engine = Engine.load(OPS / "spectral" / "irfft_lengths_of_a_dynamic_size" / "model.pnnx.param")
+    doubled, pair, same = engine.forward(a)
+    np.testing.assert_allclose(doubled, 2 * a, atol=1e-5)
+    np.testing.assert_allclose(pair, a[:, :2], atol=1e-5)
+    np.testing.assert_allclose(same, a, atol=1e-5)

@@ -78,6 +78,20 @@ CASES = [
                                           torch.fft.ifft2(a, norm="ortho").imag)),
          (x(2, 3, 7),)),
     Case("hfft", Fn(lambda a: torch.fft.hfft(torch.fft.rfft(a), n=8)), (x(3, 8),)),
+    # neuralop's spectral convolutions: the spectrum shifted to centre its low modes, and
+    # back, of odd and even lengths, real and complex
+    Case("fftshift_ifftshift",
+         Fn(lambda a: (torch.fft.fftshift(a, dim=(-2,)) + torch.fft.ifftshift(a, dim=(-2, -1)),
+                       torch.view_as_real(torch.fft.ifftshift(torch.fft.fftshift(torch.fft.rfft2(a), dim=-2), dim=-2)),
+                       torch.fft.fftshift(a))),
+         (x(2, 3, 5, 6),)),
+    # an FNO at another grid: the lengths back a dynamic export computes from the input's size
+    Case("irfft_lengths_of_a_dynamic_size",
+         Fn(lambda a: (torch.fft.irfftn(torch.fft.rfftn(a, dim=(-1,), norm="forward") * 2, s=(a.shape[-1],),
+                                        dim=(-1,), norm="forward"),
+                       torch.fft.irfft2(torch.fft.rfft2(a[:, :2]), s=(a.shape[-2], a.shape[-1])),
+                       torch.fft.irfft(torch.fft.rfft(a), n=a.shape[-1]))),
+         (x(2, 3, 4, 16),), inputs2=(x(3, 3, 6, 21),)),
     Case("fft2_ihfft_view_as_complex",
          Fn(lambda a, b: (torch.fft.fft2(a).real, torch.fft.ihfft(a[0]).imag, torch.view_as_complex(b).abs())),
          (x(2, 3, 7), x(4, 3, 2))),

@@ -7,6 +7,7 @@
     LayerNorm, FLayerNorm   over the trailing ``normalized_shape`` dims
     RMSNorm, FRMSNorm       x / root mean square over the trailing dims (no centring)
     GroupNorm, FGroupNorm   over each group of channels (and all spatial dims)
+    AtenGroupNorm           aten::group_norm: F.group_norm with num_groups read from a shape
     InstanceNorm1d/2d/3d    over the spatial dims of each (sample, channel)
     FInstanceNorm           F.instance_norm
     AtenInstanceNorm        aten::instance_norm: a bare InstanceNorm that tracks running stats
@@ -422,6 +423,24 @@ class FGroupNorm(Layer):
     def forward(self, inputs: list[Any]) -> list[Any]:
         args = _arguments(inputs, self.at)
         return [_group_norm(inputs[0], self.num_groups, self.eps, args.get("weight"), args.get("bias"))]
+
+
+@register("aten::group_norm")
+class AtenGroupNorm(FGroupNorm):
+    """``torch.group_norm`` as TorchScript leaves it where ``num_groups`` is read from a
+    shape (xLSTM's multi-head layer norm): inputs ``(input, num_groups, weight, bias, eps,
+    cudnn_enabled)``, weight and bias tensors or ``None``; ``cudnn_enabled`` picks a kernel."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 6:
+            raise params.error(f"takes 6 inputs (input, num_groups, weight, bias, eps, cudnn_enabled), "
+                               f"given {self.num_inputs}")
+        self.num_groups = required_constant(params, 1, "num_groups", int)
+        if self.num_groups < 1:
+            raise params.error(f"num_groups={self.num_groups} must be positive")
+        self.eps = constant_number(params, 4, "eps", low=0)
+        #: The input index of each tensor argument given (not ``None``).
+        self.at = {name: i for i, name in ((2, "weight"), (3, "bias")) if constant_input(params, i) is not None}
 
 
 class _InstanceNormModule(Layer):

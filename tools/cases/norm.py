@@ -65,6 +65,22 @@ class PreActivation(nn.Module):
         return y1, y2, y3, self.conv4(r4), r4, y5
 
 
+class HeadwiseNorm(nn.Module):
+    """xLSTM's multi-head layer norm: each head's features normalised, as a group norm whose
+    number of groups is read from the input's shape (which TorchScript leaves as
+    ``aten::group_norm``), the weight offset by one."""
+
+    def __init__(self, heads: int = 2, width: int = 4):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(heads * width) * 0.1)
+
+    def forward(self, a):  # (batch, heads, steps, width)
+        b, heads, steps, width = a.shape
+        y = F.group_norm(a.transpose(1, 2).reshape(b * steps, heads * width), num_groups=heads,
+                         weight=1.0 + self.weight, bias=None, eps=1e-5)
+        return y.view(b, steps, heads, width).transpose(1, 2)
+
+
 CASES = [
     Case("batchnorm2d", trained(nn.BatchNorm2d(4)), (x(2, 4, 5, 5),)),
     Case("batchnorm2d_eps", trained(nn.BatchNorm2d(3, eps=1e-2)), (x(1, 3, 4, 6),)),
@@ -84,6 +100,7 @@ CASES = [
     Case("groupnorm_1d_eps", trained(nn.GroupNorm(3, 6, eps=1e-3)), (x(2, 6, 7),)),
     Case("fgroupnorm_noaffine", nn.GroupNorm(2, 6, affine=False), (x(2, 6, 4, 4),)),
     Case("fgroupnorm_inputs", Fn(lambda a, w, b: F.group_norm(a, 4, w, b)), (x(2, 8, 3, 3), x(8), x(8))),
+    Case("group_norm_of_heads_read_from_the_shape", HeadwiseNorm(), (x(1, 2, 5, 4),), inputs2=(x(2, 2, 7, 4),)),
     Case("instancenorm2d_affine", trained(nn.InstanceNorm2d(4, affine=True)), (x(2, 4, 5, 5),)),
     Case("instancenorm1d_affine", trained(nn.InstanceNorm1d(3, affine=True, eps=1e-3)), (x(2, 3, 8),)),
     Case("finstancenorm_noaffine", nn.InstanceNorm2d(4), (x(2, 4, 5, 5),)),

@@ -13,6 +13,7 @@ import numpy as np
 
 from graphexec.devices.opencl.ops.base import Op, implements, refused_shapes
 from graphexec.layers.norm import (
+    AtenGroupNorm,
     FGroupNorm,
     FRMSNorm,
     GroupNorm,
@@ -58,7 +59,7 @@ def _vector(launch, layer, inputs, name, size, fill):
     return buffer, 0
 
 
-@implements(GroupNorm, FGroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
+@implements(GroupNorm, FGroupNorm, AtenGroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
 class GroupNormOp(Op):
     """Each sample's groups of channels normalised, then a per-channel weight and bias
     (stored, or ``F.group_norm``'s inputs); instance norm is a group a channel, batched or

@@ -164,8 +164,8 @@ def conversion(
     torchscript = source.name.lower().endswith(TORCHSCRIPT_SUFFIXES)
     shapes = _shapes_argument(input_shapes or [], input_types)
     if other_shapes is not None and len(other_shapes) != len(input_shapes or []):
-        raise GraphexecError(f"{len(other_shapes)} other shapes for {len(input_shapes or [])} input shapes: give "
-                             "the input shapes, and one other shape for each")
+        raise GraphexecError(f"{len(other_shapes)} other shapes for {len(input_shapes or [])} input shapes: "
+                             "give the input shapes, and one other shape for each")
     others = _shapes_argument(other_shapes, input_types) if other_shapes else ""
     if torchscript and not shapes:
         raise GraphexecError(f"{source}: a TorchScript file does not record its input shapes; give them "

@@ -258,12 +258,15 @@ class Stack:
         x = np.zeros((*rows.shape, data.shape[-1]), dtype)
         x[rows] = data
         sizes = rows.sum(axis=1)
-        x, results = self._layers(x, weights, states, dtype,
-                                  lambda x, w, s, reverse: self._run_packed_direction(x, w, s, reverse, sizes))
+        def direction(x: np.ndarray, w: Weights, s: list[np.ndarray], reverse: bool) -> list[np.ndarray]:
+            return self._run_packed_direction(x, w, s, reverse, sizes)
+
+        x, results = self._layers(x, weights, states, dtype, direction)
         return [np.asarray(x[rows], order="C"), *results]
 
-    def _layers(self, x: np.ndarray, weights: Sequence[Weights], states: Sequence[np.ndarray], dtype: np.dtype,
-                direction: Callable[..., list[np.ndarray]]) -> tuple[np.ndarray, list[np.ndarray]]:
+    def _layers(self, x: np.ndarray, weights: Sequence[Weights], states: Sequence[np.ndarray],
+                dtype: np.dtype, direction: Callable[..., list[np.ndarray]],
+                ) -> tuple[np.ndarray, list[np.ndarray]]:
         """Every layer over ``x`` (T, N, I), each direction by ``direction(x, weights,
         initial states, reverse)``: (the last layer's output, the stacked final states)."""
         batch, stack = x.shape[1], self.layers * self.directions

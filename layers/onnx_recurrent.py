@@ -61,10 +61,10 @@ class OnnxRecurrent(Layer):
                                "hidden product; PyTorch's exporter writes 1)")
         self.cell: Cell = {"LSTM": LSTMCell(), "GRU": GRUCell(), "RNN": ElmanCell(relu)}[self.type]
         self.stack = Stack(self.cell, 1, directions, self.layout == 1)
-        if not 3 <= self.num_inputs <= 4 + self.cell.states or not 1 <= self.num_outputs <= 1 + self.cell.states:
-            raise params.error(f"takes X, W, R and at most B and {self.cell.states} initial state(s), and gives "
-                               f"at most {1 + self.cell.states} outputs; given {self.num_inputs} and "
-                               f"{self.num_outputs}")
+        states = self.cell.states
+        if not 3 <= self.num_inputs <= 4 + states or not 1 <= self.num_outputs <= 1 + states:
+            raise params.error(f"takes X, W, R and at most B and {states} initial state(s), and gives at "
+                               f"most {1 + states} outputs; given {self.num_inputs} and {self.num_outputs}")
 
     def _roles(self, ranks: list[int]) -> tuple[int | None, list[int]]:
         """Where ``B`` is among the inputs (None: no biases) and where the initial states are,

@@ -45,7 +45,8 @@ def step_rows(batch_sizes: np.ndarray) -> np.ndarray:
     step by step); ShapeMismatch for batch sizes no packing gives."""
     sizes = np.asarray(batch_sizes).astype(np.int64, copy=False).reshape(-1)
     if sizes.size and (sizes[-1] < 1 or np.any(np.diff(sizes) > 0)):
-        raise ShapeMismatch(f"batch_sizes {sizes.tolist()} should be positive and never rise from step to step")
+        raise ShapeMismatch(f"batch_sizes {sizes.tolist()} should be positive and never rise from step to "
+                            "step")
     batch = int(sizes[0]) if sizes.size else 0
     return np.arange(batch) < sizes[:, None]
 
@@ -68,7 +69,8 @@ class PackPadded(Layer):
         x, lengths = specs[0], specs[1]
         shape = _sizes(x, "the input")
         if len(shape) < 2 or len(_sizes(lengths, "lengths")) != 1:
-            raise ShapeMismatch(f"expected a padded batch of rank 2 or more and 1-D lengths, given {x} and {lengths}")
+            raise ShapeMismatch(f"expected a padded batch of rank 2 or more and 1-D lengths, given {x} and "
+                                f"{lengths}")
         bounds = _bounds(x)  # type: ignore[arg-type]
         steps, batch = (bounds[1], bounds[0]) if self.batch_first else (bounds[0], bounds[1])
         rows = None if steps is None or batch is None else steps * batch
@@ -105,8 +107,8 @@ class PadPacked(Layer):
 
     def build(self, params: Params) -> None:
         if self.num_inputs != 5 or self.num_outputs not in (1, 2):
-            raise params.error("takes 5 inputs (data, batch_sizes, batch_first, padding_value, total_length), "
-                               f"given {self.num_inputs}")
+            raise params.error("takes 5 inputs (data, batch_sizes, batch_first, padding_value, "
+                               f"total_length), given {self.num_inputs}")
         self.batch_first = required_constant(params, 2, "batch_first", bool)
         total = constant_input(params, 4)
         self.total_length = None if total is NOT_CONSTANT else total
@@ -118,7 +120,8 @@ class PadPacked(Layer):
         data, sizes = specs[0], specs[1]
         shape = _sizes(data, "data")
         if len(shape) < 1 or len(_sizes(sizes, "batch_sizes")) != 1:
-            raise ShapeMismatch(f"expected packed data of rank 1 or more and 1-D batch_sizes, given {data} and {sizes}")
+            raise ShapeMismatch(f"expected packed data of rank 1 or more and 1-D batch_sizes, given {data} "
+                                f"and {sizes}")
         rows = _bounds(data)[0]  # type: ignore[arg-type]
         steps = self.total_length if self.total_length != 1 else None
         step_bound = steps if steps is not None else _bounds(sizes)[0]  # type: ignore[arg-type]

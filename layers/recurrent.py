@@ -15,9 +15,10 @@ for a bare one.
 pnnx keeps a recurrent module that is a child of the exported one as ``nn.LSTM``; exported
 as the root itself, or given a ``PackedSequence``, it becomes TorchScript's call
 ``aten::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-batch_first)`` (the packed overload: ``data, batch_sizes`` for ``input``, no ``batch_first``). Both run the cells
-of :mod:`graphexec.layers._recurrent_math`. Inputs of ``nn.*``: the sequence, then the initial states
-(h0, and c0 for an LSTM) when given; outputs of both: the sequence, then the final states.
+batch_first)`` (the packed overload: ``data, batch_sizes`` for ``input``, no
+``batch_first``). Both run the cells of :mod:`graphexec.layers._recurrent_math`. Inputs of
+``nn.*``: the sequence, then the initial states (h0, and c0 for an LSTM) when given; outputs
+of both: the sequence, then the final states.
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ class _AtenRecurrent(Layer):
                 "export the module in eval mode (module.eval())"
             )
         self.has_biases = flags["has_biases"]
-        self.stack = Stack(self.cell, layers, 2 if flags["bidirectional"] else 1, flags.get("batch_first", False))
+        directions = 2 if flags["bidirectional"] else 1
+        self.stack = Stack(self.cell, layers, directions, flags.get("batch_first", False))
         #: Where ``hx`` and ``params`` are among the inputs.
         self.hx_at, self.params_at = 1 + shift, 2 + shift
         if not 1 <= self.num_outputs <= 1 + self.cell.states:
@@ -258,7 +260,8 @@ class _AtenRecurrent(Layer):
         stack = self.stack.layers * self.stack.directions
         for shape, size in zip(states, (output_size, hidden)):
             if len(shape) != 3 or shape[0] != stack or shape[2] != size:
-                raise ShapeMismatch(f"an initial state should have shape ({stack}, batch, {size}), given {shape}")
+                raise ShapeMismatch(f"an initial state should have shape ({stack}, batch, {size}), given "
+                                    f"{shape}")
         if states[-1][1] != states[0][1]:
             raise ShapeMismatch(f"h0 and c0 should be of one batch, given {states[0]} and {states[1]}")
         return [(data[0], output_size * self.stack.directions), *states]
@@ -272,8 +275,9 @@ class _AtenRecurrent(Layer):
         if self.packed:
             rows = step_rows(inputs[1])
             if int(rows.sum()) != len(x) or any(np.shape(s)[1] != rows.shape[1] for s in states):
-                raise ShapeMismatch(f"batch_sizes {np.asarray(inputs[1]).tolist()} do not fit {len(x)} rows of "
-                                    f"data and initial states of batch {np.shape(states[0])[1]}")
+                sizes = np.asarray(inputs[1]).tolist()
+                raise ShapeMismatch(f"batch_sizes {sizes} do not fit {len(x)} rows of data and initial "
+                                    f"states of batch {np.shape(states[0])[1]}")
             outputs = self.stack.run_packed(x, rows, weights, states, dtype)
         else:
             outputs = self.stack.run(x, weights, states, dtype)

@@ -81,7 +81,8 @@ class _Transform(Layer):
         if self.num_inputs == 2 and not params.has(self.LENGTHS):
             self.lengths_at = self.bind_inputs(params, ["input", self.LENGTHS])[1]
         elif self.num_inputs != 1:
-            raise params.error(f"takes 1 input, or 2 with {self.LENGTHS} as the second, given {self.num_inputs}")
+            raise params.error(f"takes 1 input, or 2 with {self.LENGTHS} as the second, given "
+                               f"{self.num_inputs}")
 
     def planned_lengths(self, specs: list[Spec]) -> tuple[int, ...] | None:
         """The lengths input's value where inference knows it (from the shapes), else None."""

@@ -96,7 +96,8 @@ def gru_steps(projected, h0, w_hh, b_hh, reverse, out, hw, gemm, gemv, ilp64):
             for k in range(hidden):
                 r = tanh_of(hw[n, k] + b_hh[k] + projected[t, n, k]) * half + half
                 z = tanh_of(hw[n, hidden + k] + b_hh[hidden + k] + projected[t, n, hidden + k]) * half + half
-                m = tanh_of(r * (hw[n, 2 * hidden + k] + b_hh[2 * hidden + k]) + projected[t, n, 2 * hidden + k])
+                m = tanh_of(r * (hw[n, 2 * hidden + k] + b_hh[2 * hidden + k])
+                            + projected[t, n, 2 * hidden + k])
                 out[t, n, k] = m + z * (h_prev[n, k] - m)
         h_prev = out[t]
         h_at = _step_at(out, t)

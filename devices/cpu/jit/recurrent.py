@@ -33,7 +33,8 @@ class JitRecurrent(JitKernel):
             return False
         if isinstance(layer, _AtenRecurrent):
             return not layer.packed  # its states and weights are of the input's dtype (the layer's infer)
-        return layer.dtype == FLOAT32 and all(isinstance(s, TensorSpec) and s.dtype == FLOAT32 for s in inputs[1:])
+        return layer.dtype == FLOAT32 and all(isinstance(s, TensorSpec) and s.dtype == FLOAT32
+                                              for s in inputs[1:])
 
     def __init__(self, layer, inputs, outputs, hints, device) -> None:
         super().__init__(layer, inputs, outputs, hints, device)
@@ -48,10 +49,11 @@ class JitRecurrent(JitKernel):
         seq, rows, vector = np.zeros((1, 1, 1), FLOAT32), np.zeros((1, 1), FLOAT32), np.zeros(1, FLOAT32)
         blas = (self.gemm.address, self.gemm.gemv, self.gemm.ilp64)
         if isinstance(self.cell, LSTMCell):
-            self.steps_loop = self.loop("recurrent", "lstm_steps", seq, rows, rows, rows, rows, False, False, seq,
-                                        rows, rows, *blas)
+            self.steps_loop = self.loop("recurrent", "lstm_steps", seq, rows, rows, rows, rows, False, False,
+                                        seq, rows, rows, *blas)
         elif isinstance(self.cell, GRUCell):
-            self.steps_loop = self.loop("recurrent", "gru_steps", seq, rows, rows, vector, False, seq, rows, *blas)
+            self.steps_loop = self.loop("recurrent", "gru_steps", seq, rows, rows, vector, False, seq, rows,
+                                        *blas)
         else:
             self.steps_loop = self.loop("recurrent", "elman_steps", seq, rows, rows, False, False, seq, *blas)
 

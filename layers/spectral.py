@@ -8,6 +8,7 @@
     RealPart      torch.real          ImagPart   torch.imag
     ViewAsReal    torch.view_as_real  (..., 2) float        ViewAsComplex  torch.view_as_complex
     Complex       torch.complex(real, imag)                 Angle          aten::angle
+    Polar         aten::polar(abs, angle)                   abs * e^(i angle)
     STFT          torch.stft          windowed frames of a signal, Fourier transformed
     Spectrogram   torchaudio.functional.spectrogram   the same, its magnitude to a power
     ISTFT         torch.istft         the signal back from them, by windowed overlap-add
@@ -369,6 +370,32 @@ class Complex(Layer):
         real, imag = np.asarray(inputs[self.real_at]), np.asarray(inputs[self.imag_at])
         out = np.empty(np.broadcast_shapes(real.shape, imag.shape), complex_of(real.dtype))
         out.real, out.imag = real, imag
+        return [out]
+
+
+@register("aten::polar")
+class Polar(Layer):
+    """``torch.polar(abs, angle)``: ``abs * (cos(angle) + i sin(angle))``, the two broadcast
+    together (a vocoder's spectrum from its magnitude and phase)."""
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, 2)
+        magnitude, angle = specs
+        floats = (np.dtype(np.float32), np.dtype(np.float64))
+        if not (isinstance(magnitude, TensorSpec) and isinstance(angle, TensorSpec)) \
+                or magnitude.dtype != angle.dtype or magnitude.dtype not in floats:
+            raise ShapeMismatch(f"abs and angle must both be float32 or float64 tensors, given {magnitude} "
+                                f"and {angle}")
+        try:
+            shape = np.broadcast_shapes(magnitude.shape, angle.shape)
+        except ValueError:
+            raise ShapeMismatch(f"abs {magnitude.shape} and angle {angle.shape} do not broadcast") from None
+        return [TensorSpec(tuple(shape), complex_of(magnitude.dtype))]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        magnitude, angle = np.asarray(inputs[0]), np.asarray(inputs[1])
+        out = np.empty(np.broadcast_shapes(magnitude.shape, angle.shape), complex_of(magnitude.dtype))
+        out.real, out.imag = magnitude * np.cos(angle), magnitude * np.sin(angle)
         return [out]
 
 

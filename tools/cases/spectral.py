@@ -78,6 +78,11 @@ CASES = [
                                           torch.fft.ifft2(a, norm="ortho").imag)),
          (x(2, 3, 7),)),
     Case("hfft", Fn(lambda a: torch.fft.hfft(torch.fft.rfft(a), n=8)), (x(3, 8),)),
+    # a vocoder's spectrum from its magnitude and phase, then the signal
+    Case("polar_to_a_signal", Fn(lambda m, p: (torch.view_as_real(torch.polar(torch.exp(m), p)),
+                                               torch.istft(torch.polar(m.abs(), p * 3), 16, 4,
+                                                           window=torch.hann_window(16)))),
+         (x(1, 9, 20), x(1, 9, 20))),
     # neuralop's spectral convolutions: the spectrum shifted to centre its low modes, and
     # back, of odd and even lengths, real and complex
     Case("fftshift_ifftshift",

@@ -12,7 +12,8 @@
 
 ``MODEL`` is a ``.pnnx.param`` file (its ``.bin`` beside it), a folder holding one, an
 ``.onnx`` model, or a TorchScript ``.pt`` file with ``--input-shape`` (both converted with
-pnnx into a cache folder and reused; needs the export extra). Each command is a module of
+pnnx into a cache folder and reused; needs the export extra; ``--other-shape`` keeps the
+sizes that differ from ``--input-shape`` dynamic). Each command is a module of
 this package with ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``command(args)``.
 Errors print one line and exit with status 1; ``-v`` turns the logs on and shows an
 error's whole chain.

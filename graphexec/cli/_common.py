@@ -83,6 +83,9 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, threads: bool = True
     parser.add_argument("--input-shape", type=shape, action="append", metavar="SHAPE",
                         help="run at this input shape, such as 1,3,224,224 (once per input); for .onnx and .pt "
                              "models, the shape pnnx converts at")
+    parser.add_argument("--other-shape", type=shape, action="append", metavar="SHAPE",
+                        help="for .onnx models: the input at another size (once per --input-shape), so that "
+                             "pnnx keeps the sizes that differ dynamic and the model runs at any of them")
     parser.add_argument("--device", type=device_spec, default="cpu", metavar="DEVICE",
                         help=f"where nodes run: {DEVICE_HELP}; nodes the device cannot run stay on the cpu")
     parser.add_argument("--cpu-types", type=type_list, default=None, metavar="TYPES",
@@ -123,7 +126,7 @@ def resolve_model(args: argparse.Namespace) -> Path:
     batch = getattr(args, "batch", None)
     shapes = _with_batch(args.input_shape or _file_shapes(args), batch)
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-    done = conversion(path, shapes or None, cache_dir=cache)
+    done = conversion(path, shapes or None, other_shapes=getattr(args, "other_shape", None), cache_dir=cache)
     if not shapes and batch is not None:  # its own shapes, with the batch asked for
         dims = [tuple(o.shape or ()) for o in pnnx.load(done.param).input_operands]
         exported = [tuple(d for d in s if isinstance(d, int)) for s in dims]

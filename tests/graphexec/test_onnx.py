@@ -159,6 +159,18 @@ def test_the_command_line_runs_an_onnx_model_with_its_shape(tmp_path, capsys):
 
 
 @needs_pnnx
+def test_the_command_line_converts_with_the_batch_dynamic_given_another_shape(tmp_path, capsys):
+    """Run at batch 2 with --other-shape at batch 1, the conversion it keeps takes any batch."""
+    x, want = reference("mobilenet_v3_small")
+    assert main(["run", str(FIXTURES / "mobilenet_v3_small.onnx"), "--input-shape", "2,3,64,64", "--other-shape",
+                 "1,3,64,64", "--output", str(tmp_path / "y.npz"), "--cache-dir", str(tmp_path / "cache")]) == 0
+    (param,) = (tmp_path / "cache").glob("*/model.pnnx.param")
+    with Engine.load(param) as engine:
+        assert engine.input_shapes["in0"] == (None, 3, 64, 64)
+        assert relative_error(engine.forward(x[:1]), want[:1]) <= TOLERANCE
+
+
+@needs_pnnx
 def test_bench_converts_an_onnx_model_at_the_batch_asked_for(tmp_path, capsys):
     """The batch mobilenet_v3_small leaves dynamic is fixed by conversion at --batch."""
     target = tmp_path / "r.json"

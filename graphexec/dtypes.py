@@ -69,7 +69,9 @@ def decode(raw: np.ndarray | memoryview | bytes, name: str, shape: tuple[int, ..
 
 def _bf16_bits(array: np.ndarray) -> np.ndarray:
     """The bf16 bit patterns nearest to ``array``'s values (ties to even; NaN stays NaN)."""
-    bits = np.asarray(array, dtype="<f4", order="C").view("<u4")
+    shape = np.shape(array)
+    # as a vector: arithmetic on a 0-d array gives numpy scalars, which take no assignment
+    bits = np.asarray(array, dtype="<f4", order="C").reshape(-1).view("<u4")
     rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype("<u2")
     nan = np.isnan(bits.view("<f4"))
     if nan.any():
@@ -79,14 +81,15 @@ def _bf16_bits(array: np.ndarray) -> np.ndarray:
         upper = (bits[nan] >> 16).astype("<u2")
         upper[(upper & np.uint16(0x7F)) == 0] |= np.uint16(0x40)
         rounded[nan] = upper
-    return rounded
+    return rounded.reshape(shape)
 
 
 def encode_buffer(array: np.ndarray, name: str) -> np.ndarray:
     """A C-contiguous array holding exactly the bytes that store ``array`` as pnnx type ``name``.
 
-    No copy is made when ``array`` already has the right dtype and layout; ``bytes(...)``
-    or ``memoryview(...)`` of the result is what a bin entry holds.
+    No copy is made when ``array`` already has the right dtype and layout; ``memoryview(...)``
+    or ``.tobytes()`` of the result is what a bin entry holds (not ``bytes(...)``, which
+    reads a 0-d integer array as a count).
     """
     if name == "bf16":
         return _bf16_bits(np.asarray(array))

@@ -114,3 +114,14 @@ def test_bf16_keeps_a_nan_a_nan():
     back = dtypes.decode(dtypes.encode(nan_in_low_bits, "bf16"), "bf16", (3,))
     assert np.isnan(back).all()
     assert list(np.signbit(back)) == [False, True, False]
+
+
+@pytest.mark.parametrize("value", [np.nan, -np.nan, 1.5, -0.0, np.inf])
+def test_a_0d_bf16_value_encodes_as_its_one_element_vector(value):
+    """A 0-d attribute (a scalar parameter) stored as bf16: the same two bytes as the
+    one-element vector of it, NaN kept a NaN."""
+    scalar = np.array(value, np.float32)
+    encoded = dtypes.encode(scalar, "bf16")
+    assert encoded == dtypes.encode(scalar.reshape(1), "bf16") and len(encoded) == 2
+    decoded = dtypes.decode(encoded, "bf16", ())
+    assert decoded.shape == () and (np.isnan(decoded) if np.isnan(value) else decoded == np.float32(value))

@@ -349,6 +349,22 @@ class ViewAsComplex(Layer):
         return [x.view(complex_of(x.dtype)).reshape(x.shape[:-1])]
 
 
+def _complex_spec(first: Spec, second: Spec, names: tuple[str, str]) -> TensorSpec:
+    """The complex tensor two real ones of one float dtype make, broadcast together (``names``
+    say what each is, for the refusal)."""
+    floats = (np.dtype(np.float32), np.dtype(np.float64))
+    if not (isinstance(first, TensorSpec) and isinstance(second, TensorSpec)) \
+            or first.dtype != second.dtype or first.dtype not in floats:
+        raise ShapeMismatch(f"{names[0]} and {names[1]} must both be float32 or float64 tensors, given {first} "
+                            f"and {second}")
+    try:
+        shape = np.broadcast_shapes(first.shape, second.shape)
+    except ValueError:
+        raise ShapeMismatch(f"{names[0]} {first.shape} and {names[1]} {second.shape} do not "
+                            "broadcast") from None
+    return TensorSpec(tuple(shape), complex_of(first.dtype))
+
+
 @register("torch.complex")
 class Complex(Layer):
     """``torch.complex(real, imag)``: the two broadcast together into one complex tensor."""
@@ -357,14 +373,7 @@ class Complex(Layer):
         self.real_at, self.imag_at = self.bind_inputs(params, ["real", "imag"])
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        real, imag = specs[self.real_at], specs[self.imag_at]
-        if real.dtype != imag.dtype or real.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-            raise ShapeMismatch(f"real and imag must both be float32 or float64, given {real.dtype} and {imag.dtype}")
-        try:
-            shape = np.broadcast_shapes(real.shape, imag.shape)
-        except ValueError:
-            raise ShapeMismatch(f"real {real.shape} and imag {imag.shape} do not broadcast") from None
-        return [TensorSpec(tuple(shape), complex_of(real.dtype))]
+        return [_complex_spec(specs[self.real_at], specs[self.imag_at], ("real", "imag"))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         real, imag = np.asarray(inputs[self.real_at]), np.asarray(inputs[self.imag_at])
@@ -380,17 +389,7 @@ class Polar(Layer):
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         self.expect_inputs(specs, 2)
-        magnitude, angle = specs
-        floats = (np.dtype(np.float32), np.dtype(np.float64))
-        if not (isinstance(magnitude, TensorSpec) and isinstance(angle, TensorSpec)) \
-                or magnitude.dtype != angle.dtype or magnitude.dtype not in floats:
-            raise ShapeMismatch(f"abs and angle must both be float32 or float64 tensors, given {magnitude} "
-                                f"and {angle}")
-        try:
-            shape = np.broadcast_shapes(magnitude.shape, angle.shape)
-        except ValueError:
-            raise ShapeMismatch(f"abs {magnitude.shape} and angle {angle.shape} do not broadcast") from None
-        return [TensorSpec(tuple(shape), complex_of(magnitude.dtype))]
+        return [_complex_spec(specs[0], specs[1], ("abs", "angle"))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         magnitude, angle = np.asarray(inputs[0]), np.asarray(inputs[1])

@@ -2,7 +2,8 @@
 where the compiled ones run): depthwise convolutions of MobileNet v3 and EfficientNet-B0
 (with their activation fused), dense convolutions by im2col, the max pools of GoogLeNet and
 SqueezeNet, residual sums, DenseNet's channel floors, activations alone and after a
-BLAS convolution, and recurrences (the bundled text recognizer's LSTM, and longer ones).
+BLAS convolution, and recurrences (the bundled text recognizer's LSTM, longer ones, ONNX's
+nodes and a packed batch).
 
 Each kernel is timed on one thread in CPU time of that thread, the fastest of the rounds,
 the two kernels interleaved: on a busy machine that is the steadiest measure of the
@@ -112,6 +113,42 @@ def recurrent(op_type: str, size: int, hidden: int, steps: int, layers: int = 1)
     return node, rng.standard_normal((steps, 1, size)).astype(np.float32)
 
 
+def constants(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """``arrays`` read-only, as a model's weights reach its layers (they fold them once)."""
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
+def onnx_recurrent(op_type: str, size: int, hidden: int, steps: int):
+    """The bidirectional recurrence of :func:`recurrent` as an ONNX node (a converted model),
+    its weights inputs in ONNX's layout."""
+    rng = np.random.default_rng(size + hidden + steps)
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op_type]
+    weights = [(rng.uniform(-1, 1, shape) / np.sqrt(hidden)).astype(np.float32)
+               for shape in ((2, gates * hidden, size), (2, gates * hidden, hidden), (2, 2 * gates * hidden))]
+    params = {"hidden_size": hidden, "direction": "bidirectional", "linear_before_reset": 1}
+    x = rng.standard_normal((steps, 1, size)).astype(np.float32)
+    return layer(op_type, params, inputs=4), (x, *constants(weights))
+
+
+def packed_lstm(size: int, hidden: int, lengths: list[int]):
+    """A bidirectional ``aten::lstm`` over a packed batch of sequences of ``lengths``."""
+    rng = np.random.default_rng(size + hidden)
+    operands = [Operand(f"in{k}") for k in range(9)]
+    for operand, value in zip(operands[4:], (True, 1, 0.0, False, True)):  # has_biases ... bidirectional
+        operand.producer = Operator("pnnx.Expression", "expr", params={"expr": value})
+    node = lookup("aten::lstm")(Operator("aten::lstm", "op", inputs=operands, outputs=[Operand("out")],
+                                         input_names=[""] * 9))
+    shapes = ((4 * hidden, size), (4 * hidden, hidden), (4 * hidden,), (4 * hidden,))
+    params = [(rng.uniform(-1, 1, shape) / np.sqrt(hidden)).astype(np.float32)
+              for _ in range(2) for shape in shapes]
+    batch_sizes = np.array([sum(n > t for n in lengths) for t in range(lengths[0])])
+    data = rng.standard_normal((sum(lengths), size)).astype(np.float32)
+    states = [np.zeros((2, len(lengths), hidden), np.float32)] * 2
+    return node, (data, batch_sizes, states, constants(params), True, 1, 0.0, False, True)
+
+
 def activation(name: str, elements: int):
     return layer(name, {}), (3 * np.random.default_rng(elements).standard_normal(elements)).astype(np.float32)
 
@@ -159,6 +196,9 @@ CASES = [
     ("-", "GRU 64 -> 64 x2, 200 steps", recurrent("nn.GRU", 64, 64, 200)),
     ("-", "RNN 64 -> 64 x2, 200 steps", recurrent("nn.RNN", 64, 64, 200)),
     ("-", "LSTM 256 -> 256 x2, 32 steps", recurrent("nn.LSTM", 256, 256, 32)),
+    ("ONNX", "LSTM 64 -> 64 x2, 200 steps", onnx_recurrent("LSTM", 64, 64, 200)),
+    ("ONNX", "GRU 64 -> 64 x2, 200 steps", onnx_recurrent("GRU", 64, 64, 200)),
+    ("packed", "LSTM 64 -> 64 x2, 200/150/100/50 steps", packed_lstm(64, 64, [200, 150, 100, 50])),
 ]
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,8 +61,9 @@ def expected_shapes(gates: int, inputs: int, hidden: int, proj: int) -> tuple[Sh
 
 
 #: What :meth:`Stack.steps` is, for a faster way to run it: ``(projected, weights, h, c,
-#: reverse, out)``.
-Recurrence = Callable[[np.ndarray, "Weights", np.ndarray, "np.ndarray | None", bool, np.ndarray], None]
+#: reverse, out, sizes)``.
+Recurrence = Callable[[np.ndarray, "Weights", np.ndarray, "np.ndarray | None", bool, np.ndarray,
+                       "np.ndarray | None"], None]
 
 
 class Cell:
@@ -90,9 +92,42 @@ def _gates_scaled(weights: Weights, order: np.ndarray, scale: np.ndarray, b_ih: 
     """The weights' gate columns put in ``order`` and multiplied by ``scale`` (powers of two:
     the products come out exactly scaled), with the biases given."""
     def cols(w: np.ndarray | None) -> np.ndarray | None:
-        return None if w is None else w[..., order] * scale.astype(w.dtype)
+        return None if w is None else np.ascontiguousarray(w[..., order] * scale.astype(w.dtype))
 
     return Weights(cols(weights.w_ih), cols(weights.w_hh), cols(b_ih), cols(b_hh), weights.w_hr)
+
+
+def constant(a: Any) -> bool:
+    """Whether ``a`` is an array no one can change between runs: read-only down to memory
+    no one writes (a model's constants are read-only views of its mapped weights file, or
+    the planner's read-only results)."""
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return False
+        if a.base is None:
+            return True
+        a = a.base
+    return isinstance(a, bytes) or (isinstance(a, memoryview) and a.readonly)
+
+
+class FoldCache:
+    """The folded weights of a layer whose weights are inputs (an ``aten::`` call, an ONNX
+    node): kept while the same constant arrays come again, as a model's constants do run
+    after run, so they fold once; arrays that may change (computed ones) fold every run."""
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[Any, ...], list[Weights]] | None = None
+
+    def folded(self, arrays: Sequence[Any], fold: Callable[[], list[Weights]]) -> list[Weights]:
+        """The weights ``fold()`` gives for ``arrays``, folded anew unless these very arrays
+        were folded last."""
+        last = self._last  # one read: another thread may replace it
+        if last is not None and len(last[0]) == len(arrays) and all(a is b for a, b in zip(last[0], arrays)):
+            return last[1]
+        weights = fold()
+        if all(constant(a) for a in arrays):
+            self._last = (tuple(arrays), weights)
+        return weights
 
 
 #: ``sigmoid(x) = 0.5 * tanh(x / 2) + 0.5``: one tanh over every gate, the halving folded into
@@ -250,7 +285,8 @@ class Stack:
         return [np.asarray(x, order="C"), *results]
 
     def run_packed(self, data: np.ndarray, rows: np.ndarray, weights: Sequence[Weights],
-                   states: Sequence[np.ndarray], dtype: np.dtype) -> list[np.ndarray]:
+                   states: Sequence[np.ndarray], dtype: np.dtype,
+                   recurrence: Recurrence | None = None) -> list[np.ndarray]:
         """(output data, h_n[, c_n]) of a packed sequence: ``data`` (rows, I) holds the rows
         where ``rows`` (steps, batch; :func:`graphexec.layers.packed.step_rows`) is True,
         step by step. Each step runs the sequences that reach it (a prefix of the batch,
@@ -258,8 +294,9 @@ class Stack:
         x = np.zeros((*rows.shape, data.shape[-1]), dtype)
         x[rows] = data
         sizes = rows.sum(axis=1)
+        steps = recurrence or self.steps
         def direction(x: np.ndarray, w: Weights, s: list[np.ndarray], reverse: bool) -> list[np.ndarray]:
-            return self._run_packed_direction(x, w, s, reverse, sizes)
+            return self._run_direction(x, w, s, reverse, steps, sizes)
 
         x, results = self._layers(x, weights, states, dtype, direction)
         return [np.asarray(x[rows], order="C"), *results]
@@ -288,27 +325,11 @@ class Stack:
             x = outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=-1)
         return x, [np.stack(final) for final in finals]
 
-    def _run_packed_direction(self, x: np.ndarray, weights: Weights, states: list[np.ndarray], reverse: bool,
-                              sizes: np.ndarray) -> list[np.ndarray]:
-        """One layer in one direction over padded ``x`` (T, B, I) where step t's first
-        ``sizes[t]`` rows are real: [outputs (T, B, P or H), zeros elsewhere; last h[, last c]]."""
-        steps, batch = x.shape[:2]
-        projected = np.matmul(x.reshape(steps * batch, x.shape[-1]), weights.w_ih)
-        if weights.b_ih is not None:
-            projected += weights.b_ih
-        projected = projected.reshape(steps, batch, weights.w_ih.shape[1])
-        h = states[0].copy()
-        c = states[1].copy() if len(states) > 1 else None
-        out = np.zeros((steps, batch, h.shape[-1]), x.dtype)
-        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
-            n = int(sizes[t])
-            self.cell.step(projected[t, :n], h[:n], None if c is None else c[:n], weights, out[t, :n])
-            h[:n] = out[t, :n]
-        return [out, h] if c is None else [out, h, c]
-
-    def _run_direction(self, x: np.ndarray, weights: Weights, states: list[np.ndarray],
-                       reverse: bool, recurrence: Recurrence) -> list[np.ndarray]:
-        """One layer in one direction over ``x`` (T, N, I): [outputs (T, N, P or H), last h[, last c]]."""
+    def _run_direction(self, x: np.ndarray, weights: Weights, states: list[np.ndarray], reverse: bool,
+                       recurrence: Recurrence, sizes: np.ndarray | None = None) -> list[np.ndarray]:
+        """One layer in one direction over ``x`` (T, N, I): [outputs (T, N, P or H), last h[,
+        last c]]. With ``sizes``, step t's first ``sizes[t]`` rows alone are real (a packed
+        sequence, padded): the rest of its outputs zeros, each row's last h its own."""
         steps, batch = x.shape[:2]
         # every step's input product at once
         projected = np.matmul(x.reshape(steps * batch, x.shape[-1]), weights.w_ih)
@@ -316,19 +337,28 @@ class Stack:
             projected += weights.b_ih
         projected = projected.reshape(steps, batch, weights.w_ih.shape[1])
         c = states[1].copy() if len(states) > 1 else None
-        out = np.empty((steps, batch, states[0].shape[-1]), x.dtype)
-        recurrence(projected, weights, states[0], c, reverse, out)
-        h = (out[0] if reverse else out[-1]).copy() if steps else states[0].copy()
+        h = states[0] if sizes is None else states[0].copy()
+        out = (np.empty if sizes is None else np.zeros)((steps, batch, h.shape[-1]), x.dtype)
+        recurrence(projected, weights, h, c, reverse, out, sizes)
+        if sizes is None:
+            h = (out[0] if reverse else out[-1]).copy() if steps else h.copy()
         return [out, h] if c is None else [out, h, c]
 
     def steps(self, projected: np.ndarray, weights: Weights, h: np.ndarray, c: np.ndarray | None,
-              reverse: bool, out: np.ndarray) -> None:
+              reverse: bool, out: np.ndarray, sizes: np.ndarray | None = None) -> None:
         """The steps of one layer in one direction: from the input's products ``projected``
         (T, N, gates * H) and the first ``h``, every step's h into ``out`` (T, N, P or H);
-        ``c``, the cell's own copy, ends as the last step's."""
+        ``c``, the cell's own copy, ends as the last step's. With ``sizes`` (a packed
+        sequence), step t runs the first ``sizes[t]`` rows, and ``h``, then the cell's own
+        copy, ends as each row's last."""
         for t in (range(len(out) - 1, -1, -1) if reverse else range(len(out))):
-            c = self.cell.step(projected[t], h, c, weights, out[t])
-            h = out[t]
+            if sizes is None:
+                c = self.cell.step(projected[t], h, c, weights, out[t])
+                h = out[t]
+            else:
+                n = int(sizes[t])
+                self.cell.step(projected[t, :n], h[:n], None if c is None else c[:n], weights, out[t, :n])
+                h[:n] = out[t, :n]
 
 
 def flops(tokens: int, matrices: Sequence[Sequence[Shape]]) -> int:

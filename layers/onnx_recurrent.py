@@ -24,7 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.layers._recurrent_math import Cell, ElmanCell, GRUCell, LSTMCell, Stack, Weights
+from graphexec.layers._recurrent_math import (
+    Cell,
+    ElmanCell,
+    FoldCache,
+    GRUCell,
+    LSTMCell,
+    Recurrence,
+    Stack,
+    Weights,
+)
 from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
 
@@ -61,6 +70,7 @@ class OnnxRecurrent(Layer):
                                "hidden product; PyTorch's exporter writes 1)")
         self.cell: Cell = {"LSTM": LSTMCell(), "GRU": GRUCell(), "RNN": ElmanCell(relu)}[self.type]
         self.stack = Stack(self.cell, 1, directions, self.layout == 1)
+        self.folds = FoldCache()
         states = self.cell.states
         if not 3 <= self.num_inputs <= 4 + states or not 1 <= self.num_outputs <= 1 + states:
             raise params.error(f"takes X, W, R and at most B and {states} initial state(s), and gives at "
@@ -95,18 +105,25 @@ class OnnxRecurrent(Layer):
         return [TensorSpec(shape, x.dtype) for shape in (y, state, state)[: self.num_outputs]]  # type: ignore[union-attr]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
+        return self.compute(inputs)
+
+    def compute(self, inputs: list[Any], recurrence: Recurrence | None = None) -> list[Any]:
+        """The outputs, each direction's steps run by ``recurrence`` (by default the cell's
+        numpy: :meth:`Stack.steps`)."""
         arrays = [np.asarray(v) for v in inputs]
         x = arrays[0]
         bias, state_at = self._roles([a.ndim for a in arrays])
         dtype = np.result_type(x.dtype, np.float32)
-        weights = [self.cell.fold(Weights.from_torch(*self._torch_blocks(arrays, bias, k), None, dtype=dtype))
-                   for k in range(self.stack.directions)]
+        blocks = arrays[1:3] + ([arrays[bias]] if bias is not None else [])
+        weights = self.folds.folded(blocks, lambda: [
+            self.cell.fold(Weights.from_torch(*self._torch_blocks(arrays, bias, k), None, dtype=dtype))
+            for k in range(self.stack.directions)])
         states = [np.swapaxes(arrays[i], 0, 1) if self.layout else arrays[i] for i in state_at]
         reverse = self.direction == "reverse"
         time = 1 if self.layout else 0
         if reverse:
             x = np.flip(x, time)
-        y, *finals = self.stack.run(x, weights, states, dtype)
+        y, *finals = self.stack.run(x, weights, states, dtype, recurrence)
         if reverse:
             y = np.flip(y, time)
         d, h = self.stack.directions, self.hidden

@@ -31,8 +31,10 @@ import numpy as np
 from graphexec.layers._recurrent_math import (
     Cell,
     ElmanCell,
+    FoldCache,
     GRUCell,
     LSTMCell,
+    Recurrence,
     Stack,
     Weights,
     expected_shapes,
@@ -170,6 +172,7 @@ class _AtenRecurrent(Layer):
         self.stack = Stack(self.cell, layers, directions, flags.get("batch_first", False))
         #: Where ``hx`` and ``params`` are among the inputs.
         self.hx_at, self.params_at = 1 + shift, 2 + shift
+        self.folds = FoldCache()
         if not 1 <= self.num_outputs <= 1 + self.cell.states:
             raise params.error(f"gives at most {1 + self.cell.states} outputs, declares {self.num_outputs}")
 
@@ -267,10 +270,16 @@ class _AtenRecurrent(Layer):
         return [(data[0], output_size * self.stack.directions), *states]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
+        return self.compute(inputs)
+
+    def compute(self, inputs: list[Any], recurrence: Recurrence | None = None) -> list[Any]:
+        """The outputs, each layer and direction's steps run by ``recurrence`` (by default
+        the cell's numpy: :meth:`Stack.steps`)."""
         x = np.asarray(inputs[0])
         dtype = np.result_type(x.dtype, np.float32)
-        weights = [self.cell.fold(Weights.from_torch(*group, dtype=dtype))
-                   for group in self.split_params(list(inputs[self.params_at]))]
+        items = list(inputs[self.params_at])
+        weights = self.folds.folded(items, lambda: [self.cell.fold(Weights.from_torch(*group, dtype=dtype))
+                                                    for group in self.split_params(items)])
         states = self.initial_states(inputs[self.hx_at])
         if self.packed:
             rows = step_rows(inputs[1])
@@ -278,9 +287,9 @@ class _AtenRecurrent(Layer):
                 sizes = np.asarray(inputs[1]).tolist()
                 raise ShapeMismatch(f"batch_sizes {sizes} do not fit {len(x)} rows of data and initial "
                                     f"states of batch {np.shape(states[0])[1]}")
-            outputs = self.stack.run_packed(x, rows, weights, states, dtype)
+            outputs = self.stack.run_packed(x, rows, weights, states, dtype, recurrence)
         else:
-            outputs = self.stack.run(x, weights, states, dtype)
+            outputs = self.stack.run(x, weights, states, dtype, recurrence)
         return [out.astype(x.dtype, copy=False) for out in outputs[: self.num_outputs]]
 
     def flops(self, inputs, outputs) -> int:

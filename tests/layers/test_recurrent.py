@@ -229,3 +229,43 @@ def test_a_malformed_export_fails_at_load_naming_the_operator(tmp_path):
     shutil.copy(folder / "model.pnnx.bin", tmp_path / "model.pnnx.bin")
     with pytest.raises(LayerConfigError, match=r"\(aten::gru\).*params should hold 4 tensors.*given 8"):
         Engine.load(tmp_path / "model.pnnx.param")
+
+
+def test_weights_given_as_inputs_fold_once_while_they_are_the_models_constants(monkeypatch):
+    """A bare call's params (and an ONNX node's W, R, B) are the model's read-only constants,
+    the same arrays run after run: folded once. Writable arrays, new arrays and read-only
+    views of writable ones fold at each run, and the outputs never change with the cache."""
+    layer = aten_call("aten::rnn_tanh", layers=2, bidirectional=True)
+    folds = []
+    fold = type(layer.cell).fold
+
+    def counted(self, weights):
+        folds.append(1)
+        return fold(self, weights)
+
+    monkeypatch.setattr(type(layer.cell), "fold", counted)
+    x, h0 = rng.standard_normal((5, 2, 3)), rng.standard_normal((4, 2, 4))
+    params = elman_params(3, 4, 2, 2, True, np.float64)
+    want = layer.forward([x, h0, params, True, 2, 0.0, False, True, False])
+    for p in params:
+        p.flags.writeable = False
+    for _ in range(3):
+        got = layer.forward([x, h0, params, True, 2, 0.0, False, True, False])
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+    assert len(folds) == 4 + 4  # the writable run, then the constants' one fold (4 layers x directions)
+    changed = [p.copy() for p in params]
+    changed[0] = changed[0] * 2
+    folds.clear()
+    got = layer.forward([x, h0, changed, True, 2, 0.0, False, True, False])
+    assert len(folds) == 4 and not np.array_equal(got[0], want[0])
+    base = [p.copy() for p in params]
+    views = [b.view() for b in base]
+    for v in views:
+        v.flags.writeable = False
+    folds.clear()
+    layer.forward([x, h0, views, True, 2, 0.0, False, True, False])
+    base[0] *= 2  # a writable array under a read-only view: its values may change
+    again = layer.forward([x, h0, views, True, 2, 0.0, False, True, False])
+    assert len(folds) == 8
+    np.testing.assert_array_equal(again[0], got[0])

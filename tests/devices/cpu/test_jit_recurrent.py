@@ -1,7 +1,8 @@
 """The compiled steps of nn.RNN / nn.LSTM / nn.GRU against the layers' numpy forwards: every
 output (the sequence and the final states) within 1e-5 of its range, for one row (the
-loops' ``cblas_sgemv``) and several (``cblas_sgemm``), each layout and direction; layers
-the loops do not take stay with numpy."""
+loops' ``cblas_sgemv``) and several (``cblas_sgemm``), each layout and direction; the
+packed ``aten::`` calls and ONNX's nodes the same way; layers the loops do not take stay
+with numpy."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import pytest
 
 pytest.importorskip("numba")
 
+from graphexec.devices.base import Hints  # noqa: E402
 from graphexec.devices.cpu import CpuDevice  # noqa: E402
 from graphexec.devices.cpu.jit.cblas import sgemm  # noqa: E402
 from graphexec.ir import Attribute, Operand, Operator  # noqa: E402
 from graphexec.layers.registry import lookup  # noqa: E402
+from graphexec.layers.specs import spec_of  # noqa: E402
 
 from graphexec import Engine  # noqa: E402
 from tests.devices.cpu.kernels import kernel_for  # noqa: E402
-from tests.golden import OPS, assert_matches, load_io  # noqa: E402
+from tests.golden import OPS, assert_matches, load_io, more_io  # noqa: E402
 from tests.devices.cpu.test_jit_kernels import assert_near  # noqa: E402
 
 JIT = CpuDevice(("jit", "numpy"))
@@ -121,33 +124,134 @@ def test_a_long_sequence_keeps_its_state_bounded_as_numpy_does():
         assert_near(kernel.run([x])[0], layer.forward([x])[0], 1e-5)
 
 
-#: The fixtures of unpacked sequences (a packed one's recurrence is planned once the run has
-#: packed it, and runs the cells' numpy).
-RECURRENT_FIXTURES = sorted(p.name for p in (OPS / "recurrent").iterdir()
-                            if (p / "model.pnnx.param").exists() and not p.name.startswith("packed_"))
-
-
-@pytest.mark.parametrize("case", RECURRENT_FIXTURES)
-def test_each_float32_recurrent_fixture_runs_its_steps_compiled_within_pytorchs_outputs(case):
-    """The exported nn.* modules and bare aten:: calls, in the engine with the compiled tier:
-    every float32 recurrence runs compiled, and the outputs are PyTorch's."""
+def compiled(layer, inputs):
+    """The layer's compiled kernel for ``inputs`` (lists among them: the params, an LSTM's hx)."""
     from graphexec.devices.cpu.jit.recurrent import JitRecurrent
 
     if sgemm() is None:
         pytest.skip("numpy's BLAS is not OpenBLAS here")
-    folder = OPS / "recurrent" / case
+    specs = [spec_of(v) for v in inputs]
+    kernel = JIT.kernel(layer, specs, layer.infer(specs), Hints())
+    assert isinstance(kernel, JitRecurrent)
+    kernel.prepare()
+    return kernel
+
+
+def packed_call(op_type: str, *, has_biases: bool, layers: int, bidirectional: bool, outputs: int):
+    """The packed overload ``(data, batch_sizes, hx, params, has_biases, num_layers, dropout,
+    train, bidirectional)``, its flags constants as pnnx writes them."""
+    operands = [Operand(f"in{i}") for i in range(9)]
+    for operand, value in zip(operands[4:], (has_biases, layers, 0.0, False, bidirectional)):
+        operand.producer = Operator("pnnx.Expression", "expr", params={"expr": value})
+    op = Operator(op_type, "rnn", inputs=operands, outputs=[Operand(f"out{i}") for i in range(outputs)],
+                  input_names=[""] * 9)
+    return lookup(op_type)(op)
+
+
+PACKED = [  # type, input size, hidden, projection, layers, bidirectional, biases, lengths
+    ("aten::lstm", 5, 8, 0, 2, True, True, [6, 4, 4, 1]),
+    ("aten::lstm", 5, 8, 3, 1, True, False, [5, 2]),
+    ("aten::gru", 4, 6, 0, 2, True, True, [7, 3, 2]),
+    ("aten::gru", 4, 6, 0, 1, False, False, [4]),                      # one row: sgemv
+    ("aten::rnn_tanh", 3, 7, 0, 1, True, True, [5, 5, 1]),
+    ("aten::rnn_relu", 3, 7, 0, 2, False, True, [3, 1]),
+]
+
+
+@pytest.mark.parametrize("op_type, size, hidden, proj, layers, bidirectional, biases, lengths", PACKED)
+def test_a_packed_sequence_runs_its_steps_compiled_as_the_layers_numpy(
+        op_type, size, hidden, proj, layers, bidirectional, biases, lengths):
+    """Each step runs the sequences that reach it; the reverse direction starts each one at its
+    own last step, from its initial state; each final state is its own sequence's."""
+    lstm = op_type == "aten::lstm"
+    layer = packed_call(op_type, has_biases=biases, layers=layers, bidirectional=bidirectional,
+                        outputs=3 if lstm else 2)
+    rng = np.random.default_rng(len(lengths) + size)
+    directions, gates = 1 + bidirectional, {"aten::lstm": 4, "aten::gru": 3}.get(op_type, 1)
+    out_size = proj or hidden
+    params = []
+    for k in range(layers * directions):
+        width = size if k < directions else out_size * directions
+        params += [rng.standard_normal((gates * hidden, width)),
+                   rng.standard_normal((gates * hidden, out_size))]
+        params += [rng.standard_normal(gates * hidden), rng.standard_normal(gates * hidden)] if biases else []
+        params += [rng.standard_normal((proj, hidden))] if proj else []
+    params = [(p / np.sqrt(hidden)).astype(np.float32) for p in params]
+    batch_sizes = np.array([sum(n > t for n in lengths) for t in range(lengths[0])])
+    data = rng.standard_normal((sum(lengths), size)).astype(np.float32)
+    h0 = rng.standard_normal((layers * directions, len(lengths), out_size)).astype(np.float32)
+    c0 = rng.standard_normal((layers * directions, len(lengths), hidden)).astype(np.float32)
+    hx = [h0, c0] if lstm else h0
+    inputs = [data, batch_sizes, hx, params, biases, layers, 0.0, False, bidirectional]
+    want = layer.forward(inputs)
+    got = compiled(layer, inputs).run(inputs)
+    assert len(got) == len(want) == layer.num_outputs
+    for g, w in zip(got, want):
+        assert_near(g, w, 1e-5)
+
+
+@pytest.mark.parametrize("op_type", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("direction, layout", [("forward", 0), ("reverse", 1), ("bidirectional", 0),
+                                               ("bidirectional", 1)])
+def test_an_onnx_node_runs_its_steps_compiled_as_the_layers_numpy(op_type, direction, layout):
+    from tests.layers.test_onnx_recurrent import GATES as ONNX_GATES
+    from tests.layers.test_onnx_recurrent import node
+
+    rng = np.random.default_rng(len(op_type) + layout)
+    steps, batch, size, hidden = 6, 3, 4, 8
+    d, g = 2 if direction == "bidirectional" else 1, ONNX_GATES[op_type]
+    x = rng.standard_normal((batch, steps, size) if layout else (steps, batch, size))
+    w = rng.standard_normal((d, g * hidden, size)) * 0.5
+    r = rng.standard_normal((d, g * hidden, hidden)) * 0.5
+    b = rng.standard_normal((d, 2 * g * hidden)) * 0.5
+    states = [rng.standard_normal((batch, d, hidden) if layout else (d, batch, hidden))
+              for _ in range(2 if op_type == "LSTM" else 1)]
+    inputs = [a.astype(np.float32) for a in (x, w, r, b, *states)]
+    params = {"hidden_size": hidden, "direction": direction, "layout": layout}
+    if op_type == "GRU":
+        params["linear_before_reset"] = 1
+    layer = node(op_type, len(inputs), 1 + len(states), **params)
+    want = layer.forward(inputs)
+    got = compiled(layer, inputs).run(inputs)
+    for g_, w_ in zip(got, want, strict=True):
+        assert_near(g_, w_, 1e-5)
+
+
+#: The exported recurrences: nn.* modules, bare aten:: calls, packed sequences (each run over
+#: every length set saved with it), and ONNX's nodes as pnnx converts them.
+RECURRENT_FIXTURES = sorted(f"recurrent/{p.name}" for p in (OPS / "recurrent").iterdir()
+                            if (p / "model.pnnx.param").exists()) + ["onnx/recurrent_states"]
+
+
+@pytest.mark.parametrize("case", RECURRENT_FIXTURES)
+def test_each_float32_recurrent_fixture_runs_its_steps_compiled_within_pytorchs_outputs(case, monkeypatch):
+    """The exported recurrences in the engine with the compiled tier: every float32
+    recurrence runs each layer and direction's steps compiled (a packed one's kernel made
+    once the run has packed it), and the outputs are PyTorch's."""
+    from graphexec.devices.cpu.jit.recurrent import JitRecurrent
+    from graphexec.layers.onnx_recurrent import OnnxRecurrent
+    from graphexec.layers.recurrent import _AtenRecurrent, _Recurrent
+
+    if sgemm() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS here")
+    calls = []
+    steps = JitRecurrent._steps
+    monkeypatch.setattr(JitRecurrent, "_steps", lambda self, *args: (calls.append(1), steps(self, *args)))
+    folder = OPS / case
     engine = Engine.load(folder / "model.pnnx.param", device=JIT)
-    inputs, want = load_io(folder)
-    plan = engine.plan(*(x.shape for x in inputs))
-    compiled = [n for n in plan.nodes if isinstance(getattr(n.kernel, "head", n.kernel), JitRecurrent)]
-    recurrences = [n for n in plan.nodes if type(n.step.layer).__module__.endswith("layers.recurrent")]
-    assert recurrences
-    float32 = all(x.dtype == np.float32 for x in inputs)
-    assert len(compiled) == (len(recurrences) if float32 else 0)
-    got = engine.forward(*inputs)
-    got = got if isinstance(got, tuple) else (got,)
-    for g, w in zip(got, want, strict=True):
-        assert_matches(g, w)
+    first = load_io(folder)
+    layers = [step.layer for step in engine.program.steps]
+    recurrent = (_Recurrent, _AtenRecurrent, OnnxRecurrent)
+    stacks = [layer.stack for layer in layers if isinstance(layer, recurrent)]
+    assert stacks
+    float32 = all(x.dtype == np.float32 for x in first[0] if x.dtype.kind == "f")
+    for inputs, want in [first, *more_io(folder)]:
+        calls.clear()
+        got = engine.forward(*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, want, strict=True):
+            assert_matches(g, w)
+        assert len(calls) == (sum(s.layers * s.directions for s in stacks) if float32 else 0)
 
 
 def test_the_compiled_tanh_is_within_a_few_ulp_elementwise():

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.ir import Operand
+from graphexec.layers._expr import ExpressionError, ListNode, Literal, parse, to_text
 from graphexec.layers.base import Params
 
 
@@ -33,9 +34,10 @@ def bind_by_shape(
     this order (the one labelled ``$input`` alone where there is one), bar the last one or
     two, which are masks if pnnx labels the last one a mask and they fit as masks; each
     mask is an attn_mask ((L, S) or (N*heads, L, S)) or a key_padding_mask ((N, S), (S,)
-    unbatched) as its shape says, a dynamic size matching only a dynamic one. Where shapes
-    allow more than one reading (N == L, or N and L both dynamic), the operator is refused
-    rather than guessed at.
+    unbatched) as its shape says, a dynamic size matching only a dynamic one; a mask made
+    square from one size in the graph is an attn_mask. Where shapes allow more than one
+    reading otherwise (N == L, or N and L both dynamic), the operator is refused rather
+    than guessed at.
     """
     inputs = params.op.inputs
     hint = (
@@ -73,6 +75,9 @@ def bind_by_shape(
     if len(readings) > 1:
         raise params.error(f"inputs {shown} read as query, key, value and masks in more than one way{why}{hint}")
     (q, k, v), masks, roles, kinds = readings[0]
+    square = [i for i, r in zip(masks, roles) if len(r) > 1 and _square_by_construction(inputs[i])]
+    if len(kinds) > 1 and square:  # (L, L): an attn_mask, where N and L are sizes of their own
+        kinds = [a for a in kinds if all(a[masks.index(i)] == "attn_mask" for i in square)]
     if len(kinds) > 1:
         both = next(i for i, r in zip(masks, roles) if len(r) > 1)
         raise params.error(
@@ -83,6 +88,46 @@ def bind_by_shape(
         )
     at = dict(zip(kinds[0], masks))
     return q, k, v, at.get("attn_mask"), at.get("key_padding_mask")
+
+
+#: What a mask may pass through and stay square: casts, comparisons and arithmetic with
+#: numbers, fills, triangles, transposes.
+_KEEPS_SQUARE = {
+    "pnnx.Expression", "Tensor.masked_fill", "torch.masked_fill", "Tensor.to", "Tensor.float", "Tensor.bool",
+    "Tensor.type_as", "torch.triu", "torch.tril", "aten::triu", "aten::tril", "Tensor.triu", "Tensor.tril",
+    "torch.transpose", "Tensor.transpose", "torch.t", "Tensor.t", "Tensor.contiguous", "Tensor.clone",
+    "torch.clone", "Tensor.detach", "torch.where", "torch.logical_not", "torch.bitwise_not",
+    *(f"{kind}.{test}" for kind in ("torch", "Tensor") for test in ("eq", "ne", "lt", "le", "gt", "ge")),
+}
+#: What makes a tensor of a size given as an input (``$size``).
+_MAKERS = {"torch.full", "torch.ones", "torch.zeros", "torch.empty", "Tensor.new_full", "Tensor.new_ones",
+           "Tensor.new_zeros", "Tensor.new_empty"}
+
+
+def _square_by_construction(mask: Operand, depth: int = 12) -> bool:
+    """Whether ``mask`` is made square from one size computed in the graph, ``(L, L)``:
+    a causal mask (``torch.full((L, L), -inf).triu(1)``, ``generate_square_subsequent_mask``)
+    as a dynamic export writes it, through casts, comparisons, fills and triangles. Such a
+    mask is an attn_mask: a key_padding_mask (N, S) is square only where the batch happens
+    to be as long as the sequence."""
+    op = mask.producer
+    if op is None or depth == 0 or len(mask.shape or ()) != 2:
+        return False
+    if op.type in _MAKERS:
+        size = op.named_input("size")
+        maker = size.producer if size is not None else None
+        if maker is None or maker.type != "pnnx.Expression":
+            return False
+        try:
+            node = parse(str(maker.params.get("expr")), len(maker.inputs))
+        except ExpressionError:
+            return False
+        return (isinstance(node, ListNode) and len(node.items) == 2 and not isinstance(node.items[0], Literal)
+                and to_text(node.items[0]) == to_text(node.items[1]))
+    if op.type not in _KEEPS_SQUARE:
+        return False
+    return any(_square_by_construction(source, depth - 1) for source in op.inputs
+               if source.shape is not None and len(source.shape) == 2)
 
 
 def folded_to_inf(mask: Operand) -> bool:

@@ -16,7 +16,7 @@ import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec import Engine
 from graphexec.errors import GraphexecError, LayerConfigError
 from graphexec.ir import Attribute, Operand, Operator
-from tests.golden import OPS, load_io
+from tests.golden import OPS, assert_matches, load_io, more_io
 
 ATTENTION = OPS / "attention"
 
@@ -260,6 +260,45 @@ def test_float_masks_are_told_apart_by_their_exported_shapes(inputs, label, want
 def test_a_float_mask_that_fits_both_kinds_or_none_is_refused(inputs, message):
     with pytest.raises(LayerConfigError, match=message):
         lookup("nn.MultiheadAttention")(multihead_attention(*inputs, label=1))
+
+
+@pytest.mark.parametrize("case", ["mha_in_graph_causal_built", "mha_in_graph_causal_encoder",
+                                  "mha_in_graph_causal_seq_first"])
+def test_a_causal_mask_made_in_the_graph_runs_at_any_batch_and_length(case):
+    """A dynamic export's (?, ?) mask made square from the length in the graph is an
+    attn_mask: PyTorch's outputs at the export's shape and at every saved set, one of them a
+    batch as large as the length (where the shapes alone read both ways)."""
+    net = engine(case)
+    sets = [load_io(ATTENTION / case), *more_io(ATTENTION / case)]
+    assert any(x.shape[0] == x.shape[1] for (x,), _ in sets)
+    for (x,), (want,) in sets:
+        assert_matches(net.forward(x), want)
+
+
+def square_mask(first: str, second: str) -> Operand:
+    """A (?, ?) float mask of ``torch.full([first, second], -inf)`` made triangular."""
+    query = Operand("query", (None, None, 8), "f32")
+    size = Operand("size", None)
+    size.producer = Operator("pnnx.Expression", "sizes", inputs=[query], outputs=[size],
+                             params={"expr": f"[{first},{second}]"})
+    full = Operand("full", (None, None), "f32")
+    full.producer = Operator("torch.full", "full", inputs=[size], outputs=[full], params={"fill_value": -np.inf},
+                             input_names=["size"])
+    mask = Operand("mask", (None, None), "f32")
+    mask.producer = Operator("aten::triu", "triu", inputs=[full], outputs=[mask], input_names=[""])
+    return mask
+
+
+def test_only_a_mask_made_square_from_one_size_reads_as_an_attn_mask():
+    for sizes, bound in ((("size(@0,0)", "size(@0,0)"), True), (("size(@0,1)", "size(@0,0)"), False)):
+        op = multihead_attention(((None, None, 8), "f32"), ((None, None), "f32"), label=1)
+        op.inputs[1] = square_mask(*sizes)
+        if bound:
+            layer = lookup(op.type)(op)
+            assert (layer.q_at, layer.mask_at, layer.padding_at) == (0, 1, None)
+        else:
+            with pytest.raises(LayerConfigError, match="fits both .* leaves some sizes unknown"):
+                lookup(op.type)(op)
 
 
 def test_a_padding_mask_that_pnnx_folded_to_minus_inf_is_refused():

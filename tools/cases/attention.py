@@ -127,6 +127,32 @@ class CausalTransformer(nn.Module):
         return self.model(x, mask=rest[0])
 
 
+class InGraphCausal(nn.Module):
+    """A causal mask made in the graph from the input's length, the batch and the length both
+    dynamic: an (L, L) mask whose exported shape, (?, ?), reads as a key_padding_mask (N, S)
+    too. ``built``: made as speechbrain makes it (a triangle of ones compared, transposed,
+    filled), given to an nn.MultiheadAttention sequence first; else
+    ``generate_square_subsequent_mask`` into an nn.TransformerEncoder."""
+
+    def __init__(self, built: bool, batch_first: bool = True):
+        super().__init__()
+        self.built, self.batch_first = built, batch_first
+        if built:
+            self.attn = nn.MultiheadAttention(16, 2)
+        else:
+            layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=batch_first)
+            self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+
+    def forward(self, x):
+        length = x.size(1 if self.batch_first else 0)
+        if not self.built:
+            return self.encoder(x, mask=causal_mask(length))
+        ones = (torch.triu(torch.ones(length, length)) == 1).transpose(0, 1)
+        mask = ones.float().masked_fill(ones == 0, float("-inf")).masked_fill(ones == 1, 0.0)
+        q = x.permute(1, 0, 2)
+        return self.attn(q, q, q, attn_mask=mask, need_weights=False)[0].permute(1, 0, 2)
+
+
 def causal_mask(size):
     return nn.Transformer.generate_square_subsequent_mask(size)
 
@@ -277,6 +303,12 @@ CASES = [
         (x(3, 4, 8), x(3, 5, 8), FLOAT_PADDING),
     ),
     unchecked("mha_float_both", Attention("float_both", embed=8), (x(5, 3, 8), x(5, 5), FLOAT_PADDING)),
+    # a mask made square from the length in the graph is an attn_mask, whatever the batch
+    # (the last input set's batch is its length)
+    *(Case(f"mha_in_graph_causal_{name}", InGraphCausal(built, first), (x(2, 6, 16) if first else x(6, 2, 16),),
+           inputs2=(x(3, 9, 16) if first else x(9, 3, 16),), check_trace=False,
+           more_inputs=((x(1, 5, 16) if first else x(5, 1, 16),), (x(4, 4, 16),)))
+      for name, built, first in (("built", True, True), ("encoder", False, True), ("seq_first", False, False))),
     # a batch size left dynamic ((?, 5) against a length of 5) cannot be the length: a padding
     Case(
         "mha_float_padding_dynamic",

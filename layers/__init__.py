@@ -33,6 +33,7 @@ from graphexec.layers import (  # noqa: F401  (imported for their registrations)
     patches,
     plumbing,
     pooling,
+    random,
     recurrent,
     reduction,
     resize,

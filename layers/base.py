@@ -212,6 +212,9 @@ class Layer:
     #: Whether output 0 may be written over input 0 (one elementwise pass, same shape and
     #: dtype), so the memory plan may run it in place where nothing else reads input 0.
     in_place: bool = False
+    #: Whether ``forward`` draws random numbers (:mod:`graphexec.layers.random`): its outputs
+    #: differ from run to run, so the planner never folds them into a constant.
+    random: bool = False
 
     def __init__(self, op: Operator):
         self.name = op.name

@@ -10,11 +10,12 @@ steps folded before it) is run once here, with the same CPU layer a run uses, an
 demanded outputs become constants (:class:`~graphexec.layers.plumbing.Attribute`s, which a
 device uploads once); the steps only they read drop out.
 
-Not folded, so left to run as before: an output the caller gets back (handed out, a
-constant could be written to), a value that is not an array of its inferred spec (a tuple,
-a size), a computed value larger than :data:`MAX_FOLDED_BYTES`, and a step that raises (a
-run reports it, naming the operator). Values depend on no input, so they are kept in the
-pass's store and shared by the plans of every input shape, as are the constant layers.
+Not folded, so left to run as before: a step that draws random numbers (a new draw every
+run), an output the caller gets back (handed out, a constant could be written to), a value
+that is not an array of its inferred spec (a tuple, a size), a computed value larger than
+:data:`MAX_FOLDED_BYTES`, and a step that raises (a run reports it, naming the operator).
+Values depend on no input, so they are kept in the pass's store and shared by the plans of
+every input shape, as are the constant layers.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def fold_constants(program: Program, specs: Mapping[str, Spec], kept: dict[str, 
     values: dict[str, Any] = {}
     constant: set[int] = set()
     for k, step in enumerate(program.steps):
-        if not all(n in values for n in step.inputs) or not all(n in specs for n in step.outputs):
+        if (not all(n in values for n in step.inputs) or not all(n in specs for n in step.outputs)
+                or step.layer.random):
             continue
         outputs = _evaluated(step, values, kept) if step.inputs else _made(step)
         if outputs is _UNFOLDABLE or len(outputs) != len(step.outputs):

@@ -1,0 +1,244 @@
+"""Random numbers, where a model draws them while it runs (a noise added to a pooled mean,
+a sample of a latent), as pnnx writes the calls it keeps:
+
+::
+
+    Randn          torch.randn           standard normal of ``$size``
+    RandnLike      torch.randn_like      standard normal of the input's shape
+    AtenRand       aten::rand            uniform in [0, 1) of a size
+    AtenRandLike   aten::rand_like       uniform in [0, 1) of the input's shape
+    AtenRandint    aten::randint         integers in [low, high) of a size
+    AtenRandintLike  aten::randint_like  integers in [low, high) of the input's shape
+    AtenBernoulli  aten::bernoulli       1 with the input's probability, else 0
+    Normal         torch.normal          ``x.normal_(mean, std)``: normal of the input's shape
+
+pnnx folds a draw of a size fixed at export into a constant (one draw, at export); these
+stay where a size is dynamic or the draw reads an input. Each operator draws from numpy's
+generator of its own, seeded from its name, so a model loaded twice draws the same numbers
+in the same order of runs, and the sequential and concurrent executors alike (no other
+operator's draws come between). The numbers are numpy's, not PyTorch's. A draw is never
+folded into a constant ahead of the runs (:attr:`Layer.random`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+
+from graphexec.layers.aten import NOT_CONSTANT, constant_input
+from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec
+from graphexec.layers.creation import _dtype_param, _number, _sized, scalar_type
+from graphexec.layers.registry import register
+from graphexec.layers.shape import runtime_ints
+
+_FLOAT32 = np.dtype(np.float32)
+
+
+class _Random(Layer):
+    """A layer that draws: its generator, seeded from its name."""
+
+    random = True
+
+    def seed(self) -> None:
+        self.generator = np.random.default_rng(zlib.crc32(self.name.encode()))
+
+    def normal(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return self._floats(self.generator.standard_normal, shape, dtype)
+
+    def uniform(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return self._floats(self.generator.random, shape, dtype)
+
+    def _floats(self, draw: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        if dtype.kind != "f":
+            raise ShapeMismatch(f"{self.type} draws floating point numbers, asked for {dtype}")
+        wide = np.dtype(np.float64) if dtype == np.float64 else _FLOAT32
+        return draw(shape, dtype=wide).astype(dtype, copy=False)
+
+
+def _like(spec: Spec, dtype: np.dtype | None) -> TensorSpec:
+    if not isinstance(spec, TensorSpec):
+        raise ShapeMismatch(f"expected a tensor, given {spec}")
+    return TensorSpec(spec.shape, dtype or spec.dtype)
+
+
+def _aten_dtype_at(params: Params, index: int) -> np.dtype | None:
+    """A constant ``dtype`` argument of an ``aten::`` call (None: not given)."""
+    code = constant_input(params, index)
+    if code is NOT_CONSTANT:
+        raise params.error(f"its dtype (input {index}) must be a constant")
+    try:
+        return None if code is None else scalar_type(code)
+    except ShapeMismatch as error:
+        raise params.error(str(error)) from None
+
+
+@register("torch.randn")
+class Randn(_Random):
+    """``torch.randn(size)`` (float32 unless a dtype is given)."""
+
+    def build(self, params: Params) -> None:
+        self.seed()
+        (self.size_at,) = self.bind_inputs(params, ["size"])
+        self.dtype = _dtype_param(params) or _FLOAT32
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [_sized(specs[self.size_at], "size", self.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [self.normal(runtime_ints(inputs[self.size_at], "size"), self.dtype)]
+
+
+@register("torch.randn_like")
+class RandnLike(_Random):
+    """``torch.randn_like(x)``: of ``x``'s shape, of its dtype unless one is given."""
+
+    def build(self, params: Params) -> None:
+        self.seed()
+        (self.x_at,) = self.bind_inputs(params, ["input"])
+        self.dtype = _dtype_param(params)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [_like(specs[self.x_at], self.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[self.x_at])
+        return [self.normal(x.shape, self.dtype or x.dtype)]
+
+
+@register("aten::rand")
+class AtenRand(_Random):
+    """``torch.rand(size)`` as TorchScript leaves it: size, dtype, layout, device, pin_memory."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 5:
+            raise params.error(f"takes 5 inputs (size, dtype, layout, device, pin_memory), "
+                               f"given {self.num_inputs}")
+        self.seed()
+        self.dtype = _aten_dtype_at(params, 1) or _FLOAT32
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [_sized(specs[0], "size", self.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [self.uniform(runtime_ints(inputs[0], "size"), self.dtype)]
+
+
+@register("aten::rand_like")
+class AtenRandLike(_Random):
+    """``torch.rand_like(x)``: x, dtype, layout, device, pin_memory, memory_format."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 6:
+            raise params.error(f"takes 6 inputs (self, dtype, layout, device, pin_memory, memory_format), "
+                               f"given {self.num_inputs}")
+        self.seed()
+        self.dtype = _aten_dtype_at(params, 1)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [_like(specs[0], self.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        return [self.uniform(x.shape, self.dtype or x.dtype)]
+
+
+class _Integers(_Random):
+    """Integers drawn evenly from ``[low, high)`` (``low`` 0 where not given)."""
+
+    def integers(self, low: Any, high: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        low, high = int(_number(low)), int(_number(high))
+        if low >= high:
+            raise ShapeMismatch(f"{self.type}: low ({low}) must be below high ({high})")
+        return self.generator.integers(low, high, shape).astype(dtype)
+
+
+@register("aten::randint")
+class AtenRandint(_Integers):
+    """``torch.randint([low,] high, size)``: (low,) high, size, dtype, layout, device,
+    pin_memory; int64 unless a dtype is given."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (6, 7):
+            raise params.error(f"takes 6 or 7 inputs ((low,) high, size, dtype, layout, device, pin_memory), "
+                               f"given {self.num_inputs}")
+        self.seed()
+        self.high_at = self.num_inputs - 6
+        self.size_at = self.high_at + 1
+        self.dtype = _aten_dtype_at(params, self.size_at + 1) or np.dtype(np.int64)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [_sized(specs[self.size_at], "size", self.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        low = inputs[0] if self.high_at else 0
+        size = runtime_ints(inputs[self.size_at], "size")
+        return [self.integers(low, inputs[self.high_at], size, self.dtype)]
+
+
+@register("aten::randint_like")
+class AtenRandintLike(_Integers):
+    """``torch.randint_like(x, [low,] high)``: x, (low,) high, dtype, layout, device,
+    pin_memory, memory_format; of ``x``'s dtype unless one is given."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (7, 8):
+            raise params.error(f"takes 7 or 8 inputs (self, (low,) high, dtype, layout, device, pin_memory, "
+                               f"memory_format), given {self.num_inputs}")
+        self.seed()
+        self.high_at = self.num_inputs - 6
+        self.dtype = _aten_dtype_at(params, self.high_at + 1)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [_like(specs[0], self.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        low = inputs[1] if self.high_at == 2 else 0
+        return [self.integers(low, inputs[self.high_at], x.shape, self.dtype or x.dtype)]
+
+
+@register("aten::bernoulli")
+class AtenBernoulli(_Random):
+    """``torch.bernoulli(p)``: 1 where a uniform draw falls below each probability of ``p``,
+    else 0, of ``p``'s shape and dtype; inputs p, generator (None), or x, one probability
+    for every element of x, generator."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (2, 3):
+            raise params.error(f"takes 2 or 3 inputs (self, (p,) generator), given {self.num_inputs}")
+        self.seed()
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        out = _like(specs[0], None)
+        if out.dtype.kind != "f":
+            raise ShapeMismatch(f"aten::bernoulli takes floating point probabilities, given {specs[0]}")
+        return [out]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        p = x if self.num_inputs == 2 else _number(inputs[1])
+        return [(self.generator.random(x.shape) < p).astype(x.dtype)]
+
+
+@register("torch.normal")
+class Normal(_Random):
+    """``x.normal_(mean, std)`` as pnnx writes it: a normal draw of ``x``'s shape and dtype
+    (``x``'s values unread), ``mean`` and ``std`` numbers."""
+
+    def build(self, params: Params) -> None:
+        self.seed()
+        (self.x_at,) = self.bind_inputs(params, ["input"])
+        self.mean, self.std = params.float("mean", 0.0), params.float("std", 1.0)
+        if self.num_inputs != 1 or self.std < 0:
+            raise params.error(f"takes one tensor whose shape it fills and numbers mean and std >= 0, given "
+                               f"{self.num_inputs} inputs and std={self.std}")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        return [_like(specs[self.x_at], None)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[self.x_at])
+        draw = self.normal(x.shape, x.dtype)
+        return [(draw * x.dtype.type(self.std) + x.dtype.type(self.mean)).astype(x.dtype, copy=False)]

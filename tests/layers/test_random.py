@@ -1,0 +1,122 @@
+"""Random draws: what each holds (the distribution, the range, the dtype), that every run
+draws anew, that a model loaded twice draws the same numbers run after run (the
+sequential and concurrent executors alike), and that nothing computes a draw ahead of a
+run (a size fixed in the graph is not folded into one constant draw)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graphexec.layers.registry import lookup
+
+import graphexec  # noqa: F401  (import order: graphexec before layers)
+from graphexec import Engine
+from graphexec.errors import LayerConfigError
+from graphexec.ir import Graph, Operand, Operator
+from tests.golden import OPS, load_io
+
+RANDOM = OPS / "random"
+SIZE = (400, 500)
+
+
+def layer(op_type: str, constants: dict[int, object], inputs: int, name: str = "draw", **params):
+    """A layer whose inputs at the positions of ``constants`` are pnnx constants."""
+    operands = []
+    for i in range(inputs):
+        operand = Operand(f"in{i}")
+        if i in constants:
+            operand.producer = Operator("pnnx.Expression", f"c{i}", outputs=[operand],
+                                        params={"expr": constants[i]})
+        operands.append(operand)
+    names = [""] * inputs
+    if op_type.startswith("torch."):
+        names = ["size" if op_type == "torch.randn" else "input"]
+    op = Operator(op_type, name, inputs=operands, outputs=[Operand("out")], params=params, input_names=names)
+    return lookup(op_type)(op)
+
+
+def test_normal_draws_have_the_asked_mean_and_spread():
+    for draw in (layer("torch.randn", {}, 1).forward([list(SIZE)])[0],
+                 layer("torch.randn_like", {}, 1).forward([np.zeros(SIZE, np.float32)])[0]):
+        assert draw.shape == SIZE and draw.dtype == np.float32
+        assert abs(draw.mean()) < 0.01 and abs(draw.std() - 1) < 0.01
+    normal = layer("torch.normal", {}, 1, mean=3.0, std=0.5).forward([np.zeros(SIZE, np.float64)])[0]
+    assert normal.dtype == np.float64
+    assert abs(normal.mean() - 3) < 0.01 and abs(normal.std() - 0.5) < 0.01
+    wide = layer("torch.randn", {}, 1, dtype="torch.double").forward([[3, 4]])[0]
+    assert wide.dtype == np.float64 and wide.shape == (3, 4)
+
+
+def test_uniform_draws_lie_in_zero_to_one_evenly():
+    rand, rand_like = layer("aten::rand", {1: None}, 5), layer("aten::rand_like", {1: None}, 6)
+    for draw in (rand.forward([list(SIZE), None, None, None, False])[0],
+                 rand_like.forward([np.zeros(SIZE, np.float32), *[None] * 5])[0]):
+        assert draw.dtype == np.float32 and draw.min() >= 0 and draw.max() < 1
+        counts = np.histogram(draw, bins=10, range=(0, 1))[0] / draw.size
+        assert np.all(np.abs(counts - 0.1) < 0.005)
+
+
+def test_integer_draws_cover_low_to_high_exclusive():
+    randint = layer("aten::randint", {3: None}, 7)
+    draw = randint.forward([-2, 3, list(SIZE), None, None, None, False])[0]
+    assert draw.dtype == np.int64
+    assert set(np.unique(draw)) == {-2, -1, 0, 1, 2}
+    like = layer("aten::randint_like", {2: None}, 7).forward([np.zeros(SIZE, np.float32), 4] + [None] * 5)[0]
+    assert like.dtype == np.float32 and set(np.unique(like)) == {0, 1, 2, 3}
+    with pytest.raises(graphexec.layers.ShapeMismatch, match=r"low \(3\) must be below high \(3\)"):
+        randint.forward([3, 3, [2], None, None, None, False])
+
+
+def test_bernoulli_draws_ones_as_often_as_each_probability_says():
+    p = np.where(np.arange(SIZE[1]) < SIZE[1] // 2, 0.2, 0.9).astype(np.float32) * np.ones(SIZE, np.float32)
+    draw = layer("aten::bernoulli", {1: None}, 2).forward([p, None])[0]
+    assert draw.dtype == np.float32 and set(np.unique(draw)) == {0, 1}
+    half = SIZE[1] // 2
+    assert abs(draw[:, :half].mean() - 0.2) < 0.01 and abs(draw[:, half:].mean() - 0.9) < 0.01
+
+
+def test_each_operator_draws_its_own_numbers_the_same_after_a_new_load():
+    a, b = layer("torch.randn", {}, 1, name="a"), layer("torch.randn", {}, 1, name="b")
+    first = a.forward([[5]])[0]
+    assert not np.array_equal(first, b.forward([[5]])[0])  # seeded by name
+    assert not np.array_equal(first, a.forward([[5]])[0])  # a new draw every run
+    again = layer("torch.randn", {}, 1, name="a")
+    np.testing.assert_array_equal(again.forward([[5]])[0], first)
+
+
+def test_dtypes_that_are_not_constants_or_not_floats_are_refused_naming_the_operator():
+    with pytest.raises(LayerConfigError, match=r"aten::rand.*dtype \(input 1\) must be a constant"):
+        layer("aten::rand", {}, 5)
+    with pytest.raises(LayerConfigError, match=r"torch.normal.*std=-1.0"):
+        layer("torch.normal", {}, 1, mean=0.0, std=-1.0)
+    with pytest.raises(graphexec.layers.ShapeMismatch, match="draws floating point numbers, asked for int64"):
+        layer("torch.randn_like", {}, 1).forward([np.zeros(3, np.int64)])
+
+
+def test_every_run_draws_anew_and_engines_loaded_alike_draw_alike():
+    """The sequential engine and the concurrent one, each loaded from the fixture, give the
+    same noise run for run; a run's noise is not the run before's."""
+    folder = RANDOM / "randn_noise"
+    (x,), _ = load_io(folder)
+    sequential = Engine.load(folder / "model.pnnx.param", threads=1)
+    concurrent = Engine.load(folder / "model.pnnx.param", threads=2)
+    runs = []
+    for _ in range(3):
+        one, two = sequential.forward(x), concurrent.forward(x)
+        for a, b in zip(one, two, strict=True):
+            np.testing.assert_array_equal(a, b)
+        runs.append(one[0] - x)
+    assert not np.array_equal(runs[0], runs[1]) and not np.array_equal(runs[1], runs[2])
+
+
+@pytest.mark.parametrize("size", [[2, 3], [1]])
+def test_a_draw_of_a_size_fixed_in_the_graph_is_not_folded_into_a_constant(size):
+    graph = Graph()
+    graph.add_operator("pnnx.Expression", "size", [], ["size"], params={"expr": size})
+    graph.add_operator("torch.randn", "noise", ["size"], ["noise"], params={"dtype": None})
+    graph.operators[-1].input_names = ["size"]
+    graph.add_operator("pnnx.Expression", "shift", ["noise"], ["shifted"], params={"expr": "add(@0,1.0)"})
+    graph.add_operator("pnnx.Output", "out", ["shifted"], [])
+    engine = Engine(graph)
+    first, second = engine.forward(), engine.forward()
+    assert first.shape == tuple(size) and not np.array_equal(first, second)

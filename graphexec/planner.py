@@ -309,10 +309,21 @@ def first_divergence(program: Program, known: Mapping[str, Spec]) -> str:
             annotated = None if operand is None or not (operand.consumers or name in outputs) else operand.shape
             if not isinstance(spec, TensorSpec) or not annotated or not all(isinstance(d, int) for d in annotated):
                 continue
-            if tuple(spec.shape) != tuple(annotated):
+            if tuple(spec.shape) != tuple(annotated) and not reshaped_in_place(operand):
                 return (f"at operand {name}, output of {step.name} ({step.layer.type}): annotated "
                         f"{_show_shape(annotated)}, inferred {_show_shape(spec.shape)}")
     return ""
+
+
+#: The shape changes a model may make in place (``x.unsqueeze_(1)``), as pnnx writes them.
+_IN_PLACE_RESHAPES = frozenset({"torch.unsqueeze", "torch.squeeze", "torch.transpose", "torch.t"})
+
+
+def reshaped_in_place(operand: Any) -> bool:
+    """Whether pnnx annotated ``operand`` with the shape an in-place change of its shape
+    left it (``x.permute(0, 2, 1).unsqueeze_(1)``): one that reads it gives that shape."""
+    return any(op.type in _IN_PLACE_RESHAPES and len(op.outputs) == 1 and op.outputs[0].shape == operand.shape
+               for op in operand.consumers)
 
 
 def _parting(program: Program, known: Mapping[str, Spec]) -> str:

@@ -214,6 +214,18 @@ def test_a_shape_unlike_the_exported_annotation_is_warned_of_at_load():
         "other than what PyTorch traced there, so the outputs may differ from PyTorch's", __file__)]
 
 
+def test_a_shape_changed_in_place_is_no_mismatch():
+    """``x.permute(0, 2, 1).unsqueeze_(1)``: pnnx annotates the permute's output with the shape
+    the in-place unsqueeze leaves it, which is what PyTorch traced; nothing to warn of."""
+    from tests.golden import OPS
+
+    folder = OPS / "shape" / "unsqueeze_in_place"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Engine.load(folder / "model.pnnx.param")
+    assert not [w for w in caught if w.category is ExportMismatchWarning]
+
+
 def test_names_and_shapes(tmp_path):
     g = Graph()
     add_input(g, 0, "img", (1, 3, None, "w"))

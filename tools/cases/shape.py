@@ -97,4 +97,9 @@ CASES = [
     Case("transpose_properties",
          Fn(lambda a, b: (a.T + 1, b.mT * 2, b.mH - 1, a.H, a.adjoint(), b.permute(2, 0, 1).T.contiguous())),
          (_x(54, 2, 3), _x(55, 2, 3, 4))),
+    # pyannote's WeSpeaker ResNet: pnnx annotates the permute's output with the shape the
+    # in-place unsqueeze_ leaves it
+    Case("unsqueeze_in_place",
+         Fn(lambda a: (a.permute(0, 2, 1).unsqueeze_(1) * 2, a.transpose(1, 2).squeeze_(0) + 1)),
+         (_x(56, 1, 23, 16),)),
 ]

@@ -99,8 +99,7 @@ def _gates_scaled(weights: Weights, order: np.ndarray, scale: np.ndarray, b_ih: 
 
 def constant(a: Any) -> bool:
     """Whether ``a`` is an array no one can change between runs: read-only down to memory
-    no one writes (a model's constants are read-only views of its mapped weights file, or
-    the planner's read-only results)."""
+    no one writes (a model's weights are read-only views of its mapped weights file)."""
     while isinstance(a, np.ndarray):
         if a.flags.writeable:
             return False
@@ -295,6 +294,7 @@ class Stack:
         x[rows] = data
         sizes = rows.sum(axis=1)
         steps = recurrence or self.steps
+
         def direction(x: np.ndarray, w: Weights, s: list[np.ndarray], reverse: bool) -> list[np.ndarray]:
             return self._run_direction(x, w, s, reverse, steps, sizes)
 

@@ -106,10 +106,10 @@ _MAKERS = {"torch.full", "torch.ones", "torch.zeros", "torch.empty", "Tensor.new
 
 def _square_by_construction(mask: Operand, depth: int = 12) -> bool:
     """Whether ``mask`` is made square from one size computed in the graph, ``(L, L)``:
-    a causal mask (``torch.full((L, L), -inf).triu(1)``, ``generate_square_subsequent_mask``)
-    as a dynamic export writes it, through casts, comparisons, fills and triangles. Such a
-    mask is an attn_mask: a key_padding_mask (N, S) is square only where the batch happens
-    to be as long as the sequence."""
+    a causal mask (``torch.full((L, L), -inf).triu(1)``, ``generate_square_subsequent_mask``,
+    ``i[None, :] > i[:, None]`` of a range) as a dynamic export writes it, through casts,
+    comparisons, fills and triangles. Such a mask is an attn_mask: a key_padding_mask (N,
+    S) is square only where the batch happens to be as long as the sequence."""
     op = mask.producer
     if op is None or depth == 0 or len(mask.shape or ()) != 2:
         return False
@@ -126,8 +126,28 @@ def _square_by_construction(mask: Operand, depth: int = 12) -> bool:
                 and to_text(node.items[0]) == to_text(node.items[1]))
     if op.type not in _KEEPS_SQUARE:
         return False
+    if len(op.inputs) == 2:  # a row against a column of one vector: i[None, :] > i[:, None]
+        row, column = (_unsqueezed(source) for source in op.inputs)
+        if row is not None and column is not None and row[0] == column[0] and {row[1], column[1]} == {0, 1}:
+            return True
     return any(_square_by_construction(source, depth - 1) for source in op.inputs
                if source.shape is not None and len(source.shape) == 2)
+
+
+def _unsqueezed(operand: Operand) -> tuple[Any, int] | None:
+    """(what vector, the dim added: 0 or 1) where ``operand`` is a vector made a row or a
+    column by ``torch.unsqueeze``; the vector told by its operand, or by the size operand of
+    the ``torch.arange`` that made it (two ranges of one size are one vector)."""
+    op = operand.producer
+    if op is None or op.type not in ("torch.unsqueeze", "Tensor.unsqueeze") or len(op.inputs) != 1:
+        return None
+    vector = op.inputs[0]
+    dim = op.params.get("dim")
+    if vector.shape is None or len(vector.shape) != 1 or dim not in (0, 1, -1, -2):
+        return None
+    maker = vector.producer
+    end = maker.named_input("end") if maker is not None and maker.type == "torch.arange" else None
+    return (vector.name if end is None else ("arange", end.name)), dim % 2
 
 
 def folded_to_inf(mask: Operand) -> bool:

@@ -263,7 +263,7 @@ def test_a_float_mask_that_fits_both_kinds_or_none_is_refused(inputs, message):
 
 
 @pytest.mark.parametrize("case", ["mha_in_graph_causal_built", "mha_in_graph_causal_encoder",
-                                  "mha_in_graph_causal_seq_first"])
+                                  "mha_in_graph_causal_seq_first", "mha_in_graph_causal_range"])
 def test_a_causal_mask_made_in_the_graph_runs_at_any_batch_and_length(case):
     """A dynamic export's (?, ?) mask made square from the length in the graph is an
     attn_mask: PyTorch's outputs at the export's shape and at every saved set, one of them a
@@ -282,8 +282,8 @@ def square_mask(first: str, second: str) -> Operand:
     size.producer = Operator("pnnx.Expression", "sizes", inputs=[query], outputs=[size],
                              params={"expr": f"[{first},{second}]"})
     full = Operand("full", (None, None), "f32")
-    full.producer = Operator("torch.full", "full", inputs=[size], outputs=[full], params={"fill_value": -np.inf},
-                             input_names=["size"])
+    full.producer = Operator("torch.full", "full", inputs=[size], outputs=[full],
+                             params={"fill_value": -np.inf}, input_names=["size"])
     mask = Operand("mask", (None, None), "f32")
     mask.producer = Operator("aten::triu", "triu", inputs=[full], outputs=[mask], input_names=[""])
     return mask
@@ -296,6 +296,33 @@ def test_only_a_mask_made_square_from_one_size_reads_as_an_attn_mask():
         if bound:
             layer = lookup(op.type)(op)
             assert (layer.q_at, layer.mask_at, layer.padding_at) == (0, 1, None)
+        else:
+            with pytest.raises(LayerConfigError, match="fits both .* leaves some sizes unknown"):
+                lookup(op.type)(op)
+
+
+def compared(row_source: Operand, column_source: Operand) -> Operand:
+    """``row_source[None, :] >= column_source[:, None]`` as pnnx writes it."""
+    row, column = Operand("row", (1, None), "i64"), Operand("column", (None, 1), "i64")
+    mask = Operand("mask", (None, None), "bool")
+    for operand, source, dim in ((row, row_source, 0), (column, column_source, 1)):
+        operand.producer = Operator("torch.unsqueeze", f"unsqueeze{dim}", inputs=[source], outputs=[operand],
+                                    params={"dim": dim}, input_names=["input"])
+    mask.producer = Operator("torch.ge", "ge", inputs=[row, column], outputs=[mask],
+                             input_names=["input", "other"])
+    return mask
+
+
+def test_only_a_range_compared_with_itself_reads_as_an_attn_mask():
+    """``i[None, :] >= i[:, None]`` is (L, L); a range against the lengths of a batch,
+    ``i[None, :] >= lengths[:, None]``, is (N, S): a padding, still ambiguous by shape."""
+    steps, lengths = Operand("steps", (None,), "i64"), Operand("lengths", (None,), "i64")
+    for mask, bound in ((compared(steps, steps), True), (compared(steps, lengths), False)):
+        op = multihead_attention(((None, None), "bool"), ((None, None, 8), "f32"), label=1)
+        op.inputs[0] = mask
+        if bound:
+            layer = lookup(op.type)(op)
+            assert (layer.q_at, layer.mask_at, layer.padding_at) == (1, 0, None)
         else:
             with pytest.raises(LayerConfigError, match="fits both .* leaves some sizes unknown"):
                 lookup(op.type)(op)

@@ -132,19 +132,24 @@ class InGraphCausal(nn.Module):
     dynamic: an (L, L) mask whose exported shape, (?, ?), reads as a key_padding_mask (N, S)
     too. ``built``: made as speechbrain makes it (a triangle of ones compared, transposed,
     filled), given to an nn.MultiheadAttention sequence first; else
-    ``generate_square_subsequent_mask`` into an nn.TransformerEncoder."""
+    ``generate_square_subsequent_mask`` into an nn.TransformerEncoder; ``"range"``: a
+    boolean mask comparing a range as a row and as a column, batch first."""
 
-    def __init__(self, built: bool, batch_first: bool = True):
+    def __init__(self, built: bool | str, batch_first: bool = True):
         super().__init__()
         self.built, self.batch_first = built, batch_first
         if built:
-            self.attn = nn.MultiheadAttention(16, 2)
+            self.attn = nn.MultiheadAttention(16, 2, batch_first=built == "range")
         else:
             layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=batch_first)
             self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
 
     def forward(self, x):
         length = x.size(1 if self.batch_first else 0)
+        if self.built == "range":
+            steps = torch.arange(length)
+            mask = steps[None, :] > steps[:, None]
+            return self.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
         if not self.built:
             return self.encoder(x, mask=causal_mask(length))
         ones = (torch.triu(torch.ones(length, length)) == 1).transpose(0, 1)
@@ -305,10 +310,12 @@ CASES = [
     unchecked("mha_float_both", Attention("float_both", embed=8), (x(5, 3, 8), x(5, 5), FLOAT_PADDING)),
     # a mask made square from the length in the graph is an attn_mask, whatever the batch
     # (the last input set's batch is its length)
-    *(Case(f"mha_in_graph_causal_{name}", InGraphCausal(built, first), (x(2, 6, 16) if first else x(6, 2, 16),),
+    *(Case(f"mha_in_graph_causal_{name}", InGraphCausal(built, first),
+           (x(2, 6, 16) if first else x(6, 2, 16),),
            inputs2=(x(3, 9, 16) if first else x(9, 3, 16),), check_trace=False,
            more_inputs=((x(1, 5, 16) if first else x(5, 1, 16),), (x(4, 4, 16),)))
-      for name, built, first in (("built", True, True), ("encoder", False, True), ("seq_first", False, False))),
+      for name, built, first in (("built", True, True), ("encoder", False, True), ("seq_first", False, False),
+                                 ("range", "range", True))),
     # a batch size left dynamic ((?, 5) against a length of 5) cannot be the length: a padding
     Case(
         "mha_float_padding_dynamic",

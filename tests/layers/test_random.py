@@ -75,6 +75,61 @@ def test_bernoulli_draws_ones_as_often_as_each_probability_says():
     assert abs(draw[:, :half].mean() - 0.2) < 0.01 and abs(draw[:, half:].mean() - 0.9) < 0.01
 
 
+def test_the_aten_normal_takes_numbers_and_a_size_or_tensors():
+    normal = layer("aten::normal", {4: None}, 8)
+    sized = normal.forward([3.0, 0.5, list(SIZE), None, None, None, None, False])[0]
+    assert sized.dtype == np.float32 and sized.shape == SIZE
+    assert abs(sized.mean() - 3) < 0.01 and abs(sized.std() - 0.5) < 0.01
+    mean = np.where(np.arange(SIZE[1]) % 2, 5.0, -5.0).astype(np.float32) * np.ones((SIZE[0], 1), np.float32)
+    std = np.where(np.arange(SIZE[1]) % 2, 0.1, 2.0).astype(np.float32)
+    draw = layer("aten::normal", {}, 3).forward([mean, std, None])[0]
+    assert draw.dtype == np.float32 and draw.shape == SIZE
+    for column, (m, sd) in ((0, (-5, 2.0)), (1, (5, 0.1))):
+        values = draw[:, column::2]
+        assert abs(values.mean() - m) < 3 * sd / np.sqrt(values.size) + 1e-3
+        assert abs(values.std() - sd) < 0.02 * sd
+    with pytest.raises(graphexec.layers.ShapeMismatch, match="std must not be negative"):
+        layer("aten::normal", {}, 3).forward([mean, -std, None])
+
+
+def test_fills_take_the_inputs_shape_and_dtype_and_draw_their_distribution():
+    x = np.zeros(SIZE, np.float64)
+    uniform = layer("aten::uniform", {}, 4).forward([x, -2.0, 3.0, None])[0]
+    assert uniform.dtype == np.float64 and uniform.min() >= -2 and uniform.max() < 3
+    assert abs(uniform.mean() - 0.5) < 0.02
+    exponential = layer("aten::exponential", {}, 3).forward([x, 4.0, None])[0]
+    assert exponential.min() >= 0 and abs(exponential.mean() - 0.25) < 0.005
+    rates = np.full(SIZE, 3.0, np.float32)
+    counts = layer("aten::poisson", {}, 2).forward([rates, None])[0]
+    assert counts.dtype == np.float32 and np.all(counts == np.round(counts)) and abs(counts.mean() - 3) < 0.02
+    with pytest.raises(graphexec.layers.ShapeMismatch, match=r"from \(3.0\) must not be above to \(1.0\)"):
+        layer("aten::uniform", {}, 4).forward([x, 3.0, 1.0, None])
+    with pytest.raises(graphexec.layers.ShapeMismatch, match="rate must be positive"):
+        layer("aten::exponential", {}, 3).forward([x, 0.0, None])
+
+
+def test_a_permutation_holds_each_index_once():
+    draw = layer("aten::randperm", {1: None}, 5).forward([1000, None, None, None, False])[0]
+    assert draw.dtype == np.int64 and sorted(draw) == list(range(1000))
+    assert not np.array_equal(draw, np.arange(1000))
+
+
+def test_multinomial_draws_by_weight_with_and_without_replacement():
+    weights = np.tile(np.float32([1, 0, 3, 4]), (2000, 1))
+    many = layer("aten::multinomial", {1: 5, 2: True}, 4).forward([weights, 5, True, None])[0]
+    assert many.shape == (2000, 5) and many.dtype == np.int64 and 1 not in many
+    frequencies = np.bincount(many.ravel(), minlength=4) / many.size
+    np.testing.assert_allclose(frequencies, [0.125, 0, 0.375, 0.5], atol=0.01)
+    distinct = layer("aten::multinomial", {1: 3, 2: False}, 4).forward([weights, 3, False, None])[0]
+    assert all(sorted(row) == [0, 2, 3] for row in distinct)
+    with pytest.raises(graphexec.layers.ShapeMismatch, match="cannot draw 4 without replacement from 3"):
+        layer("aten::multinomial", {1: 4, 2: False}, 4).forward([weights, 4, False, None])
+    with pytest.raises(graphexec.layers.ShapeMismatch, match="not all zero"):
+        layer("aten::multinomial", {1: 1, 2: True}, 4).forward([np.zeros(4, np.float32), 1, True, None])
+    with pytest.raises(LayerConfigError, match="num_samples must be a constant count"):
+        layer("aten::multinomial", {2: True}, 4)
+
+
 def test_each_operator_draws_its_own_numbers_the_same_after_a_new_load():
     a, b = layer("torch.randn", {}, 1, name="a"), layer("torch.randn", {}, 1, name="b")
     first = a.forward([[5]])[0]

@@ -297,9 +297,16 @@ class Engine:
     def _warn_of_unread_inputs(self) -> None:
         """An input no operator reads cannot change the outputs. A model may read only its
         shape, but an export may also have lost what read it (pnnx drops a causal mask
-        PyTorch traced as ``is_causal``), and then the answers are not PyTorch's."""
+        PyTorch traced as ``is_causal``), and then the answers are not PyTorch's. Where no
+        input is read at all, every output is a constant: pnnx folded the model (it does so
+        around a function compiled with ``torch.jit.script`` inside the trace), a warning."""
         unread = [name for name, operand in zip(self.input_names, self.graph.input_operands) if not operand.consumers]
-        if unread:
+        if unread and len(unread) == len(self.input_names):
+            warn_the_caller(f"no operator reads the inputs {unread}: every output is the same whatever they "
+                            "hold, so pnnx has folded the model into constants (as it does around a function "
+                            "compiled with torch.jit.script inside the trace), and the outputs are PyTorch's "
+                            "for the inputs it traced only", ExportMismatchWarning)
+        elif unread:
             logger.warning("inputs {} are read by no operator: the outputs do not depend on their values "
                            "(right if the model reads only their shapes; else the export lost what reads them)",
                            unread)

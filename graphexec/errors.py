@@ -226,10 +226,11 @@ class MissingExtraError(GraphexecError):
 
 
 class ExportMismatchWarning(UserWarning):
-    """The graph pnnx wrote computes other shapes, at the exported input shapes, than the
-    ones pnnx annotated on it: it is not what PyTorch traced there, so the outputs may
-    differ from PyTorch's. A warning (shown once per place, by default), not a log line,
-    because nothing else would tell the user that the answers may be wrong."""
+    """The graph pnnx wrote is not what PyTorch traced, so the outputs may differ from
+    PyTorch's: it computes other shapes, at the exported input shapes, than the ones pnnx
+    annotated on it, or none of its outputs reads an input. A warning (shown once per
+    place, by default), not a log line, because nothing else would tell the user that the
+    answers may be wrong."""
 
 
 def warn_the_caller(message: str, category: type[Warning]) -> None:

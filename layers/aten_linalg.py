@@ -14,6 +14,7 @@
     Trace, Cross     aten::trace (x), aten::linalg_cross (a, b, dim)
     MatrixExp        aten::linalg_matrix_exp (x)                  e^X of square matrices
     SolveTriangular  aten::linalg_solve_triangular (A, B, upper, left, unitriangular)
+    TriangularSolve  aten::triangular_solve (B, A, upper, transpose, unitriangular)   the older call
 
 Norms are summed in float64 and cast back.
 """
@@ -546,31 +547,68 @@ class SolveTriangular(_Aten):
         self.unit = required_constant(params, 4, "unitriangular", bool)
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        a, b = specs[0], specs[1]
-        if not (isinstance(a, TensorSpec) and isinstance(b, TensorSpec) and len(a.shape) >= 2
-                and len(b.shape) >= 2 and a.shape[-1] == a.shape[-2]):
-            raise ShapeMismatch(f"solve_triangular takes square matrices A (..., n, n) and B of rank 2 or more, "
-                                f"given {a} and {b}")
-        n = a.shape[-1]
-        if (b.shape[-2] if self.left else b.shape[-1]) != n:
-            side = "(..., n, k)" if self.left else "(..., k, n)"
-            raise ShapeMismatch(f"B should be {side} with n = {n} for A {a.shape}, given {b.shape}")
-        if a.dtype != b.dtype or a.dtype.kind != "f":
-            raise ShapeMismatch(f"A and B should be of one floating dtype, given {a.dtype} and {b.dtype}")
-        shape = broadcast(a.shape[:-2], b.shape[:-2], "solve_triangular")
-        return [TensorSpec((*shape, *b.shape[-2:]), a.dtype)]
+        return [_triangular_system(specs[0], specs[1], self.left)]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
-        # A X = B with A upper is the same system in reversed order: a lower one.
-        if not self.left:  # X A = B  <=>  A^T X^T = B^T, and A^T swaps the triangles
-            a, b = np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)
-        lower = self.upper != self.left
-        if not lower:
-            a, b = a[..., ::-1, ::-1], b[..., ::-1, :]
-        x = solve_lower(a, b, self.unit)
-        if not lower:
-            x = x[..., ::-1, :]
-        if not self.left:
-            x = np.swapaxes(x, -1, -2)
-        return [np.asarray(x, order="C")]
+        if self.left:
+            return [np.asarray(solve_triangular(a, b, self.upper, self.unit), order="C")]
+        # X A = B  <=>  A^T X^T = B^T, and A^T swaps the triangles
+        x = solve_triangular(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2), not self.upper, self.unit)
+        return [np.asarray(np.swapaxes(x, -1, -2), order="C")]
+
+
+@register("aten::triangular_solve")
+class TriangularSolve(_Aten):
+    """``torch.triangular_solve(B, A, upper=True, transpose=False, unitriangular=False)``, the
+    older call (a Gaussian process's predictive variance): ``X`` with ``op(A) X = B``, ``op``
+    the transpose where ``transpose``; outputs the solution and a copy of ``A`` broadcast to
+    the batch dims, as PyTorch gives them."""
+
+    arity = 5
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        if self.num_outputs not in (1, 2):
+            raise params.error(f"gives the solution and a copy of A, declares {self.num_outputs} outputs")
+        self.upper = required_constant(params, 2, "upper", bool)
+        self.transpose = required_constant(params, 3, "transpose", bool)
+        self.unit = required_constant(params, 4, "unitriangular", bool)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        b, a = specs[0], specs[1]
+        solution = _triangular_system(a, b, left=True)
+        copy = TensorSpec((*solution.shape[:-2], *a.shape[-2:]), a.dtype)  # type: ignore[union-attr]
+        return [solution, copy][: self.num_outputs]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        b, a = np.asarray(inputs[0]), np.asarray(inputs[1])
+        # A^T is lower where A is upper, and upper where A is lower
+        system = np.swapaxes(a, -1, -2) if self.transpose else a
+        x = np.asarray(solve_triangular(system, b, self.upper != self.transpose, self.unit), order="C")
+        copy = np.array(np.broadcast_to(a, (*x.shape[:-2], *a.shape[-2:])))
+        return [x, copy][: self.num_outputs]
+
+
+def _triangular_system(a: Spec, b: Spec, left: bool) -> TensorSpec:
+    """The solution's spec of a triangular ``A X = B`` (``X A = B`` where not ``left``)."""
+    if not (isinstance(a, TensorSpec) and isinstance(b, TensorSpec) and len(a.shape) >= 2
+            and len(b.shape) >= 2 and a.shape[-1] == a.shape[-2]):
+        raise ShapeMismatch("a triangular solve takes square matrices A (..., n, n) and B of rank 2 or "
+                            f"more, given {a} and {b}")
+    n = a.shape[-1]
+    if (b.shape[-2] if left else b.shape[-1]) != n:
+        side = "(..., n, k)" if left else "(..., k, n)"
+        raise ShapeMismatch(f"B should be {side} with n = {n} for A {a.shape}, given {b.shape}")
+    if a.dtype != b.dtype or a.dtype.kind != "f":
+        raise ShapeMismatch(f"A and B should be of one floating dtype, given {a.dtype} and {b.dtype}")
+    shape = broadcast(a.shape[:-2], b.shape[:-2], "solve_triangular")
+    return TensorSpec((*shape, *b.shape[-2:]), a.dtype)
+
+
+def solve_triangular(a: np.ndarray, b: np.ndarray, upper: bool, unit: bool) -> np.ndarray:
+    """``X`` with ``A X = B``, ``A`` read as upper or lower triangular: an upper system is
+    a lower one in reversed order."""
+    if not upper:
+        return solve_lower(a, b, unit)
+    return solve_lower(a[..., ::-1, ::-1], b[..., ::-1, :], unit)[..., ::-1, :]

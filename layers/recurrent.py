@@ -17,8 +17,9 @@ as the root itself, or given a ``PackedSequence``, it becomes TorchScript's call
 ``aten::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
 batch_first)`` (the packed overload: ``data, batch_sizes`` for ``input``, no
 ``batch_first``). Both run the cells of :mod:`graphexec.layers._recurrent_math`. Inputs of
-``nn.*``: the sequence, then the initial states (h0, and c0 for an LSTM) when given; outputs
-of both: the sequence, then the final states.
+``nn.*``: the sequence, then the initial states (h0, and c0 for an LSTM) when given (an
+LSTM given one reads it as both: pnnx writes ``lstm(x, (h, h))`` so); outputs of both: the
+sequence, then the final states.
 """
 
 from __future__ import annotations
@@ -83,16 +84,24 @@ class _Recurrent(Layer):
                 ]
                 self.weights.append(self.cell.fold(Weights.from_torch(*arrays, dtype=self.dtype)))
 
+    def initial_states(self, given: list[Any]) -> list[Any]:
+        """The initial states among the inputs after the sequence (or their shapes): none,
+        h0 (and c0), or for an LSTM one tensor that is both, as pnnx leaves ``lstm(x, (h,
+        h))`` (it writes an operand read twice once)."""
+        return [given[0], given[0]] if self.cell.states == 2 and len(given) == 1 else list(given)
+
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, 1, 1 + self.cell.states)
-        out = self.stack.shapes(shapes[0], self.input_size, self.hidden, self.output_size, shapes[1:])
+        self.expect_inputs(shapes, *range(1, 2 + self.cell.states))
+        states = self.initial_states(shapes[1:])
+        out = self.stack.shapes(shapes[0], self.input_size, self.hidden, self.output_size, states)
         return out[: self.num_outputs]
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         return [self.dtype] * self.num_outputs
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        return self.stack.run(inputs[0], self.weights, inputs[1:], self.dtype)[: self.num_outputs]
+        states = self.initial_states(inputs[1:])
+        return self.stack.run(inputs[0], self.weights, states, self.dtype)[: self.num_outputs]
 
     def flops(self, inputs, outputs) -> int:
         tokens = math.prod(inputs[0].shape[:-1])

@@ -28,10 +28,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from graphexec.layers.aten import constant_input, optional_constant, required_constant
+from graphexec.layers.aten import NOT_CONSTANT, constant_input, optional_constant, required_constant
 from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
-from graphexec.layers.shape import known_ints, runtime_ints
+from graphexec.layers.shape import known_ints, planned_ints, runtime_ints
 from graphexec.layers.specs import DynamicSpec
 
 _NORMS = ("backward", "forward", "ortho")
@@ -582,12 +582,26 @@ class ISTFT(Layer):
             raise ShapeMismatch("a complex output needs the full (two-sided) spectrum")
         return onesided
 
-    def _bounds(self, frames: int) -> tuple[int, int, int]:
+    #: Where ``length`` is among the inputs, when a size computed in the graph gives it.
+    length_at: int | None = None
+
+    def _length(self, values: list[Any], known: bool) -> int | None:
+        """The output's length: the constant one, or that of the input (``values`` the
+        inputs, or their specs where ``known``: shape inference knows a size's value)."""
+        if self.length_at is None:
+            return self.length
+        value = values[self.length_at]
+        (length,) = planned_ints(value, "length") if known else runtime_ints(value, "length")
+        if length < 0:
+            raise ShapeMismatch(f"length={length} must not be negative")
+        return length
+
+    def _bounds(self, frames: int, length: int | None) -> tuple[int, int, int]:
         """The overlap-added length, and where the output starts and ends in it."""
         total = self.n_fft + self.hop * (frames - 1)
         start = self.n_fft // 2 if self.center else 0
-        if self.length is not None:
-            end = start + self.length
+        if length is not None:
+            end = start + length
         else:
             end = total - self.n_fft // 2 if self.center else total
         return total, start, end
@@ -607,7 +621,7 @@ class ISTFT(Layer):
             if window.dtype.kind == "c" and not self.complex_out:
                 raise ShapeMismatch("a complex window needs return_complex=True")
             dtype = np.result_type(dtype, complex_of(window.dtype))
-        _, start, end = self._bounds(spectrum.shape[-1])
+        _, start, end = self._bounds(spectrum.shape[-1], self._length(specs, known=True))
         length = max(0, end - start)
         return [TensorSpec((*spectrum.shape[:-2], length), dtype if self.complex_out else real_of(dtype))]
 
@@ -628,7 +642,7 @@ class ISTFT(Layer):
             signal = np.fft.irfft(by_frame[..., : self.n_fft // 2 + 1], n=self.n_fft, axis=-1, norm=norm)
             dtype = real_of(dtype)
         framed = (signal * window).astype(dtype, copy=False)
-        total, start, end = self._bounds(frames)
+        total, start, end = self._bounds(frames, self._length(inputs, known=False))
         added = np.zeros((*spectrum.shape[:-2], total), dtype)
         squared = window * window  # PyTorch's window.pow(2): the complex square of a complex window
         envelope = np.zeros(total, squared.dtype)
@@ -649,8 +663,8 @@ class ISTFT(Layer):
 class AtenISTFT(ISTFT):
     """``torch.istft`` left as TorchScript's call (pnnx does so when ``length`` was read from
     a tensor's size): ``(input, n_fft, hop_length, win_length, window, center, normalized,
-    onesided, length, return_complex)``, every argument but the input and the window a
-    constant."""
+    onesided, length, return_complex)``, every argument but the input, the window and the
+    length a constant."""
 
     ARGUMENTS = ("input", "n_fft", "hop_length", "win_length", "window", "center", "normalized", "onesided",
                  "length", "return_complex")
@@ -666,7 +680,10 @@ class AtenISTFT(ISTFT):
         self.center = required_constant(params, 5, "center", bool)
         self.normalized = required_constant(params, 6, "normalized", bool)
         self.onesided = optional_constant(params, 7, "onesided", bool)
-        self.length = optional_constant(params, 8, "length", int)
+        if constant_input(params, 8) is NOT_CONSTANT:  # x.shape[-1]: known once the input's shape is
+            self.length, self.length_at = None, 8
+        else:
+            self.length = optional_constant(params, 8, "length", int)
         self.complex_out = required_constant(params, 9, "return_complex", bool)
         self.check_sizes(params)
         self.spectrum_at = 0

@@ -193,6 +193,23 @@ def test_an_input_no_operator_reads_is_named_at_load():
         "reads only their shapes; else the export lost what reads them)\n"]
 
 
+def test_a_model_reading_no_input_at_all_is_warned_of_at_load(tmp_path):
+    """Every output a constant, as pnnx leaves a model it folded whole (around a function
+    compiled with torch.jit.script): a warning at the user's line, not a log line."""
+    g = Graph()
+    add_input(g, 0, "image", (1, 3))
+    boxes = Attribute.from_array(np.ones((2, 6), np.float32))
+    g.add_operator("pnnx.Attribute", "folded", [], ["boxes"], attrs={"data": boxes})
+    g.operands["boxes"].shape, g.operands["boxes"].dtype = (2, 6), "f32"
+    g.add_operator(OUTPUT_TYPE, "pnnx_output_0", ["boxes"], [])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine = Engine.load(save(g, tmp_path))
+    assert [(w.category, w.filename) for w in caught] == [(ExportMismatchWarning, __file__)]
+    assert "no operator reads the inputs ['in0']: every output is the same" in str(caught[0].message)
+    np.testing.assert_array_equal(engine.forward(np.zeros((1, 3), np.float32)), np.ones((2, 6)))
+
+
 def test_a_shape_unlike_the_exported_annotation_is_warned_of_at_load():
     """pnnx can write a graph that computes other shapes than it annotated (an index folded
     into a wrong constant, whose result still broadcasts): the load warns, at the user's

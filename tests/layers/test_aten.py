@@ -764,6 +764,33 @@ def test_solve_triangular_solves_with_the_triangle_alone(n, k, upper, left, unit
     assert spec == TensorSpec(want.shape, np.float64)
 
 
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 6), k=st.integers(1, 3), upper=st.booleans(), transpose=st.booleans(),
+       unit=st.booleans(), batches=st.sampled_from([((), ()), ((2,), ()), ((3, 1), (2,))]),
+       seed=st.integers(0, 2**16))
+def test_the_older_triangular_solve_solves_the_triangle_or_its_transpose(
+        n, k, upper, transpose, unit, batches, seed):
+    """``torch.triangular_solve(B, A)``: op(A) X = B, op(A) the triangle or its transpose,
+    against numpy's general solver; the second output A broadcast to the batch."""
+    rng = np.random.default_rng(seed)
+    a_batch, b_batch = batches
+    a = rng.standard_normal((*a_batch, n, n)) + 4 * np.eye(n)
+    b = rng.standard_normal((*b_batch, n, k))
+    triangle = np.triu(a) if upper else np.tril(a)
+    if unit:
+        triangle = triangle * (1 - np.eye(n)) + np.eye(n)
+    system = np.swapaxes(triangle, -1, -2) if transpose else triangle
+    batch = np.broadcast_shapes(a_batch, b_batch)
+    want = np.linalg.solve(np.broadcast_to(system, (*batch, n, n)), np.broadcast_to(b, (*batch, n, k)))
+    layer = aten("aten::triangular_solve", ..., upper, transpose, unit, outputs=2)
+    x, copy = layer.forward([b, a, upper, transpose, unit])
+    np.testing.assert_allclose(x, want, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(copy, np.broadcast_to(a, (*want.shape[:-2], n, n)))
+    flags = [TensorSpec((), np.bool_)] * 3
+    specs = layer.infer([TensorSpec(b.shape, b.dtype), TensorSpec(a.shape, a.dtype), *flags])
+    assert specs == [TensorSpec(want.shape, np.float64), TensorSpec(copy.shape, np.float64)]
+
+
 def test_solve_triangular_of_a_zero_pivot_gives_infinities_and_refuses_a_wrong_side():
     layer = aten("aten::linalg_solve_triangular", ..., False, True, False)
     (x,) = layer.forward([np.array([[0.0, 0.0], [1.0, 1.0]]), np.array([[1.0], [1.0]]), False, True, False])

@@ -15,7 +15,7 @@ import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec import Engine
 from graphexec.errors import GraphexecError, LayerConfigError
 from graphexec.ir import Operand, Operator
-from tests.golden import OPS, load_io
+from tests.golden import OPS, load_io, more_io
 
 RECURRENT = OPS / "recurrent"
 
@@ -269,3 +269,13 @@ def test_weights_given_as_inputs_fold_once_while_they_are_the_models_constants(m
     again = layer.forward([x, h0, views, True, 2, 0.0, False, True, False])
     assert len(folds) == 8
     np.testing.assert_array_equal(again[0], got[0])
+
+
+def test_an_lstm_given_one_state_reads_it_as_both_h0_and_c0():
+    """``lstm(x, (h, h))``: pnnx writes the operand once, so the layer has two inputs; PyTorch's
+    outputs at every saved length and batch."""
+    folder = RECURRENT / "lstm_one_state_as_both"
+    net = engine("lstm_one_state_as_both")
+    for inputs, want in [load_io(folder), *more_io(folder)]:
+        for got, expected in zip(net.forward(*inputs), want, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)

@@ -178,6 +178,22 @@ def test_istft_undoes_stft_and_refuses_what_cannot_be_undone():
         istft.forward([spectrum, np.zeros(16)])
 
 
+def test_an_istft_to_the_inputs_length_follows_it_in_a_dynamic_export():
+    """``istft(stft(a) * 0.5, length=a.shape[-1])`` exported with the length dynamic: PyTorch's
+    outputs at the exported shape and at every saved set of another length."""
+    from graphexec import Engine
+    from tests.golden import OPS, assert_matches, load_io, more_io
+
+    folder = OPS / "spectral" / "istft_to_the_dynamic_input_length"
+    engine = Engine.load(folder / "model.pnnx.param")
+    sets = [load_io(folder), *more_io(folder)]
+    assert len({x.shape[-1] for (x,), _ in sets}) == len(sets)
+    for (a,), (want,) in sets:
+        got = engine.forward(a)
+        assert got.shape == a.shape
+        assert_matches(got, want)
+
+
 @pytest.mark.parametrize("shape", [(2, 3, 4, 16), (3, 3, 6, 21), (1, 3, 5, 9)])
 def test_lengths_a_dynamic_export_computes_follow_the_input(shape):
     """irfftn(rfftn(a) * 2, s=(L,)), irfft2(rfft2(a[:, :2]), s=(H, W)) and irfft(rfft(a),

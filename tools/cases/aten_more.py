@@ -160,6 +160,12 @@ CASES = [
                           torch.linalg.solve_triangular(a[0], b.transpose(-1, -2), upper=False, left=False,
                                                         unitriangular=True))),
          (square(4), x(3, 2, 4, 5))),
+    # the older call (a Gaussian process's predictive variance): solution and a copy of A
+    Case("triangular_solve",
+         Fn(lambda a, b: (*torch.triangular_solve(b, a, upper=False),
+                          torch.triangular_solve(b, a, upper=True, transpose=True,
+                                                 unitriangular=True).solution)),
+         (square(4), x(3, 2, 4, 5))),
     # a size computed from a dynamic batch (zuko's flows): known from the shapes once planned
     Case("broadcast_to_a_computed_size", Fn(lambda a, b: b.broadcast_to((a.shape[0], 4)) + a),
          (x(2, 4), x(2, 1)), inputs2=(x(3, 4), x(3, 1))),

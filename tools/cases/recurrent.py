@@ -107,12 +107,28 @@ class LastState(nn.Module):
         return self.head(h[-1])
 
 
+class SharedState(nn.Module):
+    """An LSTM started from one state given as both h0 and c0 (neuralforecast's dilated
+    RNN: ``cell(x, (h, h))``), made from the first step; pnnx writes the operand once."""
+
+    def __init__(self):
+        super().__init__()
+        self.start = nn.Linear(3, 8)
+        self.lstm = nn.LSTM(3, 8, num_layers=2, bidirectional=True)
+
+    def forward(self, seq):
+        h = torch.tanh(self.start(seq[:1])).repeat(4, 1, 1)
+        return self.lstm(seq, (h, h))
+
+
 def lengths(*values):
     return torch.tensor(values, dtype=torch.int64)
 
 
 CASES = [
     Case("lstm_tagger", Tagger(), (x(2, 9, 8),)),
+    Case("lstm_one_state_as_both", SharedState(), (x(7, 2, 3),), inputs2=(x(9, 3, 3),),
+         more_inputs=((x(5, 3, 3),),)),
     Case("lstm", Sequence(nn.LSTM(8, 12, batch_first=True)), (x(2, 6, 8),)),
     Case(
         "lstm_two_layers_bidirectional_states",

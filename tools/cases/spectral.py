@@ -146,6 +146,11 @@ CASES = [
     Case("istft_to_the_input_length", Fn(lambda a: torch.istft(  # pnnx leaves it aten::istft
         torch.stft(a, 32, 8, window=torch.hann_window(32), return_complex=True) * 0.5, 32, 8,
         window=torch.hann_window(32), length=a.shape[-1])), (x(1, 150),)),
+    # the same, exported with the length dynamic: the output's length is the input's
+    Case("istft_to_the_dynamic_input_length", Fn(lambda a: torch.istft(
+        torch.stft(a, 32, 8, window=torch.hann_window(32), return_complex=True) * 0.5, 32, 8,
+        window=torch.hann_window(32), length=a.shape[-1])), (x(2, 100),), inputs2=(x(3, 141),),
+        more_inputs=((x(1, 77),), (x(2, 200),))),
     Case("istft_of_stft", Fn(lambda a: torch.istft(
         torch.stft(a, 32, 8, window=torch.hann_window(32), return_complex=True), 32, 8,
         window=torch.hann_window(32), length=150)), (x(2, 150),)),

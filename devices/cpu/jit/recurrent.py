@@ -94,7 +94,8 @@ class JitRecurrent(JitKernel):
         if self.weights is None:
             results = self.layer.compute(inputs, self._steps)
         else:
-            results = self.layer.stack.run(inputs[0], self.weights, inputs[1:], FLOAT32, self._steps)
+            states = self.layer.initial_states(inputs[1:])
+            results = self.layer.stack.run(inputs[0], self.weights, states, FLOAT32, self._steps)
             results = results[: self.layer.num_outputs]
         if outputs is None:
             return results

@@ -47,7 +47,7 @@ from graphexec.occupancy import occupancy
 from graphexec.options import EngineOptions
 from graphexec.placement import Placement
 from graphexec.plan import Plan
-from graphexec.planner import Planner, first_divergence
+from graphexec.planner import Planner
 from graphexec.pools import Pools
 from graphexec.program import Program
 from graphexec.replay import Replay
@@ -315,12 +315,9 @@ class Engine:
         """A shape inferred at the exported input shapes that is not the one pnnx annotated
         means the graph computes something other than what PyTorch traced (pnnx's own
         model_pnnx.py gives the same): an index pnnx folded into the wrong constant can still
-        broadcast, and then every answer is quietly wrong."""
-        found = first_divergence(self.program, plan.specs)
-        if found:
-            warn_the_caller(f"the shapes inferred at the exported input shapes part from pnnx's annotations "
-                            f"{found}: the graph pnnx wrote computes something other than what PyTorch "
-                            "traced there, so the outputs may differ from PyTorch's", ExportMismatchWarning)
+        broadcast, and then every answer is quietly wrong. (A dynamic export is held against
+        its annotations' ranks at the first shapes a run gives.)"""
+        self.planner.hold_against_the_export(plan.specs)
 
     # -- running ---------------------------------------------------------------------------
     def forward(

@@ -34,7 +34,14 @@ from loguru import logger
 from graphexec import footprint
 from graphexec.devices.base import Device, Hints, Kernel
 from graphexec.devices.cpu import CpuDevice
-from graphexec.errors import ExecutionError, GraphexecError, InputShapeError, LayerConfigError
+from graphexec.errors import (
+    ExecutionError,
+    ExportMismatchWarning,
+    GraphexecError,
+    InputShapeError,
+    LayerConfigError,
+    warn_the_caller,
+)
 from graphexec.layers.specs import Spec, TensorSpec
 from graphexec.options import EngineOptions
 from graphexec.passes import PassContext, run_passes
@@ -64,6 +71,9 @@ class _Shared:
         self.failed: dict[str, str] = {}
         self.rests: OrderedDict[tuple, Planner] = OrderedDict()
         self.built = 0
+        #: Whether the shapes inferred have been held against pnnx's annotations (at load
+        #: for a static export; at the first plan of a dynamic one).
+        self.export_checked = False
         self.lock = threading.Lock()
 
 
@@ -178,7 +188,7 @@ class Planner:
         the shapes it was exported with, an ExecutionError for the rest of a program,
         planned with the sizes a run computed)."""
         try:
-            return infer_specs(self.program, dict(given), defer_dynamic=True)
+            specs = infer_specs(self.program, dict(given), defer_dynamic=True)
         except InferenceFailure as exc:
             shown = ", ".join(str(s) for s in exc.inputs)
             if self.after_run:
@@ -195,6 +205,21 @@ class Planner:
                 f"{exc.step_name} ({exc.step_type}) refuses [{shown}]: {exc.reason}"
                 f"{_fixed_at_export(self.program, given)}"
             ) from exc
+        if given_by_user and not self.after_run and not self._shared.export_checked:
+            # a dynamic export, held against its annotations at the first shapes given
+            self.hold_against_the_export(specs, ranks_only=True)
+        return specs
+
+    def hold_against_the_export(self, specs: Mapping[str, Spec], *, ranks_only: bool = False) -> None:
+        """Once for the engine: the shapes inferred held against pnnx's annotations, an
+        ExportMismatchWarning where they part (:func:`first_divergence`)."""
+        self._shared.export_checked = True
+        found = first_divergence(self.program, specs, ranks_only=ranks_only)
+        if found:
+            at = "the given" if ranks_only else "the exported"
+            warn_the_caller(f"the shapes inferred at {at} input shapes part from pnnx's annotations {found}: "
+                            "the graph pnnx wrote computes something other than what PyTorch traced there, "
+                            "so the outputs may differ from PyTorch's", ExportMismatchWarning)
 
     # -- building ----------------------------------------------------------------------------
     def _build(self, given: Mapping[str, Spec], given_by_user: bool, off: frozenset[str]) -> Plan:
@@ -297,19 +322,24 @@ def _prepare(kernel: Kernel, node: Any, specs: Mapping[str, Spec]) -> None:
                                                            f"{exc}") from exc
 
 
-def first_divergence(program: Program, known: Mapping[str, Spec]) -> str:
-    """Where inference at the exported shapes first parts from a shape pnnx annotated on an
-    operand that is read ("" if nowhere): pnnx may have written a wrong graph there (its own
-    generated model_pnnx.py then fails or differs too), or a layer computes the wrong shape."""
+def first_divergence(program: Program, known: Mapping[str, Spec], *, ranks_only: bool = False) -> str:
+    """Where inference first parts from a shape pnnx annotated on an operand that is read
+    ("" if nowhere): at the exported shapes, a size it knew (an annotation of ints), or a
+    rank where it left sizes unknown (``?``: they differed between its two traced inputs);
+    at other shapes (``ranks_only``), a rank. pnnx may have written a wrong graph there (its
+    own generated model_pnnx.py then fails or differs too), or a layer computes the wrong
+    shape."""
     operands = program.graph.operands
     outputs = set(program.outputs)
     for step in program.steps:
         for name in step.outputs:
             spec, operand = known.get(name), operands.get(name)
             annotated = None if operand is None or not (operand.consumers or name in outputs) else operand.shape
-            if not isinstance(spec, TensorSpec) or not annotated or not all(isinstance(d, int) for d in annotated):
+            if not isinstance(spec, TensorSpec) or not annotated:
                 continue
-            if tuple(spec.shape) != tuple(annotated) and not reshaped_in_place(operand):
+            sized = not ranks_only and all(isinstance(d, int) for d in annotated)
+            parts = tuple(spec.shape) != tuple(annotated) if sized else len(spec.shape) != len(annotated)
+            if parts and not reshaped_in_place(operand):
                 return (f"at operand {name}, output of {step.name} ({step.layer.type}): annotated "
                         f"{_show_shape(annotated)}, inferred {_show_shape(spec.shape)}")
     return ""

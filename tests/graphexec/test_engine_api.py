@@ -231,6 +231,30 @@ def test_a_shape_unlike_the_exported_annotation_is_warned_of_at_load():
         "other than what PyTorch traced there, so the outputs may differ from PyTorch's", __file__)]
 
 
+def test_a_dynamic_export_is_held_against_its_annotations_ranks_at_the_first_shapes_given():
+    """A dynamic export (sizes ``?``) has no exported shapes to plan at load: the first
+    forward's plan is held against the annotations' ranks, and warns once, at the user's
+    line, where one parts (here a real export, one annotation given a dim more in memory);
+    the export as written says nothing."""
+    from tests.golden import OPS
+
+    folder = OPS / "creation" / "arange_of_a_size"
+    x = np.zeros((3, 7), np.float32)
+    graph = pnnx.load(folder / "model.pnnx.param", folder / "model.pnnx.bin")
+    graph.operands["2"].shape = (None, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Engine.load(folder / "model.pnnx.param").forward(x)
+        engine = Engine(graph)
+        engine.forward(x)
+        engine.forward(np.zeros((2, 5), np.float32))
+    assert [(w.category, str(w.message), w.filename) for w in caught] == [(
+        ExportMismatchWarning,
+        "the shapes inferred at the given input shapes part from pnnx's annotations at operand 2, output of "
+        "torch.arange_1 (torch.arange): annotated (?,1), inferred (7): the graph pnnx wrote computes "
+        "something other than what PyTorch traced there, so the outputs may differ from PyTorch's", __file__)]
+
+
 def test_a_shape_changed_in_place_is_no_mismatch():
     """``x.permute(0, 2, 1).unsqueeze_(1)``: pnnx annotates the permute's output with the shape
     the in-place unsqueeze leaves it, which is what PyTorch traced; nothing to warn of."""

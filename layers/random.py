@@ -225,7 +225,9 @@ class AtenBernoulli(_Random):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
-        p = x if self.num_inputs == 2 else _number(inputs[1])
+        p = x if self.num_inputs == 2 else np.asarray(_number(inputs[1]))
+        if np.any((p < 0) | (p > 1)) or np.any(np.isnan(p)):
+            raise ShapeMismatch("aten::bernoulli: probabilities must lie in [0, 1]")
         return [(self.generator.random(x.shape) < p).astype(x.dtype)]
 
 

@@ -73,6 +73,8 @@ def test_bernoulli_draws_ones_as_often_as_each_probability_says():
     assert draw.dtype == np.float32 and set(np.unique(draw)) == {0, 1}
     half = SIZE[1] // 2
     assert abs(draw[:, :half].mean() - 0.2) < 0.01 and abs(draw[:, half:].mean() - 0.9) < 0.01
+    with pytest.raises(graphexec.layers.ShapeMismatch, match=r"probabilities must lie in \[0, 1\]"):
+        layer("aten::bernoulli", {1: None}, 2).forward([np.float32([0.5, 1.5]), None])
 
 
 def test_the_aten_normal_takes_numbers_and_a_size_or_tensors():

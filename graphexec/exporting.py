@@ -236,7 +236,7 @@ def export(
             others = (dynamic_inputs,)
         try:
             with causal_masks_kept(), in_place_activations_apart(torch, module) as apart, \
-                    _stderr_kept() as printed:
+                    _bool_inputs_typed(torch), _stderr_kept() as printed:
                 pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not written.exists():
@@ -270,6 +270,31 @@ def export(
 #: How much of pnnx's (or TorchScript's) own message an export failure quotes; the whole of
 #: it stays the error's ``__cause__``.
 QUOTED_CHARS = 400
+
+
+@contextlib.contextmanager
+def _bool_inputs_typed(torch: Any) -> Iterator[None]:
+    """pnnx's export names a boolean example input's type ``f32`` (its table of types has no
+    bool), and its converter, which takes ``bool``, then stops on the traced graph's bool
+    input: its table given a bool meanwhile."""
+    try:
+        from pnnx.utils import utils
+    except ImportError:  # another pnnx: its own table
+        yield
+        return
+    named = getattr(utils, "input_torch_type_to_str", None)
+    if named is None:
+        yield
+        return
+
+    def with_bool(tensor: Any) -> str:
+        return "bool" if tensor.dtype == torch.bool else named(tensor)
+
+    utils.input_torch_type_to_str = with_bool
+    try:
+        yield
+    finally:
+        utils.input_torch_type_to_str = named
 
 
 @contextlib.contextmanager

@@ -326,6 +326,26 @@ def test_a_dynamic_export_is_checked_at_its_second_shape_too(tmp_path):
 
 
 @needs_export_tools
+def test_a_boolean_input_exports_and_runs_at_its_second_shape(tmp_path):
+    """A boolean mask given as an input (a guidance's ``cond_keep_mask``): pnnx's export
+    names its type f32, and its converter refuses that; graphexec.export names it bool."""
+    import torch
+    from torch import nn
+
+    class Masked(nn.Module):
+        def forward(self, x, keep):
+            return torch.where(keep, x, torch.zeros_like(x)) * 2
+
+    torch.manual_seed(0)
+    x, keep = torch.randn(2, 3), torch.rand(2, 3) > 0.5
+    other = (torch.randn(3, 4), torch.rand(3, 4) > 0.5)
+    param = graphexec.export(Masked(), (x, keep), tmp_path / "masked", dynamic_inputs=other)
+    with Engine.load(param) as engine:
+        got = engine.forward(other[0].numpy(), other[1].numpy())
+    np.testing.assert_array_equal(got, Masked()(*other).numpy())
+
+
+@needs_export_tools
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_half_precision_model_or_input_is_refused_before_pnnx_runs(tmp_path, dtype):
     """pnnx's converter runs the trace on float32 tensors and stops on the dtype mismatch

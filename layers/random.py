@@ -48,7 +48,12 @@ class _Random(Layer):
 
     random = True
 
-    def seed(self) -> None:
+    def seed(self, params: Params, counts: tuple[int, ...], arguments: str) -> None:
+        """The generator, once the inputs are as many as one of ``counts`` (what TorchScript's
+        overloads of the call take: ``arguments``)."""
+        if self.num_inputs not in counts:
+            raise params.error(f"takes {' or '.join(map(str, counts))} inputs ({arguments}), "
+                               f"given {self.num_inputs}")
         self.generator = np.random.default_rng(zlib.crc32(self.name.encode()))
 
     def normal(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -86,8 +91,8 @@ class Randn(_Random, _Sized):
     """``torch.randn(size)`` (float32 unless a dtype is given)."""
 
     def build(self, params: Params) -> None:
-        self.seed()
         self.read_size(params)
+        self.seed(params, (0,) if self.size is not None else (1,), "size")
         self.dtype = _dtype_param(params) or _FLOAT32
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
@@ -102,7 +107,7 @@ class RandnLike(_Random):
     """``torch.randn_like(x)``: of ``x``'s shape, of its dtype unless one is given."""
 
     def build(self, params: Params) -> None:
-        self.seed()
+        self.seed(params, (1,), "input")
         (self.x_at,) = self.bind_inputs(params, ["input"])
         self.dtype = _dtype_param(params)
 
@@ -119,10 +124,7 @@ class AtenRand(_Random):
     """``torch.rand(size)`` as TorchScript leaves it: size, dtype, layout, device, pin_memory."""
 
     def build(self, params: Params) -> None:
-        if self.num_inputs != 5:
-            raise params.error(f"takes 5 inputs (size, dtype, layout, device, pin_memory), "
-                               f"given {self.num_inputs}")
-        self.seed()
+        self.seed(params, (5,), "size, dtype, layout, device, pin_memory")
         self.dtype = _aten_dtype_at(params, 1) or _FLOAT32
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
@@ -137,10 +139,7 @@ class AtenRandLike(_Random):
     """``torch.rand_like(x)``: x, dtype, layout, device, pin_memory, memory_format."""
 
     def build(self, params: Params) -> None:
-        if self.num_inputs != 6:
-            raise params.error(f"takes 6 inputs (self, dtype, layout, device, pin_memory, memory_format), "
-                               f"given {self.num_inputs}")
-        self.seed()
+        self.seed(params, (6,), "self, dtype, layout, device, pin_memory, memory_format")
         self.dtype = _aten_dtype_at(params, 1)
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
@@ -167,10 +166,7 @@ class AtenRandint(_Integers):
     pin_memory; int64 unless a dtype is given."""
 
     def build(self, params: Params) -> None:
-        if self.num_inputs not in (6, 7):
-            raise params.error(f"takes 6 or 7 inputs ((low,) high, size, dtype, layout, device, pin_memory), "
-                               f"given {self.num_inputs}")
-        self.seed()
+        self.seed(params, (6, 7), "(low,) high, size, dtype, layout, device, pin_memory")
         self.high_at = self.num_inputs - 6
         self.size_at = self.high_at + 1
         self.dtype = _aten_dtype_at(params, self.size_at + 1) or np.dtype(np.int64)
@@ -190,10 +186,7 @@ class AtenRandintLike(_Integers):
     pin_memory, memory_format; of ``x``'s dtype unless one is given."""
 
     def build(self, params: Params) -> None:
-        if self.num_inputs not in (7, 8):
-            raise params.error(f"takes 7 or 8 inputs (self, (low,) high, dtype, layout, device, pin_memory, "
-                               f"memory_format), given {self.num_inputs}")
-        self.seed()
+        self.seed(params, (7, 8), "self, (low,) high, dtype, layout, device, pin_memory, memory_format")
         self.high_at = self.num_inputs - 6
         self.dtype = _aten_dtype_at(params, self.high_at + 1)
 
@@ -213,9 +206,7 @@ class AtenBernoulli(_Random):
     for every element of x, generator."""
 
     def build(self, params: Params) -> None:
-        if self.num_inputs not in (2, 3):
-            raise params.error(f"takes 2 or 3 inputs (self, (p,) generator), given {self.num_inputs}")
-        self.seed()
+        self.seed(params, (2, 3), "self, (p,) generator")
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         out = _like(specs[0], None)
@@ -237,12 +228,11 @@ class Normal(_Random):
     (``x``'s values unread), ``mean`` and ``std`` numbers."""
 
     def build(self, params: Params) -> None:
-        self.seed()
+        self.seed(params, (1,), "the tensor whose shape it fills")
         (self.x_at,) = self.bind_inputs(params, ["input"])
         self.mean, self.std = params.float("mean", 0.0), params.float("std", 1.0)
-        if self.num_inputs != 1 or self.std < 0:
-            raise params.error(f"takes one tensor whose shape it fills and numbers mean and std >= 0, given "
-                               f"{self.num_inputs} inputs and std={self.std}")
+        if self.std < 0:
+            raise params.error(f"std={self.std} must not be negative")
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         return [_like(specs[self.x_at], None)]
@@ -264,10 +254,8 @@ class AtenNormal(_Random):
     (a tensor or a number), (mean, std, generator), of their broadcast shape."""
 
     def build(self, params: Params) -> None:
-        if self.num_inputs not in (3, 8):
-            raise params.error("takes 3 inputs (mean, std, generator) or 8 (mean, std, size, generator, "
-                               f"dtype, layout, device, pin_memory), given {self.num_inputs}")
-        self.seed()
+        self.seed(params, (3, 8), "mean, std, generator; or mean, std, size, generator, dtype, layout, "
+                  "device, pin_memory")
         self.of_size = self.num_inputs == 8
         self.dtype = (_aten_dtype_at(params, 4) or _FLOAT32) if self.of_size else None
 
@@ -306,10 +294,7 @@ class _Filling(_Random):
     numbers = 0
 
     def build(self, params: Params) -> None:
-        if self.num_inputs != 2 + self.numbers:
-            raise params.error(f"takes {2 + self.numbers} inputs (self, {self.numbers} number(s), "
-                               f"generator), given {self.num_inputs}")
-        self.seed()
+        self.seed(params, (2 + self.numbers,), f"self, {self.numbers} number(s), generator")
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
         out = _like(specs[0], None)
@@ -364,10 +349,7 @@ class AtenRandperm(_Random):
     given. Its length is ``n``, so shape inference needs ``n`` (a size)."""
 
     def build(self, params: Params) -> None:
-        if self.num_inputs != 5:
-            raise params.error(f"takes 5 inputs (n, dtype, layout, device, pin_memory), "
-                               f"given {self.num_inputs}")
-        self.seed()
+        self.seed(params, (5,), "n, dtype, layout, device, pin_memory")
         self.dtype = _aten_dtype_at(params, 1) or np.dtype(np.int64)
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
@@ -385,10 +367,7 @@ class AtenMultinomial(_Random):
     weights); int64. Inputs weights, n, replacement, generator."""
 
     def build(self, params: Params) -> None:
-        if self.num_inputs != 4:
-            raise params.error(f"takes 4 inputs (self, num_samples, replacement, generator), "
-                               f"given {self.num_inputs}")
-        self.seed()
+        self.seed(params, (4,), "self, num_samples, replacement, generator")
         self.count = constant_input(params, 1)
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 0:
             raise params.error(f"num_samples must be a constant count, given {self.count}")

@@ -144,7 +144,9 @@ def test_each_operator_draws_its_own_numbers_the_same_after_a_new_load():
 def test_dtypes_that_are_not_constants_or_not_floats_are_refused_naming_the_operator():
     with pytest.raises(LayerConfigError, match=r"aten::rand.*dtype \(input 1\) must be a constant"):
         layer("aten::rand", {}, 5)
-    with pytest.raises(LayerConfigError, match=r"torch.normal.*std=-1.0"):
+    with pytest.raises(LayerConfigError, match=r"aten::randint.*takes 6 or 7 inputs \(\(low,\) high, size"):
+        layer("aten::randint", {}, 5)
+    with pytest.raises(LayerConfigError, match=r"torch.normal.*std=-1.0 must not be negative"):
         layer("torch.normal", {}, 1, mean=0.0, std=-1.0)
     with pytest.raises(graphexec.layers.ShapeMismatch, match="draws floating point numbers, asked for int64"):
         layer("torch.randn_like", {}, 1).forward([np.zeros(3, np.int64)])

@@ -221,8 +221,9 @@ def export(
     base = _base(path)
     base.parent.mkdir(parents=True, exist_ok=True)
     module.eval()
+    inputs = _untouched(inputs)
     with torch.no_grad():
-        returned = module(*inputs)
+        returned = module(*_untouched(inputs))
     outputs = _flatten(returned)
     if _needs_flattening(returned):
         module = _returning_tuple(torch, module)
@@ -231,13 +232,14 @@ def export(
         apart: list[Any] = []  # the in-place activations traced out of place
         others = None
         if isinstance(dynamic_inputs, (tuple, list)):
-            others = tuple(dynamic_inputs)
+            others = _untouched(dynamic_inputs)
         elif dynamic_inputs is not None:
-            others = (dynamic_inputs,)
+            others = _untouched((dynamic_inputs,))
         try:
             with causal_masks_kept(), in_place_activations_apart(torch, module) as apart, \
                     _bool_inputs_typed(torch), _stderr_kept() as printed:
-                pnnx.export(module, str(Path(tmp) / "model.pt"), inputs, others, check_trace=check_trace)
+                pnnx.export(module, str(Path(tmp) / "model.pt"), _untouched(inputs),
+                            None if others is None else _untouched(others), check_trace=check_trace)
         except Exception as exc:  # pnnx may fail after writing the files we need
             if not written.exists():
                 traced = (Path(tmp) / "model.pt").exists()
@@ -265,6 +267,13 @@ def export(
                                  "cannot convert them in place: where the model reads such a module's input "
                                  "again, make it out of place)") from exc
     return param
+
+
+def _untouched(tensors: Sequence[Any]) -> tuple[Any, ...]:
+    """Copies of ``tensors`` for one call of the module: a model that writes into its input in
+    place (``x *= 255``) would otherwise change the inputs the export stores, traces and checks
+    against, and the caller's own tensors."""
+    return tuple(t.detach().clone() for t in tensors)
 
 
 #: How much of pnnx's (or TorchScript's) own message an export failure quotes; the whole of
@@ -364,8 +373,6 @@ def check_export(param: str | os.PathLike[str], *, tolerance: float = TOLERANCE)
     Raises a GraphexecError if the outputs differ from the stored ones by more than
     ``tolerance`` (or whatever error loading or running the model raises).
     """
-    from graphexec.engine import Engine
-
     base = _base(param)
     with np.load(base.with_name(base.name + ".io.npz")) as data:
         ins = [data[f"in{i}"] for i in range(sum(k.startswith("in") for k in data.files))]
@@ -379,7 +386,7 @@ def _check_at_the_other_shapes(torch: Any, module: Any, others: Sequence[Any], p
     right at the exported shape alone (a size-dependent value folded, a slice on a dynamic
     dim dropped), which the first check cannot see."""
     with torch.no_grad():
-        want = [_as_numpy(t) for t in _flatten(module(*others))]
+        want = [_as_numpy(t) for t in _flatten(module(*_untouched(others)))]
     shapes = ", ".join(str(tuple(t.shape)) for t in others)
     _compared(param, [_as_numpy(t) for t in others], want, tolerance,
               at=f" at the dynamic_inputs' shapes {shapes}, not at the exported ones: pnnx's graph fits "

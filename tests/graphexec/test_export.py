@@ -346,6 +346,37 @@ def test_a_boolean_input_exports_and_runs_at_its_second_shape(tmp_path):
 
 
 @needs_export_tools
+def test_a_model_that_scales_its_input_in_place_exports_and_checks_clean(tmp_path):
+    """A model that writes into its input (``x *= 255``, as image restoration nets scale
+    theirs) changed the inputs the export stored and checked against, so the check failed by
+    a factor of 255 on a right graph, and the caller's tensors were scaled too."""
+    import torch
+    from torch import nn
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            x *= 255.0
+            return self.conv(x)
+
+    torch.manual_seed(0)
+    model = Scaled().eval()
+    x, other = torch.rand(1, 3, 8, 8), torch.rand(2, 3, 10, 12)
+    given = (x.clone(), other.clone())
+    param = graphexec.export(model, x, tmp_path / "scaled", dynamic_inputs=other)
+    assert torch.equal(x, given[0]) and torch.equal(other, given[1])
+    with np.load(tmp_path / "scaled.io.npz") as stored:
+        np.testing.assert_array_equal(stored["in0"], given[0].numpy())
+    with Engine.load(param) as engine, torch.no_grad():
+        got = engine.forward(other.numpy())
+        want = model(other.clone()).numpy()
+    assert relative_error([got], [want]) <= 1e-5
+
+
+@needs_export_tools
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_half_precision_model_or_input_is_refused_before_pnnx_runs(tmp_path, dtype):
     """pnnx's converter runs the trace on float32 tensors and stops on the dtype mismatch

@@ -20,8 +20,11 @@ from typing import Any
 import numpy as np
 
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch
+from graphexec.layers.creation import _sized
 from graphexec.layers.registry import register
 from graphexec.layers.resize import cubic_weights
+from graphexec.layers.shape import runtime_ints
+from graphexec.layers.specs import DynamicSpec, Spec, TensorSpec
 
 
 def base_coordinates(size: int, align_corners: bool, dtype: np.dtype) -> np.ndarray:
@@ -33,35 +36,71 @@ def base_coordinates(size: int, align_corners: bool, dtype: np.dtype) -> np.ndar
 
 @register("F.affine_grid")
 class AffineGrid(Layer):
-    """``F.affine_grid(theta, size)``: each output pixel's (x, y[, z]) = theta @ (x, y[, z], 1)."""
+    """``F.affine_grid(theta, size)``: each output pixel's (x, y[, z]) = theta @ (x, y[, z], 1).
+
+    ``size`` is a param, or the ``$size`` input where the export computes it from a dynamic
+    dim (a warp's grid sized by the image it warps)."""
 
     def build(self, params: Params) -> None:
-        self.size = params.ints("size")
         self.align_corners = params.bool("align_corners", False)
-        if len(self.size) not in (4, 5) or min(self.size) < 1:
-            raise params.error(f"size={self.size} should be (N, C, H, W) or (N, C, D, H, W), all positive")
+        self.size: tuple[int, ...] | None = None
+        self.theta_at, self.size_at = 0, None
+        if params.has("size"):
+            self.size = _checked_size(params.ints("size"))
+        else:
+            self.theta_at, self.size_at = self.bind_inputs(params, ["theta", "size"])
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, 1 if self.size_at is None else 2)
+        theta = specs[self.theta_at]
+        if not isinstance(theta, TensorSpec):
+            raise ShapeMismatch(f"theta should be a tensor, given {theta}")
+        dtype = np.result_type(theta.dtype, np.float32)
+        if self.size is not None:
+            return [TensorSpec(self._grid_shape(theta.shape, self.size), dtype)]
+        size = _sized(specs[self.size_at], "size", dtype)  # type: ignore[index]
+        if isinstance(size, TensorSpec):
+            return [TensorSpec(self._grid_shape(theta.shape, _checked_size(size.shape)), dtype)]
+        spatial = len(size.shape) - 2
+        if spatial not in (2, 3) or len(theta.shape) != 3 or theta.shape[1:] != (spatial, spatial + 1):
+            raise ShapeMismatch(f"theta should have shape (N, {spatial}, {spatial + 1}) for a size of "
+                                f"{spatial + 2} dims, given {theta.shape}")
+        return [DynamicSpec((theta.shape[0], *size.shape[2:], spatial), dtype,
+                            (theta.shape[0], *size.bound[2:], spatial))]  # type: ignore[union-attr]
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        """The grid's shape where ``size`` is a param (the OpenCL op's check)."""
         self.expect_inputs(shapes, 1)
-        spatial = len(self.size) - 2
-        wanted = (self.size[0], spatial, spatial + 1)
-        if tuple(shapes[0]) != wanted:
-            raise ShapeMismatch(f"theta should have shape {wanted} for size {self.size}, given {shapes[0]}")
-        return [(self.size[0], *self.size[2:], spatial)]
+        if self.size is None:
+            raise ShapeMismatch("the size is an input: only the run knows the grid's shape")
+        return [self._grid_shape(shapes[0], self.size)]
 
-    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
-        return [np.result_type(dtypes[0], np.float32)]
+    @staticmethod
+    def _grid_shape(theta: Shape, size: tuple[int, ...]) -> Shape:
+        spatial = len(size) - 2
+        wanted = (size[0], spatial, spatial + 1)
+        if tuple(theta) != wanted:
+            raise ShapeMismatch(f"theta should have shape {wanted} for size {size}, given {tuple(theta)}")
+        return (size[0], *size[2:], spatial)
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        theta = np.asarray(inputs[0])
+        theta = np.asarray(inputs[self.theta_at])
+        size = self.size if self.size_at is None else _checked_size(runtime_ints(inputs[self.size_at], "size"))
+        self._grid_shape(theta.shape, size)
         dtype = np.result_type(theta.dtype, np.float32)
-        sizes = self.size[2:]
+        sizes = size[2:]
         # (x, y[, z]) runs along (W, H[, D]): the last size first
         axes = [base_coordinates(s, self.align_corners, dtype) for s in reversed(sizes)]
         mesh = np.meshgrid(*axes[::-1], indexing="ij")[::-1]  # each of shape sizes
         base = np.stack([*mesh, np.ones(sizes, dtype)], axis=-1).reshape(-1, len(sizes) + 1)
         grid = np.matmul(base, np.swapaxes(theta.astype(dtype, copy=False), 1, 2))
         return [grid.reshape((theta.shape[0], *sizes, len(sizes)))]
+
+
+def _checked_size(size: tuple[int, ...]) -> tuple[int, ...]:
+    if len(size) not in (4, 5) or min(size) < 1:
+        raise ShapeMismatch(f"size={size} should be (N, C, H, W) or (N, C, D, H, W), all positive")
+    return size
 
 
 def _unnormalize(coord: np.ndarray, size: int, align_corners: bool) -> np.ndarray:

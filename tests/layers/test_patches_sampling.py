@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
+from graphexec import Engine
 from graphexec.errors import LayerConfigError
 from graphexec.ir import Operand, Operator
+from tests.golden import OPS, assert_matches, load_io, more_io
 
 
 def make(op_type, params, n_in=1, names=None):
@@ -159,3 +161,28 @@ def test_a_volume_one_slice_deep_reads_that_slice_at_any_depth(mode, padding_mod
     sample = sampler(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
     (got,) = sample.forward([volume, points])
     np.testing.assert_allclose(got[0, 0], np.broadcast_to(volume[0, 0, 0], (5, 2, 3)), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["affine_warp_of_any_size", "affine_warp_3d_of_any_size"])
+def test_a_grid_sized_from_the_dynamic_image_it_warps_runs_at_any_size(case):
+    """pnnx writes ``affine_grid``'s size as an input computed from the image's dynamic dims
+    (a codec's flow warp): one engine gives PyTorch's output at every saved size, the
+    concurrent scheduler the sequential executor's bits."""
+    folder = OPS / "sampling" / case
+    sets = [load_io(folder), *more_io(folder)]
+    assert len({x.shape for (x,), _ in sets}) == len(sets) > 1
+    with Engine.load(folder / "model.pnnx.param", threads=2) as concurrent, \
+            Engine.load(folder / "model.pnnx.param", threads=1) as sequential:
+        for (x,), (want,) in sets:
+            got = concurrent.forward(x)
+            assert_matches(got, want, what=f"{case} at {x.shape}")
+            assert got.tobytes() == sequential.forward(x).tobytes()
+
+
+def test_a_grid_size_input_of_another_rank_than_theta_is_refused():
+    affine = make("F.affine_grid", {"align_corners": False}, 2, ["theta", "size"])
+    theta = np.zeros((2, 2, 3), np.float32)
+    with pytest.raises(ShapeMismatch, match=r"theta should have shape \(2, 3, 4\) for size \(2, 1, 3, 4, 5\)"):
+        affine.forward([theta, [2, 1, 3, 4, 5]])
+    (grid,) = affine.forward([theta, [2, 1, 3, 4]])
+    assert grid.shape == (2, 3, 4, 2)

@@ -74,6 +74,22 @@ class VolumeTransformer(nn.Module):
         return F.grid_sample(volume, field, align_corners=True)
 
 
+class Warp(nn.Module):
+    """A fixed affine warp of an image at any size (a codec's flow warp): pnnx writes the
+    grid's size as an input computed from the image's dynamic dims."""
+
+    def __init__(self, spatial):
+        super().__init__()
+        theta = [[1.0, 0.2, 0.1], [-0.1, 0.9, 0.0]] if spatial == 2 else \
+            [[1.0, 0.1, 0.0, 0.1], [0.0, 0.9, 0.1, 0.0], [-0.1, 0.0, 1.1, 0.05]]
+        self.register_buffer("theta", torch.tensor(theta))
+
+    def forward(self, image):
+        theta = self.theta.unsqueeze(0).expand(image.shape[0], -1, -1)
+        field = F.affine_grid(theta, list(image.shape), align_corners=False)
+        return F.grid_sample(image, field, align_corners=False)
+
+
 CASES = [
     Case("grid_sample_bilinear_zeros", sample(align_corners=False), (x(2, 3, 5, 6), grid(2, 4, 7, 2))),
     Case(
@@ -128,4 +144,9 @@ CASES = [
         (x(2, 2, 4, 4, 4), torch.cat([steps(2, 2, 3, 2, 3), grid(2, 2, 3, 2, 3)], dim=3)),
     ),
     Case("spatial_transformer_3d", VolumeTransformer(), (torch.rand(2, 2, 3, 4, 4),)),
+    # the grid's size from the image's dynamic dims: an input of affine_grid, not a param
+    Case("affine_warp_of_any_size", Warp(2), (x(1, 3, 8, 8),), inputs2=(x(2, 3, 12, 10),),
+         more_inputs=((x(2, 3, 12, 10),), (x(3, 3, 5, 7),))),
+    Case("affine_warp_3d_of_any_size", Warp(3), (x(1, 2, 4, 5, 6),), inputs2=(x(2, 2, 3, 6, 5),),
+         more_inputs=((x(2, 2, 3, 6, 5),),)),
 ]

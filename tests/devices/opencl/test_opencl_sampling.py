@@ -8,7 +8,9 @@ from graphexec.layers.specs import TensorSpec
 from hypothesis import given
 from hypothesis import strategies as st
 
+from graphexec import Engine, Trace
 from tests.devices.opencl.conftest import make_layer
+from tests.golden import OPS, assert_matches, load_io, more_io
 from tests.devices.opencl.test_opencl_kernels import SETTINGS, check, data
 
 
@@ -51,3 +53,17 @@ def test_affine_grid_matches_cpu(device, n, sizes, align_corners, seed):
     spatial = len(sizes)
     layer = make_layer("F.affine_grid", {"size": [n, 2, *sizes], "align_corners": align_corners})
     check(device, layer, [data(seed, (n, spatial, spatial + 1))])
+
+
+def test_a_warp_sized_at_run_time_samples_on_the_device_at_any_size(device):
+    """The grid's size an input computed from the image's dynamic dims: the grid is made on
+    the CPU (its size is no tensor), the sampling on the device, PyTorch's output at every
+    saved size."""
+    folder = OPS / "sampling" / "affine_warp_of_any_size"
+    with Engine.load(folder / "model.pnnx.param", device=device, threads=1) as engine:
+        for (x,), (want,) in [load_io(folder), *more_io(folder)]:
+            trace = Trace()
+            assert_matches(engine.forward(x, trace=trace), want, what=f"at {x.shape}")
+            placement = trace.stages[0].placement
+            assert placement.where("F.affine_grid_7").device == "cpu", str(placement)
+            assert placement.where("F.grid_sample_8").device == "opencl", str(placement)

@@ -645,7 +645,8 @@ def to_output(value: Any) -> Any:
 # ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ScalarSpec(TensorSpec):
-    """A 0-d value whose content inference already knows: a size, a folded constant.
+    """A value of one element whose content inference already knows: a size, a folded
+    constant (0-d, or of shape (1,) as pnnx writes a 0-d buffer).
 
     Consumers that need a value before running (``Tensor.reshape``'s ``shape`` list) can read
     ``value``; it is a Python scalar (or a string / None for pnnx's constant expressions).
@@ -677,8 +678,8 @@ def _from_spec(spec: Spec) -> Any:
     value = getattr(spec, "value", _UNKNOWN)
     if value is not _UNKNOWN and not isinstance(value, (bool, int, float, complex)):
         return value  # a string or None from a constant expression
-    if value is not _UNKNOWN:
-        value = np.asarray(value, dtype=spec.dtype)
+    if value is not _UNKNOWN:  # a one-element tensor's value (a buffer pnnx writes as (1)i64) keeps its shape
+        value = np.asarray(value, dtype=spec.dtype).reshape(spec.shape)
     return _Abstract(spec.shape, spec.dtype, DIM if spec.shape else ZERO_DIM, value)
 
 
@@ -700,9 +701,9 @@ def _to_spec(value: Any) -> Spec:
     if not isinstance(value, _Abstract):
         return ScalarSpec((), np.dtype(object), value)
     dtype = scalar_output_dtype(value.dtype) if value.tier == SCALAR else value.dtype
-    if value.known and not value.shape:
+    if value.known and math.prod(value.shape) == 1:
         known = value.value
-        return ScalarSpec((), dtype, known.item() if isinstance(known, np.ndarray) else known)
+        return ScalarSpec(value.shape, dtype, known.item() if isinstance(known, np.ndarray) else known)
     return TensorSpec(value.shape, dtype)
 
 
@@ -719,7 +720,7 @@ def _infer(node: Node, inputs: list[Any]) -> Any:
             raise ShapeMismatch(
                 f"{node.name}(): argument {i + 1} is {describe(arg)}, expected a number or a tensor"
             )
-    if all(a.known for a in args) and all(not a.shape for a in args):
+    if all(a.known and math.prod(a.shape) == 1 for a in args):
         try:
             value = call(node.name, [a.value for a in args])
         except (TypeError, ValueError, ArithmeticError) as exc:

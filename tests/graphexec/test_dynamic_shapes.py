@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from graphexec import Engine, InputShapeError
-from tests.golden import OPS
+from tests.golden import OPS, load_io, more_io
 from tests.paths import REPO
 
 EXAMPLES = REPO / "examples" / "models"
@@ -63,6 +63,20 @@ def test_pads_clamped_from_sizes_are_known_to_the_plan(height, width, pads):
         got = engine.forward(x)
     top, bottom, left, right = pads
     np.testing.assert_array_equal(got, np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))))
+
+
+def test_pads_computed_from_one_element_buffers_are_known_to_the_plan():
+    """EnCodec's causal convolutions pad to a whole number of strides, the pads computed from
+    the length and from 0-d buffers that pnnx writes as (1)i64 constants: the plan knows
+    them, at every saved length, and the run gives PyTorch's output."""
+    folder = OPS / "resize" / "pad_by_one_element_buffers"
+    sets = [load_io(folder), *more_io(folder)]
+    with Engine.load(folder / "model.pnnx.param") as engine:
+        for (x,), (want,) in sets:
+            plan = engine.plan(x.shape)
+            assert plan.specs[plan.program.outputs[0]].shape == want.shape
+            np.testing.assert_array_equal(engine.forward(x), want, err_msg=f"length {x.shape[-1]}")
+    assert len({want.shape[-1] - x.shape[-1] for (x,), (want,) in sets}) > 1  # the extra pad differs
 
 
 @pytest.mark.parametrize("shape", [(1, 2, 5, 7), (2, 2, 6, 5), (1, 2, 12, 9)])

@@ -54,6 +54,24 @@ def _pad_same(x: torch.Tensor) -> torch.Tensor:
     ph, pw = _same_pad(x.size(2)), _same_pad(x.size(3))
     return F.pad(x, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2))
 
+class PadByBuffers(nn.Module):
+    """A causal convolution's padding to a whole number of strides, computed from the
+    length and from 0-d buffers (EnCodec's and Mimi's convolutions), which pnnx writes as
+    one-element constants: the pads are known to the plan from them."""
+
+    def __init__(self, kernel=7, stride=2):
+        super().__init__()
+        self.register_buffer("stride", torch.tensor(stride), persistent=False)
+        self.register_buffer("kernel", torch.tensor(kernel), persistent=False)
+        self.register_buffer("padding", torch.tensor(kernel - stride), persistent=False)
+
+    def forward(self, x):
+        length = x.shape[-1]
+        frames = torch.ceil((length - self.kernel + self.padding) / self.stride + 1).to(torch.int64) - 1
+        extra = frames * self.stride + self.kernel - self.padding - length
+        return F.pad(x, (self.padding, extra))
+
+
 CASES = [
     # -- nn.Upsample and friends ------------------------------------------------------------
     Case("upsample_nearest_x2", Wrap(nn.Upsample(scale_factor=2)), (_x(1, 1, 2, 4, 5),)),
@@ -143,5 +161,8 @@ CASES = [
     Case("pad_same_clamped", Fn(_pad_same), (_x(75, 1, 2, 9, 8),), inputs2=(_x(76, 1, 2, 12, 11),)),
     Case("resize_to_a_size_taken_through_tensors", Fn(_half_size_through_tensors), (_x(77, 1, 3, 16, 12),),
          inputs2=(_x(78, 2, 3, 20, 24),), more_inputs=((_x(79, 1, 2, 11, 18),),)),
+    Case("pad_by_one_element_buffers", PadByBuffers(), (_x(80, 1, 2, 41),), inputs2=(_x(81, 2, 2, 56),),
+         more_inputs=((_x(82, 2, 2, 56),), (_x(83, 1, 2, 8),))),
+    Case("pad_by_one_element_buffers_static", PadByBuffers(5, 3), (_x(84, 1, 2, 40),)),
 ]
 

@@ -19,11 +19,13 @@ batch_first)`` (the packed overload: ``data, batch_sizes`` for ``input``, no
 ``batch_first``). Both run the cells of :mod:`graphexec.layers._recurrent_math`. Inputs of
 ``nn.*``: the sequence, then the initial states (h0, and c0 for an LSTM) when given (an
 LSTM given one reads it as both: pnnx writes ``lstm(x, (h, h))`` so); outputs of both: the
-sequence, then the final states.
+sequence, then the final states (of ``nn.*``, those the graph reads: see
+:meth:`_Recurrent._read_slots`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -83,6 +85,36 @@ class _Recurrent(Layer):
                     for name, shape, given in zip(WEIGHT_NAMES, shapes, wanted)
                 ]
                 self.weights.append(self.cell.fold(Weights.from_torch(*arrays, dtype=self.dtype)))
+        #: Which of (output, h_n[, c_n]) each declared output is (see :meth:`_read_slots`).
+        self.slots = self._read_slots(params)
+
+    def _read_slots(self, params: Params) -> tuple[int, ...]:
+        """pnnx declares only the results the graph reads, and an LSTM's in the order it
+        first reads them: ``_, h = gru(x)`` declares h_n alone, ``out, (h, c) = lstm(x)``
+        with h read first declares (h_n, output). The annotated shapes tell the sequence
+        from the states (a state's first dim is num_layers x directions), and h_n from c_n
+        where a projection makes them differ; where they fit several readings, the first in
+        PyTorch's order is taken (h_n before c_n)."""
+        count = self.num_outputs
+        if count > 1 + self.cell.states:
+            raise params.error(f"declares {count} outputs; it has {1 + self.cell.states}")
+        positional = tuple(range(count))
+        annotated = [operand.shape for operand in params.op.outputs]
+        x = params.op.inputs[0].shape if params.op.inputs else None
+        if x is None or any(shape is None for shape in annotated):
+            return positional
+        try:
+            expected = self.stack.shapes(x, self.input_size, self.hidden, self.output_size, [])
+        except ShapeMismatch:
+            return positional
+        for slots in itertools.permutations(range(len(expected)), count):
+            if all(_fits(shape, expected[k]) for shape, k in zip(annotated, slots)):
+                return slots
+        return positional
+
+    def returned(self, results: list[Any]) -> list[Any]:
+        """The declared outputs among (output, h_n[, c_n])."""
+        return [results[k] for k in self.slots]
 
     def initial_states(self, given: list[Any]) -> list[Any]:
         """The initial states among the inputs after the sequence (or their shapes): none,
@@ -93,15 +125,14 @@ class _Recurrent(Layer):
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, *range(1, 2 + self.cell.states))
         states = self.initial_states(shapes[1:])
-        out = self.stack.shapes(shapes[0], self.input_size, self.hidden, self.output_size, states)
-        return out[: self.num_outputs]
+        return self.returned(self.stack.shapes(shapes[0], self.input_size, self.hidden, self.output_size, states))
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         return [self.dtype] * self.num_outputs
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         states = self.initial_states(inputs[1:])
-        return self.stack.run(inputs[0], self.weights, states, self.dtype)[: self.num_outputs]
+        return self.returned(self.stack.run(inputs[0], self.weights, states, self.dtype))
 
     def flops(self, inputs, outputs) -> int:
         tokens = math.prod(inputs[0].shape[:-1])
@@ -109,6 +140,13 @@ class _Recurrent(Layer):
 
     def blas_flops(self, inputs, outputs) -> int:
         return self.flops(inputs, outputs)
+
+
+def _fits(annotated: Shape, expected: Shape) -> bool:
+    """Whether an annotated shape can be ``expected``, computed from the input's annotation:
+    a size that follows a dynamic size of the input is dynamic (None) too, and a state's
+    first dim is fixed."""
+    return tuple(annotated) == tuple(expected)
 
 
 @register("nn.RNN")

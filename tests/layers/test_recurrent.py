@@ -279,3 +279,24 @@ def test_an_lstm_given_one_state_reads_it_as_both_h0_and_c0():
     for inputs, want in [load_io(folder), *more_io(folder)]:
         for got, expected in zip(net.forward(*inputs), want, strict=True):
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("case", "slots"), [
+    ("gru_last_hidden", (1,)),  # `_, h = gru(x)`: h_n alone
+    ("lstm_last_hidden", (1,)),
+    ("lstm_hidden_read_before_the_sequence", (1, 0)),  # an LSTM's in the order first read
+    ("lstm_projected_cell_read_first", (2, 1, 0)),  # a projection tells c_n from h_n
+])
+def test_the_results_read_are_told_apart_by_their_annotated_shapes(case, slots):
+    """pnnx declares only the results the graph reads, an LSTM's in the order it first reads
+    them: each is read by its annotated shape, not its position, and the model gives
+    PyTorch's outputs at every saved size (a batch as long as the sequence, where the
+    static sizes of a sequence and a state coincide, among them)."""
+    folder = RECURRENT / case
+    net = engine(case)
+    (layer,) = [step.layer for step in net.program.steps if step.layer.type in ("nn.LSTM", "nn.GRU")]
+    assert layer.slots == slots
+    for inputs, want in [load_io(folder), *more_io(folder)]:
+        got = net.forward(*inputs)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

@@ -121,6 +121,39 @@ class SharedState(nn.Module):
         return self.lstm(seq, (h, h))
 
 
+class ReadInOrder(nn.Module):
+    """Reads a recurrent module's results in the order ``reads`` names them (``o`` the
+    sequence, ``h`` and ``c`` the final states), each through a layer of its own: pnnx
+    declares only those read, and an LSTM's in the order they are first read."""
+
+    def __init__(self, module: nn.Module, reads: str):
+        super().__init__()
+        self.rnn = module
+        self.reads = reads
+        self.heads = nn.ModuleDict({k: nn.Linear(module.proj_size or module.hidden_size
+                                                 if k != "c" else module.hidden_size, 2) for k in reads})
+
+    def forward(self, seq):
+        out, final = self.rnn(seq)
+        h, c = final if isinstance(final, tuple) else (final, None)
+        values = {"o": out, "h": h, "c": c}
+        return tuple(self.heads[k](values[k]) for k in self.reads)
+
+
+class LastHidden(nn.Module):
+    """A classifier on the top layer's last hidden state, the sequence unread."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.rnn = module
+        self.head = nn.Linear(module.hidden_size, 3)
+
+    def forward(self, seq):
+        _, final = self.rnn(seq)
+        h = final[0] if isinstance(final, tuple) else final
+        return self.head(h[-1])
+
+
 def lengths(*values):
     return torch.tensor(values, dtype=torch.int64)
 
@@ -176,6 +209,15 @@ CASES = [
          (x(3, 7, 3), lengths(5, 7, 2)), more_inputs=((x(3, 7, 3), lengths(7, 7, 7)), (x(3, 7, 3), lengths(1, 3, 2)))),
     Case("packed_gru_padded_to_the_input_length", Packed(TracedGRU(3, 5), padding_value=-1.0),
          (x(6, 2, 3), lengths(4, 6)), more_inputs=((x(6, 2, 3), lengths(6, 1)), (x(6, 2, 3), lengths(2, 2)))),
+    # pnnx declares the results read, an LSTM's in the order first read: the annotations tell them apart
+    Case("gru_last_hidden", LastHidden(nn.GRU(8, 6, num_layers=2, batch_first=True)), (x(2, 5, 8),),
+         inputs2=(x(3, 7, 8),), more_inputs=((x(3, 7, 8),), (x(2, 2, 8),))),
+    Case("lstm_last_hidden", LastHidden(nn.LSTM(8, 6, num_layers=2, batch_first=True)), (x(2, 5, 8),),
+         inputs2=(x(3, 7, 8),), more_inputs=((x(3, 7, 8),),)),
+    Case("lstm_hidden_read_before_the_sequence", ReadInOrder(nn.LSTM(8, 6, num_layers=2), "ho"),
+         (x(5, 2, 8),), inputs2=(x(7, 3, 8),), more_inputs=((x(7, 3, 8),),)),
+    Case("lstm_projected_cell_read_first", ReadInOrder(nn.LSTM(8, 6, proj_size=4, batch_first=True), "cho"),
+         (x(2, 5, 8),)),
     Case("packed_rnn_last_state", LastState(), (x(4, 5, 3), lengths(2, 5, 1, 4)), inputs2=(x(2, 8, 3), lengths(8, 3)),
          more_inputs=((x(4, 5, 3), lengths(5, 5, 5, 5)), (x(4, 5, 3), lengths(1, 1, 1, 1)))),
 ]

@@ -96,7 +96,7 @@ class JitRecurrent(JitKernel):
         else:
             states = self.layer.initial_states(inputs[1:])
             results = self.layer.stack.run(inputs[0], self.weights, states, FLOAT32, self._steps)
-            results = results[: self.layer.num_outputs]
+            results = self.layer.returned(results)
         if outputs is None:
             return results
         for given, result in zip(outputs, results):

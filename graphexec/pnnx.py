@@ -639,22 +639,25 @@ def parse(text: str, archive: WeightArchive | None = None, *, path: str = "<para
 def _drop_restated_weights(graph: Graph) -> None:
     """Undo how pnnx writes a module registered under two names (CoaT's shared convolutions):
     as ``nn.Conv2d`` with its weight and bias stored (``@weight``, ``@bias``) and also handed
-    over as leading inputs from ``pnnx.Attribute`` operators, a call no PyTorch module takes.
-    Where every input before the last holds exactly one of the operator's own attributes,
-    those inputs are dropped, and so is each attribute operator that nothing reads then."""
+    over as leading inputs from ``pnnx.Attribute`` operators, a call no PyTorch module takes
+    (a shared ``nn.GRU`` given an initial state: the weights, then the sequence and h0).
+    The leading inputs that each hold one of the operator's own attributes are dropped, at
+    least one input kept, and so is each attribute operator that nothing reads then."""
     emptied: list[Operator] = []
     for op in graph.operators:
         if not op.type.startswith("nn.") or len(op.inputs) < 2:
             continue
         own = [a.data for a in op.attrs.values() if a.data is not None]
-        leading = op.inputs[:-1]
-        if not all(_restates(operand, own) for operand in leading):
+        count = 0
+        while count < len(op.inputs) - 1 and _restates(op.inputs[count], own):
+            count += 1
+        if not count:
             continue
-        for operand in leading:
+        for operand in op.inputs[:count]:
             operand.consumers.remove(op)
             if not operand.consumers:
                 emptied.append(operand.producer)  # type: ignore[arg-type]
-        op.inputs, op.input_names = op.inputs[-1:], op.input_names[-1:]
+        op.inputs, op.input_names = op.inputs[count:], op.input_names[count:]
     for producer in emptied:
         graph.operators.remove(producer)
         for operand in producer.outputs:

@@ -300,3 +300,15 @@ def test_the_results_read_are_told_apart_by_their_annotated_shapes(case, slots):
         got = net.forward(*inputs)
         for g, w in zip(got if isinstance(got, tuple) else (got,), want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["gru_shared_given_h0", "lstm_shared_given_h0_c0"])
+def test_a_recurrent_module_registered_twice_runs_from_its_initial_states(case):
+    """pnnx hands a shared module's weights over again as inputs, ahead of the sequence and
+    the initial states: those restating its own weights are dropped, the states kept."""
+    folder = RECURRENT / case
+    net = engine(case)
+    (step,) = [s for s in net.program.steps if s.layer.type in ("nn.LSTM", "nn.GRU")]
+    assert len(step.inputs) == len(load_io(folder)[0])
+    for inputs, want in [load_io(folder), *more_io(folder)]:
+        np.testing.assert_allclose(net.forward(*inputs), want[0], rtol=1e-4, atol=1e-5)

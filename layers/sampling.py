@@ -46,7 +46,10 @@ class AffineGrid(Layer):
         self.size: tuple[int, ...] | None = None
         self.theta_at, self.size_at = 0, None
         if params.has("size"):
-            self.size = _checked_size(params.ints("size"))
+            try:
+                self.size = _checked_size(params.ints("size"))
+            except ShapeMismatch as exc:
+                raise params.error(str(exc)) from None
         else:
             self.theta_at, self.size_at = self.bind_inputs(params, ["theta", "size"])
 

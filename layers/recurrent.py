@@ -125,7 +125,8 @@ class _Recurrent(Layer):
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         self.expect_inputs(shapes, *range(1, 2 + self.cell.states))
         states = self.initial_states(shapes[1:])
-        return self.returned(self.stack.shapes(shapes[0], self.input_size, self.hidden, self.output_size, states))
+        out = self.stack.shapes(shapes[0], self.input_size, self.hidden, self.output_size, states)
+        return self.returned(out)
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         return [self.dtype] * self.num_outputs

@@ -88,7 +88,9 @@ class AffineGrid(Layer):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         theta = np.asarray(inputs[self.theta_at])
-        size = self.size if self.size_at is None else _checked_size(runtime_ints(inputs[self.size_at], "size"))
+        size = self.size
+        if size is None:
+            size = _checked_size(runtime_ints(inputs[self.size_at], "size"))  # type: ignore[index]
         self._grid_shape(theta.shape, size)
         dtype = np.result_type(theta.dtype, np.float32)
         sizes = size[2:]

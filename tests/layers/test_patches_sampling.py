@@ -182,7 +182,8 @@ def test_a_grid_sized_from_the_dynamic_image_it_warps_runs_at_any_size(case):
 def test_a_grid_size_input_of_another_rank_than_theta_is_refused():
     affine = make("F.affine_grid", {"align_corners": False}, 2, ["theta", "size"])
     theta = np.zeros((2, 2, 3), np.float32)
-    with pytest.raises(ShapeMismatch, match=r"theta should have shape \(2, 3, 4\) for size \(2, 1, 3, 4, 5\)"):
+    wanted = r"theta should have shape \(2, 3, 4\) for size \(2, 1, 3, 4, 5\)"
+    with pytest.raises(ShapeMismatch, match=wanted):
         affine.forward([theta, [2, 1, 3, 4, 5]])
     (grid,) = affine.forward([theta, [2, 1, 3, 4]])
     assert grid.shape == (2, 3, 4, 2)

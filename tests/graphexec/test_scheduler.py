@@ -268,6 +268,11 @@ def test_default_workers_follow_the_regions(name, workers, mixing):
     assert default_threads(plan, 1, mixing) == 1
 
 
+def _branches_overlap(trace: Trace, serial_nodes: set[int]) -> bool:
+    side = [e for e in trace.events if e.node not in serial_nodes]
+    return any(overlaps(a, b) for a in side for b in side if a is not b)
+
+
 def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monkeypatch):
     """The per-region choice, seen in the trace: the units of serial regions run with
     nothing beside them, those with large products get every core for BLAS, and the
@@ -288,19 +293,22 @@ def test_serial_regions_run_alone_with_every_core_and_branches_side_by_side(monk
         assert engine.threads >= 2 and engine.intra_op_threads == 1  # a worker per core
         plan = engine.plan()
         choice = engine.policy.regions(plan)
-        trace = Trace()
-        engine.forward(x, trace=trace)
+        serial_nodes = {i for u in choice.serial for i in plan.units[u].nodes}
+        traces: list[Trace] = []
+        while len(traces) < 5 and not (traces and _branches_overlap(traces[-1], serial_nodes)):
+            traces.append(Trace())  # on a loaded machine one worker may take a run's branches alone
+            engine.forward(x, trace=traces[-1])
     assert choice.serial and len(choice.serial) < len(plan.units)
-    serial_nodes = {i for u in choice.serial for i in plan.units[u].nodes}
-    for event in trace.events:
-        if event.node in serial_nodes:
-            assert not any(overlaps(event, other) for other in trace.events if other is not event)
+    for t in traces:
+        for event in t.events:
+            if event.node in serial_nodes:
+                assert not any(overlaps(event, other) for other in t.events if other is not event)
+    trace = traces[-1]
     raised = [e for e in trace.events if e.blas_threads]
     assert raised and all(e.blas_threads == cpu_count() for e in raised)
     assert {e.node for e in trace.events if e.node in serial_nodes and plan.unit_of[e.node] in choice.boosted} \
         <= {e.node for e in raised}
-    side = [e for e in trace.events if e.node not in serial_nodes]
-    assert any(overlaps(a, b) for a in side for b in side if a is not b)
+    assert _branches_overlap(trace, serial_nodes)
     chrome = trace.to_chrome()["traceEvents"]
     assert any("blas_threads" in e.get("args", {}) for e in chrome)
     assert {e["args"]["node"] for e in chrome if e.get("args", {}).get("region") == "alone"} == serial_nodes

@@ -7,6 +7,8 @@ TorchScript records them around a recurrent module given a ``PackedSequence``.
                         -> (data, batch_sizes)
     PadPacked       aten::_pad_packed_sequence(data, batch_sizes, batch_first, padding_value,
                         total_length) -> (padded, lengths)
+    PadSequence     aten::pad_sequence(sequences, batch_first, padding_value[, padding_side])
+                        -> padded
 
 A packed sequence is its steps' rows one after another: step ``t`` holds the rows of the
 first ``batch_sizes[t]`` sequences, those longer than ``t`` (the lengths sorted longest
@@ -21,10 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.layers.aten import NOT_CONSTANT, constant_input, required_constant
+from graphexec.layers.aten import (NOT_CONSTANT, constant_input, constant_number, constant_text,
+                                  required_constant)
+from graphexec.layers.aten_shape import list_of_tensors
 from graphexec.layers.base import Layer, Params, ShapeMismatch, Spec, TensorSpec
 from graphexec.layers.registry import register
-from graphexec.layers.specs import DynamicSpec
+from graphexec.layers.specs import DynamicSpec, SequenceSpec
 
 _INT64 = np.dtype(np.int64)
 
@@ -147,3 +151,53 @@ class PadPacked(Layer):
             padded = np.swapaxes(padded, 0, 1)
         lengths = mask.sum(axis=0).astype(np.int64)
         return [np.asarray(padded, order="C"), lengths][: self.num_outputs]
+
+
+@register("aten::pad_sequence")
+class PadSequence(Layer):
+    """``nn.utils.rnn.pad_sequence(sequences, batch_first, padding_value, padding_side)``: a
+    list of tensors (L_i, *) in one (B, max L_i, *) with ``batch_first``, else (max L_i, B,
+    *), each sequence followed (``padding_side='left'``: preceded) by ``padding_value``, of
+    the first sequence's dtype (a character model's words of a sentence, stanza's)."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (3, 4):
+            raise params.error("takes 3 or 4 inputs (sequences, batch_first, padding_value[, padding_side]), "
+                               f"given {self.num_inputs}")
+        self.batch_first = required_constant(params, 1, "batch_first", bool)
+        self.padding_value = constant_number(params, 2, "padding_value")
+        self.left = False
+        if self.num_inputs == 4:
+            side = constant_text(params, 3)
+            if side not in ("left", "right"):
+                raise params.error(f"padding_side (input 3) must be 'left' or 'right', given {side!r}")
+            self.left = side == "left"
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, self.num_inputs)
+        items = list_of_tensors(specs[0], "pad_sequence")
+        if not items:
+            raise ShapeMismatch("pad_sequence takes at least one sequence, given none")
+        trailing = items[0].shape[1:]
+        if any(len(s.shape) < 1 or s.shape[1:] != trailing for s in items):
+            shapes = ", ".join(str(s.shape) for s in items)
+            raise ShapeMismatch(f"pad_sequence takes sequences (L, *) whose trailing dims agree, given {shapes}")
+        longest = max(s.shape[0] for s in items)
+        batch = len(items)
+        shape = (batch, longest, *trailing) if self.batch_first else (longest, batch, *trailing)
+        return [TensorSpec(shape, items[0].dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        sequences = [np.asarray(s) for s in inputs[0]]
+        (spec,) = self.infer([_listed(sequences), *[None] * (self.num_inputs - 1)])  # type: ignore[list-item]
+        padded = np.full(spec.shape, self.padding_value, spec.dtype)  # type: ignore[union-attr]
+        rows = padded if self.batch_first else np.swapaxes(padded, 0, 1)
+        longest = rows.shape[1]
+        for row, sequence in zip(rows, sequences):
+            start = longest - len(sequence) if self.left else 0
+            row[start:start + len(sequence)] = sequence
+        return [padded]
+
+
+def _listed(arrays: list[np.ndarray]) -> Spec:
+    return SequenceSpec(tuple(TensorSpec(a.shape, a.dtype) for a in arrays))

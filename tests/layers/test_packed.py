@@ -12,7 +12,7 @@ from graphexec.layers.specs import DynamicSpec, TensorSpec
 
 import graphexec  # noqa: F401  (import order: graphexec before layers)
 from graphexec import Engine
-from graphexec.errors import ExecutionError
+from graphexec.errors import ExecutionError, LayerConfigError
 from graphexec.ir import Operand, Operator
 from tests.golden import OPS, load_io
 
@@ -82,3 +82,23 @@ def test_an_engine_names_the_pack_given_lengths_longer_than_the_sequences():
     engine = Engine.load(PACKED_LSTM / "model.pnnx.param")
     with pytest.raises(ExecutionError, match=r"aten::_pack_padded_sequence.*should lie in \[1, 7\]"):
         engine.forward(x, np.array([9, 2, 1]))
+
+
+def test_pad_sequence_pads_each_sequence_after_or_before_its_rows():
+    right = layer("aten::pad_sequence", {1: True, 2: -1.0}, 3, outputs=1)
+    a, b = np.ones((2, 3), np.float32), np.full((4, 3), 2, np.float32)
+    (padded,) = right.forward([[a, b], True, -1.0])
+    np.testing.assert_array_equal(padded, np.stack([np.concatenate([a, np.full((2, 3), -1)]), b]))
+    left = layer("aten::pad_sequence", {1: False, 2: 0, 3: "left"}, 4, outputs=1)
+    (padded,) = left.forward([[a.astype(np.int64), b], False, 0, "left"])  # the first sequence's dtype
+    assert padded.shape == (4, 2, 3) and padded.dtype == np.int64
+    np.testing.assert_array_equal(padded[:, 0], np.concatenate([np.zeros((2, 3)), a]))
+    np.testing.assert_array_equal(padded[:, 1], b)
+
+
+def test_pad_sequence_refuses_sequences_whose_trailing_dims_differ():
+    pad = layer("aten::pad_sequence", {1: True, 2: 0.0}, 3, outputs=1)
+    with pytest.raises(ShapeMismatch, match=r"trailing dims agree, given \(2, 3\), \(4, 2\)"):
+        pad.forward([[np.ones((2, 3)), np.ones((4, 2))], True, 0.0])
+    with pytest.raises(LayerConfigError, match="padding_side"):
+        layer("aten::pad_sequence", {1: True, 2: 0.0, 3: "middle"}, 4, outputs=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tools.cases import Case
+from tools.cases import Case, Fn
 
 torch.manual_seed(0)
 
@@ -177,6 +177,23 @@ class SharedWithState(nn.Module):
         return self.block(seq, *states)
 
 
+class CharacterWords(nn.Module):
+    """Words of a sentence, each a run of character vectors, packed as a list and run
+    through an LSTM (stanza's character model: ``pack_sequence(chars.split(lengths))``)."""
+
+    def __init__(self, sizes: list[int]):
+        super().__init__()
+        self.sizes = sizes
+        self.rnn = TracedLSTM(3, 4, batch_first=True)
+
+    def forward(self, chars):
+        words = list(chars.split(self.sizes))
+        packed = nn.utils.rnn.pack_sequence(words, enforce_sorted=False)
+        out, (h, _) = self.rnn(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+        return out, h
+
+
 def lengths(*values):
     return torch.tensor(values, dtype=torch.int64)
 
@@ -245,6 +262,14 @@ CASES = [
          inputs2=(x(3, 7, 8), x(1, 3, 6)), more_inputs=((x(3, 7, 8), x(1, 3, 6)),)),
     Case("lstm_shared_given_h0_c0", SharedWithState(nn.LSTM(8, 6, num_layers=2)),
          (x(5, 2, 8), x(2, 2, 6), x(2, 2, 6))),
+    Case("pad_sequence_batch_first",
+         Fn(lambda a: nn.utils.rnn.pad_sequence(list(a.split([5, 3, 5, 1])), batch_first=True, padding_value=-1.0)),
+         (x(14, 4),)),
+    Case("pad_sequence_left_time_major",
+         Fn(lambda a, b: (nn.utils.rnn.pad_sequence([a, b], padding_value=0.5, padding_side="left"),
+                          nn.utils.rnn.pad_sequence([b.long(), a.long()], batch_first=True, padding_side="left"))),
+         (x(2, 3, 2) * 3, x(4, 3, 2) * 3)),
+    Case("pack_sequence_of_words", CharacterWords([3, 5, 2, 4]), (x(14, 3),)),
     Case("packed_rnn_last_state", LastState(), (x(4, 5, 3), lengths(2, 5, 1, 4)), inputs2=(x(2, 8, 3), lengths(8, 3)),
          more_inputs=((x(4, 5, 3), lengths(5, 5, 5, 5)), (x(4, 5, 3), lengths(1, 1, 1, 1)))),
 ]

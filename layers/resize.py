@@ -501,7 +501,9 @@ def antialias_weights(size: int, out: int, scale: float, cubic: bool) -> np.ndar
 class AntialiasResize(Layer):
     """``F.interpolate(x, size or scale_factor, mode='bilinear'/'bicubic', antialias=True)``
     on (N, C, H, W): per axis, a weight matrix from :func:`antialias_weights` (inputs:
-    x, output_size, align_corners and scale_h, scale_w or one scale_factors list)."""
+    x, output_size, align_corners and scale_h, scale_w or one scale_factors list). The
+    output size may be computed from sizes in the graph (DINOv2's position embeddings
+    resized to the image's patches)."""
 
     def build(self, params: Params) -> None:
         if self.num_inputs not in (4, 5):
@@ -522,17 +524,22 @@ class AntialiasResize(Layer):
                 scales = list(listed)
             else:
                 scales = [NOT_CONSTANT, NOT_CONSTANT]
-        if NOT_CONSTANT in (size, *scales) or not isinstance(self.align_corners, bool):
-            raise params.error("output_size, align_corners and the scales must be constants")
+        if NOT_CONSTANT in scales or not isinstance(self.align_corners, bool):
+            raise params.error("align_corners and the scales must be constants")
         if size is None and None in scales:
             raise params.error("needs an output_size or both scales")
-        self.size = None if size is None else tuple(size)
+        #: Whether the output size is computed in the graph: input 1's value, not a constant.
+        self.size_computed = size is NOT_CONSTANT
+        self.size = None if size is None or self.size_computed else tuple(size)
         self.scales = None if None in scales else tuple(float(s) for s in scales)
         self.cubic = "bicubic" in self.type
 
-    def _output(self, shape: Shape) -> tuple[int, int]:
-        if self.size is not None:
-            return self.size  # type: ignore[return-value]
+    def _output(self, shape: Shape, size: tuple[int, ...] | None = None) -> tuple[int, int]:
+        size = size if self.size_computed else self.size
+        if size is not None:
+            if len(size) != 2:
+                raise ShapeMismatch(f"the output size should hold 2 sizes, given {size}")
+            return size  # type: ignore[return-value]
         return tuple(math.floor(n * s) for n, s in zip(shape[-2:], self.scales))  # type: ignore[return-value]
 
     def _scale(self, size: int, out: int, given: float | None) -> float:
@@ -545,14 +552,17 @@ class AntialiasResize(Layer):
         x = specs[0]
         if len(x.shape) != 4 or x.dtype.kind != "f":
             raise ShapeMismatch(f"antialiased resizing takes a floating point (N, C, H, W), given {x}")
-        out = self._output(x.shape)
+        out = self._output(x.shape, planned_ints(specs[1], "the output size") if self.size_computed else None)
         if min(out) < 1:
             raise ShapeMismatch(f"resizing {x.shape} gives an empty output {out}")
         return [TensorSpec(tuple(x.shape[:2]) + tuple(out), x.dtype)]
 
     def forward(self, inputs: list[object]) -> list[object]:
         x = np.asarray(inputs[0])
-        (h, w), (oh, ow) = x.shape[-2:], self._output(x.shape)
+        size = runtime_ints(inputs[1], "the output size") if self.size_computed else None
+        (h, w), (oh, ow) = x.shape[-2:], self._output(x.shape, size)
+        if min(oh, ow) < 1:
+            raise ShapeMismatch(f"resizing {x.shape} gives an empty output {(oh, ow)}")
         given = self.scales or (None, None)
         rows = antialias_weights(h, oh, self._scale(h, oh, given[0]), self.cubic)
         cols = antialias_weights(w, ow, self._scale(w, ow, given[1]), self.cubic)

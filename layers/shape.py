@@ -701,20 +701,20 @@ class Diag(Layer):
 
 
 @register("torch.tile")
-class Tile(Layer):
-    """Like ``repeat``, but fewer ``dims`` than the rank repeat the trailing dims."""
+class Tile(_Targeted):
+    """Like ``repeat``, but fewer ``dims`` than the rank repeat the trailing dims; the
+    ``dims`` a param or an input computed from sizes (a position embedding tiled to the
+    image, SAM 2's Hiera)."""
 
-    def build(self, params: Params) -> None:
-        self.dims = params.ints("dims")
+    key = "dims"
+    min_size = 0
+    is_view = False
 
-    def infer_shapes(self, shapes):
-        self.expect_inputs(shapes, 1)
-        return [_repeated(shapes[0], self.dims, pad_sizes=True)]
+    def out_shape(self, shape, target):
+        return _repeated(shape, target, pad_sizes=True)
 
-    def forward(self, inputs):
-        x = np.asarray(inputs[0])
-        _repeated(x.shape, self.dims, pad_sizes=True)
-        return [np.tile(x, self.dims)]
+    def compute(self, x, target, shape):
+        return np.tile(x, target)
 
 
 # --------------------------------------------------------------------------------------

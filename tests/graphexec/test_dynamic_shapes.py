@@ -79,6 +79,21 @@ def test_pads_computed_from_one_element_buffers_are_known_to_the_plan():
     assert len({want.shape[-1] - x.shape[-1] for (x,), (want,) in sets}) > 1  # the extra pad differs
 
 
+@pytest.mark.parametrize("case", ["resize/antialias_to_a_computed_size", "shape/tile_by_computed_dims"])
+def test_sizes_computed_from_the_image_follow_it(case):
+    """An antialiased resize of position embeddings to the image's patches (DINOv2), and
+    an embedding tiled over the image (SAM 2's Hiera): their size or ``dims`` an input
+    computed from the image's sizes, PyTorch's outputs at every saved size, one engine."""
+    folder = OPS / case
+    sets = [load_io(folder), *more_io(folder)]
+    assert len({x.shape for (x,), _ in sets}) == len(sets) > 1
+    with Engine.load(folder / "model.pnnx.param") as engine:
+        for (x,), want in sets:
+            got = engine.forward(x)
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want, strict=True):
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{case} at {x.shape}")
+
+
 @pytest.mark.parametrize("shape", [(1, 2, 5, 7), (2, 2, 6, 5), (1, 2, 12, 9)])
 def test_a_crop_to_sizes_of_the_input_follows_them(shape):
     """A dynamic export's crop back to the input's size after a pad to a window multiple:

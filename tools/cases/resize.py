@@ -54,6 +54,21 @@ def _pad_same(x: torch.Tensor) -> torch.Tensor:
     ph, pw = _same_pad(x.size(2)), _same_pad(x.size(3))
     return F.pad(x, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2))
 
+class ResizedEmbedding(nn.Module):
+    """Position embeddings resized to the image's patches, antialiased (DINOv2's
+    ``interpolate_pos_encoding``): in a dynamic export the size is computed in the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.position = nn.Parameter(_x(89, 1, 4, 6, 6))
+        self.patch = nn.Conv2d(4, 4, 8, stride=8)
+
+    def forward(self, image):
+        size = (image.shape[2] // 8, image.shape[3] // 8)
+        return (self.patch(image) + F.interpolate(self.position, size=size, mode="bicubic", antialias=True),
+                F.interpolate(self.position, size=size, mode="bilinear", antialias=True, align_corners=True))
+
+
 class PadByBuffers(nn.Module):
     """A causal convolution's padding to a whole number of strides, computed from the
     length and from 0-d buffers (EnCodec's and Mimi's convolutions), which pnnx writes as
@@ -161,6 +176,8 @@ CASES = [
     Case("pad_same_clamped", Fn(_pad_same), (_x(75, 1, 2, 9, 8),), inputs2=(_x(76, 1, 2, 12, 11),)),
     Case("resize_to_a_size_taken_through_tensors", Fn(_half_size_through_tensors), (_x(77, 1, 3, 16, 12),),
          inputs2=(_x(78, 2, 3, 20, 24),), more_inputs=((_x(79, 1, 2, 11, 18),),)),
+    Case("antialias_to_a_computed_size", ResizedEmbedding(), (_x(85, 1, 4, 64, 64),), inputs2=(_x(86, 2, 4, 80, 48),),
+         more_inputs=((_x(87, 2, 4, 80, 48),), (_x(88, 1, 4, 24, 40),))),
     Case("pad_by_one_element_buffers", PadByBuffers(), (_x(80, 1, 2, 41),), inputs2=(_x(81, 2, 2, 56),),
          more_inputs=((_x(82, 2, 2, 56),), (_x(83, 1, 2, 8),))),
     Case("pad_by_one_element_buffers_static", PadByBuffers(5, 3), (_x(84, 1, 2, 40),)),

@@ -36,6 +36,18 @@ def _each(*fns):
     return Fn(lambda x: tuple(f(x) for f in fns))
 
 
+class TiledToTheImage(nn.Module):
+    """A window's position embedding tiled over the image (SAM 2's Hiera): in a dynamic
+    export ``dims`` is an input computed from the image's size."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Parameter(_x(61, 1, 8, 4, 4))
+
+    def forward(self, image):
+        return image + self.embedding.tile([1, 1, image.shape[2] // 4, 4])
+
+
 CASES = [
     Case("view", _each(lambda x: x.view(2, -1), lambda x: x.view(-1), lambda x: x.view(6, 4, 5)), (X,)),
     Case("reshape", _each(lambda x: x.reshape(3, 40), lambda x: torch.reshape(x, (2, 3, -1)),
@@ -102,4 +114,6 @@ CASES = [
     Case("unsqueeze_in_place",
          Fn(lambda a: (a.permute(0, 2, 1).unsqueeze_(1) * 2, a.transpose(1, 2).squeeze_(0) + 1)),
          (_x(56, 1, 23, 16),)),
+    Case("tile_by_computed_dims", TiledToTheImage(), (_x(57, 1, 8, 16, 16),), inputs2=(_x(58, 2, 8, 24, 16),),
+         more_inputs=((_x(59, 2, 8, 24, 16),), (_x(60, 1, 8, 4, 16),))),
 ]

@@ -181,7 +181,8 @@ class PadSequence(Layer):
         trailing = items[0].shape[1:]
         if any(len(s.shape) < 1 or s.shape[1:] != trailing for s in items):
             shapes = ", ".join(str(s.shape) for s in items)
-            raise ShapeMismatch(f"pad_sequence takes sequences (L, *) whose trailing dims agree, given {shapes}")
+            raise ShapeMismatch(f"pad_sequence takes sequences (L, *) whose trailing dims agree, "
+                                f"given {shapes}")
         longest = max(s.shape[0] for s in items)
         batch = len(items)
         shape = (batch, longest, *trailing) if self.batch_first else (longest, batch, *trailing)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -211,14 +212,21 @@ class _Targeted(Layer):
 # --------------------------------------------------------------------------------------
 @register("Tensor.reshape")
 class Reshape(_Targeted):
-    """View the data with another shape (one size may be -1: whatever is left)."""
+    """View the data with another shape (one size may be -1: whatever is left).
+
+    pnnx writes a dynamic size as -1 and does its arithmetic on it: a batch times the heads,
+    ``(bsz * num_heads, L, S)``, becomes ``(-2, L, S)``. One negative size is read as -1:
+    the size that is left is the only one the others allow."""
 
     key = "shape"
+    min_size = -sys.maxsize
 
     def build(self, params: Params) -> None:
         super().build(params)
-        if self.target is not None and self.target.count(-1) > 1:
-            raise params.error(f"shape={self.target} should hold at most one -1")
+        if self.target is not None:
+            if sum(d < 0 for d in self.target) > 1:
+                raise params.error(f"shape={self.target} should hold at most one -1 (one size left to infer)")
+            self.target = tuple(-1 if d < 0 else d for d in self.target)
 
     def out_shape(self, shape, target):
         return _fill(target, numel(shape), shape)

@@ -47,10 +47,13 @@ RUNTIME_SIZED = {
     "recurrent/packed_lstm_two_layers_bidirectional": "aten::_pack_padded_sequence",
     "recurrent/packed_gru_padded_to_the_input_length": "aten::_pack_padded_sequence",
     "recurrent/packed_rnn_last_state": "aten::_pack_padded_sequence",
+    "recurrent/pack_sequence_of_words": "aten::_pack_padded_sequence",
 }
 #: The runtime-sized fixtures whose outputs are of one size whatever the data (a packed
-#: sequence padded back to the input's length, or only its last states returned).
-SIZED_INSIDE = {"recurrent/packed_gru_padded_to_the_input_length", "recurrent/packed_rnn_last_state"}
+#: sequence padded back to the input's length, or only its last states returned, or its
+#: lengths fixed in the model).
+SIZED_INSIDE = {"recurrent/packed_gru_padded_to_the_input_length", "recurrent/packed_rnn_last_state",
+                "recurrent/pack_sequence_of_words"}
 
 
 def case_id(folder: Path) -> str:

@@ -419,3 +419,15 @@ def test_einsum_shapes_that_cannot_flow(equation, shapes, message):
 def test_malformed_einsum_equations_are_refused(equation):
     with pytest.raises(ValueError, match="bad einsum term"):
         EinsumEquation(equation)
+
+
+def test_eager_attention_fused_with_its_mask_runs_at_any_batch():
+    """Attention written out with an additive (N, 1, L, L) mask, fused by pnnx into
+    nn.MultiheadAttention: at a dynamic batch pnnx reshapes the mask to (-2, L, L), its -1
+    for the batch times the two heads; PyTorch's outputs at every saved batch."""
+    case = "eager_attention_fused_at_any_batch"
+    net = engine(case)
+    sets = [load_io(ATTENTION / case), *more_io(ATTENTION / case)]
+    assert len({x.shape[0] for (x, _), _ in sets}) == len(sets) > 2
+    for (x, mask), (want,) in sets:
+        assert_matches(net.forward(x, mask), want)

@@ -35,10 +35,18 @@ def shape_of(layer, *shapes):
 X = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
 
 
+def test_a_reshape_to_a_size_pnnx_computed_from_its_minus_one_infers_it():
+    """pnnx writes a dynamic batch as -1 and multiplies it by the heads: (bsz * heads, L, S)
+    becomes (-2, L, S). The one negative size is the size left, whatever it reads."""
+    reshape = make("Tensor.reshape", {"shape": [-2, 4, 5]})
+    assert shape_of(reshape, (3, 2, 4, 5)) == (6, 4, 5)
+    np.testing.assert_array_equal(run(reshape, X), X.reshape(-1, 4, 5))
+
+
 # -- bad params ----------------------------------------------------------------------------
 @pytest.mark.parametrize("op_type, params, n_in, match", [
     ("Tensor.reshape", {"shape": [2, -1, -1]}, 1, "at most one -1"),
-    ("Tensor.reshape", {"shape": [2, -3]}, 1, ">= -1"),
+    ("Tensor.reshape", {"shape": [-2, 3, -1]}, 1, "at most one -1"),
     ("Tensor.reshape", {}, 1, "needs a shape= param or a shape input"),
     ("Tensor.reshape", {"shape": [2, 3]}, 2, "takes one input"),
     ("Tensor.reshape", {"shape": "big"}, 1, "list of integers"),

@@ -158,6 +158,30 @@ class InGraphCausal(nn.Module):
         return self.attn(q, q, q, attn_mask=mask, need_weights=False)[0].permute(1, 0, 2)
 
 
+class EagerAttention(nn.Module):
+    """Attention written out as Hugging Face's eager path writes it, an additive (N, 1, L, L)
+    mask added to the scores: pnnx fuses it into ``nn.MultiheadAttention`` and, at a dynamic
+    batch, reshapes the mask to ``(-1 * heads, L, L)``, writing (-2, L, L)."""
+
+    def __init__(self, embed: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (nn.Linear(embed, embed) for _ in range(4))
+
+    def forward(self, x, mask):
+        batch, length, embed = x.shape
+        q, k, v = (f(x).view(batch, length, self.heads, -1).transpose(1, 2) for f in (self.q, self.k, self.v))
+        scores = torch.matmul(q, k.transpose(2, 3)) * (embed // self.heads) ** -0.5 + mask
+        return self.o(torch.matmul(scores.softmax(-1), v).transpose(1, 2).reshape(batch, length, embed))
+
+
+def padding_mask(batch, length, padded):
+    """An additive (N, 1, L, L) mask hiding the last ``padded`` keys."""
+    mask = torch.zeros(batch, 1, length, length)
+    mask[..., length - padded:] = -1e9
+    return mask
+
+
 def causal_mask(size):
     return nn.Transformer.generate_square_subsequent_mask(size)
 
@@ -324,4 +348,7 @@ CASES = [
         inputs2=(x(2, 5, 8), FLOAT_PADDING[:2]),
         check_trace=False,
     ),
+    Case("eager_attention_fused_at_any_batch", EagerAttention(), (x(2, 8, 16), padding_mask(2, 8, 3)),
+         inputs2=(x(3, 8, 16), padding_mask(3, 8, 2)), more_inputs=((x(3, 8, 16), padding_mask(3, 8, 2)),
+                                                                      (x(1, 8, 16), padding_mask(1, 8, 5)))),
 ]

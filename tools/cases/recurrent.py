@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tools.cases import Case, Fn
+from tools.cases import Case
 
 torch.manual_seed(0)
 
@@ -262,14 +262,7 @@ CASES = [
          inputs2=(x(3, 7, 8), x(1, 3, 6)), more_inputs=((x(3, 7, 8), x(1, 3, 6)),)),
     Case("lstm_shared_given_h0_c0", SharedWithState(nn.LSTM(8, 6, num_layers=2)),
          (x(5, 2, 8), x(2, 2, 6), x(2, 2, 6))),
-    Case("pad_sequence_batch_first",
-         Fn(lambda a: nn.utils.rnn.pad_sequence(list(a.split([5, 3, 5, 1])), batch_first=True, padding_value=-1.0)),
-         (x(14, 4),)),
-    Case("pad_sequence_left_time_major",
-         Fn(lambda a, b: (nn.utils.rnn.pad_sequence([a, b], padding_value=0.5, padding_side="left"),
-                          nn.utils.rnn.pad_sequence([b.long(), a.long()], batch_first=True, padding_side="left"))),
-         (x(2, 3, 2) * 3, x(4, 3, 2) * 3)),
-    Case("pack_sequence_of_words", CharacterWords([3, 5, 2, 4]), (x(14, 3),)),
+    Case("pack_sequence_of_words", CharacterWords([3, 5, 2, 4]), (x(14, 3),), more_inputs=((x(14, 3),),)),
     Case("packed_rnn_last_state", LastState(), (x(4, 5, 3), lengths(2, 5, 1, 4)), inputs2=(x(2, 8, 3), lengths(8, 3)),
          more_inputs=((x(4, 5, 3), lengths(5, 5, 5, 5)), (x(4, 5, 3), lengths(1, 1, 1, 1)))),
 ]

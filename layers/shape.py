@@ -620,9 +620,11 @@ class Repeat(_Targeted):
     key = "sizes"
     min_size = 0
     is_view = False
+    #: Whether fewer sizes than the rank repeat the trailing dims (``tile``) or are refused.
+    pad_sizes = False
 
     def out_shape(self, shape, target):
-        return _repeated(shape, target, pad_sizes=False)
+        return _repeated(shape, target, pad_sizes=self.pad_sizes)
 
     def compute(self, x, target, shape):
         return np.tile(x, target)
@@ -709,20 +711,13 @@ class Diag(Layer):
 
 
 @register("torch.tile")
-class Tile(_Targeted):
+class Tile(Repeat):
     """Like ``repeat``, but fewer ``dims`` than the rank repeat the trailing dims; the
     ``dims`` a param or an input computed from sizes (a position embedding tiled to the
     image, SAM 2's Hiera)."""
 
     key = "dims"
-    min_size = 0
-    is_view = False
-
-    def out_shape(self, shape, target):
-        return _repeated(shape, target, pad_sizes=True)
-
-    def compute(self, x, target, shape):
-        return np.tile(x, target)
+    pad_sizes = True
 
 
 # --------------------------------------------------------------------------------------

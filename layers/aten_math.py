@@ -70,7 +70,8 @@ class CountNonzero(_Aten):
 @register("aten::nansum", "aten::nanmean")
 class NanReduction(_Reducing):
     """``torch.nansum`` / ``torch.nanmean`` over ``dim``: NaNs count as absent (a mean of
-    none is NaN)."""
+    none is NaN). ``nansum`` of booleans or integers, which hold no NaN, is their int64 sum
+    (chronos counts the observed values of a series so)."""
 
     arity = 4
 
@@ -85,12 +86,16 @@ class NanReduction(_Reducing):
             raise params.error("a dtype (input 3) is not supported")
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        if self.type == "aten::nansum" and dtypes[0].kind in "biu":
+            return [np.dtype(np.int64)]
         if dtypes[0].kind != "f":
             raise ShapeMismatch(f"needs a floating point input, given {dtypes[0]}")
         return [dtypes[0]]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[0])
+        if x.dtype.kind in "biu":  # nansum: nothing to leave out
+            return [np.asarray(np.sum(x, axis=self.axes(x.ndim), keepdims=self.keepdim, dtype=np.int64))]
         reduce = np.nansum if self.type == "aten::nansum" else np.nanmean
         with np.errstate(invalid="ignore"), _quiet_empty_mean():
             y = reduce(x.astype(np.float64), axis=self.axes(x.ndim), keepdims=self.keepdim)

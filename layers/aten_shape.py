@@ -476,22 +476,47 @@ def _broadcast_shape(x: Shape, size: tuple[int, ...]) -> Shape:
 
 @register("aten::repeat_interleave")
 class AtenRepeatInterleave(RepeatInterleave):
-    """``x.repeat_interleave(repeats, dim, output_size)`` with constant repeats (a count, or
-    one per element) as TorchScript keeps it (diffusers' attention masks): each element
-    repeated along ``dim``, or over the flattened input without one."""
+    """``x.repeat_interleave(repeats, dim, output_size)`` as TorchScript keeps it (diffusers'
+    attention masks, a count per element computed in the graph): each element repeated along
+    ``dim``, or over the flattened input without one. ``torch.repeat_interleave(counts)``
+    (two inputs: the counts and ``output_size``) gives each index its count of times, as
+    torchani's neighbour triples are built."""
 
     def build(self, params: Params) -> None:
-        if self.num_inputs != 4:
-            raise params.error(f"takes 4 inputs (x, repeats, dim, output_size), given {self.num_inputs}")
-        repeats = constant_input(params, 1)
-        if repeats is NOT_CONSTANT:  # a count pnnx folded into a constant tensor
-            repeats = self.folded_counts(params, 1)
-        if isinstance(repeats, bool) or not isinstance(repeats, (int, tuple)) or min(_dims(repeats), default=0) < 0:
-            raise params.error("repeats (input 1) must be a constant count or list of counts >= 0")
+        if self.num_inputs not in (2, 4):
+            raise params.error(f"takes 4 inputs (x, repeats, dim, output_size), or 2 (repeats, output_size), "
+                               f"given {self.num_inputs}")
+        at = 0 if self.num_inputs == 2 else 1
+        repeats = constant_input(params, at)
+        if repeats is NOT_CONSTANT:  # counts pnnx folded into a constant tensor, or computed
+            repeats = self.folded_counts(params, at)
+            if repeats is None:
+                self.repeats_at = at
+        if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, (int, tuple))
+                                    or min(_dims(repeats), default=0) < 0):
+            raise params.error(f"repeats (input {at}) must be a count or list of counts >= 0")
         self.repeats = repeats
-        self.dim = constant_input(params, 2)
+        output_size = constant_input(params, self.num_inputs - 1)
+        if isinstance(output_size, int) and not isinstance(output_size, bool):
+            self.output_size = output_size
+        self.dim = None if self.num_inputs == 2 else constant_input(params, 2)
         if self.dim is not None and (isinstance(self.dim, bool) or not isinstance(self.dim, int)):
             raise params.error("dim (input 2) must be a constant int or None")
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if self.num_inputs == 4:
+            return super().infer(specs)
+        counts = specs[0]
+        if not isinstance(counts, TensorSpec) or len(counts.shape) != 1 or counts.dtype.kind not in "iu":
+            raise ShapeMismatch(f"repeat_interleave(repeats) takes a 1-d tensor of integer counts, "
+                                f"given {counts}")
+        return [self.repeated_spec(counts, None if self.repeats_at is None else counts)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        if self.num_inputs == 4:
+            return super().forward(inputs)
+        counts = np.asarray(inputs[0])
+        return [self.repeated(np.arange(counts.size, dtype=counts.dtype), inputs)]
 
 
 @register("aten::unsafe_chunk")

@@ -38,7 +38,7 @@ from graphexec.ir import Operator
 from graphexec.layers._samples import off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, ShapeMismatch, normalize_axis, numel
 from graphexec.layers.registry import register
-from graphexec.layers.specs import SequenceSpec, Shape, Spec, TensorSpec
+from graphexec.layers.specs import DynamicSpec, SequenceSpec, Shape, Spec, TensorSpec
 
 
 # --------------------------------------------------------------------------------------
@@ -633,30 +633,34 @@ class Repeat(_Targeted):
 @register("torch.repeat_interleave")
 class RepeatInterleave(Layer):
     """Each element repeated ``repeats`` times along ``dim`` (one count for all, or one per
-    element); with no ``dim`` the input is flattened first."""
+    element); with no ``dim`` the input is flattened first. Counts the graph computes size
+    the output only once they are known (docs/design/runtime-sizes.md)."""
 
     is_view = False
+    #: The input holding the counts where the model computes them; None where they are known.
+    repeats_at: int | None = None
+    #: The output's size along ``dim`` where the model states it (``output_size``), else None.
+    output_size: int | None = None
 
     def build(self, params: Params) -> None:
-        if "repeats" in self.input_names:  # a tensor: usable only when it is a constant of the file
-            self.repeats = self.folded_counts(params, self.input_names.index("repeats"))
+        if "repeats" in self.input_names:  # a tensor: a constant of the file, or computed
+            at = self.input_names.index("repeats")
+            self.repeats = self.folded_counts(params, at)
             if self.repeats is None:
-                raise params.error("repeats is a tensor computed while the model runs: the output's size would "
-                                   "depend on its values, which graphexec does not support (a constant works)")
+                self.repeats_at = at
         elif params.raw("repeats", None) is None:
             raise params.error("repeats must be a number or a list of numbers")
         else:
             raw = params.raw("repeats")
             self.repeats = params.int("repeats") if isinstance(raw, int) else params.ints("repeats")
-        if min(np.atleast_1d(self.repeats), default=0) < 0:
+        if self.repeats is not None and min(np.atleast_1d(self.repeats), default=0) < 0:
             raise params.error(f"repeats={self.repeats} must not be negative")
         self.dim = None if params.raw("dim", None) is None else params.int("dim")
 
     @staticmethod
     def folded_counts(params: Params, index: int) -> int | tuple[int, ...] | None:
         """The counts of input ``index`` when pnnx folded them into a constant tensor
-        (``pnnx.Attribute``), else None: counts computed while the model runs would make the
-        output's shape depend on data."""
+        (``pnnx.Attribute``), else None: they are computed while the model runs."""
         producer = params.op.inputs[index].producer
         data = producer.attrs.get("data") if producer is not None and producer.type == "pnnx.Attribute" else None
         if data is None or data.data is None or data.data.dtype.kind not in "iu" or data.data.ndim > 1:
@@ -664,25 +668,69 @@ class RepeatInterleave(Layer):
         counts = data.data.reshape(-1)
         return int(counts[0]) if data.data.ndim == 0 else tuple(int(c) for c in counts)
 
-    def infer_shapes(self, shapes):
-        self.expect_inputs(shapes, self.num_inputs)
-        shape = (numel(shapes[0]),) if self.dim is None else tuple(shapes[0])
-        axis = normalize_axis(0 if self.dim is None else self.dim, len(shape))
-        if isinstance(self.repeats, int):
-            size = shape[axis] * self.repeats
-        elif len(self.repeats) in (1, shape[axis]):
-            size = sum(self.repeats) if len(self.repeats) == shape[axis] else shape[axis] * self.repeats[0]
+    def _along(self, shape: Shape) -> tuple[Shape, int]:
+        """The shape repeated (flattened without a ``dim``) and the axis repeated along."""
+        shape = (numel(shape),) if self.dim is None else tuple(shape)
+        return shape, normalize_axis(0 if self.dim is None else self.dim, len(shape))
+
+    def _out_shape(self, shape: Shape, repeats: int | Sequence[int]) -> Shape:
+        shape, axis = self._along(shape)
+        if isinstance(repeats, int):
+            size = shape[axis] * repeats
+        elif len(repeats) in (1, shape[axis]):
+            size = sum(repeats) if len(repeats) == shape[axis] else shape[axis] * repeats[0]
         else:
-            raise ShapeMismatch(
-                f"{len(self.repeats)} repeats for {shape[axis]} elements along dim {self.dim}"
-            )
-        return [shape[:axis] + (size,) + shape[axis + 1:]]
+            raise ShapeMismatch(f"{len(repeats)} repeats for {shape[axis]} elements along dim {self.dim}")
+        if self.output_size is not None and size != self.output_size:
+            raise ShapeMismatch(f"the repeats give {size} elements along dim {self.dim}, "
+                                f"output_size says {self.output_size}")
+        return shape[:axis] + (size,) + shape[axis + 1:]
+
+    def repeated_spec(self, x: Spec, counts: Spec | None) -> Spec:
+        """The output's spec for input ``x`` and, where the model computes them, ``counts``."""
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"repeat_interleave repeats a tensor, given {x}")
+        repeats = self.repeats
+        if counts is not None:
+            if not isinstance(counts, TensorSpec) or counts.dtype.kind not in "iu" or len(counts.shape) > 1:
+                raise ShapeMismatch(f"repeats must be a tensor of integers of at most one dim, "
+                                    f"given {counts}")
+            known = known_ints(counts)
+            repeats = known if known is None or counts.shape else known[0]
+            if repeats is None:
+                shape, axis = self._along(x.shape)
+                if counts.shape and counts.shape[0] not in (1, shape[axis]):
+                    raise ShapeMismatch(f"{counts.shape[0]} repeats for {shape[axis]} elements "
+                                        f"along dim {self.dim}")
+                out = shape[:axis] + (self.output_size,) + shape[axis + 1:]
+                return DynamicSpec(out, x.dtype) if self.output_size is None else TensorSpec(out, x.dtype)
+        return TensorSpec(self._out_shape(x.shape, repeats), x.dtype)  # type: ignore[arg-type]
+
+    def repeated(self, x: np.ndarray, inputs: list[Any]) -> np.ndarray:
+        """``x`` repeated by the known counts, or by those the model computed (in ``inputs``)."""
+        repeats = self.repeats
+        if self.repeats_at is not None:
+            counts = np.asarray(inputs[self.repeats_at])
+            if counts.dtype.kind not in "iu" or counts.ndim > 1 or (counts.size and counts.min() < 0):
+                raise ShapeMismatch(f"repeats must be integers >= 0 in at most one dim, the run gave "
+                                    f"{counts.dtype} {counts.shape}")
+            repeats = int(counts.reshape(())) if counts.ndim == 0 else tuple(counts.tolist())
+            self._out_shape(x.shape, repeats)  # the counts fit the input, and output_size
+        if self.dim is None:
+            return np.repeat(x.reshape(-1), repeats)
+        return np.repeat(x, repeats, axis=normalize_axis(self.dim, x.ndim))
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, self.num_inputs)
+        return [self.repeated_spec(specs[0], None if self.repeats_at is None else specs[self.repeats_at])]
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if self.repeats is None:
+            raise ShapeMismatch("the counts are computed while the model runs: only the run sizes the output")
+        return [self._out_shape(shapes[0], self.repeats)]
 
     def forward(self, inputs):
-        x = np.asarray(inputs[0])
-        if self.dim is None:
-            return [np.repeat(x.reshape(-1), self.repeats)]
-        return [np.repeat(x, self.repeats, axis=normalize_axis(self.dim, x.ndim))]
+        return [self.repeated(np.asarray(inputs[0]), inputs)]
 
 
 @register("torch.diag")

@@ -37,6 +37,8 @@ RUNTIME_SIZED = {
     "dynamic/nonzero": "aten::nonzero",
     "dynamic/nonzero_as_tuple": "aten::nonzero_numpy",
     "dynamic/nonzero_of_a_scalar": "aten::nonzero",
+    "dynamic/repeat_interleave_by_computed_counts": "torch.repeat_interleave",
+    "dynamic/repeat_interleave_indices_of_counts": "aten::repeat_interleave",
     "dynamic/slice_to_a_computed_end": "Tensor.slice",
     "dynamic/unique_consecutive": "aten::unique_consecutive",
     "dynamic/unique_dim": "aten::unique_dim",

@@ -11,7 +11,7 @@ from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.registry import lookup
 from graphexec.layers._expr import ScalarSpec
 from graphexec.layers.specs import DynamicSpec, SequenceSpec, TensorSpec
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from graphexec.errors import LayerConfigError
@@ -722,6 +722,7 @@ def test_matrix_exp_of_a_symmetric_matrix_is_its_eigenvalues_exponentiated(n, sc
     a = rng.standard_normal((2, n, n))
     s = (a + a.transpose(0, 2, 1)) * np.array([scale / n, 1e-3])[:, None, None]
     values, vectors = np.linalg.eigh(s)
+    assume(values.max() < 700)  # e^l finite in float64, so the comparison can fail
     want = vectors @ (np.exp(values)[..., None] * vectors.transpose(0, 2, 1))
     (got,) = aten("aten::linalg_matrix_exp").forward([s])
     np.testing.assert_allclose(got, want, rtol=1e-9 * max(1.0, scale), atol=1e-12 * np.abs(want).max())

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from graphexec.layers.base import ShapeMismatch
 from graphexec.layers.registry import lookup
-from graphexec.layers.specs import SequenceSpec, TensorSpec
+from graphexec.layers.specs import DynamicSpec, SequenceSpec, TensorSpec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -266,7 +266,7 @@ def test_inferred_shape_is_the_computed_shape(shape, data):
         assert got.dtype == np.float32
 
 
-def test_repeat_interleave_counts_from_a_tensor_only_when_the_file_holds_them():
+def test_repeat_interleave_counts_size_the_output_before_the_run_only_when_the_file_holds_them():
     graph = Graph()
     graph.add_operator("pnnx.Attribute", "counts", [], ["r"], {}, {"data": Attribute.from_array(np.array([2, 0, 1]))})
     op = graph.add_operator("torch.repeat_interleave", "op", ["x", "r"], ["y"], {"dim": 0})
@@ -274,10 +274,31 @@ def test_repeat_interleave_counts_from_a_tensor_only_when_the_file_holds_them():
     layer = lookup("torch.repeat_interleave")(op)
     (y,) = layer.forward([np.array([5, 6, 7]), None])
     assert y.tolist() == [5, 5, 7] and layer.infer_shapes([(3,), (3,)]) == [(3,)]
-    computed = graph.add_operator("torch.repeat_interleave", "op2", ["x", "x"], ["z"], {"dim": 0})
+    computed = graph.add_operator("torch.repeat_interleave", "op2", ["x", "n"], ["z"], {"dim": 0})
     computed.input_names = ["input", "repeats"]
-    with pytest.raises(LayerConfigError, match="output's size would depend on its values"):
-        lookup("torch.repeat_interleave")(computed)
+    layer = lookup("torch.repeat_interleave")(computed)
+    x, counts = TensorSpec((3, 2), np.float32), TensorSpec((3,), np.int64)
+    assert layer.infer([x, counts]) == [DynamicSpec((None, 2), np.float32)]
+    rows = np.arange(6, dtype=np.float32).reshape(3, 2)
+    (z,) = layer.forward([rows, np.array([0, 3, 1])])
+    np.testing.assert_array_equal(z, rows[[1, 1, 1, 2]])
+    assert layer.forward([rows, np.array([2])])[0].shape == (6, 2)  # one count for every row
+    with pytest.raises(ShapeMismatch, match="2 repeats for 3 elements"):
+        layer.infer([x, TensorSpec((2,), np.int64)])
+    with pytest.raises(ShapeMismatch, match="integers >= 0"):
+        layer.forward([rows, np.array([1, -1, 1])])
+    with pytest.raises(ShapeMismatch, match="integers"):
+        layer.infer([x, TensorSpec((3,), np.float32)])
+
+
+def test_aten_repeat_interleave_of_counts_alone_repeats_each_index():
+    graph = Graph()
+    op = graph.add_operator("aten::repeat_interleave", "op", ["n", "size"], ["y"], {})
+    layer = lookup("aten::repeat_interleave")(op)
+    specs = [TensorSpec((4,), np.int32), TensorSpec((), np.int64)]
+    assert layer.infer(specs) == [DynamicSpec((None,), np.int32)]
+    (y,) = layer.forward([np.array([2, 0, 3, 1], dtype=np.int32), None])
+    assert y.dtype == np.int32 and y.tolist() == [0, 0, 2, 2, 2, 3]
 
 
 def test_as_strided_views_the_row_major_elements_within_bounds():

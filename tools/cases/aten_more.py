@@ -112,6 +112,11 @@ CASES = [
          Fn(lambda a: (torch.count_nonzero(a > 0, dim=1), torch.count_nonzero(a),
                        torch.nansum(torch.log(a), 1), torch.nanmean(torch.log(a), (0, 1), keepdim=True))),
          (x(3, 4, 5),)),
+    Case("nansum_of_an_observed_mask",  # chronos' scaling: the count of the values that are not NaN
+         Fn(lambda a: (torch.nansum(~torch.isnan(a), dim=-1),
+                       torch.nansum(a.abs(), -1) / torch.nansum(~a.isnan(), -1),
+                       torch.nansum((a > 0).int(), (0, 1), keepdim=True))),
+         (torch.where(x(2, 3, 8) > 1.0, float("nan"), x(2, 3, 8)),)),
     Case("logcumsumexp_trapezoid", Fn(lambda a: (torch.logcumsumexp(a * 30, 1), torch.trapezoid(a, dx=0.5, dim=0))),
          (x(4, 6),)),
     Case("cov_pdist", Fn(lambda a: (torch.cov(a), torch.cov(a, correction=0), F.pdist(a), F.pdist(a, p=1.0))),

@@ -133,4 +133,14 @@ CASES = [
     Case("bincount_to_a_computed_minlength", Fn(lambda x, i: torch.bincount(i, minlength=x.shape[0]) * 2),
          (_x(77, 6), _ints(78, 5)), inputs2=(_x(79, 9), _ints(80, 7)),
          more_inputs=((_x(81, 4), _ints(82, 7, high=8)), (_x(83, 3), torch.zeros(0, dtype=torch.int64)))),
+    # counts computed in the graph: rows repeated by a count each, and by their total
+    Case("repeat_interleave_by_computed_counts",
+         Fn(lambda x, n: (x.repeat_interleave(n, dim=0) * 2, x.repeat_interleave(n[:1], dim=1),
+                          x.repeat_interleave(n.sum()))),
+         (_x(84, 4, 3), _ints(85, 4)),
+         more_inputs=((_x(86, 4, 3), torch.zeros(4, dtype=torch.int64)),
+                      (_x(87, 4, 3), _ints(88, 4, high=9)))),
+    # torch.repeat_interleave(counts): each index its count of times, as torchani pairs atoms
+    Case("repeat_interleave_indices_of_counts", Fn(lambda n: torch.repeat_interleave(n * (n - 1) // 2) + 1),
+         (_ints(89, 5),), more_inputs=((_ints(90, 5, high=2),), (_ints(91, 5, high=8),))),
 ]

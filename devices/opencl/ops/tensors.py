@@ -191,6 +191,8 @@ class RepeatInterleaveOp(Op):
     float_only = False
 
     def check(self, layer):
+        if layer.repeats is None:
+            return "counts the graph computes are left to the CPU"
         if not isinstance(layer.repeats, int) and len(layer.repeats) != 1:
             return "a count per element is left to the CPU"
         return None

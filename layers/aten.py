@@ -123,9 +123,16 @@ class _Aten(Layer):
 @register("aten::tril", "aten::triu")
 class Triangle(_Aten):
     """The lower (tril) or upper (triu) triangle of the last two dims, the rest zeroed;
-    ``diagonal`` shifts the edge (positive: above the main diagonal)."""
+    ``diagonal`` shifts the edge (positive: above the main diagonal). A third input is the
+    ``out=`` tensor (``torch.tril(m, out=m)``, espnet's subsequent mask): the trace has every
+    later read of it take this operator's output, so it is not read."""
 
     arity = 2
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs not in (2, 3):
+            raise params.error(f"takes 2 inputs (x, diagonal) or 3 (x, diagonal, out), "
+                               f"given {self.num_inputs}")
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
         if len(shapes[0]) < 2:

@@ -60,6 +60,25 @@ def converted_from_onnx(op: Operator) -> bool:
     return False
 
 
+@register("aten::IntImplicit")
+class IntImplicit(Layer):
+    """TorchScript's implicit conversion of a one-element tensor to an int (a scripted
+    function's tensor used as a slice bound): ``int(@0)``, as an expression computes it, its
+    value known to inference where the tensor's is."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 1:
+            raise params.error(f"takes 1 input, given {self.num_inputs}")
+        self.tree = _expr.parse("int(@0)", 1)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        self.expect_inputs(specs, 1)
+        return [_expr.infer(self.tree, specs)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        return [_expr.to_output(_expr.evaluate(self.tree, inputs))]
+
+
 @register("pnnx.Expression")
 class Expression(Layer):
     """Evaluates ``expr`` (``add(@0,mul(@1,2))``) over the inputs with PyTorch's semantics.

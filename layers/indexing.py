@@ -515,7 +515,8 @@ class ScatterAdd(Layer):
 @register("Tensor.masked_fill")
 class MaskedFill(Layer):
     """``x.masked_fill(mask, value)``: ``value`` (a param, or a one-element input) where the
-    bool mask (broadcast to x's shape) is set; the dtype stays x's."""
+    bool mask is set; the dtype stays x's. Out of place, x and the mask broadcast together
+    (a (N, 1, L) input filled by an (L, L) causal mask gives (N, L, L))."""
 
     def build(self, params: Params) -> None:
         self.value_input = params.input_for("value")
@@ -527,14 +528,13 @@ class MaskedFill(Layer):
         self.expect_inputs(shapes, 2 if self.value_input is None else 3)
         shape, mask = shapes[0], shapes[1]
         try:
-            fits = np.broadcast_shapes(shape, mask) == tuple(shape)
+            out = tuple(np.broadcast_shapes(shape, mask))
         except ValueError:
-            fits = False
-        if not fits:
-            raise ShapeMismatch(f"mask of shape {mask} does not broadcast to the input's shape {shape}")
+            raise ShapeMismatch(f"mask of shape {mask} does not broadcast with "
+                                f"the input's shape {shape}") from None
         if self.value_input is not None and int(np.prod(shapes[self.value_input])) != 1:
             raise ShapeMismatch(f"value should be one number, given shape {shapes[self.value_input]}")
-        return [shape]
+        return [out]
 
     def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
         if dtypes[1] != np.dtype(bool):

@@ -67,8 +67,8 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _linear(x: np.ndarray, weight_t: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     """``x @ weight_t + bias`` over the last dim of ``x``, as one 2-D matmul."""
-    if x.ndim > 2:
-        out = np.matmul(x.reshape(-1, x.shape[-1]), weight_t)
+    if x.ndim > 2:  # rows counted, not -1: a row of no features (in_features=0) has no size to divide
+        out = np.matmul(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), weight_t)
         out = out.reshape(x.shape[:-1] + weight_t.shape[1:])
     else:
         out = _matmul(x, weight_t)
@@ -127,7 +127,8 @@ class Linear(_Product):
         if x.dtype != np.float32 or out.dtype != np.float32 or x.ndim < 2:
             super().forward_into(inputs, outputs)
             return
-        np.matmul(x.reshape(-1, x.shape[-1]), self.weight_t, out=out.reshape(-1, out.shape[-1]))
+        rows = math.prod(x.shape[:-1])
+        np.matmul(x.reshape(rows, x.shape[-1]), self.weight_t, out=out.reshape(rows, out.shape[-1]))
         if self.bias is not None:
             out += self.bias
 

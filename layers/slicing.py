@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.layers._expr import ScalarSpec
 from graphexec.layers._samples import all_rows, off_rows, rows_kept
 from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis
 from graphexec.layers.registry import register
@@ -673,7 +674,11 @@ class Select(Layer):
     An ONNX model's ``Gather`` of constant indices (``x[:, [2, 1, 0]]``, a channel swap)
     comes from pnnx as a select of a list, ``index=(2,1,0)``: those items, the dim kept. Of
     one index (``x[:, [-2]]``) pnnx writes the number alone, but annotates the output with
-    the input's rank, which no true select has: the dim is kept there too."""
+    the input's rank, which no true select has: the dim is kept there too.
+
+    A one-element constant tensor pnnx also writes as its number, as the select's ``input``
+    param with no operand (``n_channels[0]`` of coqui's ``torch.IntTensor([h])``): the select
+    reads that element."""
 
     is_view = True
 
@@ -682,14 +687,37 @@ class Select(Layer):
         self.index_input = params.input_for("index")
         self.picks = params.ints("index") if isinstance(params.raw("index", None), list) else None
         self.index = params.int("index") if self.index_input is None and self.picks is None else None
-        written, read = params.op.outputs[0].shape if params.op.outputs else None, params.op.inputs[0].shape
+        #: The tensor pnnx wrote as the number or list of the ``input`` param, else None.
+        self.constant = None if self.num_inputs else self._written(params)
+        read = params.op.inputs[0].shape if self.constant is None else self.constant.shape
+        written = params.op.outputs[0].shape if params.op.outputs else None
         if self.index is not None and written is not None and read is not None and len(written) == len(read):
             self.picks, self.index = (self.index,), None
 
+    @staticmethod
+    def _written(params: Params) -> np.ndarray:
+        value = params.raw("input", None)
+        if isinstance(value, bool) or not isinstance(value, (int, float, list)):
+            raise params.error(f"has no input to select from (input={value!r})")
+        return np.atleast_1d(np.asarray(value, dtype=np.int64 if isinstance(value, int) else None))
+
     def batchwise(self, inputs, outputs) -> bool:
-        return self.index_input is None and rows_kept(inputs, outputs) and off_rows([self.dim], len(inputs[0].shape))
+        return (self.index_input is None and self.constant is None and rows_kept(inputs, outputs)
+                and off_rows([self.dim], len(inputs[0].shape)))
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        out = super().infer(specs)
+        if self.constant is not None and self.index_input is None and math.prod(out[0].shape) == 1:
+            (value,) = self.forward([])  # an element of a constant: known before the run (a slice bound)
+            return [ScalarSpec(value.shape, value.dtype, value.item())]
+        return out
+
+    def infer_dtypes(self, dtypes: list[np.dtype]) -> list[np.dtype]:
+        return [self.constant.dtype] if self.constant is not None else super().infer_dtypes(dtypes)
 
     def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        if self.constant is not None:
+            shapes = [self.constant.shape, *shapes]
         self.expect_inputs(shapes, 1 if self.index_input is None else 2)
         shape = shapes[0]
         axis = _axis(self.dim, len(shape))
@@ -701,7 +729,7 @@ class Select(Layer):
         return [shape[:axis] + shape[axis + 1:]]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        x = inputs[0]
+        x = inputs[0] if self.constant is None else self.constant.copy()  # a view of it is the output
         if self.picks is not None:
             return [np.take(x, self.picks, axis=_axis(self.dim, x.ndim))]
         index = self.index if self.index_input is None else scalar_int(inputs[self.index_input], "index")

@@ -300,15 +300,16 @@ class Angle(_Elementwise):
         return [np.angle(x).astype(self.out_dtype(x.dtype))]
 
 
-@register("aten::_conj", "aten::conj_physical", "aten::resolve_conj")
+@register("aten::_conj", "aten::conj_physical", "aten::resolve_conj", "aten::resolve_neg")
 class Conjugate(_Elementwise):
     """``torch.conj`` (lazy in PyTorch, traced as ``aten::_conj``) and ``conj_physical``;
-    ``resolve_conj`` only makes such a lazy conjugate real, so it passes the values through.
-    A real tensor is its own conjugate."""
+    ``resolve_conj`` and ``resolve_neg`` only make a lazy conjugate or negation real (a
+    ``tensor.tolist()`` traces both), so they pass the values through. A real tensor is its
+    own conjugate."""
 
     def build(self, params: Params) -> None:
         super().build(params)
-        self.conjugates = self.type != "aten::resolve_conj"
+        self.conjugates = self.type not in ("aten::resolve_conj", "aten::resolve_neg")
 
     def out_dtype(self, dtype: np.dtype) -> np.dtype:
         return dtype

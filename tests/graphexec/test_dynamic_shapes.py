@@ -94,6 +94,25 @@ def test_sizes_computed_from_the_image_follow_it(case):
                 np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{case} at {x.shape}")
 
 
+@pytest.mark.parametrize("case", ["aten_more/tril_into_itself_as_a_causal_mask",
+                                  "aten_more/resolve_neg_of_sizes_made_a_list",
+                                  "aten_more/int_implicit_of_a_scripted_count",
+                                  "linear/linear_of_no_features"])
+def test_values_computed_from_sizes_follow_them(case):
+    """A causal mask sized by the input and filled into it, a size made a list, a scripted
+    count as a slice bound, a batch through a linear of no features: PyTorch's outputs at
+    every saved shape, one engine."""
+    folder = OPS / case
+    sets = [load_io(folder), *more_io(folder)]
+    assert len({tuple(x.shape for x in ins) for ins, _ in sets}) == len(sets) > 1
+    with Engine.load(folder / "model.pnnx.param") as engine:
+        for ins, want in sets:
+            got = engine.forward(*ins)
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want, strict=True):
+                assert g.shape == w.shape
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{case} at {ins[0].shape}")
+
+
 @pytest.mark.parametrize("shape", [(1, 2, 5, 7), (2, 2, 6, 5), (1, 2, 12, 9)])
 def test_a_crop_to_sizes_of_the_input_follows_them(shape):
     """A dynamic export's crop back to the input's size after a pad to a window multiple:

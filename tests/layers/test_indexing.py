@@ -343,8 +343,17 @@ def test_masked_fill_refusals():
     layer = make("Tensor.masked_fill", {"value": 1.0}, inputs=2)
     with pytest.raises(ShapeMismatch, match="mask should be bool"):
         layer.infer([spec((2, 3)), spec((2, 3), np.float32)])
-    with pytest.raises(ShapeMismatch, match="does not broadcast to the input's shape"):
-        layer.infer([spec((2, 3)), spec((4, 2, 3), bool)])
+    with pytest.raises(ShapeMismatch, match="does not broadcast with the input's shape"):
+        layer.infer([spec((2, 3)), spec((3, 2), bool)])
+
+
+def test_masked_fill_out_of_place_broadcasts_the_input_with_the_mask():
+    layer = make("Tensor.masked_fill", {"value": 0.0}, inputs=2)
+    rows = np.arange(6, dtype=np.float32).reshape(2, 1, 3)
+    causal = np.triu(np.ones((3, 3), bool), 1)
+    assert layer.infer([spec((2, 1, 3)), spec((3, 3), bool)]) == [spec((2, 3, 3))]
+    (got,) = layer.forward([rows, causal])
+    np.testing.assert_array_equal(got, np.where(causal, 0, np.broadcast_to(rows, (2, 3, 3))))
     with pytest.raises(LayerConfigError, match="should be a number"):
         make("Tensor.masked_fill", {"value": "x"}, inputs=2)
 

@@ -88,6 +88,45 @@ def as_strided_computed(a):
             torch.as_strided(a, (2, n), (1, m - 1)))
 
 
+class CausalMaskInPlace(torch.nn.Module):
+    """espnet's subsequent mask: ``torch.tril(m, out=m)`` of ones sized by the input, then a
+    fill that broadcasts the (B, 1, T) input with the (T, T) mask."""
+
+    def forward(self, x):
+        n = x.size(1)
+        m = torch.ones(n, n, dtype=torch.bool)
+        torch.tril(m, out=m)
+        return x.unsqueeze(1).masked_fill(~m, 0.0)
+
+
+class SizesAsAList(torch.nn.Module):
+    """``tensor.tolist()`` of a size-derived tensor (espnet's pad mask): the trace keeps an
+    ``aten::resolve_conj`` and an ``aten::resolve_neg`` in front of it."""
+
+    def forward(self, x):
+        n = (x.shape[1] // 2 + 1) * torch.ones(1, dtype=torch.long)
+        n.tolist()
+        return x * n
+
+
+@torch.jit.script
+def _scripted_gate(a: torch.Tensor, n_channels: torch.Tensor) -> torch.Tensor:
+    n = n_channels[0]
+    return torch.tanh(a[:, :n]) * torch.sigmoid(a[:, n:])
+
+
+class ScriptedGate(torch.nn.Module):
+    """coqui's WaveNet gate, scripted: the channel count, a one-element tensor, becomes a
+    slice bound through ``aten::IntImplicit``."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(4, 6, 3, padding=1)
+
+    def forward(self, x):
+        return _scripted_gate(self.conv(x), torch.IntTensor([3]))
+
+
 CASES = [
     Case("index_add_copy_fill",
          Fn(lambda a, i, s: (a.index_add(0, i, s, alpha=2), a.index_copy(0, i[:2], s[:2]),
@@ -117,6 +156,12 @@ CASES = [
                        torch.nansum(a.abs(), -1) / torch.nansum(~a.isnan(), -1),
                        torch.nansum((a > 0).int(), (0, 1), keepdim=True))),
          (torch.where(x(2, 3, 8) > 1.0, float("nan"), x(2, 3, 8)),)),
+    Case("tril_into_itself_as_a_causal_mask", CausalMaskInPlace(), (x(2, 5),), inputs2=(x(2, 7),),
+         more_inputs=((x(3, 7),), (x(1, 4),))),
+    Case("resolve_neg_of_sizes_made_a_list", SizesAsAList(), (x(2, 6),), inputs2=(x(2, 9),),
+         more_inputs=((x(3, 9),), (x(1, 4),))),
+    Case("int_implicit_of_a_scripted_count", ScriptedGate().eval(), (x(1, 4, 10),), inputs2=(x(1, 4, 14),),
+         more_inputs=((x(2, 4, 14),), (x(1, 4, 3),))),
     Case("logcumsumexp_trapezoid", Fn(lambda a: (torch.logcumsumexp(a * 30, 1), torch.trapezoid(a, dx=0.5, dim=0))),
          (x(4, 6),)),
     Case("cov_pdist", Fn(lambda a: (torch.cov(a), torch.cov(a, correction=0), F.pdist(a), F.pdist(a, p=1.0))),

@@ -20,6 +20,19 @@ def matmul(a, b):
     return torch.matmul(a, b)
 
 
+class NoFeatures(nn.Module):
+    """A squeeze-excitation whose bottleneck is 4 // 8 = 0 wide (coqui's ResNet speaker
+    encoder at small widths): a linear of no features gives its bias alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Sequential(nn.Linear(4, 0), nn.ReLU(), nn.Linear(0, 4), nn.Sigmoid())
+        nn.init.normal_(self.fc[2].bias)
+
+    def forward(self, a):
+        return a * self.fc(a.mean((2, 3))).view(a.shape[0], 4, 1, 1)
+
+
 CASES = [
     Case("linear_3d", nn.Linear(4, 5), (x(2, 3, 4),)),
     Case("linear_2d", nn.Linear(6, 3), (x(4, 6),)),
@@ -64,6 +77,8 @@ CASES = [
     Case("einsum_implicit", Fn(lambda a, b: torch.einsum("ij,jk", a, b)), (x(3, 4), x(4, 2))),
     Case("einsum_three_operands", Fn(lambda a, b, c: torch.einsum("ij,jk,kl->il", a, b, c)),
          (x(2, 3), x(3, 4), x(4, 5))),
+    Case("linear_of_no_features", NoFeatures().eval(), (x(2, 4, 5, 5),), inputs2=(x(3, 4, 6, 6),),
+         more_inputs=((x(3, 4, 6, 6),),)),
     Case("cross", Fn(lambda a, b: torch.cross(a, b, dim=-1)), (x(2, 4, 3), x(1, 4, 3))),
     Case("cross_dim0", Fn(lambda a, b: torch.cross(a, b, dim=0)), (x(3, 5), x(3, 5))),
 ]

@@ -94,6 +94,20 @@ def _window_crop(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return padded[:, :, :h, :w], x[:, :, :h - 1, :w - 2] + 1
 
 
+class WaveNetGate(nn.Module):
+    """coqui's WaveNet gate: its channel count a one-element tensor, ``n_channels[0]`` a
+    slice bound; pnnx writes the tensor as the select's number, with no operand."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 6, 3, padding=1)
+
+    def forward(self, x):
+        a, n_channels = self.conv(x), torch.IntTensor([3])
+        n = n_channels[0]
+        return torch.tanh(a[:, :n]) * torch.sigmoid(a[:, n:])
+
+
 CASES = [
     Case("slice_to_sizes_of_the_input", Fn(_window_crop), (torch.randn(1, 2, 5, 7),), inputs2=(torch.randn(2, 2, 9, 6),)),
     Case("split_by_sizes_of_the_input",
@@ -135,6 +149,7 @@ CASES = [
     Case("channel_shuffle_by_view", ShuffleByView(), (r(1, 6, 2, 3),)),
     Case("cat_dense_joins", DenseJoins().eval(), (r(1, 3, 6, 5),)),
     Case("cat_dense_joins_batch2", DenseJoins().eval(), (r(2, 3, 6, 5),)),
+    Case("select_of_a_one_element_constant", WaveNetGate().eval(), (r(1, 4, 10),)),
     Case("slice_scatter_step", Fn(lambda a, b: torch.slice_scatter(a, b, dim=1, start=1, end=7, step=2)),
          (r(3, 8), r(3, 3))),
     Case("slice_scatter_defaults_and_negative_dim",

@@ -328,6 +328,8 @@ class ViewOp(Op):
     def check(self, layer):
         if _runtime_bound(layer):
             return "its bounds or target are runtime values, known on the host only"
+        if isinstance(layer, slicing.Select) and layer.constant is not None:
+            return "an element of a number the file holds is a host value"
         return None
 
     def check_shapes(self, layer, specs):

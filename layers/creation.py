@@ -106,6 +106,40 @@ def _sized(spec: Spec, what: str, dtype: np.dtype) -> Spec:
     return DynamicSpec(entries, dtype, tuple(entries))
 
 
+_FILLS = {"zeros": 0, "ones": 1, "empty": 0}
+
+
+class _Filling(Layer):
+    """Reads the value a creation fills with: 0 or 1 by its name, else ``fill_value``, a
+    number or, in a dynamic export, an input (``torch.full_like(i, x.shape[1])``, as
+    PointNet++'s ball query marks the points out of reach)."""
+
+    def read_fill(self, params: Params, kind: str) -> None:
+        #: The input holding the fill value, or None where it is :attr:`fill`.
+        self.fill_at = None
+        self.fill: bool | int | float | None = _FILLS.get(kind)
+        if kind != "full":
+            return
+        if not params.has("fill_value") and "fill_value" in self.input_names:
+            self.fill_at, self.fill = self.input_names.index("fill_value"), None
+            return
+        self.fill = params.raw("fill_value")
+        if not isinstance(self.fill, (bool, int, float)):
+            raise params.error(f"fill_value={self.fill!r} must be a number")
+
+    def fill_dtype(self, values: list[Any]) -> np.dtype:
+        """torch's dtype for the fill value when none is given: bool, int64, else float32
+        (``values``: the inputs, or their specs, where an input holds it)."""
+        fill = values[self.fill_at] if self.fill_at is not None else self.fill
+        kind = fill.dtype.kind if hasattr(fill, "dtype") else np.asarray(fill).dtype.kind
+        return np.dtype(np.bool_ if kind == "b" else np.int64 if kind in "iu" else np.float32)
+
+    def runtime_fill(self, inputs: list[Any]) -> bool | int | float:
+        if self.fill_at is None:
+            return self.fill  # type: ignore[return-value]
+        return _number(inputs[self.fill_at])
+
+
 class _Sized(Layer):
     """Reads ``size`` from a param or from the ``$size`` input (a list of scalars)."""
 
@@ -125,51 +159,32 @@ class _Sized(Layer):
         return self.size if self.size is not None else runtime_ints(inputs[self.size_at], "size")  # type: ignore[index]
 
 
-_FILLS = {"zeros": 0, "ones": 1, "empty": 0}
-
-
-def _fill_of(params: Params, kind: str) -> float:
-    if kind == "full":
-        value = params.raw("fill_value")
-        if not isinstance(value, (bool, int, float)):
-            raise params.error(f"fill_value={value!r} must be a number")
-        return value
-    return _FILLS[kind]
-
-
-def _default_dtype(fill: float) -> np.dtype:
-    """torch's dtype for a fill value when none is given: bool, int64, else float32."""
-    if isinstance(fill, bool):
-        return np.dtype(np.bool_)
-    return np.dtype(np.int64) if isinstance(fill, int) else np.dtype(np.float32)
-
-
 @register("torch.zeros", "torch.ones", "torch.full", "torch.empty")
-class Filled(_Sized):
+class Filled(_Sized, _Filling):
     """``torch.zeros/ones/full/empty(size)``; ``empty`` gives zeros (its content is unspecified)."""
 
     def build(self, params: Params) -> None:
         kind = self.type.split(".")[1]
-        self.fill = _fill_of(params, kind)
+        self.read_fill(params, kind)
         self.read_size(params)
         given = _dtype_param(params)
-        self.dtype = given if given is not None else (
-            np.dtype(np.float32) if kind != "full" else _default_dtype(self.fill))
+        self.dtype = given if given is not None or kind == "full" else np.dtype(np.float32)
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        return [self.sized(specs, self.dtype)]
+        return [self.sized(specs, self.dtype or self.fill_dtype(specs))]
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        return [np.full(self.runtime_size(inputs), self.fill, dtype=self.dtype)]
+        dtype = self.dtype or self.fill_dtype(inputs)
+        return [np.full(self.runtime_size(inputs), self.runtime_fill(inputs), dtype=dtype)]
 
 
 @register("Tensor.new_zeros", "Tensor.new_ones", "Tensor.new_empty")
-class NewFilled(_Sized):
+class NewFilled(_Sized, _Filling):
     """``x.new_zeros/new_ones/new_empty(size)``: of ``x``'s dtype unless one is given
     (``new_full`` exports as ``aten::new_full``)."""
 
     def build(self, params: Params) -> None:
-        self.fill = _fill_of(params, self.type.split(".")[1].removeprefix("new_"))
+        self.read_fill(params, self.type.split(".")[1].removeprefix("new_"))
         self.read_size(params)
         self.dtype = _dtype_param(params)
         (self.x_at,) = self.bind_inputs(params, ["input"])
@@ -179,17 +194,17 @@ class NewFilled(_Sized):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         dtype = self.dtype or np.asarray(inputs[self.x_at]).dtype
-        return [np.full(self.runtime_size(inputs), self.fill, dtype=dtype)]
+        return [np.full(self.runtime_size(inputs), self.runtime_fill(inputs), dtype=dtype)]
 
 
 @register("torch.zeros_like", "torch.ones_like", "torch.full_like", "torch.empty_like")
-class FilledLike(Layer):
+class FilledLike(_Filling):
     """``torch.zeros_like/ones_like/full_like/empty_like(x)``: ``x``'s shape, of its dtype
     unless one is given; pnnx keeps them where ``x``'s shape is dynamic at export.
     ``empty_like`` gives zeros (its content is unspecified)."""
 
     def build(self, params: Params) -> None:
-        self.fill = _fill_of(params, self.type.split(".")[1].removesuffix("_like"))
+        self.read_fill(params, self.type.split(".")[1].removesuffix("_like"))
         self.dtype = _dtype_param(params)
         (self.x_at,) = self.bind_inputs(params, ["input"])
 
@@ -201,7 +216,7 @@ class FilledLike(Layer):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         x = np.asarray(inputs[self.x_at])
-        return [np.full(x.shape, self.fill, dtype=self.dtype or x.dtype)]
+        return [np.full(x.shape, self.runtime_fill(inputs), dtype=self.dtype or x.dtype)]
 
 
 @register("aten::new_full")

@@ -37,6 +37,12 @@ CASES = [
     Case("zeros_ones_full_empty_like", Fn(lambda a: (torch.zeros_like(a) + 1, torch.ones_like(a, dtype=torch.int64),
                                                     torch.full_like(a, 2.5) * a, torch.empty_like(a).fill_(0))),
          (x(2, 5),), (x(3, 7),)),
+    # fill values computed from sizes: PointNet++'s ball query marks points out of reach with N
+    Case("full_of_a_size",
+         Fn(lambda a: (torch.full_like(a.argsort(1), a.shape[1]).where(a > 0.5, a.argsort(1)),
+                       torch.full((a.size(0), 2), a.shape[1]), a.new_full((2,), a.shape[1] / 2),
+                       torch.full((a.size(0),), a.shape[1] * 0.5) + a[:, 0])),
+         (x(2, 5),), (x(3, 7),), more_inputs=((x(4, 9),), (x(1, 3),))),
     # bounds computed from the data, a constant count: the length is known before the run
     Case("linspace_between_computed_bounds", Fn(lambda a: torch.linspace(a.min(), a.max(), 7) * 2),
          (torch.tensor([[0.5, -1.25, 3.0]]),)),

@@ -8,6 +8,8 @@
     FilledLike    torch.zeros_like / ones_like / full_like / empty_like   (the input's shape)
     AtenNewFull   aten::new_full        x.new_full(size, value), as TorchScript leaves it
     Linspace      aten::linspace        steps values from start to end
+    Logspace      aten::logspace        base to the powers of a linspace
+    TriangleIndices  aten::triu_indices / tril_indices   the indices of a triangle
     Eye           aten::eye             the identity matrix of n (x m)
     Numel         aten::numel           the element count, as an int64 scalar
 
@@ -305,13 +307,17 @@ class Linspace(Layer):
     inputs: start, end, steps, dtype, layout, device, pin_memory. ``steps`` computed from
     the data makes the length known only when it runs."""
 
+    #: TorchScript's inputs after ``steps`` and before ``dtype``.
+    middle: tuple[str, ...] = ()
+
     def build(self, params: Params) -> None:
-        if self.num_inputs != 7:
-            raise params.error(f"takes 7 inputs (start, end, steps, dtype, layout, device, pin_memory), "
-                               f"given {self.num_inputs}")
+        names = ("start", "end", "steps", *self.middle, "dtype", "layout", "device", "pin_memory")
+        if self.num_inputs != len(names):
+            raise params.error(f"takes {len(names)} inputs ({', '.join(names)}), given {self.num_inputs}")
+        self.dtype_at = 3 + len(self.middle)
 
     def infer(self, specs: list[Spec]) -> list[Spec]:
-        steps, dtype = _known_number(specs[2]), _aten_dtype(_known_number(specs[3]))
+        steps, dtype = _known_number(specs[2]), _aten_dtype(_known_number(specs[self.dtype_at]))
         if steps is _UNKNOWN and specs[2].dtype.kind in "iu":  # computed from the data
             return [DynamicSpec((None,), dtype)]
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
@@ -320,8 +326,57 @@ class Linspace(Layer):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         start, end, steps = _number(inputs[0]), _number(inputs[1]), int(_number(inputs[2]))
-        dtype = _aten_dtype(None if inputs[3] is None else _number(inputs[3]))
-        return [np.linspace(start, end, steps, dtype=np.float64).astype(dtype)]
+        dtype = _aten_dtype(None if inputs[self.dtype_at] is None else _number(inputs[self.dtype_at]))
+        return [self.spaced(np.linspace(start, end, steps, dtype=np.float64), inputs).astype(dtype)]
+
+    def spaced(self, points: np.ndarray, inputs: list[Any]) -> np.ndarray:
+        return points
+
+
+@register("aten::logspace")
+class Logspace(Linspace):
+    """``torch.logspace(start, end, steps, base)``: ``base`` to the powers linspace gives."""
+
+    middle = ("base",)
+
+    def spaced(self, points: np.ndarray, inputs: list[Any]) -> np.ndarray:
+        return np.power(float(_number(inputs[3])), points)
+
+
+@register("aten::triu_indices", "aten::tril_indices")
+class TriangleIndices(Layer):
+    """``torch.triu_indices(row, col, offset)`` / ``tril_indices``: the (2, count) row and
+    column indices of a triangle of a row x col matrix, kept where a size is an input's
+    (every pair of a dynamic number of points); inputs row, col, offset, dtype, layout,
+    device, pin_memory."""
+
+    def build(self, params: Params) -> None:
+        if self.num_inputs != 7:
+            raise params.error(f"takes 7 inputs (row, col, offset, dtype, layout, device, pin_memory), "
+                               f"given {self.num_inputs}")
+
+    def _indices(self, row: int, col: int, offset: int) -> np.ndarray:
+        if row < 0 or col < 0:
+            raise ShapeMismatch(f"row and col must be >= 0, given {row} and {col}")
+        if not row or not col:
+            return np.zeros((2, 0), np.int64)
+        pick = np.triu_indices if self.type == "aten::triu_indices" else np.tril_indices
+        return np.stack(pick(row, offset, col)).astype(np.int64)
+
+    @staticmethod
+    def _dtype(code: Any) -> np.dtype:
+        return np.dtype(np.int64) if code in (None, _UNKNOWN) else scalar_type(code)
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        dtype = self._dtype(_known_number(specs[3]))
+        sizes = [_known_number(spec) for spec in specs[:3]]
+        if any(n is _UNKNOWN for n in sizes):
+            return [DynamicSpec((2, None), dtype)]
+        return [TensorSpec(self._indices(*sizes).shape, dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        dtype = self._dtype(None if inputs[3] is None else _number(inputs[3]))
+        return [self._indices(*(int(_number(v)) for v in inputs[:3])).astype(dtype)]
 
 
 @register("aten::eye")

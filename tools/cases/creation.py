@@ -43,6 +43,13 @@ CASES = [
                        torch.full((a.size(0), 2), a.shape[1]), a.new_full((2,), a.shape[1] / 2),
                        torch.full((a.size(0),), a.shape[1] * 0.5) + a[:, 0])),
          (x(2, 5),), (x(3, 7),), more_inputs=((x(4, 9),), (x(1, 3),))),
+    # every pair of a dynamic number of points; a log-spaced scale per position
+    Case("triangle_indices_and_logspace_of_a_size",
+         Fn(lambda a: (a[:, torch.triu_indices(a.shape[1], a.shape[1], 1)[0]]
+                       * a[:, torch.triu_indices(a.shape[1], a.shape[1], 1)[1]],
+                       torch.tril_indices(a.shape[0], a.shape[1], -1), a * torch.logspace(0, 1, a.shape[1]),
+                       torch.logspace(-1, 2, a.shape[1], base=2.0, dtype=torch.float64))),
+         (x(2, 5),), (x(3, 7),), more_inputs=((x(4, 9),), (x(5, 1),))),
     # bounds computed from the data, a constant count: the length is known before the run
     Case("linspace_between_computed_bounds", Fn(lambda a: torch.linspace(a.min(), a.max(), 7) * 2),
          (torch.tensor([[0.5, -1.25, 3.0]]),)),

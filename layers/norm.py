@@ -28,8 +28,9 @@ import numpy as np
 
 from graphexec.layers.aten import constant_input, constant_number, required_constant
 from graphexec.layers._samples import rows_kept
-from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, normalize_axis, numel
+from graphexec.layers.base import Layer, Params, Shape, ShapeMismatch, Spec, TensorSpec, normalize_axis, numel
 from graphexec.layers.registry import register
+from graphexec.layers.shape import planned_ints, runtime_ints
 
 
 def _compute_dtype(dtype: np.dtype) -> np.dtype:
@@ -228,25 +229,67 @@ class FBatchNorm(Layer):
 # Layer norm
 # ----------------------------------------------------------------------------------------
 class _LayerNormBase(Layer):
+    """Normalises over the trailing ``normalized_shape`` dims: a param, or for ``F.layer_norm``
+    and ``F.rms_norm`` an input where a dynamic export reads it from sizes
+    (``F.layer_norm(x, x.shape[-1:])`` over a time axis)."""
+
+    #: The input holding ``normalized_shape`` where the graph computes it, else None.
+    shape_at: int | None = None
+
     def _read_shape(self, params: Params) -> None:
+        self.eps = self._read_eps(params)
+        if not params.has("normalized_shape") and "normalized_shape" in self.input_names[1:]:
+            self.shape_at = self.input_names.index("normalized_shape")
+            self.normalized_shape: tuple[int, ...] = ()
+            return
         self.normalized_shape = params.ints("normalized_shape")
         if not self.normalized_shape or any(d < 1 for d in self.normalized_shape):
             raise params.error(f"normalized_shape={self.normalized_shape} must be non-empty and positive")
-        self.eps = read_eps(params)
+
+    def _read_eps(self, params: Params) -> float | None:
+        return read_eps(params)
 
     def batchwise(self, inputs, outputs) -> bool:
         # trailing dims normalized, with a stored weight and bias (given ones might be rows)
         return len(inputs) == 1 and rows_kept(inputs, outputs) and len(self.normalized_shape) < len(inputs[0].shape)
 
-    def _check_input(self, x: Shape) -> None:
-        k = len(self.normalized_shape)
-        if len(x) < k or tuple(x[-k:]) != self.normalized_shape:
-            raise ShapeMismatch(
-                f"expected an input ending in normalized_shape {self.normalized_shape}, given shape {x}"
-            )
+    def _runtime_shape(self, inputs: list[Any]) -> tuple[int, ...]:
+        """``normalized_shape``, read from its input (and checked against the others) where
+        the graph computes it."""
+        if self.shape_at is None:
+            return self.normalized_shape
+        normalized = runtime_ints(inputs[self.shape_at], "normalized_shape")
+        shapes = [np.shape(v) if i != self.shape_at else () for i, v in enumerate(inputs)]
+        self._check_shapes(shapes, normalized)
+        return normalized
 
-    def _normalize(self, x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
-        size = numel(self.normalized_shape)
+    def _check_shapes(self, shapes: list[Shape], normalized: tuple[int, ...]) -> None:
+        """The input ends in ``normalized`` and each weight given has that shape."""
+        self.expect_inputs(shapes, self.num_inputs)
+        k, x = len(normalized), shapes[0]
+        if not k or len(x) < k or tuple(x[-k:]) != tuple(normalized):
+            raise ShapeMismatch(f"expected an input ending in normalized_shape {normalized}, given shape {x}")
+        for name, i in getattr(self, "at", {}).items():
+            if tuple(shapes[i]) != tuple(normalized):
+                raise ShapeMismatch(f"{name} should have shape {normalized}, given {shapes[i]}")
+
+    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
+        self._check_shapes(shapes, self.normalized_shape)
+        return [shapes[0]]
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        if self.shape_at is None:
+            return super().infer(specs)
+        x = specs[0]
+        if not isinstance(x, TensorSpec):
+            raise ShapeMismatch(f"input 0 is a sequence {x}, expected a tensor")
+        shapes = [s.shape if isinstance(s, TensorSpec) else () for s in specs]
+        self._check_shapes(shapes, planned_ints(specs[self.shape_at], "normalized_shape"))
+        return [TensorSpec(x.shape, x.dtype)]
+
+    def _normalize(self, x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
+                   normalized: tuple[int, ...]) -> np.ndarray:
+        size = numel(normalized)
         out = standardize(x.reshape(-1, size), self.eps)
         out = _affine(out, None if weight is None else weight.reshape(size),
                       None if bias is None else bias.reshape(size))
@@ -265,13 +308,8 @@ class LayerNorm(_LayerNormBase):
         # nn.LayerNorm(bias=False) keeps a weight without a bias.
         self.bias = params.weight("bias", shape=shape) if params.has_attr("bias") else None
 
-    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, 1)
-        self._check_input(shapes[0])
-        return [shapes[0]]
-
     def forward(self, inputs: list[Any]) -> list[Any]:
-        return [self._normalize(inputs[0], self.weight, self.bias)]
+        return [self._normalize(inputs[0], self.weight, self.bias, self.normalized_shape)]
 
 
 @register("F.layer_norm")
@@ -285,44 +323,28 @@ class FLayerNorm(_LayerNormBase):
         self.at = _named_inputs(self, self._ARGS)
         _no_param_value(params, self._ARGS, self.at)
 
-    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, self.num_inputs)
-        self._check_input(shapes[0])
-        for name, i in self.at.items():
-            if tuple(shapes[i]) != self.normalized_shape:
-                raise ShapeMismatch(f"{name} should have shape {self.normalized_shape}, given {shapes[i]}")
-        return [shapes[0]]
-
     def forward(self, inputs: list[Any]) -> list[Any]:
         args = _arguments(inputs, self.at)
-        return [self._normalize(inputs[0], args.get("weight"), args.get("bias"))]
+        normalized = self._runtime_shape(inputs)
+        return [self._normalize(inputs[0], args.get("weight"), args.get("bias"), normalized)]
 
 
 class _RMSNormBase(_LayerNormBase):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape`` dims;
     with ``eps=None`` the input dtype's machine epsilon, as PyTorch does."""
 
-    def _read_shape(self, params: Params) -> None:
-        self.normalized_shape = params.ints("normalized_shape")
-        if not self.normalized_shape or any(d < 1 for d in self.normalized_shape):
-            raise params.error(f"normalized_shape={self.normalized_shape} must be non-empty and positive")
-        self.eps = None if params.raw("eps", None) in (None, "None") else read_eps(params)
+    def _read_eps(self, params: Params) -> float | None:
+        return None if params.raw("eps", None) in (None, "None") else read_eps(params)
 
-    def _rms_normalize(self, x: np.ndarray, weight: np.ndarray | None) -> np.ndarray:
-        size = numel(self.normalized_shape)
+    def _rms_normalize(self, x: np.ndarray, weight: np.ndarray | None,
+                       normalized: tuple[int, ...]) -> np.ndarray:
+        size = numel(normalized)
         rows = x.astype(_compute_dtype(x.dtype), copy=False).reshape(-1, size)
         eps = np.finfo(x.dtype if x.dtype.kind == "f" else np.float32).eps if self.eps is None else self.eps
         out = rows / np.sqrt(np.mean(np.square(rows), axis=-1, keepdims=True) + eps)
         if weight is not None:
             out *= weight.reshape(size)
         return out.reshape(x.shape).astype(x.dtype, copy=False)
-
-    def infer_shapes(self, shapes: list[Shape]) -> list[Shape]:
-        self.expect_inputs(shapes, self.num_inputs)
-        self._check_input(shapes[0])
-        if self.num_inputs > 1 and tuple(shapes[1]) != self.normalized_shape:
-            raise ShapeMismatch(f"weight should have shape {self.normalized_shape}, given {shapes[1]}")
-        return [shapes[0]]
 
 
 @register("nn.RMSNorm")
@@ -335,7 +357,7 @@ class RMSNorm(_RMSNormBase):
         self.weight = params.weight("weight", shape=self.normalized_shape) if affine else None
 
     def forward(self, inputs: list[Any]) -> list[Any]:
-        return [self._rms_normalize(inputs[0], self.weight)]
+        return [self._rms_normalize(inputs[0], self.weight, self.normalized_shape)]
 
 
 @register("F.rms_norm")
@@ -349,7 +371,8 @@ class FRMSNorm(_RMSNormBase):
 
     def forward(self, inputs: list[Any]) -> list[Any]:
         weight = np.asarray(inputs[self.at["weight"]]) if "weight" in self.at else None
-        return [self._rms_normalize(inputs[0], weight)]
+        normalized = self._runtime_shape(inputs)
+        return [self._rms_normalize(inputs[0], weight, normalized)]
 
 
 # ----------------------------------------------------------------------------------------

@@ -82,6 +82,11 @@ class HeadwiseNorm(nn.Module):
 
 
 CASES = [
+    # normalized over dims whose size the input decides (a time axis): pnnx hands the shape over
+    Case("layer_norm_and_rms_norm_over_dynamic_dims",
+         Fn(lambda a: (F.layer_norm(a, a.shape[-1:]) * 2, F.rms_norm(a, a.shape[-2:]),
+                       F.layer_norm(a.transpose(1, 2), a.shape[-2:-1], eps=1e-3))),
+         (torch.randn(2, 3, 6),), (torch.randn(3, 4, 9),), more_inputs=((torch.randn(4, 5, 7),),)),
     Case("batchnorm2d", trained(nn.BatchNorm2d(4)), (x(2, 4, 5, 5),)),
     Case("batchnorm2d_eps", trained(nn.BatchNorm2d(3, eps=1e-2)), (x(1, 3, 4, 6),)),
     Case("batchnorm1d_3d", trained(nn.BatchNorm1d(4)), (x(2, 4, 7),)),

@@ -98,6 +98,11 @@ class RMSNormOp(Op):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims: the norm of LLaMA,
     Mistral, Qwen and T5; the weight stored (``nn.RMSNorm``) or an input (``F.rms_norm``)."""
 
+    def check(self, layer):
+        if layer.shape_at is not None:
+            return "a normalized_shape the graph computes is read on the host"
+        return None
+
     def check_shapes(self, layer, specs):
         return refused_shapes(layer, [s.shape for s in specs])
 

@@ -292,6 +292,8 @@ _BINARY: dict[str, tuple[Callable[..., Any], Callable[[np.dtype, bool], tuple[np
     "heaviside": (_heaviside, _rule_same),
     "xlogy": (_xlogy(np.log), _rule_float),
     "xlog1py": (_xlogy(np.log1p), _rule_float),
+    "polygamma": (_special.polygamma, _rule_float),
+    "mvlgamma": (_special.mvlgamma, _rule_float),
     "gcd": (np.gcd, _rule_bits),
     "lcm": (np.lcm, _rule_bits),
     "and": (np.bitwise_and, _rule_bits),

@@ -20,6 +20,7 @@ The accuracy aimed at is float64's, far beyond the float32 results they usually 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -252,6 +253,59 @@ def digamma(x: np.ndarray) -> np.ndarray:
     out[np.isposinf(x)] = np.inf
     out[np.isneginf(x) | np.isnan(x)] = np.nan
     return out
+
+
+#: Hurwitz's zeta steps its argument up to this before the Euler-Maclaurin tail.
+_ZETA_SERIES_FROM = 12.0
+#: The tail's Bernoulli numbers B_2, B_4, ..., B_16.
+_BERNOULLI = (1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6, -3617.0 / 510)
+
+
+def _hurwitz_zeta(s: int, q: np.ndarray) -> np.ndarray:
+    """``sum over k >= 0 of (q + k)**-s`` for an integer ``s >= 2``: the terms summed while
+    ``q + k`` is below :data:`_ZETA_SERIES_FROM` (negative ``q`` too, as Cephes does), then
+    the Euler-Maclaurin tail; inf at the poles ``q`` = 0, -1, -2, ..."""
+    z, total = q.copy(), np.zeros_like(q)
+    while True:
+        small = z < _ZETA_SERIES_FROM
+        if not small.any():
+            break
+        total += np.where(small, z ** -float(s), 0.0)
+        z = np.where(small, z + 1.0, z)
+    tail = z ** (1.0 - s) / (s - 1) + 0.5 * z ** -float(s)
+    rising, factorial, power = float(s), 2.0, z ** (-float(s) - 1.0)
+    for j, bernoulli in enumerate(_BERNOULLI, start=1):
+        tail += bernoulli / factorial * rising * power
+        rising *= (s + 2 * j - 1) * (s + 2 * j)
+        factorial *= (2 * j + 1) * (2 * j + 2)
+        power /= z * z
+    return total + tail
+
+
+def polygamma(n: Any, x: np.ndarray) -> np.ndarray:
+    """The ``n``-th derivative of digamma: ``(-1)**(n+1) n! zeta(n + 1, x)`` for ``n >= 1``."""
+    order = int(np.asarray(n).reshape(-1)[0])
+    if order < 0 or order != np.asarray(n).reshape(-1)[0]:
+        raise ValueError(f"polygamma's n must be an integer >= 0, given {n}")
+    x = np.asarray(x, dtype=np.float64)
+    if order == 0:
+        return digamma(x)
+    with np.errstate(all="ignore"):
+        out = (-1.0) ** (order + 1) * math.factorial(order) * _hurwitz_zeta(order + 1, x)
+    out[np.isnan(x) | np.isneginf(x) | (np.isposinf(x) & (order > 1))] = np.nan  # as PyTorch
+    return out
+
+
+def mvlgamma(x: np.ndarray, p: Any) -> np.ndarray:
+    """The multivariate log-gamma of dimension ``p``: ``p(p-1)/4 log(pi)`` plus the sum of
+    ``lgamma(x - j/2)`` for j < p."""
+    dims = int(np.asarray(p).reshape(-1)[0])
+    if dims < 1:
+        raise ValueError(f"mvlgamma's p must be >= 1, given {p}")
+    x = np.asarray(x, dtype=np.float64)
+    if (x <= (dims - 1) / 2).any():  # PyTorch refuses these too
+        raise ValueError(f"mvlgamma of dimension {dims} needs every element > {(dims - 1) / 2}")
+    return dims * (dims - 1) / 4 * math.log(math.pi) + sum(lgamma(x - j / 2) for j in range(dims))
 
 
 # ----------------------------------------------------------------------------------------

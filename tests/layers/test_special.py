@@ -85,6 +85,33 @@ def test_digamma_values_and_recurrence():
     assert np.isnan(out[[2, 4, 5]]).all()
 
 
+def test_polygamma_values_and_recurrence():
+    """psi1(1) = pi^2/6, psi1(1/2) = pi^2/2, psi2(1) = -2 zeta(3); psi_n(x + 1) = psi_n(x) +
+    (-1)^n n! / x^(n+1), negative arguments included."""
+    zeta3 = 1.2020569031595942
+    assert relative(_special.polygamma(1, np.array([1.0, 0.5])), [math.pi**2 / 6, math.pi**2 / 2]) < 1e-14
+    assert relative(_special.polygamma(2, np.array([1.0])), [-2 * zeta3]) < 1e-14
+    xs = np.linspace(-6.7, 40, 499)
+    for n in (1, 2, 3, 5):
+        here, next_one = _special.polygamma(n, xs), _special.polygamma(n, xs + 1)
+        step = (-1) ** n * math.factorial(n) / xs ** (n + 1)
+        scale = np.maximum(np.maximum(np.abs(here), np.abs(next_one)), 1.0)
+        assert np.max(np.abs(next_one - here - step) / scale) < 1e-12, n
+    np.testing.assert_array_equal(_special.polygamma(0, xs), _special.digamma(xs))
+    assert _special.polygamma(1, np.array([0.0, -3.0])).tolist() == [np.inf, np.inf]
+    with pytest.raises(ValueError, match="integer >= 0"):
+        _special.polygamma(-1, xs)
+
+
+def test_mvlgamma_is_a_sum_of_lgammas():
+    x = np.linspace(2.6, 30, 40)
+    lgammas = [np.array([math.lgamma(v - j / 2) for v in x]) for j in range(3)]
+    want = 3 * 2 / 4 * math.log(math.pi) + sum(lgammas)
+    assert relative(_special.mvlgamma(x, 3), want) < 1e-13
+    with pytest.raises(ValueError, match="> 1.0"):
+        _special.mvlgamma(np.array([1.0]), 3)
+
+
 @pytest.mark.parametrize("x", [0.0, 0.3, 5.0, 80.0, 650.0, -40.0])
 def test_i0e_is_scaled_i0(x):
     assert relative(_special.i0e(np.array([x])), [np.i0(x) * math.exp(-abs(x))]) < 1e-14

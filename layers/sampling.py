@@ -115,15 +115,22 @@ def _unnormalize(coord: np.ndarray, size: int, align_corners: bool) -> np.ndarra
     return ((coord + 1) * size - 1) / 2
 
 
+def _clamp(position: np.ndarray, size: int) -> np.ndarray:
+    """Positions held inside [0, size - 1]; a NaN one goes to 0, as PyTorch's clamp does (a
+    flow's warp grid divided by the width less one is NaN on a one-pixel pyramid level)."""
+    return np.fmin(np.fmax(position, 0), size - 1)
+
+
 def _reflect(position: np.ndarray, size: int, align_corners: bool) -> np.ndarray:
     """Positions folded back into the image, as padding_mode='reflection' does."""
     low, span = (0.0, size - 1.0) if align_corners else (-0.5, float(size))
     if span <= 0:
         return np.zeros_like(position)
-    distance = np.abs(position - low)
-    flips, extra = np.divmod(distance, span)
-    folded = np.where(flips % 2 == 0, low + extra, low + span - extra)
-    return folded if align_corners else np.clip(folded, 0, size - 1)
+    with np.errstate(invalid="ignore"):  # an infinite or NaN position folds to NaN
+        distance = np.abs(position - low)
+        flips, extra = np.divmod(distance, span)
+        folded = np.where(flips % 2 == 0, low + extra, low + span - extra)
+    return _clamp(folded, size)  # within already where finite; NaN goes to 0 as in PyTorch
 
 
 @register("F.grid_sample")
@@ -168,6 +175,11 @@ class GridSample(Layer):
         sizes = image.shape[2:]
         # the grid's (x, y[, z]) run along (W, H[, D]): reversed, they follow the image's axes
         coords = [grid[..., i] for i in reversed(range(len(sizes)))]
+        with np.errstate(invalid="ignore"):  # a NaN or infinite grid point gives NaN or 0, as in PyTorch
+            out = self._sample(image, coords, sizes)
+        return [out.astype(dtype, copy=False)]
+
+    def _sample(self, image: np.ndarray, coords: list[np.ndarray], sizes: tuple[int, ...]) -> np.ndarray:
         if self.mode == "bicubic":
             out = self._bicubic(image, coords)
         else:
@@ -177,7 +189,7 @@ class GridSample(Layer):
                 out = self._gather(image, [np.rint(p) for p in positions])
             else:
                 out = self._linear(image, positions)
-        return [out.astype(dtype, copy=False)]
+        return out
 
     def _linear(self, image: np.ndarray, positions: list[np.ndarray]) -> np.ndarray:
         """Bilinear (2 axes) or trilinear (3 axes): the 2**k pixels around each position,
@@ -215,7 +227,7 @@ class GridSample(Layer):
         """Integer pixel indices along one axis, folded by the padding mode (zeros: left
         outside, where :meth:`_gather` reads 0)."""
         if self.padding_mode == "border":
-            return np.clip(index, 0, size - 1)
+            return _clamp(index, size)
         if self.padding_mode == "reflection":
             return _reflect(index, size, self.align_corners)
         return index
@@ -224,7 +236,7 @@ class GridSample(Layer):
         """Pixel positions to read along one axis, after the padding mode's folding."""
         position = _unnormalize(coord, size, self.align_corners)
         if self.padding_mode == "border":
-            return np.clip(position, 0, size - 1)
+            return _clamp(position, size)
         if self.padding_mode == "reflection":
             return _reflect(position, size, self.align_corners)
         return position
@@ -232,13 +244,13 @@ class GridSample(Layer):
     @staticmethod
     def _gather(image: np.ndarray, indices: list[np.ndarray]) -> np.ndarray:
         """``image`` (N, C, *spatial) at integer indices per sample, one (N, *out) array per
-        spatial axis -> (N, C, *out); zero outside. One gather of flat indices into the
-        flattened spatial axes, whatever their count."""
+        spatial axis -> (N, C, *out); zero outside, and at a NaN index. One gather of flat
+        indices into the flattened spatial axes, whatever their count."""
         n, c, *sizes = image.shape
         inside = np.ones(indices[0].shape, bool)
         flat = np.zeros(indices[0].shape, np.intp)
         for index, size in zip(indices, sizes):
             inside &= (index >= 0) & (index < size)
-            flat = flat * size + np.clip(index, 0, size - 1).astype(np.intp)
+            flat = flat * size + np.clip(np.where(inside, index, 0), 0, size - 1).astype(np.intp)
         values = np.take_along_axis(image.reshape(n, c, -1), flat.reshape(n, 1, -1), axis=2)
         return np.where(inside[:, None], values.reshape(n, c, *flat.shape[1:]), 0)

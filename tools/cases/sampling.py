@@ -41,6 +41,15 @@ def every_padding(mode):
     )
 
 
+def with_non_finite_points(g):
+    """A grid some of whose points are NaN or infinite, as a flow's warp grid is on a pyramid
+    level one pixel wide (its x / (W - 1))."""
+    g = g.clone()
+    g[0, 0, 0, 0], g[0, 1, 1, 1] = float("nan"), float("inf")
+    g[-1, 2, 3, 0], g[-1, 0, 4, 1] = -float("inf"), float("nan")
+    return g
+
+
 class Transformer(nn.Module):
     """A spatial transformer: a small net predicts theta, the image is resampled by it."""
 
@@ -126,6 +135,12 @@ CASES = [
         sample(mode="bicubic", padding_mode="reflection", align_corners=True),
         (x(1, 2, 5, 5), grid(1, 6, 4, 2)),
     ),
+    # NaN where PyTorch gives NaN (weights of a NaN point), 0 or a clamped pixel elsewhere
+    Case("grid_sample_at_non_finite_points",
+         Fn(lambda a, g: tuple(F.grid_sample(a, g, mode=mode, padding_mode=padding, align_corners=aligned)
+                               for mode in ("bilinear", "nearest", "bicubic")
+                               for padding in ("zeros", "border", "reflection") for aligned in (False, True))),
+         (x(2, 3, 4, 6), with_non_finite_points(grid(2, 3, 5, 2)))),
     Case("affine_grid_2d", Fn(lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=False)), (x(2, 2, 3),)),
     Case(
         "affine_grid_2d_aligned",

@@ -25,11 +25,7 @@ inline float reflect(const float p, const int size) {
     const float flips = floor(distance / span);
     const float extra = distance - flips * span;
     const float folded = fmod(flips, 2.0f) == 0.0f ? low + extra : low + span - extra;
-#if ALIGN
-    return folded;
-#else
-    return clamp(folded, 0.0f, (float)(size - 1));
-#endif
+    return clamp(folded, 0.0f, (float)(size - 1));  // within already where finite; NaN goes to 0
 }
 
 // A position after the padding mode (zeros: as it is; reads outside give 0).

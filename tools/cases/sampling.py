@@ -139,7 +139,8 @@ CASES = [
     Case("grid_sample_at_non_finite_points",
          Fn(lambda a, g: tuple(F.grid_sample(a, g, mode=mode, padding_mode=padding, align_corners=aligned)
                                for mode in ("bilinear", "nearest", "bicubic")
-                               for padding in ("zeros", "border", "reflection") for aligned in (False, True))),
+                               for padding in ("zeros", "border", "reflection")
+                               for aligned in (False, True))),
          (x(2, 3, 4, 6), with_non_finite_points(grid(2, 3, 5, 2)))),
     Case("affine_grid_2d", Fn(lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=False)), (x(2, 2, 3),)),
     Case(

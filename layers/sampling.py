@@ -126,10 +126,9 @@ def _reflect(position: np.ndarray, size: int, align_corners: bool) -> np.ndarray
     low, span = (0.0, size - 1.0) if align_corners else (-0.5, float(size))
     if span <= 0:
         return np.zeros_like(position)
-    with np.errstate(invalid="ignore"):  # an infinite or NaN position folds to NaN
-        distance = np.abs(position - low)
-        flips, extra = np.divmod(distance, span)
-        folded = np.where(flips % 2 == 0, low + extra, low + span - extra)
+    distance = np.abs(position - low)  # an infinite or NaN position folds to NaN
+    flips, extra = np.divmod(distance, span)
+    folded = np.where(flips % 2 == 0, low + extra, low + span - extra)
     return _clamp(folded, size)  # within already where finite; NaN goes to 0 as in PyTorch
 
 
@@ -251,6 +250,6 @@ class GridSample(Layer):
         flat = np.zeros(indices[0].shape, np.intp)
         for index, size in zip(indices, sizes):
             inside &= (index >= 0) & (index < size)
-            flat = flat * size + np.clip(np.where(inside, index, 0), 0, size - 1).astype(np.intp)
+            flat = flat * size + np.where(inside, index, 0).astype(np.intp)  # in range wherever read
         values = np.take_along_axis(image.reshape(n, c, -1), flat.reshape(n, 1, -1), axis=2)
         return np.where(inside[:, None], values.reshape(n, c, *flat.shape[1:]), 0)

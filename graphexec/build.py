@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from graphexec.errors import UnsupportedOperatorError
 from graphexec.ir import INPUT_TYPE, OUTPUT_TYPE, Graph
 from graphexec.layers import registry
+from graphexec.layers.computed import layer_for
 
 if TYPE_CHECKING:
     from graphexec.layers.base import Layer
@@ -39,5 +40,5 @@ def build_layers(graph: Graph, skip: Collection[str] = ()) -> dict[str, Layer]:
             continue
         cls = registry.lookup(op.type)
         assert cls is not None  # checked above
-        built[op.name] = cls(op)
+        built[op.name] = layer_for(cls, op)
     return built

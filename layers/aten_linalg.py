@@ -4,6 +4,7 @@
 
     MatrixNorm       aten::linalg_matrix_norm (x, ord, dim, keepdim, dtype)
     LinalgNorm       aten::linalg_norm (x, ord, dim, keepdim, dtype)   vector or matrix norm
+    LinalgVectorNorm aten::linalg_vector_norm (x, ord, dim, keepdim, dtype)
     Renorm           aten::renorm (x, p, dim, maxnorm)            slices scaled down to maxnorm
     AddR, AddBmm     aten::addr (x, u, v, beta, alpha), aten::addbmm (x, b1, b2, beta, alpha)
     AddMv            aten::addmv (x, mat, vec, beta, alpha)       beta * x + alpha * mat @ vec
@@ -151,6 +152,46 @@ class LinalgNorm(_Aten):
             if not self.keepdim:
                 y = y.reshape(reduced_shape(x.shape, axes, False))
         return [np.asarray(y, dtype=x.dtype)]
+
+
+@register("aten::linalg_vector_norm")
+class LinalgVectorNorm(_Aten):
+    """``torch.linalg.vector_norm(x, ord, dim, keepdim)``, over every dim without one. pnnx
+    writes it as ``torch.norm`` where it knows each argument, so this comes with an ``ord``
+    computed from a size (``F.normalize(x, p=x.size(-1) / 4)``, see :mod:`graphexec.layers.computed`)."""
+
+    arity = 5
+
+    def build(self, params: Params) -> None:
+        super().build(params)
+        self.order = constant_number(params, 1, "ord")
+        dims = constant_input(params, 2)
+        if dims is NOT_CONSTANT or isinstance(dims, bool):
+            raise params.error("dim (input 2) must be a constant: None, a dim or a list of dims")
+        self.dims = (dims,) if isinstance(dims, int) else dims or None
+        self.keepdim = required_constant(params, 3, "keepdim", bool)
+        if constant_input(params, 4) is not None:
+            raise params.error("a dtype (input 4) is not supported")
+
+    def _axes(self, rank: int) -> tuple[int, ...]:
+        if self.dims is None:
+            return tuple(range(rank))
+        axes = tuple(normalize_axis(d, rank) for d in self.dims)
+        if len(set(axes)) != len(axes):
+            raise ShapeMismatch(f"linalg_vector_norm: dims {self.dims} name one dim twice")
+        return axes
+
+    def infer(self, specs: list[Spec]) -> list[Spec]:
+        x = specs[0]
+        if not isinstance(x, TensorSpec) or x.dtype.kind != "f":
+            raise ShapeMismatch(f"linalg_vector_norm needs a floating point tensor, given {x}")
+        return [TensorSpec(reduced_shape(x.shape, self._axes(len(x.shape)), self.keepdim), x.dtype)]
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        x = np.asarray(inputs[0])
+        axes = self._axes(x.ndim)
+        y = vector_norm(x, self.order, axes)
+        return [np.asarray(y if self.keepdim else y.reshape(reduced_shape(x.shape, axes, False)), dtype=x.dtype)]
 
 
 @register("aten::renorm")

@@ -99,12 +99,15 @@ def test_sizes_computed_from_the_image_follow_it(case):
                                   "aten_more/int_implicit_of_a_scripted_count",
                                   "linear/linear_of_no_features", "creation/full_of_a_size",
                                   "creation/triangle_indices_and_logspace_of_a_size",
-                                  "norm/layer_norm_and_rms_norm_over_dynamic_dims"])
+                                  "norm/layer_norm_and_rms_norm_over_dynamic_dims",
+                                  "activation/numbers_computed_from_sizes",
+                                  "aten_more/arguments_computed_from_sizes"])
 def test_values_computed_from_sizes_follow_them(case):
     """A causal mask sized by the input and filled into it, a size made a list, a scripted
     count as a slice bound, a batch through a linear of no features, tensors filled with a
-    size, the pairs of a size's points, norms over dims the input sizes: PyTorch's outputs at
-    every saved shape, one engine."""
+    size, the pairs of a size's points, norms over dims the input sizes, activations' and
+    operators' number arguments computed from sizes: PyTorch's outputs at every saved shape,
+    one engine."""
     folder = OPS / case
     sets = [load_io(folder), *more_io(folder)]
     assert len({tuple(x.shape for x in ins) for ins, _ in sets}) == len(sets) > 1

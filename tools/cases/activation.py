@@ -86,5 +86,11 @@ CASES = [
     Case("softmax2d_rank3", Wrap(nn.Softmax2d()), (_x(9, (3, 4, 5)),)),
     Case("softmax_to_double", Fn(lambda y: (F.softmax(y, 1, dtype=torch.float64),
                                              F.log_softmax(y, 2, dtype=torch.float64))), (_x(10),)),
+    # a dynamic export hands numbers computed from sizes over as inputs (``$negative_slope``)
+    Case("numbers_computed_from_sizes",
+         Fn(lambda y: (F.leaky_relu(y, y.size(1) / 10), F.hardtanh(y, -y.size(1) / 8, y.size(-1) / 8),
+                       F.threshold(y, y.size(1) / 16, 0.5), F.elu(y, y.size(-1) / 4),
+                       F.softplus(y, beta=y.size(1) / 4), F.softshrink(y, y.size(-1) / 20))),
+         (_x(12, (2, 4, 5)),), (_x(13, (3, 6, 7)),), more_inputs=((_x(14, (2, 5, 9)),),)),
     Case("gelu_float64", Fn(lambda y: (F.gelu(y * 3), F.gelu(y, approximate="tanh"))), (_x(11).double(),)),
 ]

@@ -308,6 +308,15 @@ CASES = [
          Fn(lambda a, m, s: (a.masked_scatter(a > 0, s), a.masked_scatter(m > 0, s),
                              m.masked_scatter(a < 0, s))),
          (x(3, 4), x(4), x(3, 5))),
+    # arguments read as constants, computed from sizes in a dynamic export
+    Case("arguments_computed_from_sizes",
+         Fn(lambda a: (torch.kthvalue(a, a.size(-1) // 2 + 1, dim=-1)[0], F.one_hot(a.argmax(-1), a.size(-1)),
+                       torch.histc(a, bins=a.size(-1)), torch.diagonal(a, a.size(-1) // 4, dim1=-2, dim2=-1),
+                       a.unfold(-1, a.size(-1) // 2, a.size(-1) // 4), F.group_norm(a, a.size(1) // 2),
+                       torch.addcmul(a, a, a, value=a.size(1) / 2), torch.renorm(a, 2, 0, a.size(-1) / 10),
+                       F.normalize(a, p=a.size(-1) / 4, dim=-1), torch.linalg.vector_norm(a, a.size(-1) / 3),
+                       torch.linalg.vector_norm(a, a.size(-1) / 2, (0, -1), keepdim=True))),
+         (x(2, 4, 6),), (x(3, 6, 9),), more_inputs=((x(2, 2, 11),),)),
     Case("as_strided_views",  # overlapping windows, a stride of 0, an offset of 0
          Fn(lambda a: (torch.as_strided(a, (3, 3), (1, 2)), a.as_strided((2, 3, 4), (4, 1, 1)),
                        torch.as_strided(a, (2, 3), (0, 5), 0) * 2, a.as_strided((0, 2), (3, 1)))),
